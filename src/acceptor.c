@@ -1,0 +1,340 @@
+/* acceptor.c: listening sockets, accept4 until EAGAIN, round-robin hand-off. */
+#include "acceptor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "log.h"
+#include "net.h"
+#include "proto.h"
+#include "reactor.h"
+#include "util.h"
+
+#define ACCEPT_BUDGET	1024		/* accepts per wakeup per listener */
+#define ACCEPT_BACKLOG	4096
+#define PAUSE_MS	100		/* listeners off after fd exhaustion */
+#define SIGFD_TAG	UINT64_MAX
+
+struct listener {
+	int	fd;
+	bool	adopted;		/* passed by systemd */
+	char	name[CONFIG_NAME_MAX + 1];
+	const struct proto *proto;
+};
+
+struct acceptor {
+	struct config *cf;
+	struct reactor **rs;
+	unsigned nrs;
+	unsigned next;			/* round-robin position */
+	int	epfd;
+	int	spare_fd;		/* given up to shed clients on EMFILE */
+	bool	running;
+	bool	paused;
+	uint64_t resume_ms;
+	uint64_t last_refuse_log_ms;
+	struct listener *ls;
+	size_t	nls;
+	struct acceptor_stats stats;
+};
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct acceptor *
+acceptor_new(struct config *cf, struct reactor **rs, unsigned n)
+{
+	struct acceptor *a = xcalloc(1, sizeof(*a));
+
+	a->cf = config_ref(cf);
+	a->rs = rs;
+	a->nrs = n;
+	a->nls = cf->nlisteners;
+	a->ls = xcalloc(a->nls, sizeof(*a->ls));
+	for (size_t i = 0; i < a->nls; i++) {
+		a->ls[i].fd = -1;
+		memcpy(a->ls[i].name, cf->listeners[i].name,
+		    sizeof(a->ls[i].name));
+		a->ls[i].proto = cf->listeners[i].proto;
+	}
+	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if ((a->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		fatal("epoll_create1");
+	return a;
+}
+
+void
+acceptor_free(struct acceptor *a)
+{
+	if (a == NULL)
+		return;
+	acceptor_close_listeners(a);
+	if (a->spare_fd >= 0)
+		close(a->spare_fd);
+	close(a->epfd);
+	free(a->ls);
+	config_unref(a->cf);
+	free(a);
+}
+
+int
+acceptor_adopt(struct acceptor *a, const char *name, int fd)
+{
+	for (size_t i = 0; i < a->nls; i++) {
+		if (strcmp(a->ls[i].name, name) != 0)
+			continue;
+		if (net_set_nonblock_cloexec(fd) < 0)
+			return -1;
+		a->ls[i].fd = fd;
+		a->ls[i].adopted = true;
+		return 0;
+	}
+	errno = ENOENT;
+	return -1;
+}
+
+static int
+listener_watch(struct acceptor *a, size_t i, int op)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = i };
+
+	return epoll_ctl(a->epfd, op, a->ls[i].fd, &ev);
+}
+
+int
+acceptor_listen(struct acceptor *a)
+{
+	char where[80];
+
+	for (size_t i = 0; i < a->nls; i++) {
+		struct listener *l = &a->ls[i];
+		const struct listener_conf *lc = &a->cf->listeners[i];
+
+		if (l->fd < 0 &&
+		    (l->fd = net_listen(lc->address, lc->port,
+		    ACCEPT_BACKLOG)) < 0) {
+			log_warn("listener %s: cannot listen on %s port %u",
+			    l->name, lc->address, lc->port);
+			return -1;
+		}
+		if (listener_watch(a, i, EPOLL_CTL_ADD) < 0) {
+			log_warn("listener %s: epoll_ctl", l->name);
+			return -1;
+		}
+		if (net_local_name(l->fd, where, sizeof(where)) < 0)
+			strcpy(where, "?");
+		log_info("listening name=%s protocol=%s on=%s port=%d%s",
+		    l->name, l->proto->name, where, net_local_port(l->fd),
+		    l->adopted ? " (socket activation)" : "");
+	}
+	return 0;
+}
+
+void
+acceptor_close_listeners(struct acceptor *a)
+{
+	for (size_t i = 0; i < a->nls; i++) {
+		if (a->ls[i].fd >= 0) {
+			close(a->ls[i].fd);
+			a->ls[i].fd = -1;
+		}
+	}
+}
+
+/* Logs a refusal at most once a second. */
+static void
+acceptor_log_refusal(struct acceptor *a, const char *why)
+{
+	uint64_t now = now_ms();
+
+	if (now - a->last_refuse_log_ms < 1000)
+		return;
+	a->last_refuse_log_ms = now;
+	log_warnx("refusing clients: %s (refused so far: %llu at "
+	    "max_connections, %llu out of descriptors)", why,
+	    (unsigned long long)a->stats.refused_max,
+	    (unsigned long long)a->stats.refused_fd);
+}
+
+static void
+acceptor_pause(struct acceptor *a)
+{
+	if (a->paused)
+		return;
+	for (size_t i = 0; i < a->nls; i++)
+		if (a->ls[i].fd >= 0)
+			epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->ls[i].fd, NULL);
+	a->paused = true;
+	a->resume_ms = now_ms() + PAUSE_MS;
+}
+
+static void
+acceptor_resume(struct acceptor *a)
+{
+	a->paused = false;
+	for (size_t i = 0; i < a->nls; i++)
+		if (a->ls[i].fd >= 0)
+			listener_watch(a, i, EPOLL_CTL_ADD);
+}
+
+/*
+ * Out of descriptors: give up the spare one to accept the waiting client
+ * and close it at once, so it is told rather than left hanging and the
+ * listener does not stay readable in a busy loop. Without a spare, stop
+ * watching the listeners for a moment.
+ */
+static void
+acceptor_shed(struct acceptor *a, struct listener *l)
+{
+	int fd;
+
+	a->stats.refused_fd++;
+	acceptor_log_refusal(a, "out of file descriptors");
+	if (a->spare_fd >= 0) {
+		close(a->spare_fd);
+		fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	if (a->spare_fd < 0) {
+		a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		acceptor_pause(a);
+	}
+}
+
+static void
+acceptor_hand_off(struct acceptor *a, struct listener *l, int fd)
+{
+	int one = 1;
+
+	if (atomic_load_explicit(&conn_live, memory_order_relaxed) >=
+	    a->cf->max_connections) {
+		close(fd);
+		a->stats.refused_max++;
+		acceptor_log_refusal(a, "max_connections reached");
+		return;
+	}
+	/* Replies are small and already batched: send them at once. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	atomic_fetch_add_explicit(&conn_live, 1, memory_order_relaxed);
+	a->stats.accepted++;
+	conn_handoff(a->rs[a->next], fd, l->proto);
+	a->next = (a->next + 1) % a->nrs;
+}
+
+static void
+acceptor_accept(struct acceptor *a, struct listener *l)
+{
+	for (int i = 0; i < ACCEPT_BUDGET && l->fd >= 0; i++) {
+		int fd = accept4(l->fd, NULL, NULL,
+		    SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd >= 0) {
+			acceptor_hand_off(a, l, fd);
+			continue;
+		}
+		switch (errno) {
+		case EINTR:
+		case ECONNABORTED:
+		case EPROTO:
+			continue;
+		case EAGAIN:
+			return;
+		case EMFILE:
+		case ENFILE:
+			acceptor_shed(a, l);
+			return;
+		default:
+			log_warn("listener %s: accept", l->name);
+			acceptor_pause(a);
+			return;
+		}
+	}
+}
+
+static void
+acceptor_signal(struct acceptor *a, int sigfd,
+    const struct acceptor_hooks *hooks)
+{
+	struct signalfd_siginfo si;
+
+	(void)a;
+	while (read(sigfd, &si, sizeof(si)) == sizeof(si))
+		hooks->on_signal((int)si.ssi_signo, hooks->arg);
+}
+
+void
+acceptor_run(struct acceptor *a, int sigfd, const struct acceptor_hooks *hooks)
+{
+	struct epoll_event evs[16], sev = { .events = EPOLLIN };
+	uint64_t next_tick = now_ms() + 1000;
+
+	sev.data.u64 = SIGFD_TAG;
+	if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, sigfd, &sev) < 0)
+		fatal("epoll_ctl signalfd");
+	a->running = true;
+	while (a->running) {
+		uint64_t now = now_ms(), wake = next_tick;
+		int n;
+
+		if (a->paused && a->resume_ms < wake)
+			wake = a->resume_ms;
+		n = epoll_wait(a->epfd, evs, 16, wake > now ?
+		    (int)(wake - now) : 0);
+		if (n < 0 && errno != EINTR)
+			fatal("acceptor epoll_wait");
+		for (int i = 0; i < n && a->running; i++) {
+			if (evs[i].data.u64 == SIGFD_TAG)
+				acceptor_signal(a, sigfd, hooks);
+			else if (!a->paused)
+				acceptor_accept(a, &a->ls[evs[i].data.u64]);
+		}
+		now = now_ms();
+		if (a->paused && now >= a->resume_ms)
+			acceptor_resume(a);
+		if (now >= next_tick) {
+			next_tick = now + 1000;
+			if (hooks->on_tick != NULL)
+				hooks->on_tick(hooks->arg);
+		}
+	}
+	epoll_ctl(a->epfd, EPOLL_CTL_DEL, sigfd, NULL);
+}
+
+void
+acceptor_stop(struct acceptor *a)
+{
+	a->running = false;
+}
+
+void
+acceptor_set_config(struct acceptor *a, struct config *cf)
+{
+	config_unref(a->cf);
+	a->cf = config_ref(cf);
+}
+
+const struct acceptor_stats *
+acceptor_get_stats(const struct acceptor *a)
+{
+	return &a->stats;
+}

@@ -1,0 +1,475 @@
+/* config.c: libconfig file -> validated struct config, every error with FILE:LINE. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libconfig.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "util.h"
+
+/* Every problem found, as text. */
+struct cferr {
+	const char *path;
+	char	*text;
+	size_t	len;
+	size_t	cap;
+	unsigned count;
+};
+
+static void cferr_add(struct cferr *e, const config_setting_t *s,
+	    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
+cferr_vadd(struct cferr *e, const char *file, int line, const char *fmt,
+    va_list ap)
+{
+	char msg[512];
+	int n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	for (;;) {
+		n = snprintf(e->text ? e->text + e->len : NULL,
+		    e->text ? e->cap - e->len : 0, "%s:%d: %s\n", file, line,
+		    msg);
+		if (e->text != NULL && (size_t)n < e->cap - e->len)
+			break;
+		e->cap = e->cap * 2 + (size_t)n + 1;
+		e->text = xrealloc(e->text, e->cap);
+		e->text[e->len] = '\0';
+	}
+	e->len += (size_t)n;
+	e->count++;
+}
+
+static void cferr_at(struct cferr *e, const char *file, int line,
+	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void
+cferr_at(struct cferr *e, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	cferr_vadd(e, file, line, fmt, ap);
+	va_end(ap);
+}
+
+static void
+cferr_add(struct cferr *e, const config_setting_t *s, const char *fmt, ...)
+{
+	const char *file = s ? config_setting_source_file(s) : NULL;
+	int line = s ? config_setting_source_line(s) : 0;
+	va_list ap;
+
+	va_start(ap, fmt);
+	cferr_vadd(e, file ? file : e->path, line, fmt, ap);
+	va_end(ap);
+}
+
+static bool
+is_int(const config_setting_t *s)
+{
+	int t = config_setting_type(s);
+
+	return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
+}
+
+/* Reads an integer setting within [min, max] into *out. */
+static void
+get_uint(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, unsigned long long *out)
+{
+	long long v;
+
+	if (!is_int(s)) {
+		cferr_add(e, s, "%s: expected an integer", config_setting_name(s));
+		return;
+	}
+	v = config_setting_get_int64(s);
+	if (v < min || v > max) {
+		cferr_add(e, s, "%s: %lld is out of range %lld..%lld",
+		    config_setting_name(s), v, min, max);
+		return;
+	}
+	*out = (unsigned long long)v;
+}
+
+static void
+get_unsigned(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, unsigned *out)
+{
+	unsigned long long v = *out;
+
+	get_uint(e, s, min, max, &v);
+	*out = (unsigned)v;
+}
+
+static void
+get_size(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, size_t *out)
+{
+	unsigned long long v = *out;
+
+	get_uint(e, s, min, max, &v);
+	*out = (size_t)v;
+}
+
+static void
+get_bool(struct cferr *e, const config_setting_t *s, bool *out)
+{
+	if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
+		cferr_add(e, s, "%s: expected true or false",
+		    config_setting_name(s));
+		return;
+	}
+	*out = config_setting_get_bool(s);
+}
+
+/* The string value of s, or NULL after reporting a type error. */
+static const char *
+get_string(struct cferr *e, const config_setting_t *s)
+{
+	if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+		cferr_add(e, s, "%s: expected a string", config_setting_name(s));
+		return NULL;
+	}
+	return config_setting_get_string(s);
+}
+
+static void
+parse_dispatchers(struct cferr *e, const config_setting_t *s,
+    struct config *cf)
+{
+	unsigned long long v = 1;
+	long ncpu;
+
+	if (config_setting_type(s) == CONFIG_TYPE_STRING) {
+		if (strcmp(config_setting_get_string(s), "auto") != 0) {
+			cferr_add(e, s, "dispatchers: expected \"auto\" or "
+			    "a number 1..%d", CONFIG_DISPATCHERS_MAX);
+			return;
+		}
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		cf->dispatchers_auto = true;
+		cf->dispatchers = ncpu < 1 ? 1 : ncpu > CONFIG_DISPATCHERS_MAX ?
+		    CONFIG_DISPATCHERS_MAX : (unsigned)ncpu;
+		return;
+	}
+	if (!is_int(s)) {
+		cferr_add(e, s, "dispatchers: expected \"auto\" or a number "
+		    "1..%d", CONFIG_DISPATCHERS_MAX);
+		return;
+	}
+	get_uint(e, s, 1, CONFIG_DISPATCHERS_MAX, &v);
+	cf->dispatchers_auto = false;
+	cf->dispatchers = (unsigned)v;
+}
+
+static void
+parse_log(struct cferr *e, const config_setting_t *s, struct config *cf)
+{
+	const char *v;
+	int level;
+
+	if (!config_setting_is_group(s)) {
+		cferr_add(e, s, "log: expected a group { level = ...; }");
+		return;
+	}
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *k = config_setting_get_elem(s, i);
+		const char *name = config_setting_name(k);
+
+		if (strcmp(name, "level") != 0) {
+			cferr_add(e, k, "log.%s: unknown setting", name);
+			continue;
+		}
+		if ((v = get_string(e, k)) == NULL)
+			continue;
+		if ((level = log_level_parse(v)) < 0)
+			cferr_add(e, k, "log.level: \"%s\" is not one of error, "
+			    "warning, notice, info, debug", v);
+		else
+			cf->log_level = level;
+	}
+}
+
+static void
+parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
+{
+	struct limits *l = &cf->limits;
+
+	if (!config_setting_is_group(s)) {
+		cferr_add(e, s, "limits: expected a group");
+		return;
+	}
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *k = config_setting_get_elem(s, i);
+		const char *name = config_setting_name(k);
+
+		if (strcmp(name, "max_line") == 0)
+			get_size(e, k, 64, 1 << 20, &l->max_line);
+		else if (strcmp(name, "output_high_watermark") == 0)
+			get_size(e, k, 4096, 1LL << 30,
+			    &l->output_high_watermark);
+		else if (strcmp(name, "output_limit") == 0)
+			get_size(e, k, 4096, 1LL << 32, &l->output_limit);
+		else
+			cferr_add(e, k, "limits.%s: unknown setting", name);
+	}
+	if (l->output_limit < l->output_high_watermark)
+		cferr_add(e, s, "limits: output_limit (%zu) is below "
+		    "output_high_watermark (%zu)", l->output_limit,
+		    l->output_high_watermark);
+}
+
+static bool
+valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > CONFIG_NAME_MAX)
+		return false;
+	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789_.-") == n;
+}
+
+static bool
+valid_address(const char *s)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	return inet_pton(AF_INET, s, &a4) == 1 ||
+	    inet_pton(AF_INET6, s, &a6) == 1;
+}
+
+static void
+parse_listener_key(struct cferr *e, config_setting_t *k,
+    struct listener_conf *l, unsigned *seen)
+{
+	const char *name = config_setting_name(k), *v = NULL;
+	unsigned port = 0;
+
+	if (strcmp(name, "port") == 0) {
+		get_unsigned(e, k, 0, 65535, &port);
+		l->port = (uint16_t)port;
+		*seen |= 4;
+		return;
+	}
+	if (strcmp(name, "name") != 0 && strcmp(name, "address") != 0 &&
+	    strcmp(name, "protocol") != 0) {
+		cferr_add(e, k, "listeners.%s: unknown setting", name);
+		return;
+	}
+	if ((v = get_string(e, k)) == NULL)
+		return;
+	if (strcmp(name, "name") == 0) {
+		*seen |= 1;
+		if (!valid_name(v))
+			cferr_add(e, k, "listener name \"%s\": use 1-%d of "
+			    "A-Z a-z 0-9 _ . -", v, CONFIG_NAME_MAX);
+		else
+			snprintf(l->name, sizeof(l->name), "%s", v);
+	} else if (strcmp(name, "address") == 0) {
+		*seen |= 2;
+		if (!valid_address(v))
+			cferr_add(e, k, "address \"%s\" is not an IPv4 or IPv6 "
+			    "literal", v);
+		else
+			snprintf(l->address, sizeof(l->address), "%s", v);
+	} else {
+		*seen |= 8;
+		if ((l->proto = proto_find(v)) == NULL)
+			cferr_add(e, k, "protocol \"%s\" is unknown (known: %s)",
+			    v, proto_names());
+	}
+}
+
+static void
+parse_listener(struct cferr *e, config_setting_t *s, struct listener_conf *l)
+{
+	static const char *const required[] = {
+		"name", "address", "port", "protocol"
+	};
+	unsigned seen = 0;
+
+	l->line = config_setting_source_line(s);
+	if (!config_setting_is_group(s)) {
+		cferr_add(e, s, "listeners: each entry must be a group "
+		    "{ name = ...; address = ...; port = ...; protocol = ...; }");
+		return;
+	}
+	for (int i = 0; i < config_setting_length(s); i++)
+		parse_listener_key(e, config_setting_get_elem(s, i), l, &seen);
+	for (unsigned i = 0; i < ARRAY_LEN(required); i++)
+		if (!(seen & (1u << i)))
+			cferr_add(e, s, "listener: \"%s\" is missing",
+			    required[i]);
+}
+
+static void
+check_listener_dups(struct cferr *e, const config_setting_t *s,
+    const struct config *cf)
+{
+	for (size_t i = 0; i < cf->nlisteners; i++) {
+		const struct listener_conf *a = &cf->listeners[i];
+		config_setting_t *si = config_setting_get_elem(s, (unsigned)i);
+
+		for (size_t j = 0; j < i; j++) {
+			const struct listener_conf *b = &cf->listeners[j];
+
+			if (a->name[0] && strcmp(a->name, b->name) == 0)
+				cferr_add(e, si, "listener name \"%s\" is "
+				    "already used on line %d", a->name, b->line);
+			else if (a->port != 0 && a->port == b->port &&
+			    a->address[0] && strcmp(a->address, b->address) == 0)
+				cferr_add(e, si, "listener \"%s\": %s port %u "
+				    "is already used by \"%s\"", a->name,
+				    a->address, a->port, b->name);
+		}
+	}
+}
+
+static void
+parse_listeners(struct cferr *e, config_setting_t *s, struct config *cf)
+{
+	int n;
+
+	if (!config_setting_is_list(s) && !config_setting_is_array(s)) {
+		cferr_add(e, s, "listeners: expected a list ( { ... }, ... )");
+		return;
+	}
+	n = config_setting_length(s);
+	if (n == 0) {
+		cferr_add(e, s, "listeners: at least one listener is needed");
+		return;
+	}
+	cf->listeners = xcalloc((size_t)n, sizeof(*cf->listeners));
+	cf->nlisteners = (size_t)n;
+	for (int i = 0; i < n; i++)
+		parse_listener(e, config_setting_get_elem(s, i),
+		    &cf->listeners[i]);
+	check_listener_dups(e, s, cf);
+}
+
+static void
+parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
+{
+	const char *name = config_setting_name(k);
+
+	if (strcmp(name, "dispatchers") == 0)
+		parse_dispatchers(e, k, cf);
+	else if (strcmp(name, "cpu_affinity") == 0)
+		get_bool(e, k, &cf->cpu_affinity);
+	else if (strcmp(name, "max_connections") == 0)
+		get_unsigned(e, k, 1, 10000000, &cf->max_connections);
+	else if (strcmp(name, "idle_timeout") == 0)
+		get_unsigned(e, k, 0, 31536000, &cf->idle_timeout);
+	else if (strcmp(name, "shutdown_timeout") == 0)
+		get_unsigned(e, k, 0, 3600, &cf->shutdown_timeout);
+	else if (strcmp(name, "log") == 0)
+		parse_log(e, k, cf);
+	else if (strcmp(name, "limits") == 0)
+		parse_limits(e, k, cf);
+	else if (strcmp(name, "listeners") == 0)
+		parse_listeners(e, k, cf);
+	else
+		cferr_add(e, k, "%s: unknown setting", name);
+}
+
+static void
+config_defaults(struct config *cf)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	atomic_init(&cf->refs, 1);
+	cf->dispatchers_auto = true;
+	cf->dispatchers = ncpu < 1 ? 1 : ncpu > CONFIG_DISPATCHERS_MAX ?
+	    CONFIG_DISPATCHERS_MAX : (unsigned)ncpu;
+	cf->cpu_affinity = false;
+	cf->max_connections = 100000;
+	cf->idle_timeout = 600;
+	cf->shutdown_timeout = 10;
+	cf->log_level = LOG_LEVEL_INFO;
+	cf->limits.max_line = 4096;
+	cf->limits.output_high_watermark = 1 << 20;
+	cf->limits.output_limit = 8 << 20;
+}
+
+static void
+load_file(struct cferr *e, config_t *lc, struct config *cf)
+{
+	config_setting_t *root;
+
+	if (config_read_file(lc, cf->path) != CONFIG_TRUE) {
+		if (config_error_type(lc) == CONFIG_ERR_FILE_IO)
+			cferr_at(e, cf->path, 0, "cannot read the file: %s",
+			    strerror(errno));
+		else
+			cferr_at(e, config_error_file(lc) ?
+			    config_error_file(lc) : cf->path,
+			    config_error_line(lc), "%s", config_error_text(lc));
+		return;
+	}
+	root = config_root_setting(lc);
+	for (int i = 0; i < config_setting_length(root); i++)
+		parse_root_key(e, config_setting_get_elem(root, i), cf);
+	if (config_lookup(lc, "listeners") == NULL)
+		cferr_add(e, NULL, "listeners: at least one listener is needed");
+}
+
+struct config *
+config_load(const char *path, char **errors)
+{
+	struct cferr e = { .path = path };
+	struct config *cf = xcalloc(1, sizeof(*cf));
+	config_t lc;
+
+	config_defaults(cf);
+	cf->path = xstrdup(path);
+	config_init(&lc);
+	load_file(&e, &lc, cf);
+	config_destroy(&lc);
+	if (errors != NULL)
+		*errors = e.text;
+	else
+		free(e.text);
+	if (e.count > 0) {
+		config_unref(cf);
+		return NULL;
+	}
+	return cf;
+}
+
+struct config *
+config_ref(struct config *cf)
+{
+	atomic_fetch_add_explicit(&cf->refs, 1, memory_order_relaxed);
+	return cf;
+}
+
+void
+config_unref(struct config *cf)
+{
+	if (cf == NULL ||
+	    atomic_fetch_sub_explicit(&cf->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	free(cf->listeners);
+	free(cf->path);
+	free(cf);
+}
+
+const struct listener_conf *
+config_find_listener(const struct config *cf, const char *name)
+{
+	for (size_t i = 0; i < cf->nlisteners; i++)
+		if (strcmp(cf->listeners[i].name, name) == 0)
+			return &cf->listeners[i];
+	return NULL;
+}

@@ -1,0 +1,69 @@
+/* config.h: the validated configuration, loaded from a libconfig file. */
+#ifndef ECHOROUTERD_CONFIG_H
+#define ECHOROUTERD_CONFIG_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define CONFIG_DEFAULT_PATH	"/etc/echorouterd/echorouterd.conf"
+#define CONFIG_NAME_MAX		64
+#define CONFIG_DISPATCHERS_MAX	1024
+
+struct proto;
+
+struct limits {
+	size_t	max_line;		/* router: longest line, LF included */
+	size_t	output_high_watermark;	/* stop reading the client above it */
+	size_t	output_limit;		/* close the client above it */
+};
+
+struct listener_conf {
+	char	name[CONFIG_NAME_MAX + 1];
+	char	address[64];		/* IPv4 or IPv6 literal */
+	uint16_t port;			/* 0: the kernel picks one */
+	const struct proto *proto;
+	int	line;			/* where it was defined */
+};
+
+/*
+ * An immutable snapshot. Threads that keep one hold a reference; a reload
+ * makes a new snapshot and hands it out, it never edits one in place.
+ */
+struct config {
+	atomic_uint refs;
+	char	*path;
+	unsigned dispatchers;		/* resolved: "auto" is online CPUs */
+	bool	dispatchers_auto;
+	bool	cpu_affinity;
+	unsigned max_connections;
+	unsigned idle_timeout;		/* seconds, 0 = never */
+	unsigned shutdown_timeout;	/* seconds */
+	enum log_level log_level;
+	struct limits limits;
+	struct listener_conf *listeners;
+	size_t	nlisteners;
+};
+
+/*
+ * Reads and validates path. Returns a snapshot holding one reference, or
+ * NULL; then *errors (when errors is not NULL) is a malloc'd text of every
+ * problem found, one "FILE:LINE: reason" per line, which the caller frees.
+ * Nothing is logged. Any thread.
+ */
+struct config *config_load(const char *path, char **errors);
+
+/* Takes another reference. Any thread. */
+struct config *config_ref(struct config *cf);
+
+/* Drops a reference; the last one frees. config_unref(NULL) is a no-op. */
+void	config_unref(struct config *cf);
+
+/* The listener named name, or NULL. */
+const struct listener_conf *config_find_listener(const struct config *cf,
+	    const char *name);
+
+#endif

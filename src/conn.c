@@ -1,0 +1,464 @@
+/* conn.c: generic connection I/O: reads, framing, queued writes, watermarks, close. */
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "proto.h"
+
+#define CONN_READ_BUDGET	16	/* reads per wakeup, then others' turn */
+#define CONN_IOV_MAX		64
+/* Input held for an unfinished message, whatever the protocol allows. */
+#define CONN_INPUT_MAX		((size_t)(1 << 20) + 65536)
+
+atomic_uint conn_live;
+
+struct handoff {
+	struct reactor_task task;
+	int	fd;
+	const struct proto *proto;
+};
+
+static void conn_on_io(struct reactor *r, struct reactor_io *io,
+	    uint32_t events);
+
+static void
+lru_unlink(struct reactor *r, struct conn *c)
+{
+	if (c->lru_prev != NULL)
+		c->lru_prev->lru_next = c->lru_next;
+	else
+		r->lru_head = c->lru_next;
+	if (c->lru_next != NULL)
+		c->lru_next->lru_prev = c->lru_prev;
+	else
+		r->lru_tail = c->lru_prev;
+	c->lru_prev = c->lru_next = NULL;
+}
+
+static void
+lru_append(struct reactor *r, struct conn *c)
+{
+	c->lru_next = NULL;
+	c->lru_prev = r->lru_tail;
+	if (r->lru_tail != NULL)
+		r->lru_tail->lru_next = c;
+	else
+		r->lru_head = c;
+	r->lru_tail = c;
+}
+
+/* Marks activity; the list stays ordered by last_active. */
+static void
+conn_touch(struct conn *c)
+{
+	struct reactor *r = c->r;
+
+	if (c->last_active == r->now)
+		return;
+	c->last_active = r->now;
+	if (r->lru_tail != c) {
+		lru_unlink(r, c);
+		lru_append(r, c);
+	}
+}
+
+static void
+conn_adopt(struct reactor *r, int fd, const struct proto *proto)
+{
+	struct conn *c = xcalloc(1, sizeof(*c));
+
+	c->r = r;
+	c->proto = proto;
+	c->io.fd = fd;
+	c->io.fn = conn_on_io;
+	c->last_active = r->now;
+	if (reactor_add_io(r, &c->io, EPOLLIN) < 0) {
+		log_warn("reactor=%u cannot watch fd %d", r->id, fd);
+		close(fd);
+		atomic_fetch_sub(&conn_live, 1);
+		free(c);
+		return;
+	}
+	c->slot = reactor_slot_add(r, c);
+	c->gen = r->gens[c->slot];
+	lru_append(r, c);
+	REACTOR_STAT_ADD(r->stats.conns, 1);
+	REACTOR_STAT_ADD(r->stats.accepted, 1);
+	if (proto->on_open != NULL)
+		proto->on_open(c);
+}
+
+static void
+handoff_task(struct reactor *r, void *arg)
+{
+	struct handoff *h = arg;
+
+	if (r->stopping) {
+		close(h->fd);
+		atomic_fetch_sub(&conn_live, 1);
+	} else {
+		conn_adopt(r, h->fd, h->proto);
+	}
+	free(h);
+}
+
+void
+conn_handoff(struct reactor *r, int fd, const struct proto *proto)
+{
+	struct handoff *h = xmalloc(sizeof(*h));
+
+	h->fd = fd;
+	h->proto = proto;
+	h->task.fn = handoff_task;
+	h->task.arg = h;
+	reactor_post_task(r, &h->task);
+}
+
+static void
+conn_update_interest(struct conn *c)
+{
+	const struct limits *lim = &c->r->cf->limits;
+	uint32_t events = 0;
+
+	if (c->flags & CONN_F_CLOSING)
+		return;
+	if (!(c->flags & CONN_F_PAUSED) &&
+	    c->out.bytes >= lim->output_high_watermark)
+		c->flags |= CONN_F_PAUSED;
+	else if ((c->flags & CONN_F_PAUSED) &&
+	    c->out.bytes <= lim->output_high_watermark / 2)
+		c->flags &= ~CONN_F_PAUSED;
+	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN)))
+		events |= EPOLLIN;
+	if (c->out.bytes > 0)
+		events |= EPOLLOUT;
+	if (reactor_mod_io(c->r, &c->io, events) < 0)
+		conn_close(c, CONN_CLOSE_RESET);
+}
+
+/* Sends what is queued until done or the socket is full. */
+static void
+conn_flush(struct conn *c)
+{
+	struct iovec iov[CONN_IOV_MAX];
+	ssize_t n;
+
+	while (c->out.bytes > 0 && !(c->flags & CONN_F_CLOSING)) {
+		int cnt = outq_iov(&c->out, iov, CONN_IOV_MAX);
+		size_t want = 0;
+
+		for (int i = 0; i < cnt; i++)
+			want += iov[i].iov_len;
+		n = writev(c->io.fd, iov, cnt);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				conn_close(c, CONN_CLOSE_RESET);
+			break;
+		}
+		outq_consume(&c->out, &c->r->pool, (size_t)n);
+		REACTOR_STAT_ADD(c->r->stats.bytes_out, (uint64_t)n);
+		conn_touch(c);
+		if ((size_t)n < want)
+			break;
+	}
+	if (c->out.bytes == 0 && (c->flags & CONN_F_DRAIN))
+		conn_close(c, c->drain_reason);
+	conn_update_interest(c);
+}
+
+static void
+conn_queue_flush(struct conn *c)
+{
+	if (c->flags & CONN_F_FLUSH_QUEUED)
+		return;
+	c->flags |= CONN_F_FLUSH_QUEUED;
+	c->flush_next = c->r->flush_list;
+	c->r->flush_list = c;
+}
+
+void
+conn_write(struct conn *c, const void *p, size_t n)
+{
+	const struct limits *lim = &c->r->cf->limits;
+
+	if (c->flags & CONN_F_CLOSING)
+		return;
+	outq_append(&c->out, &c->r->pool, p, n);
+	if (c->out.bytes > lim->output_limit) {
+		conn_close(c, CONN_CLOSE_SLOW);
+		return;
+	}
+	if (!(c->flags & CONN_F_CORK))
+		conn_queue_flush(c);
+}
+
+void
+conn_flush_queued(struct reactor *r)
+{
+	struct conn *c;
+
+	while ((c = r->flush_list) != NULL) {
+		r->flush_list = c->flush_next;
+		c->flush_next = NULL;
+		c->flags &= ~CONN_F_FLUSH_QUEUED;
+		conn_flush(c);
+	}
+}
+
+void
+conn_close(struct conn *c, enum conn_close_reason reason)
+{
+	struct reactor *r = c->r;
+
+	if (c->flags & CONN_F_CLOSING)
+		return;
+	c->flags |= CONN_F_CLOSING;
+	c->close_reason = (uint8_t)reason;
+	/* Off the activity list and onto the closing list. */
+	lru_unlink(r, c);
+	c->lru_next = r->closing;
+	r->closing = c;
+}
+
+void
+conn_close_after_flush(struct conn *c, enum conn_close_reason reason)
+{
+	if (c->flags & (CONN_F_CLOSING | CONN_F_DRAIN))
+		return;
+	c->flags |= CONN_F_DRAIN;
+	c->drain_reason = (uint8_t)reason;
+	if (c->out.bytes == 0)
+		conn_close(c, reason);
+	else
+		conn_update_interest(c);
+}
+
+/* Feeds whole messages at p to the protocol; returns the bytes consumed. */
+static size_t
+conn_frames(struct conn *c, const uint8_t *p, size_t n)
+{
+	const struct limits *lim = &c->r->cf->limits;
+	size_t off = 0;
+
+	while (off < n && !conn_is_closing(c)) {
+		ssize_t len = c->proto->frame_len(p + off, n - off, lim);
+
+		if (len == 0)
+			break;
+		if (len < 0) {
+			conn_close(c, CONN_CLOSE_PROTOCOL);
+			break;
+		}
+		REACTOR_STAT_ADD(c->r->stats.messages, 1);
+		if (c->proto->on_message(c, p + off, (size_t)len) < 0)
+			conn_close_after_flush(c, CONN_CLOSE_QUIT);
+		off += (size_t)len;
+	}
+	return off;
+}
+
+/* Handles n bytes just read; keeps an unfinished message for later. */
+static void
+conn_input(struct conn *c, const uint8_t *p, size_t n)
+{
+	size_t used;
+
+	c->flags |= CONN_F_CORK;
+	if (c->in == NULL) {
+		used = conn_frames(c, p, n);
+		if (used < n && !conn_is_closing(c)) {
+			c->in = buf_new();
+			buf_append(c->in, p + used, n - used);
+		}
+	} else {
+		buf_append(c->in, p, n);
+		used = conn_frames(c, buf_head(c->in), c->in->len);
+		buf_consume(c->in, used);
+	}
+	c->flags &= ~CONN_F_CORK;
+	if (c->in != NULL && (c->in->len == 0 || conn_is_closing(c))) {
+		buf_free(c->in);
+		c->in = NULL;
+	}
+	if (c->in != NULL && c->in->len > CONN_INPUT_MAX)
+		conn_close(c, CONN_CLOSE_PROTOCOL);
+}
+
+static bool
+conn_can_read(const struct conn *c)
+{
+	return !(c->flags & (CONN_F_CLOSING | CONN_F_DRAIN | CONN_F_PAUSED));
+}
+
+static void
+conn_on_eof(struct conn *c)
+{
+	if (c->proto->on_eof != NULL)
+		c->proto->on_eof(c);
+	conn_close_after_flush(c, CONN_CLOSE_PEER);
+}
+
+static void
+conn_read(struct conn *c)
+{
+	struct reactor *r = c->r;
+	ssize_t n;
+
+	for (int budget = CONN_READ_BUDGET; budget > 0 && conn_can_read(c);
+	    budget--) {
+		n = read(c->io.fd, r->scratch, REACTOR_SCRATCH_SIZE);
+		if (n > 0) {
+			REACTOR_STAT_ADD(r->stats.bytes_in, (uint64_t)n);
+			conn_touch(c);
+			conn_input(c, r->scratch, (size_t)n);
+			conn_flush(c);
+			/* A short read most likely emptied the socket. */
+			if (n < REACTOR_SCRATCH_SIZE)
+				break;
+		} else if (n == 0) {
+			conn_on_eof(c);
+			break;
+		} else if (errno != EINTR) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				conn_close(c, CONN_CLOSE_RESET);
+			break;
+		}
+	}
+}
+
+static void
+conn_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
+{
+	struct conn *c = (struct conn *)((char *)io - offsetof(struct conn, io));
+
+	(void)r;
+	if (c->flags & CONN_F_CLOSING)
+		return;
+	if (events & EPOLLOUT)
+		conn_flush(c);
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && conn_can_read(c))
+		conn_read(c);
+	else if (events & (EPOLLHUP | EPOLLERR))
+		conn_close(c, CONN_CLOSE_RESET);
+	if (!(c->flags & CONN_F_CLOSING))
+		conn_update_interest(c);
+}
+
+static void
+conn_log_close(struct conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (c->close_reason != CONN_CLOSE_SLOW &&
+	    c->close_reason != CONN_CLOSE_PROTOCOL && !log_is_debug())
+		return;
+	if (getpeername(c->io.fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+			port = ntohs(s4->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+			port = ntohs(s6->sin6_port);
+		}
+	}
+	if (c->close_reason == CONN_CLOSE_SLOW ||
+	    c->close_reason == CONN_CLOSE_PROTOCOL)
+		log_info("conn=%u.%u peer=%s:%u closed reason=%s pending=%zu",
+		    c->r->id, c->slot, host, port,
+		    conn_close_reason_name(c->close_reason), c->out.bytes);
+	else
+		log_debug("conn=%u.%u peer=%s:%u closed reason=%s", c->r->id,
+		    c->slot, host, port,
+		    conn_close_reason_name(c->close_reason));
+}
+
+static void
+conn_free(struct conn *c)
+{
+	struct reactor *r = c->r;
+
+	conn_log_close(c);
+	if (c->proto->on_close != NULL)
+		c->proto->on_close(c);
+	/* Closing the fd also takes it out of the epoll set. */
+	close(c->io.fd);
+	reactor_slot_del(r, c->slot);
+	buf_free(c->in);
+	outq_clear(&c->out, &r->pool);
+	REACTOR_STAT_ADD(r->stats.conns, -1);
+	REACTOR_STAT_ADD(r->stats.closed[c->close_reason], 1);
+	atomic_fetch_sub(&conn_live, 1);
+	free(c);
+}
+
+void
+conn_reap(struct reactor *r)
+{
+	struct conn *c;
+
+	/*
+	 * Flush first so that no connection being freed is still on the flush
+	 * list; on_close may write to or close others, so loop until both
+	 * lists are empty.
+	 */
+	for (;;) {
+		conn_flush_queued(r);
+		if ((c = r->closing) == NULL)
+			break;
+		r->closing = c->lru_next;
+		conn_free(c);
+	}
+}
+
+void
+conn_sweep_idle(struct reactor *r, unsigned idle_timeout)
+{
+	struct conn *c;
+
+	while ((c = r->lru_head) != NULL &&
+	    r->now - c->last_active >= idle_timeout)
+		conn_close(c, CONN_CLOSE_IDLE);
+}
+
+void
+conn_shutdown_all(struct reactor *r)
+{
+	for (uint32_t i = 0; i < r->nslots; i++) {
+		struct conn *c = r->slots[i];
+
+		if (c != NULL && !(c->flags & CONN_F_CLOSING))
+			conn_close_after_flush(c, CONN_CLOSE_SHUTDOWN);
+	}
+}
+
+void
+conn_close_all(struct reactor *r)
+{
+	for (uint32_t i = 0; i < r->nslots; i++) {
+		struct conn *c = r->slots[i];
+
+		if (c != NULL)
+			conn_close(c, CONN_CLOSE_SHUTDOWN);
+	}
+	conn_reap(r);
+}

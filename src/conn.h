@@ -1,0 +1,89 @@
+/* conn.h: a client connection: buffers, framing driver, output queue, closing. */
+#ifndef ECHOROUTERD_CONN_H
+#define ECHOROUTERD_CONN_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "reactor.h"
+
+struct proto;
+
+enum {
+	CONN_F_CLOSING = 1 << 0,	/* torn down at the end of the turn */
+	CONN_F_DRAIN = 1 << 1,		/* no more input; close once flushed */
+	CONN_F_PAUSED = 1 << 2,		/* output over the high watermark */
+	CONN_F_CORK = 1 << 3,		/* input being handled: flush after */
+	CONN_F_FLUSH_QUEUED = 1 << 4,	/* on the reactor's flush list */
+};
+
+/*
+ * Owned by one reactor for its whole life: only that reactor's thread reads
+ * or writes any field. An idle connection holds no buffer: in is NULL and
+ * out holds no chunk.
+ */
+struct conn {
+	struct reactor_io io;
+	struct reactor *r;
+	const struct proto *proto;
+	void	*pdata;			/* the protocol's state */
+	struct conn *lru_prev;		/* by last activity; closing list */
+	struct conn *lru_next;
+	struct conn *flush_next;
+	struct buf *in;			/* part of a message, or NULL */
+	struct outq out;
+	uint32_t slot;
+	uint32_t gen;
+	uint32_t last_active;		/* reactor seconds */
+	uint16_t flags;
+	uint8_t	close_reason;
+	uint8_t	drain_reason;
+};
+
+/* Connections open in the whole process: the acceptor counts them in. */
+extern atomic_uint conn_live;
+
+/*
+ * Gives an accepted socket to reactor r, which adopts it as a connection
+ * speaking proto. The caller has counted it in conn_live and never touches
+ * fd again. Any thread.
+ */
+void	conn_handoff(struct reactor *r, int fd, const struct proto *proto);
+
+/*
+ * Queues n bytes for the client. They are sent before the reactor waits
+ * again; if the queue passes output_limit the client is closed as a slow
+ * consumer. Owning reactor only.
+ */
+void	conn_write(struct conn *c, const void *p, size_t n);
+
+/* Marks c closed for reason; it is torn down at the end of the loop turn. */
+void	conn_close(struct conn *c, enum conn_close_reason reason);
+
+/* Stops reading c and closes it once its output is sent. Owning reactor. */
+void	conn_close_after_flush(struct conn *c, enum conn_close_reason reason);
+
+static inline bool
+conn_is_closing(const struct conn *c)
+{
+	return (c->flags & (CONN_F_CLOSING | CONN_F_DRAIN)) != 0;
+}
+
+/* Bytes queued and not yet sent. */
+static inline size_t
+conn_pending(const struct conn *c)
+{
+	return c->out.bytes;
+}
+
+/* For the reactor loop (owning reactor only). */
+void	conn_flush_queued(struct reactor *r);	/* send what the turn queued */
+void	conn_reap(struct reactor *r);		/* flush, tear down closed ones */
+void	conn_sweep_idle(struct reactor *r, unsigned idle_timeout);
+void	conn_shutdown_all(struct reactor *r);	/* drain everything */
+void	conn_close_all(struct reactor *r);	/* close and reap all */
+
+#endif

@@ -1,0 +1,140 @@
+/* log.c: formats each record into one buffer and writes it with one write(2). */
+#include "log.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LOG_LINE_MAX 1024
+
+static _Atomic int log_level = LOG_LEVEL_INFO;
+static bool log_journal;
+
+static const char *const log_names[] = {
+	[LOG_LEVEL_ERROR] = "error",
+	[LOG_LEVEL_WARNING] = "warning",
+	[LOG_LEVEL_NOTICE] = "notice",
+	[LOG_LEVEL_INFO] = "info",
+	[LOG_LEVEL_DEBUG] = "debug",
+};
+
+void
+log_init(enum log_level level)
+{
+	log_journal = getenv("JOURNAL_STREAM") != NULL;
+	atomic_store(&log_level, level);
+}
+
+void
+log_set_level(enum log_level level)
+{
+	atomic_store_explicit(&log_level, level, memory_order_relaxed);
+}
+
+enum log_level
+log_get_level(void)
+{
+	return atomic_load_explicit(&log_level, memory_order_relaxed);
+}
+
+bool
+log_is_debug(void)
+{
+	return log_get_level() >= LOG_LEVEL_DEBUG;
+}
+
+int
+log_level_parse(const char *name)
+{
+	for (int i = LOG_LEVEL_ERROR; i <= LOG_LEVEL_DEBUG; i++)
+		if (strcasecmp(name, log_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *
+log_level_name(enum log_level level)
+{
+	if (level < LOG_LEVEL_ERROR || level > LOG_LEVEL_DEBUG)
+		return "?";
+	return log_names[level];
+}
+
+/* errnum < 0: no strerror suffix. */
+static void
+log_vrecord(enum log_level level, int errnum, const char *fmt, va_list ap)
+{
+	char line[LOG_LINE_MAX];
+	size_t n = 0;
+	int r;
+
+	if (level > log_get_level())
+		return;
+	if (log_journal)
+		n = (size_t)snprintf(line, sizeof(line), "<%d>", level);
+	else if (level <= LOG_LEVEL_WARNING)
+		n = (size_t)snprintf(line, sizeof(line), "%s: ",
+		    log_names[level]);
+	r = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+	if (r > 0)
+		n += (size_t)r;
+	if (n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	if (errnum >= 0) {
+		r = snprintf(line + n, sizeof(line) - n, ": %s",
+		    strerror(errnum));
+		if (r > 0)
+			n += (size_t)r;
+		if (n > sizeof(line) - 2)
+			n = sizeof(line) - 2;
+	}
+	line[n++] = '\n';
+	/* One write per record keeps lines whole between threads. */
+	while (write(STDERR_FILENO, line, n) < 0 && errno == EINTR)
+		;
+}
+
+#define LOG_DEFINE(fn, level, with_errno)				\
+	void								\
+	fn(const char *fmt, ...)					\
+	{								\
+		int saved = errno;					\
+		va_list ap;						\
+		va_start(ap, fmt);					\
+		log_vrecord(level, with_errno ? saved : -1, fmt, ap);	\
+		va_end(ap);						\
+		errno = saved;						\
+	}
+
+LOG_DEFINE(log_debug, LOG_LEVEL_DEBUG, false)
+LOG_DEFINE(log_info, LOG_LEVEL_INFO, false)
+LOG_DEFINE(log_notice, LOG_LEVEL_NOTICE, false)
+LOG_DEFINE(log_warn, LOG_LEVEL_WARNING, true)
+LOG_DEFINE(log_warnx, LOG_LEVEL_WARNING, false)
+LOG_DEFINE(log_err, LOG_LEVEL_ERROR, false)
+
+void
+fatal(const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vrecord(LOG_LEVEL_ERROR, saved, fmt, ap);
+	va_end(ap);
+	exit(1);
+}
+
+void
+fatalx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vrecord(LOG_LEVEL_ERROR, -1, fmt, ap);
+	va_end(ap);
+	exit(1);
+}

@@ -1,0 +1,297 @@
+/* main.c: options, start-up order, signals, reload and shutdown. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acceptor.h"
+#include "config.h"
+#include "log.h"
+#include "reactor.h"
+#include "service.h"
+#include "stats.h"
+#include "util.h"
+
+#ifndef VERSION
+#define VERSION "0.1.0"
+#endif
+
+struct options {
+	const char *config_path;
+	bool	check_only;
+	bool	debug;
+};
+
+struct daemon {
+	struct options opt;
+	struct config *cf;
+	struct reactor **rs;
+	unsigned nrs;
+	struct acceptor *acc;
+	int	sigfd;
+	unsigned long long last_msgs;
+	struct timespec last_status;
+};
+
+static _Noreturn void
+usage(FILE *f, int status)
+{
+	fprintf(f, "usage: echorouterd [-dhtV] [-c file]\n"
+	    "  -c file  configuration file (default %s)\n"
+	    "  -d       debug logging\n"
+	    "  -h       this help\n"
+	    "  -t       check the configuration and exit\n"
+	    "  -V       print the version and exit\n", CONFIG_DEFAULT_PATH);
+	exit(status);
+}
+
+static void
+parse_options(int argc, char **argv, struct options *opt)
+{
+	int ch;
+
+	opt->config_path = CONFIG_DEFAULT_PATH;
+	while ((ch = getopt(argc, argv, "c:dhtV")) != -1) {
+		switch (ch) {
+		case 'c':
+			opt->config_path = optarg;
+			break;
+		case 'd':
+			opt->debug = true;
+			break;
+		case 'h':
+			usage(stdout, 0);
+		case 't':
+			opt->check_only = true;
+			break;
+		case 'V':
+			printf("echorouterd %s\n", VERSION);
+			exit(0);
+		default:
+			usage(stderr, 1);
+		}
+	}
+	if (optind != argc)
+		usage(stderr, 1);
+}
+
+/* Logs each line of a config_load error text. */
+static void
+log_config_errors(char *errors)
+{
+	char *line, *save = NULL;
+
+	for (line = strtok_r(errors, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save))
+		log_err("%s", line);
+}
+
+static struct config *
+load_config_or_exit(const char *path)
+{
+	char *errors = NULL;
+	struct config *cf = config_load(path, &errors);
+
+	if (cf == NULL) {
+		log_config_errors(errors);
+		free(errors);
+		exit(1);
+	}
+	return cf;
+}
+
+static int
+block_signals(void)
+{
+	sigset_t set;
+	int fd;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
+	/* Blocked before threads start, so every thread inherits it. */
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+		fatalx("cannot block signals");
+	if ((fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC)) < 0)
+		fatal("signalfd");
+	return fd;
+}
+
+static void
+start_reactors(struct daemon *d)
+{
+	d->nrs = d->cf->dispatchers;
+	d->rs = xcalloc(d->nrs, sizeof(*d->rs));
+	for (unsigned i = 0; i < d->nrs; i++)
+		if ((d->rs[i] = reactor_new(i, d->cf)) == NULL)
+			fatal("reactor %u", i);
+	for (unsigned i = 0; i < d->nrs; i++)
+		if (reactor_start(d->rs[i]) < 0)
+			fatal("cannot start reactor %u", i);
+}
+
+/* Lets every reactor drain for up to shutdown_timeout, then waits for it. */
+static void
+stop_reactors(struct daemon *d)
+{
+	for (unsigned i = 0; i < d->nrs; i++)
+		reactor_stop(d->rs[i]);
+	for (unsigned i = 0; i < d->nrs; i++)
+		reactor_join(d->rs[i]);
+}
+
+static void
+free_reactors(struct daemon *d)
+{
+	for (unsigned i = 0; i < d->nrs; i++)
+		reactor_free(d->rs[i]);
+	free(d->rs);
+	d->rs = NULL;
+}
+
+static void
+log_stats(struct daemon *d)
+{
+	char line[1024];
+
+	stats_format(line, sizeof(line), d->rs, d->nrs,
+	    acceptor_get_stats(d->acc));
+	log_notice("%s", line);
+}
+
+/* Says which changed settings only a restart applies. */
+static void
+warn_restart_needed(const struct config *old, const struct config *cf)
+{
+	bool listeners = old->nlisteners != cf->nlisteners;
+
+	if (old->dispatchers != cf->dispatchers)
+		log_warnx("reload: dispatchers changed (%u -> %u): applies "
+		    "after a restart", old->dispatchers, cf->dispatchers);
+	if (old->cpu_affinity != cf->cpu_affinity)
+		log_warnx("reload: cpu_affinity changed: applies after a "
+		    "restart");
+	for (size_t i = 0; !listeners && i < cf->nlisteners; i++) {
+		const struct listener_conf *a = &old->listeners[i];
+		const struct listener_conf *b = &cf->listeners[i];
+
+		listeners = strcmp(a->name, b->name) != 0 ||
+		    strcmp(a->address, b->address) != 0 ||
+		    a->port != b->port || a->proto != b->proto;
+	}
+	if (listeners)
+		log_warnx("reload: listeners changed: apply after a restart");
+}
+
+static void
+reload(struct daemon *d)
+{
+	char *errors = NULL;
+	struct config *cf;
+
+	service_reloading();
+	log_notice("reloading %s", d->opt.config_path);
+	if ((cf = config_load(d->opt.config_path, &errors)) == NULL) {
+		log_config_errors(errors);
+		free(errors);
+		log_err("reload failed: the running configuration stays");
+		service_ready();
+		return;
+	}
+	warn_restart_needed(d->cf, cf);
+	if (!d->opt.debug)
+		log_set_level(cf->log_level);
+	acceptor_set_config(d->acc, cf);
+	for (unsigned i = 0; i < d->nrs; i++)
+		reactor_set_config(d->rs[i], cf);
+	config_unref(d->cf);
+	d->cf = cf;
+	log_notice("reloaded %s", d->opt.config_path);
+	service_ready();
+}
+
+static void
+on_signal(int signo, void *arg)
+{
+	struct daemon *d = arg;
+
+	switch (signo) {
+	case SIGTERM:
+	case SIGINT:
+		log_notice("%s: shutting down", strsignal(signo));
+		acceptor_stop(d->acc);
+		break;
+	case SIGHUP:
+		reload(d);
+		break;
+	case SIGUSR1:
+		log_stats(d);
+		break;
+	}
+}
+
+static void
+on_tick(void *arg)
+{
+	struct daemon *d = arg;
+	unsigned long long msgs = stats_messages(d->rs, d->nrs);
+	struct timespec now;
+	double secs, rate;
+	char status[512];
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	secs = (double)(now.tv_sec - d->last_status.tv_sec) +
+	    (double)(now.tv_nsec - d->last_status.tv_nsec) / 1e9;
+	if (secs < 5)
+		return;
+	rate = (double)(msgs - d->last_msgs) / secs;
+	d->last_msgs = msgs;
+	d->last_status = now;
+	stats_format_status(status, sizeof(status), d->rs, d->nrs, rate);
+	service_status(status);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct daemon d = { .sigfd = -1 };
+	struct acceptor_hooks hooks = { on_signal, on_tick, &d };
+
+	log_init(LOG_LEVEL_INFO);
+	parse_options(argc, argv, &d.opt);
+	d.cf = load_config_or_exit(d.opt.config_path);
+	if (d.opt.check_only) {
+		fprintf(stderr, "%s: configuration OK\n", d.opt.config_path);
+		config_unref(d.cf);
+		return 0;
+	}
+	log_set_level(d.opt.debug ? LOG_LEVEL_DEBUG : d.cf->log_level);
+	d.sigfd = block_signals();
+	start_reactors(&d);
+	d.acc = acceptor_new(d.cf, d.rs, d.nrs);
+	if (acceptor_listen(d.acc) < 0)
+		exit(1);
+	clock_gettime(CLOCK_MONOTONIC, &d.last_status);
+	log_notice("echorouterd %s started: %u dispatchers%s, config %s",
+	    VERSION, d.nrs, d.cf->cpu_affinity ? " pinned per core" : "",
+	    d.opt.config_path);
+	service_ready();
+	acceptor_run(d.acc, d.sigfd, &hooks);
+	service_stopping();
+	acceptor_close_listeners(d.acc);
+	stop_reactors(&d);
+	log_stats(&d);
+	acceptor_free(d.acc);
+	free_reactors(&d);
+	close(d.sigfd);
+	config_unref(d.cf);
+	log_notice("stopped");
+	return 0;
+}

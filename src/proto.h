@@ -1,0 +1,43 @@
+/* proto.h: the protocol vtable (framing and message handling) and its registry. */
+#ifndef ECHOROUTERD_PROTO_H
+#define ECHOROUTERD_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct conn;
+struct limits;
+
+/*
+ * A protocol frames and handles messages; conn.c does all the I/O. Every
+ * callback runs on the connection's owning reactor.
+ */
+struct proto {
+	const char *name;
+	/*
+	 * Length of the whole message at the start of p[0..n): >0 its length,
+	 * 0 more bytes are needed, -1 malformed (the connection is closed).
+	 * No side effects: it may be called again on the same bytes.
+	 */
+	ssize_t	(*frame_len)(const uint8_t *p, size_t n,
+		    const struct limits *lim);
+	/*
+	 * Handles one whole message. msg is borrowed for the call only.
+	 * Returns 0, or -1 to close the connection (after flushing output).
+	 */
+	int	(*on_message)(struct conn *c, const uint8_t *msg, size_t len);
+	void	(*on_open)(struct conn *c);	/* may be NULL */
+	void	(*on_eof)(struct conn *c);	/* peer half-closed; may be NULL */
+	void	(*on_close)(struct conn *c);	/* before free; may be NULL */
+};
+
+extern const struct proto proto_echo;
+
+/* The protocol registered under name, or NULL. */
+const struct proto *proto_find(const char *name);
+
+/* A comma-separated list of the registered names, for error messages. */
+const char *proto_names(void);
+
+#endif

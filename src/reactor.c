@@ -1,0 +1,375 @@
+/* reactor.c: the per-thread epoll loop, its mailbox and its connection slots. */
+#include "reactor.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "log.h"
+
+#define REACTOR_MAX_EVENTS	256
+#define REACTOR_POOL_CHUNKS	64	/* spare output chunks kept: 1 MiB */
+
+static const char *const close_reason_names[CONN_CLOSE_N] = {
+	[CONN_CLOSE_PEER] = "peer",
+	[CONN_CLOSE_RESET] = "reset",
+	[CONN_CLOSE_IDLE] = "idle",
+	[CONN_CLOSE_SLOW] = "slow-consumer",
+	[CONN_CLOSE_PROTOCOL] = "protocol",
+	[CONN_CLOSE_QUIT] = "quit",
+	[CONN_CLOSE_SHUTDOWN] = "shutdown",
+};
+
+const char *
+conn_close_reason_name(enum conn_close_reason reason)
+{
+	return reason < CONN_CLOSE_N ? close_reason_names[reason] : "?";
+}
+
+static uint32_t
+mono_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)ts.tv_sec;
+}
+
+/* Runs every task in the mailbox, oldest first. */
+static void
+mailbox_drain(struct reactor *r)
+{
+	struct reactor_task *t, *next, *fifo = NULL;
+
+	t = atomic_exchange_explicit(&r->mailbox, NULL, memory_order_acquire);
+	/* The mailbox is a stack; reverse it to run tasks in posting order. */
+	for (; t != NULL; t = next) {
+		next = t->next;
+		t->next = fifo;
+		fifo = t;
+	}
+	for (t = fifo; t != NULL; t = next) {
+		next = t->next;
+		t->fn(r, t->arg);
+	}
+}
+
+static void
+mailbox_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
+{
+	uint64_t v;
+
+	(void)events;
+	/*
+	 * Read the eventfd before taking the tasks: a poster that finds the
+	 * mailbox empty after our exchange writes it again, so no wakeup is
+	 * lost.
+	 */
+	while (read(io->fd, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	mailbox_drain(r);
+}
+
+struct reactor *
+reactor_new(unsigned id, struct config *cf)
+{
+	struct reactor *r;
+
+	if (posix_memalign((void **)&r, CACHE_LINE, sizeof(*r)) != 0)
+		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->id = id;
+	r->cf = config_ref(cf);
+	r->cpu_affinity = cf->cpu_affinity;
+	atomic_init(&r->mailbox, NULL);
+	buf_pool_init(&r->pool, REACTOR_POOL_CHUNKS);
+	r->scratch = xmalloc(REACTOR_SCRATCH_SIZE);
+	r->now = r->last_sweep = mono_seconds();
+	r->evfd = -1;
+	if ((r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		goto fail;
+	if ((r->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		goto fail;
+	r->evio.fd = r->evfd;
+	r->evio.fn = mailbox_on_io;
+	if (reactor_add_io(r, &r->evio, EPOLLIN) < 0)
+		goto fail;
+	return r;
+fail:
+	reactor_free(r);
+	return NULL;
+}
+
+void
+reactor_free(struct reactor *r)
+{
+	int saved = errno;
+
+	if (r == NULL)
+		return;
+	/* Tasks still queued see a stopped reactor and only clean up. */
+	r->stopping = r->done = true;
+	mailbox_drain(r);
+	conn_close_all(r);
+	free(r->slots);
+	free(r->gens);
+	free(r->free_slots);
+	buf_pool_fini(&r->pool);
+	free(r->scratch);
+	if (r->evfd >= 0)
+		close(r->evfd);
+	if (r->epfd >= 0)
+		close(r->epfd);
+	config_unref(r->cf);
+	free(r);
+	errno = saved;
+}
+
+static void
+reactor_pin(struct reactor *r)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+	int err;
+
+	if (ncpu < 1)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(r->id % (unsigned)ncpu, &set);
+	err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (err != 0) {
+		errno = err;
+		log_warn("reactor=%u cannot pin to cpu %u", r->id,
+		    r->id % (unsigned)ncpu);
+	}
+}
+
+/* Once a second: idle connections, and the stop deadline. */
+static void
+reactor_tick(struct reactor *r)
+{
+	r->last_sweep = r->now;
+	if (!r->stopping && r->cf->idle_timeout > 0)
+		conn_sweep_idle(r, r->cf->idle_timeout);
+}
+
+static void
+reactor_turn(struct reactor *r, struct epoll_event *evs)
+{
+	int n, timeout = r->stopping ? 100 : 1000;
+
+	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, timeout);
+	if (n < 0 && errno != EINTR)
+		fatal("reactor=%u epoll_wait", r->id);
+	r->now = mono_seconds();
+	REACTOR_STAT_ADD(r->stats.loops, 1);
+	for (int i = 0; i < n; i++) {
+		struct reactor_io *io = evs[i].data.ptr;
+
+		io->fn(r, io, evs[i].events);
+	}
+	if (r->now != r->last_sweep)
+		reactor_tick(r);
+	conn_reap(r);
+	if (r->stopping && (r->nconns == 0 || r->now >= r->stop_deadline)) {
+		conn_close_all(r);
+		r->done = true;
+	}
+}
+
+static void *
+reactor_main(void *arg)
+{
+	struct reactor *r = arg;
+	struct epoll_event *evs = xcalloc(REACTOR_MAX_EVENTS, sizeof(*evs));
+
+	if (r->cpu_affinity)
+		reactor_pin(r);
+	log_debug("reactor=%u running", r->id);
+	while (!r->done)
+		reactor_turn(r, evs);
+	free(evs);
+	log_debug("reactor=%u stopped", r->id);
+	return NULL;
+}
+
+int
+reactor_start(struct reactor *r)
+{
+	char name[16];
+	int err;
+
+	if ((err = pthread_create(&r->thread, NULL, reactor_main, r)) != 0) {
+		errno = err;
+		return -1;
+	}
+	r->started = true;
+	snprintf(name, sizeof(name), "reactor-%u", r->id);
+	pthread_setname_np(r->thread, name);
+	return 0;
+}
+
+void
+reactor_join(struct reactor *r)
+{
+	if (r->started) {
+		pthread_join(r->thread, NULL);
+		r->started = false;
+	}
+}
+
+static void
+reactor_stop_task(struct reactor *r, void *arg)
+{
+	(void)arg;
+	if (r->stopping)
+		return;
+	r->stopping = true;
+	r->stop_deadline = r->now + r->cf->shutdown_timeout;
+	conn_shutdown_all(r);
+}
+
+void
+reactor_stop(struct reactor *r)
+{
+	reactor_post(r, reactor_stop_task, NULL);
+}
+
+static void
+reactor_config_task(struct reactor *r, void *arg)
+{
+	config_unref(r->cf);
+	r->cf = arg;
+}
+
+void
+reactor_set_config(struct reactor *r, struct config *cf)
+{
+	reactor_post(r, reactor_config_task, config_ref(cf));
+}
+
+/* A task posted by reactor_post: the entry and the caller's fn and arg. */
+struct heap_task {
+	struct reactor_task task;
+	reactor_task_fn *fn;
+	void	*arg;
+};
+
+static void
+reactor_heap_task(struct reactor *r, void *arg)
+{
+	struct heap_task *ht = arg;
+
+	ht->fn(r, ht->arg);
+	free(ht);
+}
+
+void
+reactor_post(struct reactor *r, reactor_task_fn *fn, void *arg)
+{
+	struct heap_task *ht = xmalloc(sizeof(*ht));
+
+	ht->fn = fn;
+	ht->arg = arg;
+	ht->task.fn = reactor_heap_task;
+	ht->task.arg = ht;
+	reactor_post_task(r, &ht->task);
+}
+
+void
+reactor_post_task(struct reactor *r, struct reactor_task *t)
+{
+	struct reactor_task *old = atomic_load_explicit(&r->mailbox,
+	    memory_order_relaxed);
+	uint64_t one = 1;
+
+	do {
+		t->next = old;
+	} while (!atomic_compare_exchange_weak_explicit(&r->mailbox, &old, t,
+	    memory_order_release, memory_order_relaxed));
+	if (old != NULL)
+		return;
+	while (write(r->evfd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
+}
+
+int
+reactor_add_io(struct reactor *r, struct reactor_io *io, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = io };
+
+	io->events = events;
+	return epoll_ctl(r->epfd, EPOLL_CTL_ADD, io->fd, &ev);
+}
+
+int
+reactor_mod_io(struct reactor *r, struct reactor_io *io, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = io };
+
+	if (io->events == events)
+		return 0;
+	io->events = events;
+	return epoll_ctl(r->epfd, EPOLL_CTL_MOD, io->fd, &ev);
+}
+
+void
+reactor_del_io(struct reactor *r, struct reactor_io *io)
+{
+	epoll_ctl(r->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+	io->events = 0;
+}
+
+uint32_t
+reactor_slot_add(struct reactor *r, struct conn *c)
+{
+	uint32_t slot;
+
+	if (r->nfree > 0) {
+		slot = r->free_slots[--r->nfree];
+	} else {
+		uint32_t n = r->nslots ? r->nslots * 2 : 64;
+
+		r->slots = xrealloc(r->slots, n * sizeof(*r->slots));
+		r->gens = xrealloc(r->gens, n * sizeof(*r->gens));
+		r->free_slots = xrealloc(r->free_slots,
+		    n * sizeof(*r->free_slots));
+		/* Hand out low slots first: push the new ones high to low. */
+		for (uint32_t i = n; i-- > r->nslots + 1;) {
+			r->gens[i] = 0;
+			r->slots[i] = NULL;
+			r->free_slots[r->nfree++] = i;
+		}
+		slot = r->nslots;
+		r->gens[slot] = 0;
+		r->nslots = n;
+	}
+	r->slots[slot] = c;
+	r->nconns++;
+	return slot;
+}
+
+void
+reactor_slot_del(struct reactor *r, uint32_t slot)
+{
+	r->slots[slot] = NULL;
+	r->gens[slot]++;
+	r->free_slots[r->nfree++] = slot;
+	r->nconns--;
+}
+
+struct conn *
+reactor_slot_get(struct reactor *r, uint32_t slot, uint32_t gen)
+{
+	if (slot >= r->nslots || r->gens[slot] != gen)
+		return NULL;
+	return r->slots[slot];
+}

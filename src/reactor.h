@@ -1,0 +1,156 @@
+/* reactor.h: one epoll loop per thread, owning its fds, connections and mailbox. */
+#ifndef ECHOROUTERD_REACTOR_H
+#define ECHOROUTERD_REACTOR_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "util.h"
+
+struct reactor;
+struct reactor_io;
+struct config;
+struct conn;
+
+/* Called on the owning reactor when io's fd is ready. */
+typedef void reactor_io_fn(struct reactor *r, struct reactor_io *io,
+    uint32_t events);
+/* Work posted to a reactor; runs on that reactor's thread. */
+typedef void reactor_task_fn(struct reactor *r, void *arg);
+
+/*
+ * An fd in a reactor's epoll set. It is embedded in the object that owns the
+ * fd (a connection, say), which the callback finds with container_of.
+ */
+struct reactor_io {
+	int	fd;
+	uint32_t events;	/* the interest now registered */
+	reactor_io_fn *fn;
+};
+
+/* A mailbox entry. Embed it to post without an allocation. */
+struct reactor_task {
+	struct reactor_task *next;
+	reactor_task_fn *fn;
+	void	*arg;
+};
+
+enum conn_close_reason {
+	CONN_CLOSE_PEER,	/* orderly EOF from the client */
+	CONN_CLOSE_RESET,	/* the socket failed: reset, broken pipe */
+	CONN_CLOSE_IDLE,	/* idle_timeout passed */
+	CONN_CLOSE_SLOW,	/* output over output_limit */
+	CONN_CLOSE_PROTOCOL,	/* malformed input */
+	CONN_CLOSE_QUIT,	/* the protocol ended the session */
+	CONN_CLOSE_SHUTDOWN,	/* the daemon stopped */
+	CONN_CLOSE_N
+};
+
+const char *conn_close_reason_name(enum conn_close_reason reason);
+
+/*
+ * Counters kept by one reactor and read by any thread without locks. Only
+ * the owner writes them (REACTOR_STAT_ADD), so plain relaxed loads and
+ * stores suffice; the struct has cache lines of its own.
+ */
+struct reactor_stats {
+	_Atomic uint64_t conns;		/* open now */
+	_Atomic uint64_t accepted;
+	_Atomic uint64_t closed[CONN_CLOSE_N];
+	_Atomic uint64_t bytes_in;
+	_Atomic uint64_t bytes_out;
+	_Atomic uint64_t messages;	/* whole messages handled */
+	_Atomic uint64_t loops;		/* loop turns, for the watchdog */
+} __attribute__((aligned(CACHE_LINE)));
+
+#define REACTOR_STAT_ADD(field, n)					\
+	atomic_store_explicit(&(field),					\
+	    atomic_load_explicit(&(field), memory_order_relaxed) + (n),	\
+	    memory_order_relaxed)
+
+#define REACTOR_STAT_GET(field)						\
+	atomic_load_explicit(&(field), memory_order_relaxed)
+
+#define REACTOR_SCRATCH_SIZE	65536
+
+struct reactor {
+	struct reactor_stats stats;
+	_Atomic(struct reactor_task *) mailbox;	/* LIFO; reversed on drain */
+	unsigned id;
+	int	epfd;
+	int	evfd;
+	struct reactor_io evio;
+	pthread_t thread;
+	bool	started;
+	bool	cpu_affinity;
+	bool	stopping;
+	bool	done;
+	uint32_t now;			/* seconds, CLOCK_MONOTONIC, per turn */
+	uint32_t stop_deadline;
+	uint32_t last_sweep;
+	struct config *cf;		/* this reactor's reference */
+	/* Connections by slot; gens[slot] changes each time a slot is freed. */
+	struct conn **slots;
+	uint32_t *gens;
+	uint32_t *free_slots;
+	uint32_t nslots;
+	uint32_t nfree;
+	uint32_t nconns;
+	/* Least recently active first, for idle_timeout. */
+	struct conn *lru_head;
+	struct conn *lru_tail;
+	struct conn *closing;		/* torn down at the end of the turn */
+	struct conn *flush_list;	/* written to during this turn */
+	struct buf_pool pool;
+	uint8_t	*scratch;		/* REACTOR_SCRATCH_SIZE read buffer */
+};
+
+/*
+ * A reactor that holds a reference to cf, not yet running. NULL with errno
+ * set if its fds cannot be made. Main thread.
+ */
+struct reactor *reactor_new(unsigned id, struct config *cf);
+
+/* Frees a reactor whose thread has ended or never started; NULL is a no-op. */
+void	reactor_free(struct reactor *r);
+
+/* Starts the reactor's thread, named "reactor-<id>". 0, or -1 with errno. */
+int	reactor_start(struct reactor *r);
+
+/* Waits for the thread to end (after reactor_stop). Main thread. */
+void	reactor_join(struct reactor *r);
+
+/*
+ * Asks the reactor to stop reading, flush its connections for up to
+ * shutdown_timeout seconds, close them and end its thread. Any thread.
+ */
+void	reactor_stop(struct reactor *r);
+
+/* Hands cf to the reactor, which drops its old one. Any thread. */
+void	reactor_set_config(struct reactor *r, struct config *cf);
+
+/*
+ * Queues fn(r, arg) to run on r's thread in the order posted by this thread.
+ * Only the first task into an empty mailbox writes the eventfd, so a burst
+ * costs one wakeup. reactor_post allocates the entry; reactor_post_task
+ * takes one the caller embedded (its fn and arg already set). Any thread.
+ */
+void	reactor_post(struct reactor *r, reactor_task_fn *fn, void *arg);
+void	reactor_post_task(struct reactor *r, struct reactor_task *t);
+
+/* Adds, changes or removes io's fd in the epoll set. Owning reactor only. */
+int	reactor_add_io(struct reactor *r, struct reactor_io *io,
+	    uint32_t events);
+int	reactor_mod_io(struct reactor *r, struct reactor_io *io,
+	    uint32_t events);
+void	reactor_del_io(struct reactor *r, struct reactor_io *io);
+
+/* Slot bookkeeping for connections. Owning reactor only. */
+uint32_t reactor_slot_add(struct reactor *r, struct conn *c);
+void	reactor_slot_del(struct reactor *r, uint32_t slot);
+struct conn *reactor_slot_get(struct reactor *r, uint32_t slot, uint32_t gen);
+
+#endif

@@ -1,0 +1,23 @@
+/* util.h: the out-of-memory policy and small helpers shared by every module. */
+#ifndef ECHOROUTERD_UTIL_H
+#define ECHOROUTERD_UTIL_H
+
+#include <stddef.h>
+
+/*
+ * Out-of-memory policy: the x* allocators never return NULL. Memory use is
+ * bounded by configuration (connections, limits), so running out means the
+ * host is in trouble; they log one line and abort rather than limp on with
+ * half-built state.
+ */
+void	*xmalloc(size_t size);
+void	*xcalloc(size_t n, size_t size);
+void	*xrealloc(void *p, size_t size);
+char	*xstrdup(const char *s);
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Keeps per-thread data written by one thread off other threads' lines. */
+#define CACHE_LINE 64
+
+#endif
