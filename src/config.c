@@ -219,6 +219,8 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 			    &l->output_high_watermark);
 		else if (strcmp(name, "output_limit") == 0)
 			get_size(e, k, 4096, 1LL << 32, &l->output_limit);
+		else if (strcmp(name, "output_stall_timeout") == 0)
+			get_unsigned(e, k, 0, 86400, &l->output_stall_timeout);
 		else
 			cferr_add(e, k, "limits.%s: unknown setting", name);
 	}
@@ -358,6 +360,154 @@ parse_listeners(struct cferr *e, config_setting_t *s, struct config *cf)
 	check_listener_dups(e, s, cf);
 }
 
+/* Same characters as router addresses; see route_addr_valid. */
+static bool
+valid_addr(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n <= CONFIG_ADDR_MAX &&
+	    strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789+._:@-") == n;
+}
+
+/* Reads the string s into dst (size n) if it is a valid address. */
+static bool
+get_addr(struct cferr *e, const config_setting_t *s, const char *what,
+    char *dst, size_t n)
+{
+	const char *v = get_string(e, s);
+
+	if (v == NULL)
+		return false;
+	if (!valid_addr(v)) {
+		cferr_add(e, s, "%s \"%s\": use 1-%d of A-Z a-z 0-9 + . _ : @ -",
+		    what, v, CONFIG_ADDR_MAX);
+		return false;
+	}
+	snprintf(dst, n, "%s", v);
+	return true;
+}
+
+/*
+ * Walks a list of groups, calling fn for each member setting of each group.
+ * Checks that every name in required[] appears in each group.
+ */
+typedef void group_key_fn(struct cferr *, config_setting_t *, void *,
+    unsigned *);
+
+static bool
+parse_group_list(struct cferr *e, config_setting_t *s, const char *what,
+    const char *const *required, size_t nreq, group_key_fn *fn, void *elems,
+    size_t elem_size)
+{
+	if (!config_setting_is_list(s) && !config_setting_is_array(s)) {
+		cferr_add(e, s, "%s: expected a list ( { ... }, ... )", what);
+		return false;
+	}
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *g = config_setting_get_elem(s, i);
+		void *elem = (char *)elems + (size_t)i * elem_size;
+		unsigned seen = 0;
+
+		if (!config_setting_is_group(g)) {
+			cferr_add(e, g, "%s: each entry must be a group", what);
+			continue;
+		}
+		for (int k = 0; k < config_setting_length(g); k++)
+			fn(e, config_setting_get_elem(g, k), elem, &seen);
+		for (size_t k = 0; k < nreq; k++)
+			if (!(seen & (1u << k)))
+				cferr_add(e, g, "%s: \"%s\" is missing", what,
+				    required[k]);
+	}
+	return true;
+}
+
+static void
+account_key(struct cferr *e, config_setting_t *k, void *elem, unsigned *seen)
+{
+	struct account_conf *a = elem;
+	const char *name = config_setting_name(k), *v;
+
+	a->line = config_setting_source_line(config_setting_parent(k));
+	if (strcmp(name, "id") == 0) {
+		*seen |= 1;
+		get_addr(e, k, "account id", a->id, sizeof(a->id));
+	} else if (strcmp(name, "password") == 0) {
+		*seen |= 2;
+		if ((v = get_string(e, k)) == NULL)
+			return;
+		if (strlen(v) > CONFIG_PASSWORD_MAX)
+			cferr_add(e, k, "password: longer than %d characters",
+			    CONFIG_PASSWORD_MAX);
+		else
+			snprintf(a->password, sizeof(a->password), "%s", v);
+	} else {
+		cferr_add(e, k, "accounts.%s: unknown setting", name);
+	}
+}
+
+static void
+parse_accounts(struct cferr *e, config_setting_t *s, struct config *cf)
+{
+	static const char *const required[] = { "id", "password" };
+	int n = config_setting_length(s);
+
+	cf->accounts = xcalloc((size_t)n, sizeof(*cf->accounts));
+	if (!parse_group_list(e, s, "accounts", required, ARRAY_LEN(required),
+	    account_key, cf->accounts, sizeof(*cf->accounts)))
+		return;
+	cf->naccounts = (size_t)n;
+	for (size_t i = 0; i < cf->naccounts; i++)
+		for (size_t j = 0; j < i; j++)
+			if (cf->accounts[i].id[0] &&
+			    strcmp(cf->accounts[i].id, cf->accounts[j].id) == 0)
+				cferr_add(e, config_setting_get_elem(s,
+				    (unsigned)i), "account \"%s\" is already "
+				    "defined on line %d", cf->accounts[i].id,
+				    cf->accounts[j].line);
+}
+
+static void
+route_key(struct cferr *e, config_setting_t *k, void *elem, unsigned *seen)
+{
+	struct route_conf *r = elem;
+	const char *name = config_setting_name(k);
+
+	r->line = config_setting_source_line(config_setting_parent(k));
+	if (strcmp(name, "prefix") == 0) {
+		*seen |= 1;
+		get_addr(e, k, "route prefix", r->prefix, sizeof(r->prefix));
+	} else if (strcmp(name, "to") == 0) {
+		*seen |= 2;
+		get_addr(e, k, "route to", r->to, sizeof(r->to));
+	} else {
+		cferr_add(e, k, "routes.%s: unknown setting", name);
+	}
+}
+
+static void
+parse_routes(struct cferr *e, config_setting_t *s, struct config *cf)
+{
+	static const char *const required[] = { "prefix", "to" };
+	int n = config_setting_length(s);
+
+	cf->routes = xcalloc((size_t)n, sizeof(*cf->routes));
+	if (!parse_group_list(e, s, "routes", required, ARRAY_LEN(required),
+	    route_key, cf->routes, sizeof(*cf->routes)))
+		return;
+	cf->nroutes = (size_t)n;
+	for (size_t i = 0; i < cf->nroutes; i++)
+		for (size_t j = 0; j < i; j++)
+			if (cf->routes[i].prefix[0] && strcmp(
+			    cf->routes[i].prefix, cf->routes[j].prefix) == 0)
+				cferr_add(e, config_setting_get_elem(s,
+				    (unsigned)i), "route prefix \"%s\" is "
+				    "already used on line %d",
+				    cf->routes[i].prefix, cf->routes[j].line);
+}
+
 static void
 parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 {
@@ -379,6 +529,10 @@ parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 		parse_limits(e, k, cf);
 	else if (strcmp(name, "listeners") == 0)
 		parse_listeners(e, k, cf);
+	else if (strcmp(name, "accounts") == 0)
+		parse_accounts(e, k, cf);
+	else if (strcmp(name, "routes") == 0)
+		parse_routes(e, k, cf);
 	else
 		cferr_add(e, k, "%s: unknown setting", name);
 }
@@ -400,6 +554,7 @@ config_defaults(struct config *cf)
 	cf->limits.max_line = 4096;
 	cf->limits.output_high_watermark = 1 << 20;
 	cf->limits.output_limit = 8 << 20;
+	cf->limits.output_stall_timeout = 30;
 }
 
 static void
@@ -461,6 +616,8 @@ config_unref(struct config *cf)
 	    atomic_fetch_sub_explicit(&cf->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	free(cf->listeners);
+	free(cf->accounts);
+	free(cf->routes);
 	free(cf->path);
 	free(cf);
 }
@@ -471,5 +628,14 @@ config_find_listener(const struct config *cf, const char *name)
 	for (size_t i = 0; i < cf->nlisteners; i++)
 		if (strcmp(cf->listeners[i].name, name) == 0)
 			return &cf->listeners[i];
+	return NULL;
+}
+
+const struct account_conf *
+config_find_account(const struct config *cf, const char *id)
+{
+	for (size_t i = 0; i < cf->naccounts; i++)
+		if (strcmp(cf->accounts[i].id, id) == 0)
+			return &cf->accounts[i];
 	return NULL;
 }

@@ -19,6 +19,7 @@ struct limits {
 	size_t	max_line;		/* router: longest line, LF included */
 	size_t	output_high_watermark;	/* stop reading the client above it */
 	size_t	output_limit;		/* close the client above it */
+	unsigned output_stall_timeout;	/* s paused with no output sent: close */
 };
 
 struct listener_conf {
@@ -27,6 +28,23 @@ struct listener_conf {
 	uint16_t port;			/* 0: the kernel picks one */
 	const struct proto *proto;
 	int	line;			/* where it was defined */
+};
+
+#define CONFIG_ADDR_MAX		64	/* router and SMPP addresses */
+#define CONFIG_PASSWORD_MAX	64
+
+/* A login for router and SMPP clients. */
+struct account_conf {
+	char	id[CONFIG_ADDR_MAX + 1];
+	char	password[CONFIG_PASSWORD_MAX + 1];
+	int	line;
+};
+
+/* Messages to addresses starting with prefix go to the owner of to. */
+struct route_conf {
+	char	prefix[CONFIG_ADDR_MAX + 1];
+	char	to[CONFIG_ADDR_MAX + 1];
+	int	line;
 };
 
 /*
@@ -46,6 +64,10 @@ struct config {
 	struct limits limits;
 	struct listener_conf *listeners;
 	size_t	nlisteners;
+	struct account_conf *accounts;	/* none: any address may log in */
+	size_t	naccounts;
+	struct route_conf *routes;
+	size_t	nroutes;
 };
 
 /*
@@ -65,5 +87,9 @@ void	config_unref(struct config *cf);
 /* The listener named name, or NULL. */
 const struct listener_conf *config_find_listener(const struct config *cf,
 	    const char *name);
+
+/* The account with this id, or NULL. */
+const struct account_conf *config_find_account(const struct config *cf,
+	    const char *id);
 
 #endif

@@ -134,12 +134,15 @@ conn_update_interest(struct conn *c)
 	if (c->flags & CONN_F_CLOSING)
 		return;
 	if (!(c->flags & CONN_F_PAUSED) &&
-	    c->out.bytes >= lim->output_high_watermark)
+	    c->out.bytes >= lim->output_high_watermark) {
 		c->flags |= CONN_F_PAUSED;
-	else if ((c->flags & CONN_F_PAUSED) &&
-	    c->out.bytes <= lim->output_high_watermark / 2)
+		c->r->npaused++;
+	} else if ((c->flags & CONN_F_PAUSED) &&
+	    c->out.bytes <= lim->output_high_watermark / 2) {
 		c->flags &= ~CONN_F_PAUSED;
-	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN)))
+		c->r->npaused--;
+	}
+	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD)))
 		events |= EPOLLIN;
 	if (c->out.bytes > 0)
 		events |= EPOLLOUT;
@@ -189,20 +192,21 @@ conn_queue_flush(struct conn *c)
 	c->r->flush_list = c;
 }
 
-void
+bool
 conn_write(struct conn *c, const void *p, size_t n)
 {
 	const struct limits *lim = &c->r->cf->limits;
 
 	if (c->flags & CONN_F_CLOSING)
-		return;
+		return false;
 	outq_append(&c->out, &c->r->pool, p, n);
 	if (c->out.bytes > lim->output_limit) {
 		conn_close(c, CONN_CLOSE_SLOW);
-		return;
+		return false;
 	}
 	if (!(c->flags & CONN_F_CORK))
 		conn_queue_flush(c);
+	return true;
 }
 
 void
@@ -253,7 +257,7 @@ conn_frames(struct conn *c, const uint8_t *p, size_t n)
 	const struct limits *lim = &c->r->cf->limits;
 	size_t off = 0;
 
-	while (off < n && !conn_is_closing(c)) {
+	while (off < n && !conn_is_closing(c) && !(c->flags & CONN_F_HELD)) {
 		ssize_t len = c->proto->frame_len(p + off, n - off, lim);
 
 		if (len == 0)
@@ -284,7 +288,8 @@ conn_input(struct conn *c, const uint8_t *p, size_t n)
 			buf_append(c->in, p + used, n - used);
 		}
 	} else {
-		buf_append(c->in, p, n);
+		if (n > 0)
+			buf_append(c->in, p, n);
 		used = conn_frames(c, buf_head(c->in), c->in->len);
 		buf_consume(c->in, used);
 	}
@@ -300,7 +305,29 @@ conn_input(struct conn *c, const uint8_t *p, size_t n)
 static bool
 conn_can_read(const struct conn *c)
 {
-	return !(c->flags & (CONN_F_CLOSING | CONN_F_DRAIN | CONN_F_PAUSED));
+	return !(c->flags & (CONN_F_CLOSING | CONN_F_DRAIN | CONN_F_PAUSED |
+	    CONN_F_HELD));
+}
+
+void
+conn_hold(struct conn *c)
+{
+	c->flags |= CONN_F_HELD;
+}
+
+void
+conn_release(struct conn *c)
+{
+	if (!(c->flags & CONN_F_HELD))
+		return;
+	c->flags &= ~CONN_F_HELD;
+	/* Input kept while held is handled now, not at the next read. */
+	if (c->in != NULL && !conn_is_closing(c))
+		conn_input(c, NULL, 0);
+	if (!(c->flags & CONN_F_CLOSING)) {
+		conn_queue_flush(c);
+		conn_update_interest(c);
+	}
 }
 
 static void
@@ -405,6 +432,8 @@ conn_free(struct conn *c)
 	reactor_slot_del(r, c->slot);
 	buf_free(c->in);
 	outq_clear(&c->out, &r->pool);
+	if (c->flags & CONN_F_PAUSED)
+		r->npaused--;
 	REACTOR_STAT_ADD(r->stats.conns, -1);
 	REACTOR_STAT_ADD(r->stats.closed[c->close_reason], 1);
 	atomic_fetch_sub(&conn_live, 1);
@@ -438,6 +467,20 @@ conn_sweep_idle(struct reactor *r, unsigned idle_timeout)
 	while ((c = r->lru_head) != NULL &&
 	    r->now - c->last_active >= idle_timeout)
 		conn_close(c, CONN_CLOSE_IDLE);
+}
+
+void
+conn_sweep_stalled(struct reactor *r, unsigned timeout)
+{
+	for (uint32_t i = 0; i < r->nslots && r->npaused > 0; i++) {
+		struct conn *c = r->slots[i];
+
+		/* Paused connections are not read: activity means output. */
+		if (c != NULL && (c->flags & CONN_F_PAUSED) &&
+		    !(c->flags & CONN_F_CLOSING) &&
+		    r->now - c->last_active >= timeout)
+			conn_close(c, CONN_CLOSE_SLOW);
+	}
 }
 
 void

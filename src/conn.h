@@ -18,6 +18,7 @@ enum {
 	CONN_F_PAUSED = 1 << 2,		/* output over the high watermark */
 	CONN_F_CORK = 1 << 3,		/* input being handled: flush after */
 	CONN_F_FLUSH_QUEUED = 1 << 4,	/* on the reactor's flush list */
+	CONN_F_HELD = 1 << 5,		/* the protocol asked: no input now */
 };
 
 /*
@@ -56,9 +57,10 @@ void	conn_handoff(struct reactor *r, int fd, const struct proto *proto);
 /*
  * Queues n bytes for the client. They are sent before the reactor waits
  * again; if the queue passes output_limit the client is closed as a slow
- * consumer. Owning reactor only.
+ * consumer. Returns true if the bytes were queued, false if c is closing
+ * or was just closed. Owning reactor only.
  */
-void	conn_write(struct conn *c, const void *p, size_t n);
+bool	conn_write(struct conn *c, const void *p, size_t n);
 
 /* Marks c closed for reason; it is torn down at the end of the loop turn. */
 void	conn_close(struct conn *c, enum conn_close_reason reason);
@@ -72,6 +74,15 @@ conn_is_closing(const struct conn *c)
 	return (c->flags & (CONN_F_CLOSING | CONN_F_DRAIN)) != 0;
 }
 
+/*
+ * conn_hold stops handing c's input to its protocol (bytes already read are
+ * kept) and stops reading the socket; conn_release hands over what was kept
+ * and reads again. For protocols that must wait for answers before taking
+ * more commands. Owning reactor only.
+ */
+void	conn_hold(struct conn *c);
+void	conn_release(struct conn *c);
+
 /* Bytes queued and not yet sent. */
 static inline size_t
 conn_pending(const struct conn *c)
@@ -83,6 +94,8 @@ conn_pending(const struct conn *c)
 void	conn_flush_queued(struct reactor *r);	/* send what the turn queued */
 void	conn_reap(struct reactor *r);		/* flush, tear down closed ones */
 void	conn_sweep_idle(struct reactor *r, unsigned idle_timeout);
+/* Closes connections paused on output that sent nothing for timeout s. */
+void	conn_sweep_stalled(struct reactor *r, unsigned timeout);
 void	conn_shutdown_all(struct reactor *r);	/* drain everything */
 void	conn_close_all(struct reactor *r);	/* close and reap all */
 

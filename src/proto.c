@@ -5,6 +5,7 @@
 
 static const struct proto *const protos[] = {
 	&proto_echo,
+	&proto_router,
 };
 
 const struct proto *
@@ -19,5 +20,5 @@ proto_find(const char *name)
 const char *
 proto_names(void)
 {
-	return "echo";
+	return "echo, router";
 }

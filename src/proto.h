@@ -8,6 +8,7 @@
 
 struct conn;
 struct limits;
+struct route_msg;
 
 /*
  * A protocol frames and handles messages; conn.c does all the I/O. Every
@@ -30,9 +31,18 @@ struct proto {
 	void	(*on_open)(struct conn *c);	/* may be NULL */
 	void	(*on_eof)(struct conn *c);	/* peer half-closed; may be NULL */
 	void	(*on_close)(struct conn *c);	/* before free; may be NULL */
+	/*
+	 * A routed message for this connection: queue it and return
+	 * ROUTE_OK, or refuse it (ROUTE_BUSY, ROUTE_REFUSED). m is borrowed.
+	 * NULL: the protocol takes no routed messages.
+	 */
+	int	(*on_deliver)(struct conn *c, const struct route_msg *m);
+	/* The verdict (m->verdict) of a message c sent; m is borrowed. */
+	void	(*on_verdict)(struct conn *c, const struct route_msg *m);
 };
 
 extern const struct proto proto_echo;
+extern const struct proto proto_router;
 
 /* The protocol registered under name, or NULL. */
 const struct proto *proto_find(const char *name);

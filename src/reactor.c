@@ -34,6 +34,33 @@ conn_close_reason_name(enum conn_close_reason reason)
 	return reason < CONN_CLOSE_N ? close_reason_names[reason] : "?";
 }
 
+static const int err_codes[REACTOR_ERR_N] = {
+	[REACTOR_ERR_400] = 400,
+	[REACTOR_ERR_401] = 401,
+	[REACTOR_ERR_403] = 403,
+	[REACTOR_ERR_404] = 404,
+	[REACTOR_ERR_409] = 409,
+	[REACTOR_ERR_413] = 413,
+	[REACTOR_ERR_503] = 503,
+};
+
+int
+reactor_err_code(enum reactor_err e)
+{
+	return e < REACTOR_ERR_N ? err_codes[e] : 0;
+}
+
+/* Reactors by id, for posting to a connection's owner. */
+static struct reactor *_Atomic registry[CONFIG_DISPATCHERS_MAX];
+
+struct reactor *
+reactor_get(unsigned id)
+{
+	if (id >= CONFIG_DISPATCHERS_MAX)
+		return NULL;
+	return atomic_load_explicit(&registry[id], memory_order_acquire);
+}
+
 static uint32_t
 mono_seconds(void)
 {
@@ -102,6 +129,8 @@ reactor_new(unsigned id, struct config *cf)
 	r->evio.fn = mailbox_on_io;
 	if (reactor_add_io(r, &r->evio, EPOLLIN) < 0)
 		goto fail;
+	if (id < CONFIG_DISPATCHERS_MAX)
+		atomic_store_explicit(&registry[id], r, memory_order_release);
 	return r;
 fail:
 	reactor_free(r);
@@ -115,6 +144,9 @@ reactor_free(struct reactor *r)
 
 	if (r == NULL)
 		return;
+	if (r->id < CONFIG_DISPATCHERS_MAX && reactor_get(r->id) == r)
+		atomic_store_explicit(&registry[r->id], NULL,
+		    memory_order_release);
 	/* Tasks still queued see a stopped reactor and only clean up. */
 	r->stopping = r->done = true;
 	mailbox_drain(r);
@@ -159,6 +191,8 @@ reactor_tick(struct reactor *r)
 	r->last_sweep = r->now;
 	if (!r->stopping && r->cf->idle_timeout > 0)
 		conn_sweep_idle(r, r->cf->idle_timeout);
+	if (r->npaused > 0 && r->cf->limits.output_stall_timeout > 0)
+		conn_sweep_stalled(r, r->cf->limits.output_stall_timeout);
 }
 
 static void

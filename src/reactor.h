@@ -51,6 +51,21 @@ enum conn_close_reason {
 
 const char *conn_close_reason_name(enum conn_close_reason reason);
 
+/* Error replies counted by code, for the stats line. */
+enum reactor_err {
+	REACTOR_ERR_400,	/* bad request, unknown command */
+	REACTOR_ERR_401,	/* bad credentials */
+	REACTOR_ERR_403,	/* login first */
+	REACTOR_ERR_404,	/* no route */
+	REACTOR_ERR_409,	/* address in use */
+	REACTOR_ERR_413,	/* line too long */
+	REACTOR_ERR_503,	/* recipient busy */
+	REACTOR_ERR_N
+};
+
+/* The numeric code of e: 400, 401, ... */
+int	reactor_err_code(enum reactor_err e);
+
 /*
  * Counters kept by one reactor and read by any thread without locks. Only
  * the owner writes them (REACTOR_STAT_ADD), so plain relaxed loads and
@@ -63,6 +78,9 @@ struct reactor_stats {
 	_Atomic uint64_t bytes_in;
 	_Atomic uint64_t bytes_out;
 	_Atomic uint64_t messages;	/* whole messages handled */
+	_Atomic uint64_t routed_local;	/* delivered on the sender's reactor */
+	_Atomic uint64_t routed_remote;	/* delivered through a mailbox */
+	_Atomic uint64_t errors[REACTOR_ERR_N];
 	_Atomic uint64_t loops;		/* loop turns, for the watchdog */
 } __attribute__((aligned(CACHE_LINE)));
 
@@ -91,6 +109,8 @@ struct reactor {
 	uint32_t now;			/* seconds, CLOCK_MONOTONIC, per turn */
 	uint32_t stop_deadline;
 	uint32_t last_sweep;
+	uint32_t npaused;		/* connections over the high watermark */
+	uint64_t msg_seq;		/* for route_next_id */
 	struct config *cf;		/* this reactor's reference */
 	/* Connections by slot; gens[slot] changes each time a slot is freed. */
 	struct conn **slots;
@@ -113,6 +133,12 @@ struct reactor {
  * set if its fds cannot be made. Main thread.
  */
 struct reactor *reactor_new(unsigned id, struct config *cf);
+
+/*
+ * The reactor with this id, from reactor_new until reactor_free, or NULL.
+ * Any thread (ids are registered before threads start).
+ */
+struct reactor *reactor_get(unsigned id);
 
 /* Frees a reactor whose thread has ended or never started; NULL is a no-op. */
 void	reactor_free(struct reactor *r);

@@ -44,7 +44,9 @@ stats_format(char *buf, size_t len, struct reactor *const *rs, unsigned n,
     const struct acceptor_stats *as)
 {
 	unsigned long long conns = 0, in = 0, outb = 0, msgs = 0;
+	unsigned long long local = 0, remote = 0;
 	unsigned long long closed[CONN_CLOSE_N] = { 0 };
+	unsigned long long errs[REACTOR_ERR_N] = { 0 };
 	struct out o = { buf, len, 0 };
 
 	buf[0] = '\0';
@@ -55,8 +57,12 @@ stats_format(char *buf, size_t len, struct reactor *const *rs, unsigned n,
 		in += REACTOR_STAT_GET(s->bytes_in);
 		outb += REACTOR_STAT_GET(s->bytes_out);
 		msgs += REACTOR_STAT_GET(s->messages);
+		local += REACTOR_STAT_GET(s->routed_local);
+		remote += REACTOR_STAT_GET(s->routed_remote);
 		for (int k = 0; k < CONN_CLOSE_N; k++)
 			closed[k] += REACTOR_STAT_GET(s->closed[k]);
+		for (int k = 0; k < REACTOR_ERR_N; k++)
+			errs[k] += REACTOR_STAT_GET(s->errors[k]);
 	}
 	out_add(&o, "stats conns=%llu per_reactor=", conns);
 	out_per_reactor(&o, rs, n);
@@ -69,6 +75,9 @@ stats_format(char *buf, size_t len, struct reactor *const *rs, unsigned n,
 		    closed[k]);
 	out_add(&o, " messages=%llu bytes_in=%llu bytes_out=%llu", msgs, in,
 	    outb);
+	out_add(&o, " routed_local=%llu routed_remote=%llu", local, remote);
+	for (int k = 0; k < REACTOR_ERR_N; k++)
+		out_add(&o, " err_%d=%llu", reactor_err_code(k), errs[k]);
 }
 
 void

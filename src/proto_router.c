@@ -1,0 +1,449 @@
+/* proto_router.c: the router line protocol (LOGIN, SEND, MSG, PING, QUIT). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "conn.h"
+#include "proto.h"
+#include "route.h"
+#include "util.h"
+
+/* Unanswered SENDs, and replies queued behind them, before input is held. */
+#define ROUTER_MAX_PENDING	256
+#define ROUTER_MAX_QUEUED	1024
+
+/*
+ * One reply in command order. A SEND routed to another reactor waits here
+ * (done false) for its verdict; replies to later commands queue behind it.
+ */
+struct reply {
+	struct reply *next;
+	uint64_t id;
+	bool	done;
+	bool	bye;		/* QUIT: close once this is written */
+	size_t	len;
+	char	text[];
+};
+
+struct router_sess {
+	struct route_owner me;
+	bool	logged_in;
+	bool	skipping;	/* inside a line over max_line */
+	bool	quitting;
+	struct reply *head;
+	struct reply *tail;
+	unsigned npending;
+	unsigned nqueued;
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+static void
+count_err(struct conn *c, enum reactor_err e)
+{
+	REACTOR_STAT_ADD(c->r->stats.errors[e], 1);
+}
+
+static struct router_sess *
+sess_of(struct conn *c)
+{
+	if (c->pdata == NULL)
+		c->pdata = xcalloc(1, sizeof(struct router_sess));
+	return c->pdata;
+}
+
+static struct reply *
+reply_new(const char *text, size_t len)
+{
+	/* Room for the longest verdict text when this waits for one. */
+	size_t cap = len > 64 ? len : 64;
+	struct reply *rp = xcalloc(1, sizeof(*rp) + cap);
+
+	memcpy(rp->text, text, len);
+	rp->len = len;
+	return rp;
+}
+
+static void
+reply_append(struct router_sess *s, struct reply *rp)
+{
+	if (s->tail != NULL)
+		s->tail->next = rp;
+	else
+		s->head = rp;
+	s->tail = rp;
+	s->nqueued++;
+}
+
+/* Holds input while too much is unanswered; releases it when it drains. */
+static void
+sess_update_hold(struct conn *c, struct router_sess *s)
+{
+	if (s->quitting)
+		return;
+	if (s->npending >= ROUTER_MAX_PENDING ||
+	    s->nqueued >= ROUTER_MAX_QUEUED)
+		conn_hold(c);
+	else if (s->npending < ROUTER_MAX_PENDING / 2 &&
+	    s->nqueued < ROUTER_MAX_QUEUED / 2)
+		conn_release(c);
+}
+
+/* Sends a reply now, or queues it behind replies still awaited. */
+static void
+reply_emit(struct conn *c, const char *text, size_t len)
+{
+	struct router_sess *s = sess_of(c);
+
+	if (s->head == NULL)
+		conn_write(c, text, len);
+	else {
+		struct reply *rp = reply_new(text, len);
+
+		rp->done = true;
+		reply_append(s, rp);
+	}
+}
+
+static void reply_printf(struct conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+reply_printf(struct conn *c, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	reply_emit(c, line, (size_t)n);
+}
+
+/* Writes the replies at the head of the queue that are ready. */
+static void
+sess_drain(struct conn *c, struct router_sess *s)
+{
+	struct reply *rp;
+
+	while ((rp = s->head) != NULL && rp->done) {
+		s->head = rp->next;
+		if (s->head == NULL)
+			s->tail = NULL;
+		s->nqueued--;
+		conn_write(c, rp->text, rp->len);
+		if (rp->bye)
+			conn_close_after_flush(c, CONN_CLOSE_QUIT);
+		free(rp);
+	}
+	sess_update_hold(c, s);
+}
+
+/* "OK <id>" or the error, for a SEND's verdict. */
+static int
+verdict_text(struct conn *c, enum route_verdict v, uint64_t id, char *buf,
+    size_t len)
+{
+	switch (v) {
+	case ROUTE_OK:
+		return snprintf(buf, len, "OK %llu\n", (unsigned long long)id);
+	case ROUTE_BUSY:
+	case ROUTE_REFUSED:
+		count_err(c, REACTOR_ERR_503);
+		return snprintf(buf, len, "ERR 503 %llu recipient busy\n",
+		    (unsigned long long)id);
+	default:
+		count_err(c, REACTOR_ERR_404);
+		return snprintf(buf, len, "ERR 404 %llu no route\n",
+		    (unsigned long long)id);
+	}
+}
+
+static ssize_t
+router_frame_len(const uint8_t *p, size_t n, const struct limits *lim)
+{
+	const uint8_t *lf = memchr(p, '\n', n);
+
+	if (lf != NULL)
+		return lf - p + 1;
+	/*
+	 * No LF yet. Past max_line (plus CR LF) the line is too long: hand
+	 * over what we have so that it is skipped, not buffered.
+	 */
+	if (n >= lim->max_line + 2)
+		return (ssize_t)n;
+	return 0;
+}
+
+/* Splits the first space-separated word off *line. */
+static char *
+next_word(char **line)
+{
+	char *w = *line, *sp;
+
+	while (*w == ' ')
+		w++;
+	if (*w == '\0')
+		return NULL;
+	if ((sp = strchr(w, ' ')) != NULL) {
+		*sp = '\0';
+		*line = sp + 1;
+	} else {
+		*line = w + strlen(w);
+	}
+	return w;
+}
+
+/* Printable text: no control characters but TAB. */
+static bool
+text_valid(const char *t)
+{
+	for (; *t != '\0'; t++)
+		if ((uint8_t)*t < 0x20 && *t != '\t')
+			return false;
+	return true;
+}
+
+/* Compares secrets in time that does not depend on where they differ. */
+static bool
+secret_eq(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char d = la != lb;
+
+	for (size_t i = 0; i < la && i < lb; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+static void
+cmd_login(struct conn *c, struct router_sess *s, char *args)
+{
+	const struct config *cf = c->r->cf;
+	char *addr = next_word(&args), *pass = next_word(&args);
+	const struct account_conf *acct;
+
+	if (addr == NULL || next_word(&args) != NULL) {
+		count_err(c, REACTOR_ERR_400);
+		reply_printf(c, "ERR 400 usage: LOGIN <address> [<password>]");
+	} else if (s->logged_in) {
+		count_err(c, REACTOR_ERR_400);
+		reply_printf(c, "ERR 400 already logged in as %s", s->addr);
+	} else if (!route_addr_valid(addr, strlen(addr))) {
+		count_err(c, REACTOR_ERR_400);
+		reply_printf(c, "ERR 400 bad address");
+	} else if (cf->naccounts > 0 &&
+	    ((acct = config_find_account(cf, addr)) == NULL ||
+	    pass == NULL || !secret_eq(pass, acct->password))) {
+		count_err(c, REACTOR_ERR_401);
+		reply_printf(c, "ERR 401 bad credentials");
+	} else {
+		s->me.reactor = c->r->id;
+		s->me.slot = c->slot;
+		s->me.gen = c->gen;
+		if (route_claim(addr, &s->me) < 0) {
+			count_err(c, REACTOR_ERR_409);
+			reply_printf(c, "ERR 409 address in use");
+			return;
+		}
+		snprintf(s->addr, sizeof(s->addr), "%s", addr);
+		s->logged_in = true;
+		reply_printf(c, "OK LOGIN %s", addr);
+	}
+}
+
+static void
+cmd_send(struct conn *c, struct router_sess *s, char *args)
+{
+	char *to = next_word(&args), buf[96];
+	struct route_msg *m;
+	enum route_verdict v;
+	size_t len;
+
+	if (!s->logged_in) {
+		count_err(c, REACTOR_ERR_403);
+		reply_printf(c, "ERR 403 login first");
+		return;
+	}
+	if (to == NULL || *args == '\0') {
+		count_err(c, REACTOR_ERR_400);
+		reply_printf(c, "ERR 400 usage: SEND <to> <text>");
+		return;
+	}
+	if (!route_addr_valid(to, strlen(to)) || !text_valid(args)) {
+		count_err(c, REACTOR_ERR_400);
+		reply_printf(c, "ERR 400 bad %s", text_valid(args) ?
+		    "address" : "text");
+		return;
+	}
+	len = strlen(args);
+	m = route_msg_new(len);
+	m->id = route_next_id(c->r);
+	snprintf(m->from, sizeof(m->from), "%s", s->addr);
+	snprintf(m->to, sizeof(m->to), "%s", to);
+	memcpy(m->text, args, len);
+	m->len = len;
+	uint64_t id = m->id;
+	if ((v = route_send(c, m)) != ROUTE_PENDING) {
+		int n = verdict_text(c, v, id, buf, sizeof(buf));
+
+		reply_emit(c, buf, (size_t)n);
+		return;
+	}
+	struct reply *rp = reply_new("", 0);
+
+	rp->id = id;
+	reply_append(s, rp);
+	s->npending++;
+	sess_update_hold(c, s);
+}
+
+static int
+cmd_quit(struct conn *c, struct router_sess *s)
+{
+	struct reply *rp;
+
+	if (s->head == NULL) {
+		conn_write(c, "OK BYE\n", 7);
+		return -1;
+	}
+	/* Say goodbye after the replies still awaited; take no more input. */
+	rp = reply_new("OK BYE\n", 7);
+	rp->done = rp->bye = true;
+	reply_append(s, rp);
+	s->quitting = true;
+	conn_hold(c);
+	return 0;
+}
+
+static int
+router_command(struct conn *c, struct router_sess *s, char *line)
+{
+	char *args = line, *verb = next_word(&args);
+
+	if (verb == NULL)
+		return 0;	/* an empty line is no command */
+	if (strcasecmp(verb, "SEND") == 0)
+		cmd_send(c, s, args);
+	else if (strcasecmp(verb, "PING") == 0) {
+		char *token = next_word(&args);
+
+		if (token != NULL)
+			reply_printf(c, "PONG %.200s", token);
+		else
+			reply_printf(c, "PONG");
+	} else if (strcasecmp(verb, "LOGIN") == 0)
+		cmd_login(c, s, args);
+	else if (strcasecmp(verb, "QUIT") == 0)
+		return cmd_quit(c, s);
+	else {
+		count_err(c, REACTOR_ERR_400);
+		reply_printf(c, "ERR 400 unknown command");
+	}
+	return 0;
+}
+
+static int
+router_on_message(struct conn *c, const uint8_t *msg, size_t len)
+{
+	const struct limits *lim = &c->r->cf->limits;
+	struct router_sess *s = sess_of(c);
+	bool whole = msg[len - 1] == '\n';
+	char small[512], *line;
+	int rc;
+
+	if (s->skipping) {
+		/* The rest of a line already answered ERR 413. */
+		s->skipping = !whole;
+		return 0;
+	}
+	if (whole)
+		len--;
+	if (len > 0 && msg[len - 1] == '\r')
+		len--;
+	if (!whole || len > lim->max_line) {
+		s->skipping = !whole;
+		count_err(c, REACTOR_ERR_413);
+		reply_printf(c, "ERR 413 line too long");
+		return 0;
+	}
+	if (memchr(msg, '\0', len) != NULL) {
+		count_err(c, REACTOR_ERR_400);
+		reply_printf(c, "ERR 400 unknown command");
+		return 0;
+	}
+	/* Parsed in a copy: the frame is borrowed and read-only. */
+	line = len < sizeof(small) ? small : xmalloc(len + 1);
+	memcpy(line, msg, len);
+	line[len] = '\0';
+	rc = router_command(c, s, line);
+	if (line != small)
+		free(line);
+	return rc;
+}
+
+static int
+router_on_deliver(struct conn *c, const struct route_msg *m)
+{
+	char head[ROUTE_ADDR_MAX + 48];
+	int n;
+
+	n = snprintf(head, sizeof(head), "MSG %llu %s ",
+	    (unsigned long long)m->id, m->from);
+	if (!conn_write(c, head, (size_t)n) ||
+	    !conn_write(c, m->text, m->len) || !conn_write(c, "\n", 1))
+		return ROUTE_NO_ROUTE;
+	return ROUTE_OK;
+}
+
+static void
+router_on_verdict(struct conn *c, const struct route_msg *m)
+{
+	struct router_sess *s = sess_of(c);
+	struct reply *rp;
+
+	for (rp = s->head; rp != NULL; rp = rp->next)
+		if (!rp->done && rp->id == m->id)
+			break;
+	if (rp == NULL)
+		return;
+	rp->len = (size_t)verdict_text(c, m->verdict, m->id, rp->text, 64);
+	rp->done = true;
+	s->npending--;
+	sess_drain(c, s);
+}
+
+static void
+router_on_close(struct conn *c)
+{
+	struct router_sess *s = c->pdata;
+	struct reply *rp;
+
+	if (s == NULL)
+		return;
+	if (s->logged_in)
+		route_release(s->addr, &s->me);
+	while ((rp = s->head) != NULL) {
+		s->head = rp->next;
+		free(rp);
+	}
+	free(s);
+	c->pdata = NULL;
+}
+
+const struct proto proto_router = {
+	.name = "router",
+	.frame_len = router_frame_len,
+	.on_message = router_on_message,
+	.on_close = router_on_close,
+	.on_deliver = router_on_deliver,
+	.on_verdict = router_on_verdict,
+};
