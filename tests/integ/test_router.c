@@ -1,0 +1,714 @@
+/* test_router.c: the router line protocol against the real daemon, dispatchers >= 3. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "suites.h"
+
+#define ROUTER_CONF(extra)						\
+	"dispatchers = 3;\n"						\
+	"idle_timeout = 0;\n"						\
+	"listeners = ( { name = \"router\"; address = \"127.0.0.1\";"	\
+	" port = 0; protocol = \"router\"; } );\n" extra
+
+/* Sends a text and reads one reply line, failing the test on timeout. */
+static void
+expect(int fd, const char *send, const char *want)
+{
+	char line[8192];
+	ssize_t n;
+
+	if (send != NULL)
+		ck_assert_int_eq(send_all(fd, send, strlen(send)), 0);
+	n = recv_line(fd, line, sizeof(line), HARNESS_IO_MS);
+	ck_assert_msg(n > 0, "no reply to %s (want %s)", send ? send : "-",
+	    want);
+	ck_assert_msg(strncmp(line, want, strlen(want)) == 0,
+	    "sent %s: got \"%s\", want \"%s...\"", send ? send : "-", line,
+	    want);
+}
+
+static int
+login(int port, const char *addr)
+{
+	char cmd[128], want[128];
+	int fd = client_connect(port);
+
+	snprintf(cmd, sizeof(cmd), "LOGIN %s\n", addr);
+	snprintf(want, sizeof(want), "OK LOGIN %s\n", addr);
+	expect(fd, cmd, want);
+	return fd;
+}
+
+/* Reads a line and returns the id of "OK <id>". */
+static unsigned long long
+expect_ok_id(int fd)
+{
+	char line[256];
+	unsigned long long id;
+
+	ck_assert_int_gt(recv_line(fd, line, sizeof(line), HARNESS_IO_MS), 0);
+	ck_assert_msg(sscanf(line, "OK %llu", &id) == 1, "got %s", line);
+	return id;
+}
+
+START_TEST(test_login_send_ping_quit)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	int a = login(port, "alice"), b = login(port, "bob");
+	char line[256], want[256];
+	unsigned long long id;
+
+	expect(a, "ping\n", "PONG\n");
+	expect(a, "PING tok\n", "PONG tok\n");
+	ck_assert_int_eq(send_all(a, "send bob hello there\r\n", 22), 0);
+	id = expect_ok_id(a);
+	snprintf(want, sizeof(want), "MSG %llu alice hello there\n", id);
+	ck_assert_int_gt(recv_line(b, line, sizeof(line), HARNESS_IO_MS), 0);
+	ck_assert_str_eq(line, want);
+	expect(a, "SEND nobody hi\n", "ERR 404 ");
+	expect(a, "SEND bob\n", "ERR 400 ");
+	expect(a, "SEND bad!addr hi\n", "ERR 400 ");
+	expect(a, "LOGIN other\n", "ERR 400 already logged in");
+	expect(a, "FROB\n", "ERR 400 unknown command\n");
+	expect(a, "QUIT\n", "OK BYE\n");
+	ck_assert_int_eq(client_wait_closed(a, HARNESS_IO_MS), 0);
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_login_first_and_conflicts)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	int a = client_connect(port), b, c;
+
+	expect(a, "SEND bob hi\n", "ERR 403 login first\n");
+	expect(a, "LOGIN\n", "ERR 400 ");
+	expect(a, "LOGIN bad/addr\n", "ERR 400 bad address\n");
+	expect(a, "LOGIN alice\n", "OK LOGIN alice\n");
+	b = client_connect(port);
+	expect(b, "LOGIN alice\n", "ERR 409 address in use\n");
+	/* Closing frees the address for the next claimant. */
+	close(a);
+	c = -1;
+	for (int i = 0; i < 100 && c < 0; i++) {
+		char line[128];
+
+		ck_assert_int_eq(send_all(b, "LOGIN alice\n", 12), 0);
+		ck_assert_int_gt(recv_line(b, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		if (strcmp(line, "OK LOGIN alice\n") == 0)
+			c = b;
+		else
+			harness_sleep_ms(20);
+	}
+	ck_assert_msg(c >= 0, "alice was never released");
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_accounts_and_prefix_routes_reload)
+{
+	static const char conf1[] = ROUTER_CONF(
+	    "accounts = ( { id = \"gw1\"; password = \"s1\"; },\n"
+	    "  { id = \"gw2\"; password = \"s2\"; },\n"
+	    "  { id = \"user\"; password = \"pw\"; } );\n"
+	    "routes = ( { prefix = \"+351\"; to = \"gw1\"; },\n"
+	    "  { prefix = \"+35191\"; to = \"gw2\"; } );\n");
+	static const char conf2[] = ROUTER_CONF(
+	    "accounts = ( { id = \"gw1\"; password = \"s1\"; },\n"
+	    "  { id = \"gw2\"; password = \"s2\"; },\n"
+	    "  { id = \"user\"; password = \"new\"; } );\n"
+	    "routes = ( { prefix = \"+351\"; to = \"gw2\"; } );\n");
+	struct daemon *d = daemon_start(conf1, NULL);
+	int port = daemon_port(d, "router");
+	int g1 = client_connect(port), g2 = client_connect(port);
+	int u = client_connect(port), x = client_connect(port);
+	char line[256];
+
+	expect(x, "LOGIN stranger\n", "ERR 401 bad credentials\n");
+	expect(x, "LOGIN user\n", "ERR 401 bad credentials\n");
+	expect(x, "LOGIN user wrong\n", "ERR 401 bad credentials\n");
+	expect(g1, "LOGIN gw1 s1\n", "OK LOGIN gw1\n");
+	expect(g2, "LOGIN gw2 s2\n", "OK LOGIN gw2\n");
+	expect(u, "LOGIN user pw\n", "OK LOGIN user\n");
+	/* The longest prefix wins. */
+	ck_assert_int_eq(send_all(u, "SEND +351210000 a\n", 18), 0);
+	expect_ok_id(u);
+	ck_assert_int_gt(recv_line(g1, line, sizeof(line), HARNESS_IO_MS), 0);
+	ck_assert_msg(strstr(line, " user a\n") != NULL, "%s", line);
+	ck_assert_int_eq(send_all(u, "SEND +351912345 b\n", 18), 0);
+	expect_ok_id(u);
+	ck_assert_int_gt(recv_line(g2, line, sizeof(line), HARNESS_IO_MS), 0);
+	ck_assert_msg(strstr(line, " user b\n") != NULL, "%s", line);
+	expect(u, "SEND +44123 c\n", "ERR 404 ");
+
+	/* Reload: new routes and passwords apply, sessions stay. */
+	daemon_rewrite_config(d, conf2);
+	ck_assert_int_eq(daemon_signal(d, SIGHUP), 0);
+	ck_assert(daemon_wait_log(d, "reloaded", HARNESS_IO_MS));
+	ck_assert_int_eq(send_all(u, "SEND +351210000 d\n", 18), 0);
+	expect_ok_id(u);
+	ck_assert_int_gt(recv_line(g2, line, sizeof(line), HARNESS_IO_MS), 0);
+	ck_assert_msg(strstr(line, " user d\n") != NULL, "%s", line);
+	expect(x, "LOGIN user pw\n", "ERR 401 ");
+	close(u);
+	for (int i = 0; i < 100; i++) {
+		ck_assert_int_eq(send_all(x, "LOGIN user new\n", 15), 0);
+		ck_assert_int_gt(recv_line(x, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		if (strcmp(line, "OK LOGIN user\n") == 0)
+			break;
+		ck_assert_msg(strncmp(line, "ERR 409", 7) == 0, "%s", line);
+		harness_sleep_ms(20);
+	}
+	ck_assert_str_eq(line, "OK LOGIN user\n");
+	close(g1);
+	close(g2);
+	close(x);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_bad_lines)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(
+	    "limits = { max_line = 100; };\n"), NULL);
+	int port = daemon_port(d, "router");
+	int a = login(port, "alice");
+	char big[5000], bin[64];
+
+	/* Over max_line: ERR 413, the rest skipped, the session lives on. */
+	memset(big, 'x', sizeof(big));
+	memcpy(big, "PING ", 5);
+	ck_assert_int_eq(send_all(a, big, sizeof(big)), 0);
+	ck_assert_int_eq(send_all(a, "\nPING after\n", 12), 0);
+	expect(a, NULL, "ERR 413 line too long\n");
+	expect(a, NULL, "PONG after\n");
+	/* A line of exactly max_line is fine, one more is not. */
+	memset(big, 'y', 100);
+	memcpy(big, "PING ", 5);
+	big[100] = '\n';
+	ck_assert_int_eq(send_all(a, big, 101), 0);
+	ck_assert_int_gt(recv_line(a, big + 200, 300, HARNESS_IO_MS), 0);
+	ck_assert_msg(strncmp(big + 200, "PONG yyy", 8) == 0, "%s", big + 200);
+	memset(big, 'z', 101);
+	big[101] = '\n';
+	ck_assert_int_eq(send_all(a, big, 102), 0);
+	expect(a, NULL, "ERR 413 ");
+	/* Binary garbage gets ERR 400 and the session goes on. */
+	for (size_t i = 0; i < sizeof(bin); i++)
+		bin[i] = (char)(i * 37 + 1);
+	bin[10] = '\0';
+	bin[sizeof(bin) - 1] = '\n';
+	for (size_t i = 0; i < sizeof(bin) - 1; i++)
+		if (bin[i] == '\n')
+			bin[i] = 'n';
+	ck_assert_int_eq(send_all(a, bin, sizeof(bin)), 0);
+	expect(a, NULL, "ERR 400 ");
+	expect(a, "SEND alice \x01\x02\n", "ERR 400 bad text");
+	expect(a, "PING ok\n", "PONG ok\n");
+	close(a);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_split_and_batched_commands)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	int a = client_connect(port);
+	const char *cmd = "LOGIN alice\nPING 1\nPING 2\nping 3\nPING 4\n";
+	char many[4096];
+	size_t n = 0;
+
+	/* One byte per segment. */
+	for (const char *p = cmd; *p != '\0'; p++) {
+		ck_assert_int_eq(send_all(a, p, 1), 0);
+		harness_sleep_ms(1);
+	}
+	expect(a, NULL, "OK LOGIN alice\n");
+	for (int i = 1; i <= 4; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "PONG %d\n", i);
+		expect(a, NULL, want);
+	}
+	/* Many commands in one segment. */
+	for (int i = 0; i < 200; i++)
+		n += (size_t)snprintf(many + n, sizeof(many) - n, "PING %d\n",
+		    i);
+	ck_assert_int_eq(send_all(a, many, n), 0);
+	for (int i = 0; i < 200; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "PONG %d\n", i);
+		expect(a, NULL, want);
+	}
+	close(a);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+/*
+ * A SEND to a client on another reactor and a PING in one write: the
+ * SEND's verdict comes back through two mailboxes, the PONG at once, yet
+ * the replies keep the order of the commands.
+ */
+START_TEST(test_ordered_replies_across_reactors)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	/* Round-robin: consecutive clients land on different reactors. */
+	int a = login(port, "alice"), b = login(port, "bob");
+	int c = login(port, "carol");
+	char buf[16384], line[256];
+	size_t n = 0;
+
+	for (int i = 0; i < 100; i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
+		    "SEND %s m%d\nPING p%d\nSEND nobody x\n",
+		    i % 2 ? "bob" : "carol", i, i);
+	ck_assert_int_eq(send_all(a, buf, n), 0);
+	for (int i = 0; i < 100; i++) {
+		char want[32];
+
+		expect_ok_id(a);
+		snprintf(want, sizeof(want), "PONG p%d\n", i);
+		expect(a, NULL, want);
+		expect(a, NULL, "ERR 404 ");
+	}
+	for (int i = 0; i < 100; i++) {
+		char want[32];
+		int to = i % 2 ? b : c;
+
+		ck_assert_int_gt(recv_line(to, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		snprintf(want, sizeof(want), " alice m%d\n", i);
+		ck_assert_msg(strstr(line, want) != NULL, "%s", line);
+	}
+	close(a);
+	close(b);
+	close(c);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+/* A recipient that leaves while messages to it are in flight. */
+START_TEST(test_recipient_vanishes_in_flight)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	int a = login(port, "alice"), b = login(port, "bob");
+	char line[256];
+	int ok = 0, gone = 0;
+	static char buf[2000 * 24];
+	size_t n = 0;
+	struct linger lg = { 1, 0 };
+
+	for (int i = 0; i < 2000; i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
+		    "SEND bob msg%d\n", i);
+	ck_assert_int_eq(send_all(a, buf, n / 2), 0);
+	/* bob resets while the second half is still arriving. */
+	setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(b);
+	ck_assert_int_eq(send_all(a, buf + n / 2, n - n / 2), 0);
+	for (int i = 0; i < 2000; i++) {
+		ck_assert_int_gt(recv_line(a, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		if (strncmp(line, "OK ", 3) == 0) {
+			ck_assert_msg(gone == 0, "OK after ERR 404: %s", line);
+			ok++;
+		} else {
+			ck_assert_msg(strncmp(line, "ERR 404 ", 8) == 0, "%s",
+			    line);
+			gone++;
+		}
+	}
+	ck_assert_int_eq(ok + gone, 2000);
+	ck_assert_int_gt(gone, 0);
+	expect(a, "PING\n", "PONG\n");
+	close(a);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+/*
+ * A recipient that never reads: senders are refused with ERR 503 once its
+ * output passes the high watermark, then it is closed as a slow consumer
+ * and later sends get ERR 404. Memory stays bounded throughout.
+ */
+START_TEST(test_recipient_never_reads)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(
+	    "limits = { output_high_watermark = 65536; output_limit = 1048576;"
+	    " output_stall_timeout = 2; };\n"), NULL);
+	int port = daemon_port(d, "router");
+	int a = login(port, "alice"), b = login(port, "bob");
+	char text[1100], cmd[1200], line[256];
+	int rcv = 4096, busy = 0, gone = 0;
+	uint64_t deadline = harness_now_ms() + 60000;
+	long rss_max = 0;
+	struct daemon_stats st;
+
+	setsockopt(b, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	memset(text, 'q', 1000);
+	text[1000] = '\0';
+	snprintf(cmd, sizeof(cmd), "SEND bob %s\n", text);
+	while (gone == 0 && harness_now_ms() < deadline) {
+		long rss;
+
+		ck_assert_int_eq(send_all(a, cmd, strlen(cmd)), 0);
+		ck_assert_int_gt(recv_line(a, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		if (strncmp(line, "ERR 503 ", 8) == 0) {
+			busy++;
+			ck_assert_msg(strstr(line, "recipient busy") != NULL,
+			    "%s", line);
+			harness_sleep_ms(busy < 5 ? 1 : 50);
+		} else if (strncmp(line, "ERR 404 ", 8) == 0) {
+			gone++;
+		} else {
+			ck_assert_msg(strncmp(line, "OK ", 3) == 0, "%s", line);
+			ck_assert_msg(busy == 0, "OK after 503: %s", line);
+		}
+		if ((rss = daemon_rss_kib(d)) > rss_max)
+			rss_max = rss;
+	}
+	ck_assert_int_gt(busy, 0);
+	ck_assert_int_gt(gone, 0);
+	ck_assert_msg(rss_max < 64 * 1024, "rss %ld KiB", rss_max);
+	daemon_stats(d, &st);
+	ck_assert_int_ge(daemon_stats_get(&st, "closed_slow-consumer"), 1);
+	ck_assert_int_ge(daemon_stats_get(&st, "err_503"), 1);
+	ck_assert(daemon_log_contains(d, "reason=slow-consumer"));
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+/* A sender that pipelines without reading is paused, not buffered. */
+START_TEST(test_sender_never_reads)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(
+	    "limits = { output_high_watermark = 65536; };\n"), NULL);
+	int port = daemon_port(d, "router");
+	int a = login(port, "alice"), b = login(port, "bob");
+	static char chunk[64 * 1024];
+	size_t n = 0;
+	long rss_max = 0;
+	int fl;
+
+	while (n + 32 < sizeof(chunk))
+		n += (size_t)snprintf(chunk + n, sizeof(chunk) - n, "PING x\n");
+	fl = fcntl(a, F_GETFL);
+	fcntl(a, F_SETFL, fl | O_NONBLOCK);
+	/* Write 64 MiB of PINGs, or until the daemon stops reading us. */
+	for (int i = 0; i < 1024; i++) {
+		ssize_t w = send(a, chunk, n, MSG_NOSIGNAL);
+		long rss;
+
+		if (w < 0 && errno == EAGAIN) {
+			harness_sleep_ms(50);
+			if (send(a, chunk, n, MSG_NOSIGNAL) < 0 &&
+			    errno == EAGAIN)
+				break;
+		}
+		if ((rss = daemon_rss_kib(d)) > rss_max)
+			rss_max = rss;
+	}
+	ck_assert_msg(rss_max < 64 * 1024, "rss %ld KiB", rss_max);
+	/* Others are still served. */
+	expect(b, "PING still\n", "PONG still\n");
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+#define MESH_CLIENTS	300
+#define MESH_MSGS	200
+#define MESH_WINDOW	8
+
+struct mesh_client {
+	int	fd;
+	int	sent;		/* SENDs written */
+	int	answered;	/* their replies read */
+	int	received;	/* MSGs read */
+	char	in[65536];
+	size_t	inlen;
+	char	out[MESH_WINDOW * 256];
+	size_t	outlen;
+	size_t	outoff;
+	int	targets[MESH_MSGS];
+};
+
+struct mesh {
+	struct mesh_client *cl;
+	int	(*sent_seq)[MESH_CLIENTS];	/* [from][to] next to send */
+	int	(*recv_seq)[MESH_CLIENTS];	/* [from][to] next expected */
+	unsigned long long *ok_ids;
+	unsigned long long *msg_ids;
+	size_t	nok;
+	size_t	nmsg;
+};
+
+/* The text of message k from client i: derived, so it can be checked. */
+static size_t
+mesh_text(int from, int to, int seq, int k, char *buf, size_t cap)
+{
+	uint64_t h = (uint64_t)from * 1000003u + (uint64_t)k * 7919u + 1;
+	size_t n = (size_t)snprintf(buf, cap, "c%d>c%d#%d.", from, to, seq);
+	size_t len = 1 + harness_rand(&h) % 100;
+
+	for (size_t i = 0; i < len && n + 1 < cap; i++)
+		buf[n++] = (char)('a' + harness_rand(&h) % 26);
+	buf[n] = '\0';
+	return n;
+}
+
+static void
+mesh_queue_sends(struct mesh *m, int i)
+{
+	struct mesh_client *c = &m->cl[i];
+
+	while (c->sent < MESH_MSGS && c->sent - c->answered < MESH_WINDOW &&
+	    c->outlen + 256 <= sizeof(c->out)) {
+		int to = c->targets[c->sent];
+		char text[160];
+
+		mesh_text(i, to, m->sent_seq[i][to]++, c->sent, text,
+		    sizeof(text));
+		c->outlen += (size_t)snprintf(c->out + c->outlen,
+		    sizeof(c->out) - c->outlen, "SEND c%d %s\n", to, text);
+		c->sent++;
+	}
+}
+
+static void
+mesh_flush(struct mesh_client *c)
+{
+	while (c->outoff < c->outlen) {
+		ssize_t w = send(c->fd, c->out + c->outoff,
+		    c->outlen - c->outoff, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			ck_assert_msg(errno == EAGAIN, "send: %s",
+			    strerror(errno));
+			return;
+		}
+		c->outoff += (size_t)w;
+	}
+	c->outoff = c->outlen = 0;
+}
+
+static void
+mesh_line(struct mesh *m, int j, char *line)
+{
+	struct mesh_client *c = &m->cl[j];
+	unsigned long long id;
+	int from, to, seq, k_from;
+	char text[160], want[160];
+
+	if (strncmp(line, "OK ", 3) == 0) {
+		ck_assert_int_eq(sscanf(line, "OK %llu", &id), 1);
+		m->ok_ids[m->nok++] = id;
+		c->answered++;
+		return;
+	}
+	ck_assert_msg(sscanf(line, "MSG %llu c%d %159s", &id, &k_from,
+	    text) == 3, "client %d got \"%s\"", j, line);
+	ck_assert_int_eq(sscanf(text, "c%d>c%d#%d.", &from, &to, &seq), 3);
+	ck_assert_int_eq(from, k_from);
+	ck_assert_int_eq(to, j);
+	ck_assert_msg(seq == m->recv_seq[from][to], "pair %d->%d: seq %d, "
+	    "expected %d", from, to, seq, m->recv_seq[from][to]);
+	m->recv_seq[from][to]++;
+	/* Find which of from's messages this is, to rebuild its text. */
+	{
+		int nth = -1, count = 0;
+
+		for (int k = 0; k < MESH_MSGS && nth < 0; k++)
+			if (m->cl[from].targets[k] == to && count++ == seq)
+				nth = k;
+		ck_assert_int_ge(nth, 0);
+		mesh_text(from, to, seq, nth, want, sizeof(want));
+	}
+	ck_assert_str_eq(text, want);
+	m->msg_ids[m->nmsg++] = id;
+	c->received++;
+}
+
+static void
+mesh_read(struct mesh *m, int j)
+{
+	struct mesh_client *c = &m->cl[j];
+	ssize_t r;
+	char *lf;
+
+	r = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen - 1, 0);
+	if (r < 0) {
+		ck_assert_msg(errno == EAGAIN, "recv: %s", strerror(errno));
+		return;
+	}
+	ck_assert_msg(r > 0, "client %d: daemon closed the connection", j);
+	c->inlen += (size_t)r;
+	c->in[c->inlen] = '\0';
+	char *p = c->in;
+	while ((lf = strchr(p, '\n')) != NULL) {
+		*lf = '\0';
+		mesh_line(m, j, p);
+		p = lf + 1;
+	}
+	c->inlen -= (size_t)(p - c->in);
+	memmove(c->in, p, c->inlen);
+}
+
+static int
+cmp_ull(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a;
+	unsigned long long y = *(const unsigned long long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * 300 clients on 3 reactors, each sending 200 messages to random others:
+ * every MSG arrives exactly once with the right sender and text, in order
+ * per pair; every SEND is answered OK; ids are unique.
+ */
+START_TEST(test_mesh_300_clients)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	uint64_t seed = harness_seed("router mesh"), deadline;
+	struct mesh m = { 0 };
+	struct epoll_event ev, evs[64];
+	size_t total = (size_t)MESH_CLIENTS * MESH_MSGS, done = 0;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct daemon_stats st;
+
+	m.cl = calloc(MESH_CLIENTS, sizeof(*m.cl));
+	m.sent_seq = calloc(MESH_CLIENTS, sizeof(*m.sent_seq));
+	m.recv_seq = calloc(MESH_CLIENTS, sizeof(*m.recv_seq));
+	m.ok_ids = calloc(total, sizeof(*m.ok_ids));
+	m.msg_ids = calloc(total, sizeof(*m.msg_ids));
+	for (int i = 0; i < MESH_CLIENTS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "c%d", i);
+		m.cl[i].fd = login(port, name);
+		fcntl(m.cl[i].fd, F_SETFL, O_NONBLOCK);
+		for (int k = 0; k < MESH_MSGS; k++) {
+			int to = (int)(harness_rand(&seed) %
+			    (MESH_CLIENTS - 1));
+
+			m.cl[i].targets[k] = to >= i ? to + 1 : to;
+		}
+		ev.events = EPOLLIN;
+		ev.data.u32 = (uint32_t)i;
+		ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, m.cl[i].fd, &ev),
+		    0);
+	}
+	/* Everyone is logged in before anyone sends. */
+	for (int i = 0; i < MESH_CLIENTS; i++) {
+		mesh_queue_sends(&m, i);
+		mesh_flush(&m.cl[i]);
+	}
+	deadline = harness_now_ms() + 150000;
+	while (done < 2 * total && harness_now_ms() < deadline) {
+		int n = epoll_wait(ep, evs, 64, 1000);
+
+		for (int e = 0; e < n; e++) {
+			int i = (int)evs[e].data.u32;
+
+			mesh_read(&m, i);
+			mesh_queue_sends(&m, i);
+			mesh_flush(&m.cl[i]);
+		}
+		/* Writes that hit EAGAIN: try again each turn. */
+		for (int i = 0; i < MESH_CLIENTS; i++)
+			if (m.cl[i].outlen > 0)
+				mesh_flush(&m.cl[i]);
+		done = m.nok + m.nmsg;
+	}
+	ck_assert_msg(m.nok == total && m.nmsg == total, "answered %zu, "
+	    "delivered %zu of %zu", m.nok, m.nmsg, total);
+	for (int i = 0; i < MESH_CLIENTS; i++)
+		for (int j = 0; j < MESH_CLIENTS; j++)
+			ck_assert_int_eq(m.sent_seq[i][j], m.recv_seq[i][j]);
+	qsort(m.ok_ids, total, sizeof(*m.ok_ids), cmp_ull);
+	qsort(m.msg_ids, total, sizeof(*m.msg_ids), cmp_ull);
+	for (size_t k = 0; k < total; k++) {
+		ck_assert_msg(k == 0 || m.ok_ids[k] != m.ok_ids[k - 1],
+		    "id %llu given twice", m.ok_ids[k]);
+		ck_assert_msg(m.ok_ids[k] == m.msg_ids[k], "OK ids and MSG "
+		    "ids differ");
+	}
+	daemon_stats(d, &st);
+	ck_assert_int_gt(daemon_stats_get(&st, "routed_remote"), 0);
+	ck_assert_int_gt(daemon_stats_get(&st, "routed_local"), 0);
+	ck_assert_int_eq(daemon_stats_get(&st, "routed_remote") +
+	    daemon_stats_get(&st, "routed_local"), (long long)total);
+	for (int i = 0; i < MESH_CLIENTS; i++)
+		close(m.cl[i].fd);
+	close(ep);
+	free(m.cl);
+	free(m.sent_seq);
+	free(m.recv_seq);
+	free(m.ok_ids);
+	free(m.msg_ids);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+Suite *
+router_suite(void)
+{
+	Suite *s = suite_create("router");
+	TCase *tc = tcase_create("protocol");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_login_send_ping_quit);
+	tcase_add_test(tc, test_login_first_and_conflicts);
+	tcase_add_test(tc, test_accounts_and_prefix_routes_reload);
+	tcase_add_test(tc, test_bad_lines);
+	tcase_add_test(tc, test_split_and_batched_commands);
+	tcase_add_test(tc, test_ordered_replies_across_reactors);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("delivery");
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, test_recipient_vanishes_in_flight);
+	tcase_add_test(tc, test_recipient_never_reads);
+	tcase_add_test(tc, test_sender_never_reads);
+	tcase_add_test(tc, test_mesh_300_clients);
+	suite_add_tcase(s, tc);
+	return s;
+}
