@@ -116,4 +116,7 @@ check-integ: $(BIN) $(BUILD)/integ-tests
 clean:
 	rm -rf build
 
+# make bench, bench-deps and the load generator live with the benchmark.
+include tests/bench/bench.mk
+
 -include $(OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(INTEG_OBJS:.o=.d)
