@@ -221,6 +221,8 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 			get_size(e, k, 4096, 1LL << 32, &l->output_limit);
 		else if (strcmp(name, "output_stall_timeout") == 0)
 			get_unsigned(e, k, 0, 86400, &l->output_stall_timeout);
+		else if (strcmp(name, "max_pdu_size") == 0)
+			get_size(e, k, 1024, 16 << 20, &l->max_pdu_size);
 		else
 			cferr_add(e, k, "limits.%s: unknown setting", name);
 	}
@@ -269,24 +271,24 @@ parse_listener_key(struct cferr *e, config_setting_t *k,
 		cferr_add(e, k, "listeners.%s: unknown setting", name);
 		return;
 	}
+	/* Present even when of the wrong type: not also "missing". */
+	*seen |= strcmp(name, "name") == 0 ? 1 :
+	    strcmp(name, "address") == 0 ? 2 : 8;
 	if ((v = get_string(e, k)) == NULL)
 		return;
 	if (strcmp(name, "name") == 0) {
-		*seen |= 1;
 		if (!valid_name(v))
 			cferr_add(e, k, "listener name \"%s\": use 1-%d of "
 			    "A-Z a-z 0-9 _ . -", v, CONFIG_NAME_MAX);
 		else
 			snprintf(l->name, sizeof(l->name), "%s", v);
 	} else if (strcmp(name, "address") == 0) {
-		*seen |= 2;
 		if (!valid_address(v))
 			cferr_add(e, k, "address \"%s\" is not an IPv4 or IPv6 "
 			    "literal", v);
 		else
 			snprintf(l->address, sizeof(l->address), "%s", v);
 	} else {
-		*seen |= 8;
 		if ((l->proto = proto_find(v)) == NULL)
 			cferr_add(e, k, "protocol \"%s\" is unknown (known: %s)",
 			    v, proto_names());
@@ -434,6 +436,10 @@ account_key(struct cferr *e, config_setting_t *k, void *elem, unsigned *seen)
 	if (strcmp(name, "id") == 0) {
 		*seen |= 1;
 		get_addr(e, k, "account id", a->id, sizeof(a->id));
+	} else if (strcmp(name, "max_binds") == 0) {
+		get_unsigned(e, k, 1, 1024, &a->max_binds);
+	} else if (strcmp(name, "max_tps") == 0) {
+		get_unsigned(e, k, 0, 10000000, &a->max_tps);
 	} else if (strcmp(name, "password") == 0) {
 		*seen |= 2;
 		if ((v = get_string(e, k)) == NULL)
@@ -455,6 +461,8 @@ parse_accounts(struct cferr *e, config_setting_t *s, struct config *cf)
 	int n = config_setting_length(s);
 
 	cf->accounts = xcalloc((size_t)n, sizeof(*cf->accounts));
+	for (int i = 0; i < n; i++)
+		cf->accounts[i].max_binds = 4;
 	if (!parse_group_list(e, s, "accounts", required, ARRAY_LEN(required),
 	    account_key, cf->accounts, sizeof(*cf->accounts)))
 		return;
@@ -509,6 +517,43 @@ parse_routes(struct cferr *e, config_setting_t *s, struct config *cf)
 }
 
 static void
+parse_smpp(struct cferr *e, const config_setting_t *s, struct config *cf)
+{
+	struct smpp_conf *sc = &cf->smpp;
+	const char *v;
+
+	if (!config_setting_is_group(s)) {
+		cferr_add(e, s, "smpp: expected a group");
+		return;
+	}
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *k = config_setting_get_elem(s, i);
+		const char *name = config_setting_name(k);
+
+		if (strcmp(name, "window") == 0)
+			get_unsigned(e, k, 1, 1024, &sc->window);
+		else if (strcmp(name, "queue_limit") == 0)
+			get_unsigned(e, k, 0, 1000000, &sc->queue_limit);
+		else if (strcmp(name, "enquire_link_interval") == 0)
+			get_unsigned(e, k, 0, 86400,
+			    &sc->enquire_link_interval);
+		else if (strcmp(name, "response_timeout") == 0)
+			get_unsigned(e, k, 1, 3600, &sc->response_timeout);
+		else if (strcmp(name, "system_id") == 0) {
+			if ((v = get_string(e, k)) == NULL)
+				continue;
+			if (strlen(v) == 0 || strlen(v) > 15)
+				cferr_add(e, k, "smpp.system_id: 1-15 "
+				    "characters");
+			else
+				snprintf(sc->system_id, sizeof(sc->system_id),
+				    "%s", v);
+		} else
+			cferr_add(e, k, "smpp.%s: unknown setting", name);
+	}
+}
+
+static void
 parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 {
 	const char *name = config_setting_name(k);
@@ -533,6 +578,8 @@ parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 		parse_accounts(e, k, cf);
 	else if (strcmp(name, "routes") == 0)
 		parse_routes(e, k, cf);
+	else if (strcmp(name, "smpp") == 0)
+		parse_smpp(e, k, cf);
 	else
 		cferr_add(e, k, "%s: unknown setting", name);
 }
@@ -555,6 +602,12 @@ config_defaults(struct config *cf)
 	cf->limits.output_high_watermark = 1 << 20;
 	cf->limits.output_limit = 8 << 20;
 	cf->limits.output_stall_timeout = 30;
+	cf->limits.max_pdu_size = 65536;
+	cf->smpp.window = 16;
+	cf->smpp.queue_limit = 1000;
+	cf->smpp.enquire_link_interval = 30;
+	cf->smpp.response_timeout = 10;
+	snprintf(cf->smpp.system_id, sizeof(cf->smpp.system_id), "echorouterd");
 }
 
 static void

@@ -20,6 +20,16 @@ struct limits {
 	size_t	output_high_watermark;	/* stop reading the client above it */
 	size_t	output_limit;		/* close the client above it */
 	unsigned output_stall_timeout;	/* s paused with no output sent: close */
+	size_t	max_pdu_size;		/* SMPP: longest command_length */
+};
+
+/* The SMPP front end's settings. */
+struct smpp_conf {
+	unsigned window;		/* unacknowledged deliver_sm per bind */
+	unsigned queue_limit;		/* deliver_sm waiting per bind */
+	unsigned enquire_link_interval;	/* s of silence before we ask; 0 off */
+	unsigned response_timeout;	/* s to answer before we give up */
+	char	system_id[16];		/* ours, in bind responses */
 };
 
 struct listener_conf {
@@ -37,6 +47,8 @@ struct listener_conf {
 struct account_conf {
 	char	id[CONFIG_ADDR_MAX + 1];
 	char	password[CONFIG_PASSWORD_MAX + 1];
+	unsigned max_binds;		/* SMPP binds at once */
+	unsigned max_tps;		/* SMPP submits per second; 0 = no limit */
 	int	line;
 };
 
@@ -68,6 +80,7 @@ struct config {
 	size_t	naccounts;
 	struct route_conf *routes;
 	size_t	nroutes;
+	struct smpp_conf smpp;
 };
 
 /*

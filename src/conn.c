@@ -464,9 +464,25 @@ conn_sweep_idle(struct reactor *r, unsigned idle_timeout)
 {
 	struct conn *c;
 
+	/*
+	 * Times are whole seconds: a difference of idle_timeout may mean only
+	 * a few milliseconds idle, so close only beyond it.
+	 */
 	while ((c = r->lru_head) != NULL &&
-	    r->now - c->last_active >= idle_timeout)
+	    r->now - c->last_active > idle_timeout)
 		conn_close(c, CONN_CLOSE_IDLE);
+}
+
+void
+conn_tick_all(struct reactor *r)
+{
+	for (uint32_t i = 0; i < r->nslots; i++) {
+		struct conn *c = r->slots[i];
+
+		if (c != NULL && c->proto->on_tick != NULL &&
+		    !conn_is_closing(c))
+			c->proto->on_tick(c);
+	}
 }
 
 void

@@ -94,6 +94,8 @@ conn_pending(const struct conn *c)
 void	conn_flush_queued(struct reactor *r);	/* send what the turn queued */
 void	conn_reap(struct reactor *r);		/* flush, tear down closed ones */
 void	conn_sweep_idle(struct reactor *r, unsigned idle_timeout);
+/* Calls each connection's protocol on_tick. */
+void	conn_tick_all(struct reactor *r);
 /* Closes connections paused on output that sent nothing for timeout s. */
 void	conn_sweep_stalled(struct reactor *r, unsigned timeout);
 void	conn_shutdown_all(struct reactor *r);	/* drain everything */

@@ -6,6 +6,7 @@
 static const struct proto *const protos[] = {
 	&proto_echo,
 	&proto_router,
+	&proto_smpp,
 };
 
 const struct proto *
@@ -20,5 +21,5 @@ proto_find(const char *name)
 const char *
 proto_names(void)
 {
-	return "echo, router";
+	return "echo, router, smpp";
 }

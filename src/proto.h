@@ -2,6 +2,7 @@
 #ifndef ECHOROUTERD_PROTO_H
 #define ECHOROUTERD_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -39,10 +40,19 @@ struct proto {
 	int	(*on_deliver)(struct conn *c, const struct route_msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */
 	void	(*on_verdict)(struct conn *c, const struct route_msg *m);
+	/* About once a second, for timers of the protocol's own. */
+	void	(*on_tick)(struct conn *c);
+	/*
+	 * The protocol sends delivery receipts itself once the client
+	 * confirms (SMPP's deliver_sm_resp); otherwise route.c sends them
+	 * as soon as a message is queued.
+	 */
+	bool	confirms_delivery;
 };
 
 extern const struct proto proto_echo;
 extern const struct proto proto_router;
+extern const struct proto proto_smpp;
 
 /* The protocol registered under name, or NULL. */
 const struct proto *proto_find(const char *name);

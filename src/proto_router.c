@@ -212,18 +212,6 @@ text_valid(const char *t)
 	return true;
 }
 
-/* Compares secrets in time that does not depend on where they differ. */
-static bool
-secret_eq(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	unsigned char d = la != lb;
-
-	for (size_t i = 0; i < la && i < lb; i++)
-		d |= (unsigned char)(a[i] ^ b[i]);
-	return d == 0;
-}
-
 static void
 cmd_login(struct conn *c, struct router_sess *s, char *args)
 {

@@ -26,6 +26,7 @@ static const char *const close_reason_names[CONN_CLOSE_N] = {
 	[CONN_CLOSE_PROTOCOL] = "protocol",
 	[CONN_CLOSE_QUIT] = "quit",
 	[CONN_CLOSE_SHUTDOWN] = "shutdown",
+	[CONN_CLOSE_TIMEOUT] = "timeout",
 };
 
 const char *
@@ -193,6 +194,8 @@ reactor_tick(struct reactor *r)
 		conn_sweep_idle(r, r->cf->idle_timeout);
 	if (r->npaused > 0 && r->cf->limits.output_stall_timeout > 0)
 		conn_sweep_stalled(r, r->cf->limits.output_stall_timeout);
+	if (!r->stopping)
+		conn_tick_all(r);
 }
 
 static void
@@ -267,7 +270,12 @@ reactor_stop_task(struct reactor *r, void *arg)
 	if (r->stopping)
 		return;
 	r->stopping = true;
-	r->stop_deadline = r->now + r->cf->shutdown_timeout;
+	/*
+	 * r->now is whole seconds, so part of this second is already gone:
+	 * one more second lets the drain last at least shutdown_timeout.
+	 */
+	r->stop_deadline = r->now + r->cf->shutdown_timeout +
+	    (r->cf->shutdown_timeout > 0);
 	conn_shutdown_all(r);
 }
 

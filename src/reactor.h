@@ -46,6 +46,7 @@ enum conn_close_reason {
 	CONN_CLOSE_PROTOCOL,	/* malformed input */
 	CONN_CLOSE_QUIT,	/* the protocol ended the session */
 	CONN_CLOSE_SHUTDOWN,	/* the daemon stopped */
+	CONN_CLOSE_TIMEOUT,	/* the client stopped answering (keep-alive) */
 	CONN_CLOSE_N
 };
 

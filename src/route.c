@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "conn.h"
@@ -13,10 +14,19 @@
 
 #define ROUTE_SHARDS	64	/* a power of two */
 
+/*
+ * An address and who holds it: one owner (a router LOGIN), or several
+ * sharing it (an SMPP account's receiving binds), taken in turn.
+ */
 struct route_entry {
 	struct route_entry *next;
-	struct route_owner owner;
 	uint32_t hash;
+	bool	shared;
+	uint32_t n;
+	uint32_t cap;
+	uint32_t turn;
+	struct route_owner *owners;	/* &one while cap is 1 */
+	struct route_owner one;
 	char	addr[ROUTE_ADDR_MAX + 1];
 };
 
@@ -106,8 +116,34 @@ shard_grow_locked(struct route_shard *sh)
 	sh->nbuckets = n;
 }
 
-int
-route_claim(const char *addr, const struct route_owner *owner)
+static bool
+owner_eq(const struct route_owner *a, const struct route_owner *b)
+{
+	return a->reactor == b->reactor && a->slot == b->slot &&
+	    a->gen == b->gen;
+}
+
+/* Adds an entry for addr held by owner. Shard lock held. */
+static void
+shard_insert_locked(struct route_shard *sh, struct route_entry **pe,
+    uint32_t hash, const char *addr, const struct route_owner *owner,
+    bool shared)
+{
+	struct route_entry *e = xcalloc(1, sizeof(*e));
+
+	e->hash = hash;
+	e->shared = shared;
+	e->one = *owner;
+	e->owners = &e->one;
+	e->n = e->cap = 1;
+	snprintf(e->addr, sizeof(e->addr), "%s", addr);
+	*pe = e;
+	sh->count++;
+}
+
+/* Adds or joins; alone: only if nobody holds addr. */
+static int
+route_take(const char *addr, const struct route_owner *owner, bool shared)
 {
 	uint32_t hash = route_hash(addr);
 	struct route_shard *sh = shard_of(hash);
@@ -118,24 +154,49 @@ route_claim(const char *addr, const struct route_owner *owner)
 	if (sh->count >= sh->nbuckets)
 		shard_grow_locked(sh);
 	pe = shard_find(sh, hash, addr);
-	if (*pe == NULL) {
-		e = xcalloc(1, sizeof(*e));
-		e->hash = hash;
-		e->owner = *owner;
-		snprintf(e->addr, sizeof(e->addr), "%s", addr);
-		*pe = e;
-		sh->count++;
+	if ((e = *pe) == NULL) {
+		shard_insert_locked(sh, pe, hash, addr, owner, shared);
+		rc = 0;
+	} else if (shared && e->shared) {
+		if (e->n == e->cap) {
+			struct route_owner *o = xcalloc(e->cap * 2, sizeof(*o));
+
+			memcpy(o, e->owners, e->n * sizeof(*o));
+			if (e->owners != &e->one)
+				free(e->owners);
+			e->owners = o;
+			e->cap *= 2;
+		}
+		e->owners[e->n++] = *owner;
 		rc = 0;
 	}
 	pthread_mutex_unlock(&sh->lock);
 	return rc;
 }
 
-static bool
-owner_eq(const struct route_owner *a, const struct route_owner *b)
+int
+route_claim(const char *addr, const struct route_owner *owner)
 {
-	return a->reactor == b->reactor && a->slot == b->slot &&
-	    a->gen == b->gen;
+	return route_take(addr, owner, false);
+}
+
+int
+route_join(const char *addr, const struct route_owner *owner)
+{
+	return route_take(addr, owner, true);
+}
+
+/* Drops owner from e; true if e is left empty. Shard lock held. */
+static bool
+entry_drop_locked(struct route_entry *e, const struct route_owner *owner)
+{
+	for (uint32_t i = 0; i < e->n; i++) {
+		if (!owner_eq(&e->owners[i], owner))
+			continue;
+		e->owners[i] = e->owners[--e->n];
+		break;
+	}
+	return e->n == 0;
 }
 
 void
@@ -147,7 +208,7 @@ route_release(const char *addr, const struct route_owner *owner)
 
 	pthread_mutex_lock(&sh->lock);
 	pe = shard_find(sh, hash, addr);
-	if (pe != NULL && *pe != NULL && owner_eq(&(*pe)->owner, owner)) {
+	if (pe != NULL && *pe != NULL && entry_drop_locked(*pe, owner)) {
 		e = *pe;
 		*pe = e->next;
 		/* An empty table holds no memory. */
@@ -158,6 +219,8 @@ route_release(const char *addr, const struct route_owner *owner)
 		}
 	}
 	pthread_mutex_unlock(&sh->lock);
+	if (e != NULL && e->owners != &e->one)
+		free(e->owners);
 	free(e);
 }
 
@@ -166,28 +229,26 @@ route_lookup(const char *addr, struct route_owner *owner)
 {
 	uint32_t hash = route_hash(addr);
 	struct route_shard *sh = shard_of(hash);
-	struct route_entry **pe;
+	struct route_entry **pe, *e;
 	bool found = false;
 
 	pthread_mutex_lock(&sh->lock);
 	pe = shard_find(sh, hash, addr);
-	if (pe != NULL && *pe != NULL) {
-		*owner = (*pe)->owner;
+	if (pe != NULL && (e = *pe) != NULL) {
+		*owner = e->owners[e->turn++ % e->n];
 		found = true;
 	}
 	pthread_mutex_unlock(&sh->lock);
 	return found;
 }
 
-const char *
-route_resolve(const struct config *cf, const char *addr,
-    struct route_owner *owner)
+/* The "to" of the longest route whose prefix starts addr, or NULL. */
+static const char *
+route_by_prefix(const struct config *cf, const char *addr)
 {
 	const struct route_conf *best = NULL;
 	size_t best_len = 0;
 
-	if (route_lookup(addr, owner))
-		return addr;
 	for (size_t i = 0; i < cf->nroutes; i++) {
 		const struct route_conf *rc = &cf->routes[i];
 		size_t n = strlen(rc->prefix);
@@ -197,15 +258,37 @@ route_resolve(const struct config *cf, const char *addr,
 			best_len = n;
 		}
 	}
-	if (best == NULL || !route_lookup(best->to, owner))
-		return NULL;
-	return best->to;
+	return best != NULL ? best->to : NULL;
+}
+
+const char *
+route_resolve(const struct config *cf, const char *addr, bool prefix_first,
+    struct route_owner *owner)
+{
+	const char *to;
+
+	if (!prefix_first && route_lookup(addr, owner))
+		return addr;
+	if ((to = route_by_prefix(cf, addr)) != NULL &&
+	    route_lookup(to, owner))
+		return to;
+	if (prefix_first && route_lookup(addr, owner))
+		return addr;
+	return NULL;
 }
 
 struct route_msg *
 route_msg_new(size_t len)
 {
 	return xcalloc(1, sizeof(struct route_msg) + len + 1);
+}
+
+struct route_msg *
+route_msg_dup(const struct route_msg *m)
+{
+	size_t n = sizeof(*m) + m->len + 1;
+
+	return memcpy(xmalloc(n), m, n);
 }
 
 uint64_t
@@ -240,13 +323,18 @@ route_deliver(struct reactor *r, struct route_msg *m)
 	struct conn *c = reactor_slot_get(r, m->recipient.slot,
 	    m->recipient.gen);
 	const struct limits *lim = &r->cf->limits;
+	enum route_verdict v;
 
 	if (c == NULL || conn_is_closing(c) || c->proto->on_deliver == NULL)
 		return ROUTE_NO_ROUTE;
 	if ((c->flags & CONN_F_PAUSED) ||
 	    conn_pending(c) >= lim->output_high_watermark)
 		return ROUTE_BUSY;
-	return (enum route_verdict)c->proto->on_deliver(c, m);
+	v = (enum route_verdict)c->proto->on_deliver(c, m);
+	/* Protocols that hear back from the client confirm later. */
+	if (v == ROUTE_OK && !c->proto->confirms_delivery)
+		route_receipt(r, m, ROUTE_STATE_DELIVERED);
+	return v;
 }
 
 /* On the sender's reactor: the verdict came back. */
@@ -279,8 +367,8 @@ route_deliver_task(struct reactor *r, void *arg)
 	m->verdict = route_deliver(r, m);
 	if (m->verdict == ROUTE_OK)
 		REACTOR_STAT_ADD(r->stats.routed_remote, 1);
-	back = reactor_get(m->sender.reactor);
-	if (back == NULL) {
+	if ((m->flags & ROUTE_F_NO_VERDICT) ||
+	    (back = reactor_get(m->sender.reactor)) == NULL) {
 		free(m);
 		return;
 	}
@@ -289,17 +377,24 @@ route_deliver_task(struct reactor *r, void *arg)
 	reactor_post_task(back, &m->task);
 }
 
-enum route_verdict
-route_send(struct conn *c, struct route_msg *m)
+/*
+ * Finds m's recipient and delivers m on this reactor or posts it to the
+ * recipient's. Returns the verdict, or ROUTE_PENDING once posted.
+ */
+static enum route_verdict
+route_dispatch(struct reactor *r, struct route_msg *m)
 {
-	struct reactor *r = c->r, *dst;
+	struct reactor *dst;
 	enum route_verdict v;
+	bool found;
 
-	m->sender.reactor = r->id;
-	m->sender.slot = c->slot;
-	m->sender.gen = c->gen;
-	if (route_resolve(r->cf, m->to, &m->recipient) == NULL ||
-	    (dst = reactor_get(m->recipient.reactor)) == NULL) {
+	if (m->flags & ROUTE_F_EXACT)
+		found = route_lookup(m->to, &m->recipient);
+	else
+		found = route_resolve(r->cf, m->to,
+		    (m->flags & ROUTE_F_PREFIX_FIRST) != 0,
+		    &m->recipient) != NULL;
+	if (!found || (dst = reactor_get(m->recipient.reactor)) == NULL) {
 		free(m);
 		return ROUTE_NO_ROUTE;
 	}
@@ -314,4 +409,70 @@ route_send(struct conn *c, struct route_msg *m)
 	m->task.arg = m;
 	reactor_post_task(dst, &m->task);
 	return ROUTE_PENDING;
+}
+
+enum route_verdict
+route_send(struct conn *c, struct route_msg *m)
+{
+	m->sender.reactor = c->r->id;
+	m->sender.slot = c->slot;
+	m->sender.gen = c->gen;
+	return route_dispatch(c->r, m);
+}
+
+void
+route_forward(struct reactor *r, struct route_msg *m)
+{
+	m->flags |= ROUTE_F_NO_VERDICT;
+	m->sender.reactor = ROUTE_NO_REACTOR;
+	route_dispatch(r, m);
+}
+
+/* "YYMMDDhhmm" in UTC, as receipts write dates. */
+static void
+receipt_date(uint64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, "%y%m%d%H%M", &tm);
+}
+
+void
+route_receipt(struct reactor *r, const struct route_msg *orig, uint8_t state)
+{
+	char sub[16], done[16], text[200];
+	struct route_msg *m;
+	bool ok = state == ROUTE_STATE_DELIVERED;
+	int n;
+
+	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
+		return;
+	receipt_date(orig->submitted, sub, sizeof(sub));
+	receipt_date((uint64_t)time(NULL), done, sizeof(done));
+	n = snprintf(text, sizeof(text), "id:%llu sub:001 dlvrd:%s submit "
+	    "date:%s done date:%s stat:%s err:%s text:%.20s",
+	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
+	    ok ? "DELIVRD" : "UNDELIV", ok ? "000" : "001",
+	    orig->flags & ROUTE_F_RECEIPT ? "" : (const char *)orig->text);
+	m = route_msg_new((size_t)n);
+	memcpy(m->text, text, (size_t)n);
+	m->len = (size_t)n;
+	m->id = route_next_id(r);
+	m->flags = ROUTE_F_EXACT | ROUTE_F_RECEIPT;
+	m->esm_class = ROUTE_ESM_RECEIPT;
+	m->message_state = state;
+	snprintf(m->receipted_id, sizeof(m->receipted_id), "%llu",
+	    (unsigned long long)orig->id);
+	/* The receipt travels back: from the recipient to the submitter. */
+	snprintf(m->from, sizeof(m->from), "%s", orig->to);
+	snprintf(m->to, sizeof(m->to), "%s", orig->reply_to);
+	memcpy(m->src_addr, orig->dst_addr, sizeof(m->src_addr));
+	memcpy(m->dst_addr, orig->src_addr, sizeof(m->dst_addr));
+	m->src_ton = orig->dst_ton;
+	m->src_npi = orig->dst_npi;
+	m->dst_ton = orig->src_ton;
+	m->dst_npi = orig->src_npi;
+	route_forward(r, m);
 }

@@ -28,6 +28,21 @@ enum route_verdict {
 	ROUTE_REFUSED,		/* the recipient's protocol cannot take it */
 };
 
+/* route_msg flags. */
+enum {
+	ROUTE_F_PREFIX_FIRST = 1 << 0,	/* routes before logged-in owners */
+	ROUTE_F_EXACT = 1 << 1,		/* only the owner of the address */
+	ROUTE_F_NO_VERDICT = 1 << 2,	/* nobody waits for the verdict */
+	ROUTE_F_RECEIPT = 1 << 3,	/* a delivery receipt */
+	ROUTE_F_UMR = 1 << 4,		/* user_message_reference is set */
+	ROUTE_F_SAR = 1 << 5,		/* the sar_* fields are set */
+};
+
+#define ROUTE_NO_REACTOR	UINT32_MAX
+#define ROUTE_ESM_RECEIPT	0x04	/* esm_class of a delivery receipt */
+#define ROUTE_STATE_DELIVERED	2	/* SMPP message_state values */
+#define ROUTE_STATE_UNDELIVERABLE 5
+
 /*
  * A message on its way. It travels from the sender's reactor to the
  * recipient's and back (for the verdict) as one allocation, posted through
@@ -39,11 +54,25 @@ struct route_msg {
 	struct route_owner sender;
 	struct route_owner recipient;
 	enum route_verdict verdict;
-	uint8_t	src_ton, src_npi;	/* SMPP address types, 0 otherwise */
+	uint32_t flags;
+	uint32_t sender_ref;		/* the sender's own reference */
+	uint32_t sender_cmd;		/* and what it was answering */
+	uint64_t submitted;		/* wall clock seconds, for receipts */
+	/* SMPP details, carried through untouched; zero from line clients. */
+	uint8_t	src_ton, src_npi;
 	uint8_t	dst_ton, dst_npi;
+	uint8_t	esm_class;
 	uint8_t	data_coding;
 	uint8_t	registered_delivery;
-	uint32_t sender_ref;		/* the sender's own reference */
+	uint8_t	message_state;		/* receipts */
+	uint16_t umr;
+	uint16_t sar_ref;
+	uint8_t	sar_total;
+	uint8_t	sar_seq;
+	char	src_addr[21];		/* as submitted, without normalising */
+	char	dst_addr[21];
+	char	reply_to[ROUTE_ADDR_MAX + 1];	/* receipts go here */
+	char	receipted_id[24];
 	char	from[ROUTE_ADDR_MAX + 1];
 	char	to[ROUTE_ADDR_MAX + 1];
 	size_t	len;
@@ -54,23 +83,34 @@ struct route_msg {
 bool	route_addr_valid(const char *s, size_t len);
 
 /*
- * Claims addr for owner. 0, or -1 if someone else holds it. Any thread:
- * the table is sharded, each shard under its own short lock.
+ * Claims addr for owner alone (a router LOGIN). 0, or -1 if anyone holds
+ * it. Any thread: the table is sharded, each shard under its own short lock.
  */
 int	route_claim(const char *addr, const struct route_owner *owner);
 
-/* Releases addr if owner still holds it. Any thread. */
+/*
+ * Adds owner to the owners sharing addr (an SMPP account's receiving
+ * binds); lookups take them in turn. 0, or -1 if addr is claimed alone.
+ * Any thread.
+ */
+int	route_join(const char *addr, const struct route_owner *owner);
+
+/* Removes owner from addr, if it holds it. Any thread. */
 void	route_release(const char *addr, const struct route_owner *owner);
 
-/* The owner of addr, if anyone holds it. Any thread. */
+/*
+ * The owner of addr, if anyone holds it; of several sharing it, the next
+ * in turn. Any thread.
+ */
 bool	route_lookup(const char *addr, struct route_owner *owner);
 
 /*
- * The address a message to addr goes to: addr itself when someone holds
- * it, else the "to" of the longest matching prefix route in cf, else NULL.
+ * The address a message to addr goes to, and its owner: the owner of addr
+ * itself, else the "to" of the longest matching prefix route in cf (with
+ * prefix_first, the route is tried first), else NULL.
  */
 const char *route_resolve(const struct config *cf, const char *addr,
-	    struct route_owner *owner);
+	    bool prefix_first, struct route_owner *owner);
 
 /* A message with room for len bytes of text; its fields zeroed. */
 struct route_msg *route_msg_new(size_t len);
@@ -87,7 +127,24 @@ uint64_t route_next_id(struct reactor *r);
  */
 enum route_verdict route_send(struct conn *c, struct route_msg *m);
 
-/* The reply text of a verdict, as in "OK", "ERR 404 ... no route". */
+/*
+ * Sends m from reactor r with nobody waiting for a verdict (delivery
+ * receipts): to the owner of m->to only when ROUTE_F_EXACT. Takes m.
+ * Owning reactor of whatever made m.
+ */
+void	route_forward(struct reactor *r, struct route_msg *m);
+
+/*
+ * Makes and forwards the delivery receipt for orig, if orig asked for one
+ * (registered_delivery), to orig->reply_to. state: SMPP message_state.
+ */
+void	route_receipt(struct reactor *r, const struct route_msg *orig,
+	    uint8_t state);
+
+/* A copy of m (text included) that the caller owns. */
+struct route_msg *route_msg_dup(const struct route_msg *m);
+
+/* The verdict's name: "ok", "no route", ... */
 const char *route_verdict_name(enum route_verdict v);
 
 #endif

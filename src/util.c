@@ -55,3 +55,14 @@ xstrdup(const char *s)
 
 	return memcpy(xmalloc(n), s, n);
 }
+
+bool
+secret_eq(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char d = la != lb;
+
+	for (size_t i = 0; i < la && i < lb; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}

@@ -2,6 +2,7 @@
 #ifndef ECHOROUTERD_UTIL_H
 #define ECHOROUTERD_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -14,6 +15,9 @@ void	*xmalloc(size_t size);
 void	*xcalloc(size_t n, size_t size);
 void	*xrealloc(void *p, size_t size);
 char	*xstrdup(const char *s);
+
+/* Compares secrets in time that does not depend on where they differ. */
+bool	secret_eq(const char *a, const char *b);
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

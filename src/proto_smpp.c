@@ -1,0 +1,805 @@
+/* proto_smpp.c: the SMPP 3.4 front end: binds, submit_sm routing, deliver_sm windows, receipts. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "conn.h"
+#include "log.h"
+#include "proto.h"
+#include "route.h"
+#include "smpp_pdu.h"
+#include "util.h"
+
+/* Submits awaiting a verdict from another reactor before input is held. */
+#define SMPP_MAX_PENDING	1024
+#define SMPP_INTERFACE_VERSION	0x34
+
+enum smpp_state {
+	SMPP_OPEN,		/* not bound yet */
+	SMPP_BOUND_TX,
+	SMPP_BOUND_RX,
+	SMPP_BOUND_TRX,
+};
+
+/* A deliver_sm sent and not yet answered. m == NULL: a free slot. */
+struct smpp_slot {
+	uint32_t seq;
+	uint32_t sent_at;
+	struct route_msg *m;
+};
+
+struct smpp_sess {
+	enum smpp_state state;
+	bool	counted;		/* in its account's bind count */
+	bool	joined;			/* receives for system_id */
+	bool	enq_pending;
+	char	system_id[16];
+	struct route_owner me;
+	uint32_t next_seq;
+	uint32_t last_rx;
+	uint32_t enq_sent;
+	unsigned npending;		/* submits awaiting a verdict */
+	unsigned window;
+	unsigned inflight;
+	struct smpp_slot *win;
+	struct route_msg **q;		/* ring of messages waiting for window */
+	unsigned qhead;
+	unsigned qlen;
+	unsigned qcap;
+};
+
+/*
+ * Per-account state shared by every reactor: binds held and the
+ * max_tps token bucket. Few accounts, short critical sections.
+ */
+struct smpp_acct {
+	struct smpp_acct *next;
+	char	id[16];
+	unsigned binds;
+	double	tokens;
+	uint64_t last_ns;
+};
+
+static pthread_mutex_t acct_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct smpp_acct *accts;
+
+static struct smpp_acct *
+acct_find_locked(const char *id)
+{
+	struct smpp_acct *a;
+
+	for (a = accts; a != NULL; a = a->next)
+		if (strcmp(a->id, id) == 0)
+			return a;
+	return NULL;
+}
+
+/* Counts one more bind of id, unless it has max already. */
+static bool
+acct_bind(const char *id, unsigned max)
+{
+	struct smpp_acct *a;
+	bool ok = true;
+
+	pthread_mutex_lock(&acct_lock);
+	if ((a = acct_find_locked(id)) == NULL) {
+		a = xcalloc(1, sizeof(*a));
+		snprintf(a->id, sizeof(a->id), "%s", id);
+		a->tokens = -1;		/* a full bucket at first use */
+		a->next = accts;
+		accts = a;
+	}
+	if (a->binds >= max)
+		ok = false;
+	else
+		a->binds++;
+	pthread_mutex_unlock(&acct_lock);
+	return ok;
+}
+
+static void
+acct_unbind(const char *id)
+{
+	struct smpp_acct **pa, *a = NULL;
+
+	pthread_mutex_lock(&acct_lock);
+	for (pa = &accts; *pa != NULL; pa = &(*pa)->next) {
+		if (strcmp((*pa)->id, id) != 0)
+			continue;
+		if (--(*pa)->binds == 0) {
+			a = *pa;
+			*pa = a->next;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&acct_lock);
+	free(a);
+}
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Takes one token from id's bucket, which refills at tps per second and
+ * holds at most tps (a second's burst). false: over the limit.
+ */
+static bool
+acct_take_token(const char *id, unsigned tps)
+{
+	struct smpp_acct *a;
+	uint64_t now = now_ns();
+	bool ok = true;
+
+	pthread_mutex_lock(&acct_lock);
+	if ((a = acct_find_locked(id)) != NULL) {
+		if (a->tokens < 0)
+			a->tokens = tps;
+		else
+			a->tokens += (double)(now - a->last_ns) * tps / 1e9;
+		if (a->tokens > tps)
+			a->tokens = tps;
+		a->last_ns = now;
+		if (a->tokens >= 1)
+			a->tokens -= 1;
+		else
+			ok = false;
+	}
+	pthread_mutex_unlock(&acct_lock);
+	return ok;
+}
+
+static struct smpp_sess *
+sess_of(struct conn *c)
+{
+	if (c->pdata == NULL) {
+		struct smpp_sess *s = xcalloc(1, sizeof(*s));
+
+		s->next_seq = 1;
+		s->last_rx = c->r->now;
+		c->pdata = s;
+	}
+	return c->pdata;
+}
+
+static uint32_t
+sess_seq(struct smpp_sess *s)
+{
+	uint32_t seq = s->next_seq;
+
+	s->next_seq = seq >= 0x7FFFFFFF ? 1 : seq + 1;
+	return seq;
+}
+
+/* Encodes pdu and queues it; false if it could not be encoded. */
+static bool
+smpp_send(struct conn *c, const struct smpp_pdu *pdu, size_t body_hint)
+{
+	uint8_t small[2048], *buf = small;
+	size_t cap = 1024 + body_hint;
+	ssize_t n;
+
+	if (cap > sizeof(small))
+		buf = xmalloc(cap);
+	else
+		cap = sizeof(small);
+	n = smpp_encode(pdu, buf, cap);
+	if (n > 0)
+		conn_write(c, buf, (size_t)n);
+	if (buf != small)
+		free(buf);
+	return n > 0;
+}
+
+static void
+smpp_respond(struct conn *c, uint32_t cmd, uint32_t status, uint32_t seq,
+    const char *message_id)
+{
+	struct smpp_pdu pdu;
+
+	memset(&pdu, 0, sizeof(pdu));
+	pdu.command_id = cmd;
+	pdu.command_status = status;
+	pdu.sequence_number = seq;
+	if (message_id != NULL)
+		snprintf(pdu.message_id, sizeof(pdu.message_id), "%s",
+		    message_id);
+	smpp_send(c, &pdu, 0);
+}
+
+static void
+smpp_nack(struct conn *c, uint32_t status, uint32_t seq)
+{
+	smpp_respond(c, SMPP_GENERIC_NACK, status, seq, NULL);
+}
+
+static bool
+is_receiver(const struct smpp_sess *s)
+{
+	return s->state == SMPP_BOUND_RX || s->state == SMPP_BOUND_TRX;
+}
+
+static bool
+is_transmitter(const struct smpp_sess *s)
+{
+	return s->state == SMPP_BOUND_TX || s->state == SMPP_BOUND_TRX;
+}
+
+/* Checks a bind against the accounts; SMPP_ESME_ROK or why not. */
+static uint32_t
+bind_check(const struct config *cf, const struct smpp_pdu *pdu,
+    unsigned *max_binds)
+{
+	const struct account_conf *acct;
+
+	*max_binds = 4;
+	if (!route_addr_valid(pdu->system_id, strlen(pdu->system_id)))
+		return SMPP_ESME_RINVSYSID;
+	if (cf->naccounts == 0)
+		return SMPP_ESME_ROK;
+	if ((acct = config_find_account(cf, pdu->system_id)) == NULL)
+		return SMPP_ESME_RINVSYSID;
+	if (!secret_eq(pdu->password, acct->password))
+		return SMPP_ESME_RINVPASWD;
+	*max_binds = acct->max_binds;
+	return SMPP_ESME_ROK;
+}
+
+static uint32_t
+bind_take(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
+{
+	const struct smpp_conf *sc = &c->r->cf->smpp;
+	unsigned max_binds;
+	uint32_t status = bind_check(c->r->cf, pdu, &max_binds);
+
+	if (status != SMPP_ESME_ROK)
+		return status;
+	if (!acct_bind(pdu->system_id, max_binds))
+		return SMPP_ESME_RBINDFAIL;
+	s->counted = true;
+	snprintf(s->system_id, sizeof(s->system_id), "%s", pdu->system_id);
+	s->state = pdu->command_id == SMPP_BIND_TRANSMITTER ? SMPP_BOUND_TX :
+	    pdu->command_id == SMPP_BIND_RECEIVER ? SMPP_BOUND_RX :
+	    SMPP_BOUND_TRX;
+	if (is_receiver(s)) {
+		s->me.reactor = c->r->id;
+		s->me.slot = c->slot;
+		s->me.gen = c->gen;
+		/* A router client logged in with this address holds it. */
+		if (route_join(s->system_id, &s->me) < 0) {
+			s->state = SMPP_OPEN;
+			return SMPP_ESME_RBINDFAIL;
+		}
+		s->joined = true;
+		s->window = sc->window;
+		s->win = xcalloc(s->window, sizeof(*s->win));
+	}
+	return SMPP_ESME_ROK;
+}
+
+static void
+cmd_bind(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
+{
+	struct smpp_pdu resp;
+	uint32_t status;
+
+	status = s->state != SMPP_OPEN ? SMPP_ESME_RALYBND :
+	    bind_take(c, s, pdu);
+	memset(&resp, 0, sizeof(resp));
+	resp.command_id = pdu->command_id | SMPP_RESP;
+	resp.command_status = status;
+	resp.sequence_number = pdu->sequence_number;
+	snprintf(resp.system_id, sizeof(resp.system_id), "%s",
+	    c->r->cf->smpp.system_id);
+	resp.tlvs = SMPP_TLV_SC_INTERFACE_VERSION;
+	resp.sc_interface_version = SMPP_INTERFACE_VERSION;
+	smpp_send(c, &resp, 0);
+	log_debug("conn=%u.%u %s system_id=%s status=0x%02x", c->r->id,
+	    c->slot, smpp_command_name(pdu->command_id), pdu->system_id,
+	    status);
+}
+
+/*
+ * An SMPP address as the route table knows it: international numbers
+ * (TON 1) get their '+'. false if it is not a valid address.
+ */
+static bool
+addr_normalise(const char *addr, uint8_t ton, char *out, size_t len)
+{
+	if (ton == 1 && addr[0] != '+')
+		snprintf(out, len, "+%s", addr);
+	else
+		snprintf(out, len, "%s", addr);
+	return route_addr_valid(out, strlen(out));
+}
+
+static uint32_t
+verdict_status(enum route_verdict v)
+{
+	switch (v) {
+	case ROUTE_OK:
+		return SMPP_ESME_ROK;
+	case ROUTE_BUSY:
+	case ROUTE_REFUSED:
+		return SMPP_ESME_RMSGQFUL;
+	case ROUTE_NO_ROUTE:
+		return SMPP_ESME_RINVDSTADR;
+	default:
+		return SMPP_ESME_RSYSERR;
+	}
+}
+
+static void
+submit_answer(struct conn *c, uint32_t cmd, uint32_t seq, uint64_t id,
+    enum route_verdict v)
+{
+	char mid[24];
+
+	snprintf(mid, sizeof(mid), "%llu", (unsigned long long)id);
+	smpp_respond(c, cmd | SMPP_RESP, verdict_status(v), seq, mid);
+}
+
+/* Fills a route_msg from a submit_sm or data_sm. */
+static struct route_msg *
+submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
+    const char *from, const char *to)
+{
+	bool payload = (pdu->tlvs & SMPP_TLV_MESSAGE_PAYLOAD) != 0;
+	size_t len = payload ? pdu->message_payload_len : pdu->sm_length;
+	struct route_msg *m = route_msg_new(len);
+
+	if (len > 0)
+		memcpy(m->text, payload ? pdu->message_payload :
+		    pdu->short_message, len);
+	m->len = len;
+	m->id = route_next_id(c->r);
+	m->flags = ROUTE_F_PREFIX_FIRST;
+	m->sender_ref = pdu->sequence_number;
+	m->sender_cmd = pdu->command_id;
+	m->submitted = (uint64_t)time(NULL);
+	m->src_ton = pdu->source_addr_ton;
+	m->src_npi = pdu->source_addr_npi;
+	m->dst_ton = pdu->dest_addr_ton;
+	m->dst_npi = pdu->dest_addr_npi;
+	/* The UDH indicator and reply path travel with the message. */
+	m->esm_class = pdu->esm_class & 0xC0;
+	m->data_coding = pdu->data_coding;
+	m->registered_delivery = pdu->registered_delivery;
+	snprintf(m->src_addr, sizeof(m->src_addr), "%.20s", pdu->source_addr);
+	snprintf(m->dst_addr, sizeof(m->dst_addr), "%.20s",
+	    pdu->destination_addr);
+	snprintf(m->reply_to, sizeof(m->reply_to), "%s", s->system_id);
+	snprintf(m->from, sizeof(m->from), "%.64s", from);
+	snprintf(m->to, sizeof(m->to), "%.64s", to);
+	if (pdu->tlvs & SMPP_TLV_USER_MESSAGE_REFERENCE) {
+		m->flags |= ROUTE_F_UMR;
+		m->umr = pdu->user_message_reference;
+	}
+	if (pdu->tlvs & SMPP_TLV_SAR) {
+		m->flags |= ROUTE_F_SAR;
+		m->sar_ref = pdu->sar_msg_ref_num;
+		m->sar_total = pdu->sar_total_segments;
+		m->sar_seq = pdu->sar_segment_seqnum;
+	}
+	return m;
+}
+
+static void
+sess_update_hold(struct conn *c, struct smpp_sess *s)
+{
+	if (s->npending >= SMPP_MAX_PENDING)
+		conn_hold(c);
+	else if (s->npending < SMPP_MAX_PENDING / 2)
+		conn_release(c);
+}
+
+static void
+cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
+{
+	const struct account_conf *acct;
+	char from[ROUTE_ADDR_MAX + 2], to[ROUTE_ADDR_MAX + 2];
+	uint32_t cmd = pdu->command_id, seq = pdu->sequence_number;
+	struct route_msg *m;
+	enum route_verdict v;
+	uint64_t id;
+
+	if (!is_transmitter(s)) {
+		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVBNDSTS, seq, NULL);
+		return;
+	}
+	if (!addr_normalise(pdu->destination_addr, pdu->dest_addr_ton, to,
+	    sizeof(to))) {
+		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVDSTADR, seq, NULL);
+		return;
+	}
+	if (pdu->source_addr[0] == '\0')
+		snprintf(from, sizeof(from), "%s", s->system_id);
+	else if (!addr_normalise(pdu->source_addr, pdu->source_addr_ton, from,
+	    sizeof(from))) {
+		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVSRCADR, seq, NULL);
+		return;
+	}
+	acct = config_find_account(c->r->cf, s->system_id);
+	if (acct != NULL && acct->max_tps > 0 &&
+	    !acct_take_token(s->system_id, acct->max_tps)) {
+		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RTHROTTLED, seq, NULL);
+		return;
+	}
+	m = submit_msg(c, s, pdu, from, to);
+	id = m->id;
+	if ((v = route_send(c, m)) != ROUTE_PENDING) {
+		submit_answer(c, cmd, seq, id, v);
+		return;
+	}
+	s->npending++;
+	sess_update_hold(c, s);
+}
+
+/* A line address as an SMPP address: "+digits" is international. */
+static void
+addr_for_smpp(const char *addr, char *out, uint8_t *ton, uint8_t *npi)
+{
+	bool digits = addr[0] == '+' && addr[1] != '\0' &&
+	    strspn(addr + 1, "0123456789") == strlen(addr + 1);
+
+	if (digits) {
+		*ton = 1;
+		*npi = 1;
+		snprintf(out, 21, "%s", addr + 1);
+	} else {
+		*ton = strspn(addr, "0123456789") == strlen(addr) ? 0 : 5;
+		*npi = 0;
+		snprintf(out, 21, "%s", addr);
+	}
+}
+
+/* Sends m (which the window slot takes) as a deliver_sm. */
+static void
+send_deliver(struct conn *c, struct smpp_sess *s, struct route_msg *m)
+{
+	struct smpp_slot *slot = NULL;
+	struct smpp_pdu pdu;
+
+	for (unsigned i = 0; i < s->window && slot == NULL; i++)
+		if (s->win[i].m == NULL)
+			slot = &s->win[i];
+	memset(&pdu, 0, sizeof(pdu));
+	pdu.command_id = SMPP_DELIVER_SM;
+	pdu.sequence_number = sess_seq(s);
+	if (m->src_addr[0] != '\0') {
+		snprintf(pdu.source_addr, 21, "%s", m->src_addr);
+		pdu.source_addr_ton = m->src_ton;
+		pdu.source_addr_npi = m->src_npi;
+	} else
+		addr_for_smpp(m->from, pdu.source_addr, &pdu.source_addr_ton,
+		    &pdu.source_addr_npi);
+	if (m->dst_addr[0] != '\0') {
+		snprintf(pdu.destination_addr, 21, "%s", m->dst_addr);
+		pdu.dest_addr_ton = m->dst_ton;
+		pdu.dest_addr_npi = m->dst_npi;
+	} else
+		addr_for_smpp(m->to, pdu.destination_addr, &pdu.dest_addr_ton,
+		    &pdu.dest_addr_npi);
+	pdu.esm_class = m->esm_class;
+	pdu.data_coding = m->data_coding;
+	if (m->len <= 254) {
+		pdu.sm_length = (uint8_t)m->len;
+		pdu.short_message = m->text;
+	} else {
+		pdu.tlvs |= SMPP_TLV_MESSAGE_PAYLOAD;
+		pdu.message_payload = m->text;
+		pdu.message_payload_len = (uint16_t)m->len;
+	}
+	if (m->flags & ROUTE_F_UMR) {
+		pdu.tlvs |= SMPP_TLV_USER_MESSAGE_REFERENCE;
+		pdu.user_message_reference = m->umr;
+	}
+	if (m->flags & ROUTE_F_SAR) {
+		pdu.tlvs |= SMPP_TLV_SAR;
+		pdu.sar_msg_ref_num = m->sar_ref;
+		pdu.sar_total_segments = m->sar_total;
+		pdu.sar_segment_seqnum = m->sar_seq;
+	}
+	if (m->flags & ROUTE_F_RECEIPT) {
+		pdu.tlvs |= SMPP_TLV_RECEIPTED_MESSAGE_ID |
+		    SMPP_TLV_MESSAGE_STATE;
+		snprintf(pdu.receipted_message_id,
+		    sizeof(pdu.receipted_message_id), "%s", m->receipted_id);
+		pdu.message_state_tlv = m->message_state;
+	}
+	smpp_send(c, &pdu, m->len);
+	slot->seq = pdu.sequence_number;
+	slot->sent_at = c->r->now;
+	slot->m = m;
+	s->inflight++;
+}
+
+/* Sends queued messages while the window has room. */
+static void
+sess_pump(struct conn *c, struct smpp_sess *s)
+{
+	while (s->inflight < s->window && s->qlen > 0 && !conn_is_closing(c)) {
+		struct route_msg *m = s->q[s->qhead];
+
+		s->qhead = (s->qhead + 1) % s->qcap;
+		s->qlen--;
+		send_deliver(c, s, m);
+	}
+}
+
+/* deliver_sm_resp, or a generic_nack, for one of our deliver_sm. */
+static void
+deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
+    uint32_t status)
+{
+	for (unsigned i = 0; i < s->window; i++) {
+		struct route_msg *m = s->win[i].m;
+
+		if (m == NULL || s->win[i].seq != seq)
+			continue;
+		if (!(m->flags & ROUTE_F_RECEIPT))
+			route_receipt(c->r, m, status == SMPP_ESME_ROK ?
+			    ROUTE_STATE_DELIVERED : ROUTE_STATE_UNDELIVERABLE);
+		free(m);
+		s->win[i].m = NULL;
+		s->inflight--;
+		sess_pump(c, s);
+		return;
+	}
+}
+
+/* Answers a PDU that failed to decode. */
+static void
+smpp_reject(struct conn *c, const struct smpp_pdu *pdu, uint32_t status)
+{
+	switch (pdu->command_id) {
+	case SMPP_BIND_RECEIVER:
+	case SMPP_BIND_TRANSMITTER:
+	case SMPP_BIND_TRANSCEIVER:
+	case SMPP_SUBMIT_SM:
+	case SMPP_DATA_SM:
+	case SMPP_QUERY_SM:
+		smpp_respond(c, pdu->command_id | SMPP_RESP, status,
+		    pdu->sequence_number, NULL);
+		break;
+	default:
+		smpp_nack(c, status, pdu->sequence_number);
+	}
+}
+
+/* Requests allowed before a bind get ESME_RINVBNDSTS otherwise. */
+static bool
+needs_bind(uint32_t cmd)
+{
+	return cmd == SMPP_SUBMIT_SM || cmd == SMPP_DATA_SM ||
+	    cmd == SMPP_QUERY_SM || cmd == SMPP_UNBIND;
+}
+
+static int
+smpp_dispatch(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
+{
+	uint32_t seq = pdu->sequence_number;
+
+	if (s->state == SMPP_OPEN && needs_bind(pdu->command_id)) {
+		smpp_respond(c, pdu->command_id | SMPP_RESP,
+		    SMPP_ESME_RINVBNDSTS, seq, NULL);
+		return 0;
+	}
+	switch (pdu->command_id) {
+	case SMPP_BIND_RECEIVER:
+	case SMPP_BIND_TRANSMITTER:
+	case SMPP_BIND_TRANSCEIVER:
+		cmd_bind(c, s, pdu);
+		break;
+	case SMPP_SUBMIT_SM:
+	case SMPP_DATA_SM:
+		cmd_submit(c, s, pdu);
+		break;
+	case SMPP_DELIVER_SM | SMPP_RESP:
+	case SMPP_GENERIC_NACK:
+		if (s->win != NULL)
+			deliver_answered(c, s, seq, pdu->command_status);
+		break;
+	case SMPP_ENQUIRE_LINK:
+		smpp_respond(c, SMPP_ENQUIRE_LINK | SMPP_RESP, SMPP_ESME_ROK,
+		    seq, NULL);
+		break;
+	case SMPP_QUERY_SM:
+		/* Nothing is stored once delivered: there is no state to tell. */
+		smpp_respond(c, SMPP_QUERY_SM | SMPP_RESP, SMPP_ESME_RQUERYFAIL,
+		    seq, NULL);
+		break;
+	case SMPP_UNBIND:
+		smpp_respond(c, SMPP_UNBIND | SMPP_RESP, SMPP_ESME_ROK, seq,
+		    NULL);
+		return -1;
+	case SMPP_ENQUIRE_LINK | SMPP_RESP:
+	case SMPP_UNBIND | SMPP_RESP:
+		break;
+	default:
+		/* deliver_sm from an ESME, stray responses: not for us. */
+		if (!(pdu->command_id & SMPP_RESP))
+			smpp_nack(c, SMPP_ESME_RINVCMDID, seq);
+		break;
+	}
+	return 0;
+}
+
+static ssize_t
+smpp_proto_frame_len(const uint8_t *p, size_t n, const struct limits *lim)
+{
+	ssize_t len = smpp_frame_len(p, n, lim->max_pdu_size);
+
+	if (len >= 0)
+		return len;
+	/*
+	 * An absurd command_length: hand over the header, or what there is
+	 * of it, so that on_message can nack it and end the session.
+	 */
+	return (ssize_t)(n < SMPP_HEADER_LEN ? n : SMPP_HEADER_LEN);
+}
+
+static int
+smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
+{
+	struct smpp_sess *s = sess_of(c);
+	uint32_t clen = 0, id = 0, st = 0, seq = 0, status;
+	struct smpp_pdu pdu;
+
+	if (len >= SMPP_HEADER_LEN)
+		smpp_peek_header(msg, &clen, &id, &st, &seq);
+	if (clen != len) {
+		log_info("conn=%u.%u smpp command_length %u is absurd: closing",
+		    c->r->id, c->slot, clen);
+		smpp_nack(c, SMPP_ESME_RINVCMDLEN, seq);
+		return -1;
+	}
+	s->last_rx = c->r->now;
+	s->enq_pending = false;
+	status = smpp_decode(msg, len, &pdu);
+	if (status != SMPP_ESME_ROK) {
+		smpp_reject(c, &pdu, status);
+		return 0;
+	}
+	return smpp_dispatch(c, s, &pdu);
+}
+
+static int
+smpp_on_deliver(struct conn *c, const struct route_msg *m)
+{
+	struct smpp_sess *s = c->pdata;
+	unsigned limit = c->r->cf->smpp.queue_limit;
+
+	if (s == NULL || !is_receiver(s) || s->win == NULL)
+		return ROUTE_NO_ROUTE;
+	if (m->len > 65535)
+		return ROUTE_REFUSED;
+	if (s->inflight < s->window && s->qlen == 0) {
+		send_deliver(c, s, route_msg_dup(m));
+		return ROUTE_OK;
+	}
+	if (s->qlen >= limit)
+		return ROUTE_REFUSED;
+	if (s->qlen == s->qcap) {
+		unsigned cap = s->qcap ? s->qcap * 2 : 16;
+		struct route_msg **q = xcalloc(cap, sizeof(*q));
+
+		for (unsigned i = 0; i < s->qlen; i++)
+			q[i] = s->q[(s->qhead + i) % s->qcap];
+		free(s->q);
+		s->q = q;
+		s->qcap = cap;
+		s->qhead = 0;
+	}
+	s->q[(s->qhead + s->qlen++) % s->qcap] = route_msg_dup(m);
+	return ROUTE_OK;
+}
+
+static void
+smpp_on_verdict(struct conn *c, const struct route_msg *m)
+{
+	struct smpp_sess *s = c->pdata;
+
+	if (s == NULL)
+		return;
+	submit_answer(c, m->sender_cmd, m->sender_ref, m->id, m->verdict);
+	s->npending--;
+	sess_update_hold(c, s);
+}
+
+/* Gives up on a session that stopped answering: unbind, then close. */
+static void
+sess_give_up(struct conn *c, struct smpp_sess *s, const char *why)
+{
+	struct smpp_pdu pdu;
+
+	log_info("conn=%u.%u system_id=%s closed reason=timeout (%s)",
+	    c->r->id, c->slot, s->system_id, why);
+	memset(&pdu, 0, sizeof(pdu));
+	pdu.command_id = SMPP_UNBIND;
+	pdu.sequence_number = sess_seq(s);
+	smpp_send(c, &pdu, 0);
+	conn_close_after_flush(c, CONN_CLOSE_TIMEOUT);
+}
+
+static void
+smpp_on_tick(struct conn *c)
+{
+	struct smpp_sess *s = c->pdata;
+	const struct smpp_conf *sc = &c->r->cf->smpp;
+	uint32_t now = c->r->now;
+	struct smpp_pdu pdu;
+
+	if (s == NULL || s->state == SMPP_OPEN)
+		return;
+	for (unsigned i = 0; i < s->window; i++)
+		if (s->win[i].m != NULL &&
+		    now - s->win[i].sent_at >= sc->response_timeout) {
+			sess_give_up(c, s, "deliver_sm unanswered");
+			return;
+		}
+	if (sc->enquire_link_interval == 0)
+		return;
+	if (s->enq_pending) {
+		if (now - s->enq_sent >= sc->response_timeout)
+			sess_give_up(c, s, "enquire_link unanswered");
+		return;
+	}
+	if (now - s->last_rx < sc->enquire_link_interval)
+		return;
+	memset(&pdu, 0, sizeof(pdu));
+	pdu.command_id = SMPP_ENQUIRE_LINK;
+	pdu.sequence_number = sess_seq(s);
+	smpp_send(c, &pdu, 0);
+	s->enq_pending = true;
+	s->enq_sent = now;
+}
+
+static void
+smpp_on_close(struct conn *c)
+{
+	struct smpp_sess *s = c->pdata;
+
+	if (s == NULL)
+		return;
+	if (s->joined)
+		route_release(s->system_id, &s->me);
+	if (s->counted)
+		acct_unbind(s->system_id);
+	/* What was accepted for this bind and not delivered is lost. */
+	for (unsigned i = 0; i < s->window; i++) {
+		if (s->win[i].m == NULL)
+			continue;
+		route_receipt(c->r, s->win[i].m, ROUTE_STATE_UNDELIVERABLE);
+		free(s->win[i].m);
+	}
+	for (unsigned i = 0; i < s->qlen; i++) {
+		struct route_msg *m = s->q[(s->qhead + i) % s->qcap];
+
+		route_receipt(c->r, m, ROUTE_STATE_UNDELIVERABLE);
+		free(m);
+	}
+	free(s->win);
+	free(s->q);
+	free(s);
+	c->pdata = NULL;
+}
+
+const struct proto proto_smpp = {
+	.name = "smpp",
+	.frame_len = smpp_proto_frame_len,
+	.on_message = smpp_on_message,
+	.on_close = smpp_on_close,
+	.on_deliver = smpp_on_deliver,
+	.on_verdict = smpp_on_verdict,
+	.on_tick = smpp_on_tick,
+	.confirms_delivery = true,
+};

@@ -1,0 +1,550 @@
+/* smpp_pdu.c: SMPP 3.4 PDU decoding and encoding, bounds-checked throughout. */
+#include "smpp_pdu.h"
+
+#include <string.h>
+
+/* A read cursor over one PDU; status is the first error met. */
+struct rd {
+	const uint8_t *p;
+	size_t	n;
+	size_t	off;
+	uint32_t status;
+};
+
+/* A write cursor; overflow makes it fail. */
+struct wr {
+	uint8_t	*p;
+	size_t	cap;
+	size_t	off;
+	bool	overflow;
+};
+
+static uint32_t
+be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
+static void
+rd_fail(struct rd *r, uint32_t status)
+{
+	if (r->status == SMPP_ESME_ROK)
+		r->status = status;
+}
+
+static uint8_t
+rd_u8(struct rd *r)
+{
+	if (r->status != SMPP_ESME_ROK || r->off + 1 > r->n) {
+		rd_fail(r, SMPP_ESME_RINVCMDLEN);
+		return 0;
+	}
+	return r->p[r->off++];
+}
+
+/*
+ * A C-octet string of at most max bytes with its NUL. No NUL within max
+ * (or before the end) fails with status.
+ */
+static void
+rd_cstr(struct rd *r, char *dst, size_t max, uint32_t status)
+{
+	size_t avail, len;
+	const uint8_t *nul;
+
+	dst[0] = '\0';
+	if (r->status != SMPP_ESME_ROK)
+		return;
+	avail = r->n - r->off;
+	nul = memchr(r->p + r->off, '\0', avail < max ? avail : max);
+	if (nul == NULL) {
+		rd_fail(r, avail < max ? SMPP_ESME_RINVCMDLEN : status);
+		return;
+	}
+	len = (size_t)(nul - (r->p + r->off));
+	memcpy(dst, r->p + r->off, len);
+	dst[len] = '\0';
+	r->off += len + 1;
+}
+
+static void
+rd_tlv(struct rd *r, uint16_t tag, const uint8_t *v, uint16_t len,
+    struct smpp_pdu *pdu)
+{
+	switch (tag) {
+	case SMPP_TAG_MESSAGE_PAYLOAD:
+		pdu->tlvs |= SMPP_TLV_MESSAGE_PAYLOAD;
+		pdu->message_payload = v;
+		pdu->message_payload_len = len;
+		return;
+	case SMPP_TAG_RECEIPTED_MESSAGE_ID:
+		if (len == 0 || len > sizeof(pdu->receipted_message_id))
+			break;
+		/* Its NUL is in the value; take at most 64 characters. */
+		memcpy(pdu->receipted_message_id, v, len < 64 ? len : 64);
+		pdu->receipted_message_id[len < 64 ? len : 64] = '\0';
+		pdu->tlvs |= SMPP_TLV_RECEIPTED_MESSAGE_ID;
+		return;
+	case SMPP_TAG_MESSAGE_STATE:
+		if (len != 1)
+			break;
+		pdu->message_state_tlv = v[0];
+		pdu->tlvs |= SMPP_TLV_MESSAGE_STATE;
+		return;
+	case SMPP_TAG_SC_INTERFACE_VERSION:
+		if (len != 1)
+			break;
+		pdu->sc_interface_version = v[0];
+		pdu->tlvs |= SMPP_TLV_SC_INTERFACE_VERSION;
+		return;
+	case SMPP_TAG_USER_MESSAGE_REFERENCE:
+		if (len != 2)
+			break;
+		pdu->user_message_reference = (uint16_t)(v[0] << 8 | v[1]);
+		pdu->tlvs |= SMPP_TLV_USER_MESSAGE_REFERENCE;
+		return;
+	case SMPP_TAG_SAR_MSG_REF_NUM:
+		if (len != 2)
+			break;
+		pdu->sar_msg_ref_num = (uint16_t)(v[0] << 8 | v[1]);
+		pdu->tlvs |= SMPP_TLV_SAR;
+		return;
+	case SMPP_TAG_SAR_TOTAL_SEGMENTS:
+	case SMPP_TAG_SAR_SEGMENT_SEQNUM:
+		if (len != 1)
+			break;
+		if (tag == SMPP_TAG_SAR_TOTAL_SEGMENTS)
+			pdu->sar_total_segments = v[0];
+		else
+			pdu->sar_segment_seqnum = v[0];
+		pdu->tlvs |= SMPP_TLV_SAR;
+		return;
+	default:
+		return;		/* unknown optional parameters are skipped */
+	}
+	rd_fail(r, SMPP_ESME_RINVPARLEN);
+}
+
+static void
+rd_tlvs(struct rd *r, struct smpp_pdu *pdu)
+{
+	while (r->status == SMPP_ESME_ROK && r->off < r->n) {
+		const uint8_t *h = r->p + r->off;
+		uint16_t tag, len;
+
+		if (r->n - r->off < 4) {
+			rd_fail(r, SMPP_ESME_RINVOPTPARSTREAM);
+			return;
+		}
+		tag = (uint16_t)(h[0] << 8 | h[1]);
+		len = (uint16_t)(h[2] << 8 | h[3]);
+		if (r->n - r->off - 4 < len) {
+			rd_fail(r, SMPP_ESME_RINVOPTPARSTREAM);
+			return;
+		}
+		rd_tlv(r, tag, h + 4, len, pdu);
+		r->off += 4 + (size_t)len;
+	}
+}
+
+static void
+rd_bind(struct rd *r, struct smpp_pdu *pdu)
+{
+	rd_cstr(r, pdu->system_id, sizeof(pdu->system_id), SMPP_ESME_RINVSYSID);
+	rd_cstr(r, pdu->password, sizeof(pdu->password), SMPP_ESME_RINVPASWD);
+	rd_cstr(r, pdu->system_type, sizeof(pdu->system_type),
+	    SMPP_ESME_RINVSYSTYP);
+	pdu->interface_version = rd_u8(r);
+	pdu->addr_ton = rd_u8(r);
+	pdu->addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->address_range, sizeof(pdu->address_range),
+	    SMPP_ESME_RINVPARLEN);
+}
+
+/* submit_sm and deliver_sm share their layout. */
+static void
+rd_sm(struct rd *r, struct smpp_pdu *pdu)
+{
+	rd_cstr(r, pdu->service_type, 6, SMPP_ESME_RINVSERTYP);
+	pdu->source_addr_ton = rd_u8(r);
+	pdu->source_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
+	pdu->dest_addr_ton = rd_u8(r);
+	pdu->dest_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->destination_addr, 21, SMPP_ESME_RINVDSTADR);
+	pdu->esm_class = rd_u8(r);
+	pdu->protocol_id = rd_u8(r);
+	pdu->priority_flag = rd_u8(r);
+	rd_cstr(r, pdu->schedule_delivery_time, 17, SMPP_ESME_RINVSCHED);
+	rd_cstr(r, pdu->validity_period, 17, SMPP_ESME_RINVEXPIRY);
+	pdu->registered_delivery = rd_u8(r);
+	pdu->replace_if_present_flag = rd_u8(r);
+	pdu->data_coding = rd_u8(r);
+	pdu->sm_default_msg_id = rd_u8(r);
+	pdu->sm_length = rd_u8(r);
+	if (r->status != SMPP_ESME_ROK)
+		return;
+	if (pdu->sm_length > 254 || r->n - r->off < pdu->sm_length) {
+		rd_fail(r, SMPP_ESME_RINVMSGLEN);
+		return;
+	}
+	pdu->short_message = r->p + r->off;
+	r->off += pdu->sm_length;
+	rd_tlvs(r, pdu);
+	if (r->status == SMPP_ESME_ROK && pdu->sm_length > 0 &&
+	    (pdu->tlvs & SMPP_TLV_MESSAGE_PAYLOAD))
+		rd_fail(r, SMPP_ESME_RINVMSGLEN);	/* one or the other */
+}
+
+static void
+rd_data_sm(struct rd *r, struct smpp_pdu *pdu)
+{
+	rd_cstr(r, pdu->service_type, 6, SMPP_ESME_RINVSERTYP);
+	pdu->source_addr_ton = rd_u8(r);
+	pdu->source_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->source_addr, 65, SMPP_ESME_RINVSRCADR);
+	pdu->dest_addr_ton = rd_u8(r);
+	pdu->dest_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->destination_addr, 65, SMPP_ESME_RINVDSTADR);
+	pdu->esm_class = rd_u8(r);
+	pdu->registered_delivery = rd_u8(r);
+	pdu->data_coding = rd_u8(r);
+	rd_tlvs(r, pdu);
+}
+
+/* Responses: a body is optional when the status is an error. */
+static void
+rd_resp(struct rd *r, struct smpp_pdu *pdu, bool tlvs)
+{
+	if (r->off == r->n)
+		return;
+	rd_cstr(r, pdu->message_id, sizeof(pdu->message_id),
+	    SMPP_ESME_RINVMSGID);
+	if (tlvs)
+		rd_tlvs(r, pdu);
+}
+
+static void
+rd_body(struct rd *r, struct smpp_pdu *pdu)
+{
+	switch (pdu->command_id) {
+	case SMPP_BIND_RECEIVER:
+	case SMPP_BIND_TRANSMITTER:
+	case SMPP_BIND_TRANSCEIVER:
+		rd_bind(r, pdu);
+		break;
+	case SMPP_BIND_RECEIVER | SMPP_RESP:
+	case SMPP_BIND_TRANSMITTER | SMPP_RESP:
+	case SMPP_BIND_TRANSCEIVER | SMPP_RESP:
+		if (r->off < r->n) {
+			rd_cstr(r, pdu->system_id, sizeof(pdu->system_id),
+			    SMPP_ESME_RINVSYSID);
+			rd_tlvs(r, pdu);
+		}
+		break;
+	case SMPP_SUBMIT_SM:
+	case SMPP_DELIVER_SM:
+		rd_sm(r, pdu);
+		break;
+	case SMPP_DATA_SM:
+		rd_data_sm(r, pdu);
+		break;
+	case SMPP_SUBMIT_SM | SMPP_RESP:
+	case SMPP_DELIVER_SM | SMPP_RESP:
+		rd_resp(r, pdu, false);
+		break;
+	case SMPP_DATA_SM | SMPP_RESP:
+		rd_resp(r, pdu, true);
+		break;
+	case SMPP_QUERY_SM:
+		rd_cstr(r, pdu->message_id, 65, SMPP_ESME_RINVMSGID);
+		pdu->source_addr_ton = rd_u8(r);
+		pdu->source_addr_npi = rd_u8(r);
+		rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
+		break;
+	case SMPP_UNBIND:
+	case SMPP_UNBIND | SMPP_RESP:
+	case SMPP_ENQUIRE_LINK:
+	case SMPP_ENQUIRE_LINK | SMPP_RESP:
+	case SMPP_GENERIC_NACK:
+		break;
+	default:
+		rd_fail(r, SMPP_ESME_RINVCMDID);
+		return;
+	}
+	/* Bytes left over in a PDU without optional parameters. */
+	if (r->status == SMPP_ESME_ROK && r->off != r->n)
+		rd_fail(r, SMPP_ESME_RINVCMDLEN);
+}
+
+ssize_t
+smpp_frame_len(const uint8_t *p, size_t n, size_t max_len)
+{
+	uint32_t len;
+
+	if (n < 4)
+		return 0;
+	len = be32(p);
+	if (len < SMPP_HEADER_LEN || len > max_len)
+		return -1;
+	return n >= len ? (ssize_t)len : 0;
+}
+
+void
+smpp_peek_header(const uint8_t *p, uint32_t *len, uint32_t *id,
+    uint32_t *status, uint32_t *seq)
+{
+	*len = be32(p);
+	*id = be32(p + 4);
+	*status = be32(p + 8);
+	*seq = be32(p + 12);
+}
+
+uint32_t
+smpp_decode(const uint8_t *p, size_t n, struct smpp_pdu *pdu)
+{
+	struct rd r = { p, n, SMPP_HEADER_LEN, SMPP_ESME_ROK };
+	uint32_t len;
+
+	memset(pdu, 0, sizeof(*pdu));
+	if (n < SMPP_HEADER_LEN)
+		return SMPP_ESME_RINVCMDLEN;
+	smpp_peek_header(p, &len, &pdu->command_id, &pdu->command_status,
+	    &pdu->sequence_number);
+	if (len != n)
+		return SMPP_ESME_RINVCMDLEN;
+	rd_body(&r, pdu);
+	return r.status;
+}
+
+static void
+wr_bytes(struct wr *w, const void *p, size_t n)
+{
+	if (w->overflow || w->cap - w->off < n) {
+		w->overflow = true;
+		return;
+	}
+	memcpy(w->p + w->off, p, n);
+	w->off += n;
+}
+
+static void
+wr_u8(struct wr *w, uint8_t v)
+{
+	wr_bytes(w, &v, 1);
+}
+
+static void
+wr_u32(struct wr *w, uint32_t v)
+{
+	uint8_t b[4] = { v >> 24, v >> 16, v >> 8, v };
+
+	wr_bytes(w, b, 4);
+}
+
+/* A C-octet string; longer than max - 1 characters fails the encoding. */
+static void
+wr_cstr(struct wr *w, const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+
+	if (n >= max) {
+		w->overflow = true;
+		return;
+	}
+	wr_bytes(w, s, n + 1);
+}
+
+static void
+wr_tlv(struct wr *w, uint16_t tag, const void *v, uint16_t len)
+{
+	uint8_t h[4] = { tag >> 8, tag, len >> 8, len };
+
+	wr_bytes(w, h, 4);
+	wr_bytes(w, v, len);
+}
+
+static void
+wr_tlvs(struct wr *w, const struct smpp_pdu *pdu)
+{
+	uint8_t b[2];
+
+	if (pdu->tlvs & SMPP_TLV_USER_MESSAGE_REFERENCE) {
+		b[0] = pdu->user_message_reference >> 8;
+		b[1] = (uint8_t)pdu->user_message_reference;
+		wr_tlv(w, SMPP_TAG_USER_MESSAGE_REFERENCE, b, 2);
+	}
+	if (pdu->tlvs & SMPP_TLV_SAR) {
+		b[0] = pdu->sar_msg_ref_num >> 8;
+		b[1] = (uint8_t)pdu->sar_msg_ref_num;
+		wr_tlv(w, SMPP_TAG_SAR_MSG_REF_NUM, b, 2);
+		wr_tlv(w, SMPP_TAG_SAR_TOTAL_SEGMENTS,
+		    &pdu->sar_total_segments, 1);
+		wr_tlv(w, SMPP_TAG_SAR_SEGMENT_SEQNUM,
+		    &pdu->sar_segment_seqnum, 1);
+	}
+	if (pdu->tlvs & SMPP_TLV_RECEIPTED_MESSAGE_ID)
+		wr_tlv(w, SMPP_TAG_RECEIPTED_MESSAGE_ID,
+		    pdu->receipted_message_id,
+		    (uint16_t)(strnlen(pdu->receipted_message_id, 64) + 1));
+	if (pdu->tlvs & SMPP_TLV_MESSAGE_STATE)
+		wr_tlv(w, SMPP_TAG_MESSAGE_STATE, &pdu->message_state_tlv, 1);
+	if (pdu->tlvs & SMPP_TLV_SC_INTERFACE_VERSION)
+		wr_tlv(w, SMPP_TAG_SC_INTERFACE_VERSION,
+		    &pdu->sc_interface_version, 1);
+	if (pdu->tlvs & SMPP_TLV_MESSAGE_PAYLOAD)
+		wr_tlv(w, SMPP_TAG_MESSAGE_PAYLOAD, pdu->message_payload,
+		    pdu->message_payload_len);
+}
+
+static void
+wr_sm(struct wr *w, const struct smpp_pdu *pdu)
+{
+	wr_cstr(w, pdu->service_type, 6);
+	wr_u8(w, pdu->source_addr_ton);
+	wr_u8(w, pdu->source_addr_npi);
+	wr_cstr(w, pdu->source_addr, 21);
+	wr_u8(w, pdu->dest_addr_ton);
+	wr_u8(w, pdu->dest_addr_npi);
+	wr_cstr(w, pdu->destination_addr, 21);
+	wr_u8(w, pdu->esm_class);
+	wr_u8(w, pdu->protocol_id);
+	wr_u8(w, pdu->priority_flag);
+	wr_cstr(w, pdu->schedule_delivery_time, 17);
+	wr_cstr(w, pdu->validity_period, 17);
+	wr_u8(w, pdu->registered_delivery);
+	wr_u8(w, pdu->replace_if_present_flag);
+	wr_u8(w, pdu->data_coding);
+	wr_u8(w, pdu->sm_default_msg_id);
+	wr_u8(w, pdu->sm_length);
+	if (pdu->sm_length > 0)
+		wr_bytes(w, pdu->short_message, pdu->sm_length);
+	wr_tlvs(w, pdu);
+}
+
+static bool
+wr_body(struct wr *w, const struct smpp_pdu *pdu)
+{
+	bool error_resp = (pdu->command_id & SMPP_RESP) &&
+	    pdu->command_status != SMPP_ESME_ROK;
+
+	switch (pdu->command_id) {
+	case SMPP_BIND_RECEIVER:
+	case SMPP_BIND_TRANSMITTER:
+	case SMPP_BIND_TRANSCEIVER:
+		wr_cstr(w, pdu->system_id, sizeof(pdu->system_id));
+		wr_cstr(w, pdu->password, sizeof(pdu->password));
+		wr_cstr(w, pdu->system_type, sizeof(pdu->system_type));
+		wr_u8(w, pdu->interface_version);
+		wr_u8(w, pdu->addr_ton);
+		wr_u8(w, pdu->addr_npi);
+		wr_cstr(w, pdu->address_range, sizeof(pdu->address_range));
+		return true;
+	case SMPP_BIND_RECEIVER | SMPP_RESP:
+	case SMPP_BIND_TRANSMITTER | SMPP_RESP:
+	case SMPP_BIND_TRANSCEIVER | SMPP_RESP:
+		if (!error_resp) {
+			wr_cstr(w, pdu->system_id, sizeof(pdu->system_id));
+			wr_tlvs(w, pdu);
+		}
+		return true;
+	case SMPP_SUBMIT_SM:
+	case SMPP_DELIVER_SM:
+		wr_sm(w, pdu);
+		return true;
+	case SMPP_DATA_SM:
+		wr_cstr(w, pdu->service_type, 6);
+		wr_u8(w, pdu->source_addr_ton);
+		wr_u8(w, pdu->source_addr_npi);
+		wr_cstr(w, pdu->source_addr, 65);
+		wr_u8(w, pdu->dest_addr_ton);
+		wr_u8(w, pdu->dest_addr_npi);
+		wr_cstr(w, pdu->destination_addr, 65);
+		wr_u8(w, pdu->esm_class);
+		wr_u8(w, pdu->registered_delivery);
+		wr_u8(w, pdu->data_coding);
+		wr_tlvs(w, pdu);
+		return true;
+	case SMPP_SUBMIT_SM | SMPP_RESP:
+	case SMPP_DELIVER_SM | SMPP_RESP:
+	case SMPP_DATA_SM | SMPP_RESP:
+		if (!error_resp)
+			wr_cstr(w, pdu->message_id, sizeof(pdu->message_id));
+		return true;
+	case SMPP_QUERY_SM:
+		wr_cstr(w, pdu->message_id, 65);
+		wr_u8(w, pdu->source_addr_ton);
+		wr_u8(w, pdu->source_addr_npi);
+		wr_cstr(w, pdu->source_addr, 21);
+		return true;
+	case SMPP_QUERY_SM | SMPP_RESP:
+		if (!error_resp) {
+			wr_cstr(w, pdu->message_id, 65);
+			wr_cstr(w, pdu->final_date, 17);
+			wr_u8(w, pdu->message_state);
+			wr_u8(w, pdu->error_code);
+		}
+		return true;
+	case SMPP_UNBIND:
+	case SMPP_UNBIND | SMPP_RESP:
+	case SMPP_ENQUIRE_LINK:
+	case SMPP_ENQUIRE_LINK | SMPP_RESP:
+	case SMPP_GENERIC_NACK:
+		return true;
+	default:
+		return false;
+	}
+}
+
+ssize_t
+smpp_encode(const struct smpp_pdu *pdu, uint8_t *buf, size_t cap)
+{
+	struct wr w = { buf, cap, 0, false };
+
+	wr_u32(&w, 0);		/* command_length, filled in below */
+	wr_u32(&w, pdu->command_id);
+	wr_u32(&w, pdu->command_status);
+	wr_u32(&w, pdu->sequence_number);
+	if (!wr_body(&w, pdu) || w.overflow)
+		return -1;
+	buf[0] = (uint8_t)(w.off >> 24);
+	buf[1] = (uint8_t)(w.off >> 16);
+	buf[2] = (uint8_t)(w.off >> 8);
+	buf[3] = (uint8_t)w.off;
+	return (ssize_t)w.off;
+}
+
+const char *
+smpp_command_name(uint32_t id)
+{
+	static const struct {
+		uint32_t id;
+		const char *name;
+	} names[] = {
+		{ SMPP_GENERIC_NACK, "generic_nack" },
+		{ SMPP_BIND_RECEIVER, "bind_receiver" },
+		{ SMPP_BIND_RECEIVER | SMPP_RESP, "bind_receiver_resp" },
+		{ SMPP_BIND_TRANSMITTER, "bind_transmitter" },
+		{ SMPP_BIND_TRANSMITTER | SMPP_RESP, "bind_transmitter_resp" },
+		{ SMPP_QUERY_SM, "query_sm" },
+		{ SMPP_QUERY_SM | SMPP_RESP, "query_sm_resp" },
+		{ SMPP_SUBMIT_SM, "submit_sm" },
+		{ SMPP_SUBMIT_SM | SMPP_RESP, "submit_sm_resp" },
+		{ SMPP_DELIVER_SM, "deliver_sm" },
+		{ SMPP_DELIVER_SM | SMPP_RESP, "deliver_sm_resp" },
+		{ SMPP_UNBIND, "unbind" },
+		{ SMPP_UNBIND | SMPP_RESP, "unbind_resp" },
+		{ SMPP_BIND_TRANSCEIVER, "bind_transceiver" },
+		{ SMPP_BIND_TRANSCEIVER | SMPP_RESP, "bind_transceiver_resp" },
+		{ SMPP_ENQUIRE_LINK, "enquire_link" },
+		{ SMPP_ENQUIRE_LINK | SMPP_RESP, "enquire_link_resp" },
+		{ SMPP_DATA_SM, "data_sm" },
+		{ SMPP_DATA_SM | SMPP_RESP, "data_sm_resp" },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].id == id)
+			return names[i].name;
+	return "unknown";
+}
