@@ -1,0 +1,133 @@
+// lib.js: starts the real echorouterd for the SMPP interop tests and wraps the
+// npm smpp client in promises. Every wait is bounded.
+'use strict';
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const smpp = require('smpp');
+
+const BIN = process.env.ECHOROUTERD_BIN ||
+	path.join(__dirname, '..', '..', 'build', 'default', 'echorouterd');
+const WAIT_MS = 15000;
+
+function withTimeout(promise, ms, what) {
+	let timer;
+	const timeout = new Promise((_, reject) => {
+		timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms);
+	});
+	return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+// Starts the daemon on conf (listeners with port = 0) and learns each
+// listener's port from its "listening name=... port=N" log lines.
+async function startDaemon(conf) {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-smpp-'));
+	const file = path.join(dir, 'echorouterd.conf');
+	fs.writeFileSync(file, conf);
+	const child = spawn(BIN, ['-c', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+	const d = { child, dir, log: '', ports: {}, exited: null };
+	child.stderr.setEncoding('utf8');
+	child.on('exit', (code, signal) => { d.exited = { code, signal }; });
+	await withTimeout(new Promise((resolve, reject) => {
+		child.stderr.on('data', (chunk) => {
+			d.log += chunk;
+			for (const m of d.log.matchAll(/listening name=(\S+) .* port=(\d+)/g))
+				d.ports[m[1]] = Number(m[2]);
+			if (/ started: /.test(d.log))
+				resolve();
+		});
+		child.on('exit', () => reject(new Error(`daemon exited:\n${d.log}`)));
+	}), WAIT_MS, 'daemon start');
+	return d;
+}
+
+// SIGTERM, then the exit code (the test expects 0).
+async function stopDaemon(d) {
+	if (d.exited === null) {
+		d.child.kill('SIGTERM');
+		await withTimeout(new Promise((resolve) => d.child.on('exit', resolve)),
+			WAIT_MS, 'daemon stop').catch((e) => { d.child.kill('SIGKILL'); throw e; });
+	}
+	fs.rmSync(d.dir, { recursive: true, force: true });
+	if (d.exited.code !== 0)
+		throw new Error(`daemon exit ${JSON.stringify(d.exited)}:\n${d.log}`);
+}
+
+function connect(port) {
+	return withTimeout(new Promise((resolve, reject) => {
+		const s = smpp.connect({ url: `smpp://127.0.0.1:${port}` }, () => resolve(s));
+		s.on('error', reject);
+	}), WAIT_MS, 'smpp connect');
+}
+
+// Sends a request and resolves with its response PDU.
+function call(session, command, options) {
+	return withTimeout(new Promise((resolve) => {
+		session[command](options || {}, (pdu) => resolve(pdu));
+	}), WAIT_MS, command);
+}
+
+// Resolves with the next PDU of that command the server sends.
+function next(session, command) {
+	return withTimeout(new Promise((resolve) => session.once(command, resolve)),
+		WAIT_MS, `waiting for ${command}`);
+}
+
+async function bind(port, how, system_id, password) {
+	const s = await connect(port);
+	const r = await call(s, how, { system_id, password });
+	return { s, status: r.command_status, resp: r };
+}
+
+// A raw TCP client, for bytes the smpp package would not send.
+function rawConnect(port) {
+	return withTimeout(new Promise((resolve, reject) => {
+		const sock = net.connect(port, '127.0.0.1', () => resolve(sock));
+		sock.on('error', reject);
+	}), WAIT_MS, 'raw connect');
+}
+
+// Reads from a raw socket until n bytes or the close; bounded.
+function rawRead(sock, n) {
+	return withTimeout(new Promise((resolve) => {
+		let buf = Buffer.alloc(0);
+		const done = () => { sock.off('data', onData); resolve(buf); };
+		const onData = (chunk) => {
+			buf = Buffer.concat([buf, chunk]);
+			if (buf.length >= n)
+				done();
+		};
+		sock.on('data', onData);
+		sock.once('close', done);
+	}), WAIT_MS, 'raw read');
+}
+
+function header(len, id, status, seq) {
+	const b = Buffer.alloc(16);
+	b.writeUInt32BE(len, 0);
+	b.writeUInt32BE(id, 4);
+	b.writeUInt32BE(status, 8);
+	b.writeUInt32BE(seq, 12);
+	return b;
+}
+
+// The text of a deliver_sm, from message_payload or short_message.
+function text(pdu) {
+	const asString = (v) => (Buffer.isBuffer(v) ? v.toString() : String(v));
+	if (pdu.message_payload) {
+		const p = pdu.message_payload;
+		return asString(p.message !== undefined ? p.message : p);
+	}
+	const sm = pdu.short_message;
+	if (sm === undefined || sm === null)
+		return '';
+	return asString(sm.message !== undefined ? sm.message : sm);
+}
+
+module.exports = {
+	smpp, startDaemon, stopDaemon, connect, call, next, bind, rawConnect,
+	rawRead, header, text, withTimeout,
+};

@@ -1,0 +1,381 @@
+// smpp.test.js: the npm smpp package, a real third-party ESME, against
+// echorouterd's SMPP front end. Run by `make check` (node --test).
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const L = require('./lib.js');
+
+const SMPP_LISTENERS = `
+listeners = (
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; },
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; }
+);`;
+
+function conf(extra) {
+	return `dispatchers = 3;\nidle_timeout = 0;\n${SMPP_LISTENERS}\n${extra || ''}`;
+}
+
+const ACCOUNTS = `accounts = (
+  { id = "esmeA"; password = "pa"; },
+  { id = "esmeB"; password = "pb"; },
+  { id = "slow"; password = "ps"; max_tps = 5; },
+  { id = "gw"; password = "pg"; max_binds = 2; },
+  { id = "+351910000001"; password = "pl"; }
+);`;
+
+// Answers every deliver_sm and collects them.
+function collect(session) {
+	const got = [];
+	session.on('deliver_sm', (pdu) => {
+		got.push(pdu);
+		session.send(pdu.response());
+	});
+	return got;
+}
+
+async function until(pred, what, ms = 10000) {
+	const end = Date.now() + ms;
+	while (!pred()) {
+		if (Date.now() > end)
+			throw new Error(`timed out: ${what}`);
+		await new Promise((r) => setTimeout(r, 10));
+	}
+}
+
+test('binds are checked against the accounts', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	const port = d.ports.smpp;
+	try {
+		const ok = await L.bind(port, 'bind_transceiver', 'esmeA', 'pa');
+		assert.equal(ok.status, 0);
+		assert.equal(ok.resp.system_id, 'echorouterd');
+		assert.equal(ok.resp.sc_interface_version, 0x34);
+		const again = await L.call(ok.s, 'bind_transmitter', { system_id: 'esmeA', password: 'pa' });
+		assert.equal(again.command_status, L.smpp.ESME_RALYBND);
+		const badpw = await L.bind(port, 'bind_transmitter', 'esmeA', 'nope');
+		assert.equal(badpw.status, L.smpp.ESME_RINVPASWD);
+		const nobody = await L.bind(port, 'bind_receiver', 'stranger', 'x');
+		assert.equal(nobody.status, L.smpp.ESME_RINVSYSID);
+		// max_binds = 2 for gw: the third bind fails.
+		const g1 = await L.bind(port, 'bind_receiver', 'gw', 'pg');
+		const g2 = await L.bind(port, 'bind_transmitter', 'gw', 'pg');
+		const g3 = await L.bind(port, 'bind_transceiver', 'gw', 'pg');
+		assert.equal(g1.status, 0);
+		assert.equal(g2.status, 0);
+		assert.equal(g3.status, L.smpp.ESME_RBINDFAIL);
+		for (const x of [ok, badpw, nobody, g1, g2, g3])
+			x.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('bind state: nothing before a bind, no submit on a receiver', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	const port = d.ports.smpp;
+	try {
+		const s = await L.connect(port);
+		let r = await L.call(s, 'submit_sm', { destination_addr: 'esmeB', short_message: 'x' });
+		assert.equal(r.command_status, L.smpp.ESME_RINVBNDSTS);
+		r = await L.call(s, 'enquire_link');
+		assert.equal(r.command_status, 0);
+		const rx = await L.bind(port, 'bind_receiver', 'esmeB', 'pb');
+		r = await L.call(rx.s, 'submit_sm', { destination_addr: 'esmeA', short_message: 'x' });
+		assert.equal(r.command_status, L.smpp.ESME_RINVBNDSTS);
+		s.destroy();
+		rx.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('submit from A reaches B as deliver_sm, with a receipt back to A', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	const port = d.ports.smpp;
+	try {
+		const a = await L.bind(port, 'bind_transceiver', 'esmeA', 'pa');
+		const b = await L.bind(port, 'bind_receiver', 'esmeB', 'pb');
+		const atA = collect(a.s), atB = collect(b.s);
+		const r = await L.call(a.s, 'submit_sm', {
+			source_addr_ton: 1, source_addr_npi: 1, source_addr: '447700900001',
+			dest_addr_ton: 5, dest_addr_npi: 0, destination_addr: 'esmeB',
+			data_coding: 0, short_message: Buffer.from('hello B'),
+			registered_delivery: 1,
+		});
+		assert.equal(r.command_status, 0);
+		assert.match(r.message_id, /^\d+$/);
+		await until(() => atB.length === 1, 'deliver_sm at B');
+		const m = atB[0];
+		assert.equal(L.text(m), 'hello B');
+		assert.equal(m.source_addr, '447700900001');
+		assert.equal(m.source_addr_ton, 1);
+		assert.equal(m.source_addr_npi, 1);
+		assert.equal(m.destination_addr, 'esmeB');
+		assert.equal(m.dest_addr_ton, 5);
+		await until(() => atA.length === 1, 'receipt at A');
+		const rc = atA[0];
+		assert.equal(rc.esm_class & 0x3c, 0x04);
+		assert.equal(rc.receipted_message_id, r.message_id);
+		assert.equal(rc.message_state, 2);
+		assert.match(L.text(rc), new RegExp(`^id:${r.message_id} sub:001 dlvrd:001 submit date:\\d{10} done date:\\d{10} stat:DELIVRD err:000 text:hello B`));
+		const u = await L.call(a.s, 'unbind');
+		assert.equal(u.command_status, 0);
+		assert.equal(u.command, 'unbind_resp');
+		b.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('long messages go as message_payload; binary passes untouched', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	const port = d.ports.smpp;
+	try {
+		const a = await L.bind(port, 'bind_transmitter', 'esmeA', 'pa');
+		const b = await L.bind(port, 'bind_receiver', 'esmeB', 'pb');
+		const atB = collect(b.s);
+		const bin = Buffer.from([0x05, 0x00, 0x03, 0x2a, 0x02, 0x01, 0xff, 0x00, 0x80]);
+		let r = await L.call(a.s, 'submit_sm', { destination_addr: 'esmeB',
+			esm_class: 0x40, data_coding: 4, short_message: bin });
+		assert.equal(r.command_status, 0);
+		const long = 'x'.repeat(1000);
+		r = await L.call(a.s, 'submit_sm', { destination_addr: 'esmeB',
+			message_payload: Buffer.from(long) });
+		assert.equal(r.command_status, 0);
+		await until(() => atB.length === 2, 'two deliver_sm');
+		// The library splits off the UDH (esm_class 0x40); the rest of the
+		// bytes must be exactly what A sent.
+		const sm = atB[0].short_message;
+		assert.equal(atB[0].data_coding, 4);
+		assert.equal(atB[0].esm_class & 0x40, 0x40);
+		assert.ok(Array.isArray(sm.udh) && sm.udh.length > 0, 'UDH kept');
+		assert.deepEqual(Buffer.from(sm.message), bin.subarray(bin[0] + 1));
+		assert.equal(L.text(atB[1]), long);
+		a.s.destroy();
+		b.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('no bound recipient: ESME_RINVDSTADR; TON 1 matches +prefix routes', async () => {
+	const d = await L.startDaemon(conf(`${ACCOUNTS}
+routes = ( { prefix = "+4477"; to = "esmeB"; } );`));
+	const port = d.ports.smpp;
+	try {
+		const a = await L.bind(port, 'bind_transmitter', 'esmeA', 'pa');
+		let r = await L.call(a.s, 'submit_sm', { destination_addr: 'nobody', short_message: 'x' });
+		assert.equal(r.command_status, L.smpp.ESME_RINVDSTADR);
+		const b = await L.bind(port, 'bind_receiver', 'esmeB', 'pb');
+		const atB = collect(b.s);
+		r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 1, dest_addr_npi: 1,
+			destination_addr: '447700900123', short_message: 'routed' });
+		assert.equal(r.command_status, 0);
+		await until(() => atB.length === 1, 'routed deliver_sm');
+		assert.equal(atB[0].destination_addr, '447700900123');
+		assert.equal(atB[0].dest_addr_ton, 1);
+		// TON 0 is not international: no route.
+		r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 0, destination_addr: '447700900123',
+			short_message: 'x' });
+		assert.equal(r.command_status, L.smpp.ESME_RINVDSTADR);
+		a.s.destroy();
+		b.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('window and queue: beyond them the submitter gets ESME_RMSGQFUL', async () => {
+	const d = await L.startDaemon(conf(`${ACCOUNTS}
+smpp = { window = 4; queue_limit = 4; response_timeout = 60; };`));
+	const port = d.ports.smpp;
+	try {
+		const a = await L.bind(port, 'bind_transmitter', 'esmeA', 'pa');
+		const b = await L.bind(port, 'bind_receiver', 'esmeB', 'pb');
+		const held = [];
+		b.s.on('deliver_sm', (pdu) => held.push(pdu));	// no answer yet
+		const status = [];
+		for (let i = 0; i < 10; i++) {
+			const r = await L.call(a.s, 'submit_sm', { destination_addr: 'esmeB', short_message: `m${i}` });
+			status.push(r.command_status);
+		}
+		assert.deepEqual(status.slice(0, 8), Array(8).fill(0));
+		assert.deepEqual(status.slice(8), [L.smpp.ESME_RMSGQFUL, L.smpp.ESME_RMSGQFUL]);
+		await until(() => held.length === 4, 'the first window');
+		await new Promise((r) => setTimeout(r, 200));
+		assert.equal(held.length, 4, 'no more than the window in flight');
+		// Answering opens the window: the queued four follow, in order.
+		b.s.on('deliver_sm', (pdu) => b.s.send(pdu.response()));
+		for (const pdu of held)
+			b.s.send(pdu.response());
+		await until(() => held.length === 8, 'the queued messages');
+		assert.deepEqual(held.map(L.text), ['m0', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7']);
+		a.s.destroy();
+		b.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('max_tps: a burst over a second\'s worth gets ESME_RTHROTTLED', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	const port = d.ports.smpp;
+	try {
+		const a = await L.bind(port, 'bind_transmitter', 'slow', 'ps');
+		const b = await L.bind(port, 'bind_receiver', 'esmeB', 'pb');
+		collect(b.s);
+		const all = await Promise.all(Array.from({ length: 20 }, (_, i) =>
+			L.call(a.s, 'submit_sm', { destination_addr: 'esmeB', short_message: `t${i}` })));
+		const ok = all.filter((r) => r.command_status === 0).length;
+		const thr = all.filter((r) => r.command_status === L.smpp.ESME_RTHROTTLED).length;
+		assert.equal(ok + thr, 20);
+		assert.ok(ok >= 5 && ok <= 7, `accepted ${ok}`);
+		assert.ok(thr >= 13, `throttled ${thr}`);
+		a.s.destroy();
+		b.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('generic_nack for unknown commands and bad PDUs; absurd length closes', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	const port = d.ports.smpp;
+	try {
+		const sock = await L.rawConnect(port);
+		sock.write(L.header(16, 0x00000999, 0, 7));
+		let got = await L.rawRead(sock, 16);
+		assert.equal(got.readUInt32BE(4), 0x80000000);
+		assert.equal(got.readUInt32BE(8), L.smpp.ESME_RINVCMDID);
+		assert.equal(got.readUInt32BE(12), 7);
+		// A bind whose system_id has no NUL within 16 bytes.
+		const body = Buffer.concat([Buffer.alloc(20, 0x41), Buffer.alloc(10)]);
+		const bind = Buffer.concat([L.header(16 + body.length, 0x00000009, 0, 8), body]);
+		sock.write(bind);
+		got = await L.rawRead(sock, 16);
+		assert.equal(got.readUInt32BE(4), 0x80000009);
+		assert.equal(got.readUInt32BE(8), L.smpp.ESME_RINVSYSID);
+		// command_length 1 GiB: generic_nack ESME_RINVCMDLEN, then closed.
+		sock.write(L.header(1 << 30, 0x00000004, 0, 9));
+		got = await L.rawRead(sock, 1 << 20);
+		assert.equal(got.length, 16);
+		assert.equal(got.readUInt32BE(4), 0x80000000);
+		assert.equal(got.readUInt32BE(8), L.smpp.ESME_RINVCMDLEN);
+		assert.equal(got.readUInt32BE(12), 9);
+		sock.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('the server probes idle binds and gives up on silent ones', async () => {
+	const d = await L.startDaemon(conf(`${ACCOUNTS}
+smpp = { enquire_link_interval = 1; response_timeout = 1; };`));
+	const port = d.ports.smpp;
+	try {
+		const live = await L.bind(port, 'bind_transceiver', 'esmeA', 'pa');
+		live.s.on('enquire_link', (pdu) => live.s.send(pdu.response()));
+		const mute = await L.bind(port, 'bind_transceiver', 'esmeB', 'pb');
+		const seen = [];
+		mute.s.on('enquire_link', (pdu) => seen.push('enquire_link'));
+		mute.s.on('unbind', () => seen.push('unbind'));
+		const closed = new Promise((r) => mute.s.on('close', r));
+		await L.withTimeout(closed, 10000, 'silent bind closed');
+		assert.deepEqual(seen.slice(0, 2), ['enquire_link', 'unbind']);
+		// The one that answers is still bound.
+		const r = await L.call(live.s, 'enquire_link');
+		assert.equal(r.command_status, 0);
+		live.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('SMPP and line router clients message each other both ways', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	try {
+		const a = await L.bind(d.ports.smpp, 'bind_transceiver', 'esmeA', 'pa');
+		const atA = collect(a.s);
+		const line = await L.rawConnect(d.ports.router);
+		let buf = '';
+		line.setEncoding('utf8');
+		line.on('data', (c) => { buf += c; });
+		line.write('LOGIN +351910000001 pl\n');
+		await until(() => buf.includes('OK LOGIN'), 'router login');
+		line.write('SEND esmeA hi from the line\n');
+		await until(() => atA.length === 1, 'deliver_sm from a line client');
+		assert.equal(L.text(atA[0]), 'hi from the line');
+		assert.equal(atA[0].source_addr, '351910000001');
+		assert.equal(atA[0].source_addr_ton, 1);
+		await until(() => /OK \d+\n/.test(buf), 'OK for the SEND');
+		const r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 1, dest_addr_npi: 1,
+			destination_addr: '351910000001', short_message: 'hi line' });
+		assert.equal(r.command_status, 0);
+		await until(() => buf.includes(`MSG ${r.message_id} esmeA hi line\n`), 'MSG at the line client');
+		line.destroy();
+		a.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('200 ESME sessions on 3 reactors exchange 20,000 messages', async () => {
+	const N = 200, PER = 100, WINDOW = 10;
+	const accounts = Array.from({ length: N }, (_, i) =>
+		`{ id = "e${i}"; password = "p${i}"; }`).join(',\n');
+	const d = await L.startDaemon(conf(`accounts = (\n${accounts}\n);`));
+	const port = d.ports.smpp;
+	try {
+		const sessions = [];
+		for (let i = 0; i < N; i++) {
+			const b = await L.bind(port, 'bind_transceiver', `e${i}`, `p${i}`);
+			assert.equal(b.status, 0);
+			sessions.push(b.s);
+		}
+		const received = new Map();	// "from>to#k" -> count
+		let delivered = 0, answered = 0, failed = 0;
+		sessions.forEach((s) => s.on('deliver_sm', (pdu) => {
+			const t = L.text(pdu);
+			received.set(t, (received.get(t) || 0) + 1);
+			delivered++;
+			s.send(pdu.response());
+		}));
+		const ids = new Set();
+		await Promise.all(sessions.map((s, i) => new Promise((resolve) => {
+			let sent = 0, inflight = 0, done = 0;
+			const pump = () => {
+				while (inflight < WINDOW && sent < PER) {
+					const k = sent++;
+					const to = (i + 1 + (k * 7) % (N - 1)) % N;
+					inflight++;
+					s.submit_sm({ destination_addr: `e${to}`, short_message: `e${i}>e${to}#${k}` }, (r) => {
+						inflight--;
+						answered++;
+						if (r.command_status !== 0)
+							failed++;
+						else
+							ids.add(r.message_id);
+						if (++done === PER)
+							resolve();
+						else
+							pump();
+					});
+				}
+			};
+			pump();
+		})));
+		assert.equal(answered, N * PER);
+		assert.equal(failed, 0);
+		assert.equal(ids.size, N * PER, 'message ids are unique');
+		await until(() => delivered >= N * PER, `deliveries (${delivered})`, 60000);
+		await new Promise((r) => setTimeout(r, 200));
+		assert.equal(delivered, N * PER);
+		assert.equal(received.size, N * PER, 'none lost, none duplicated');
+		for (const [k, v] of received)
+			assert.equal(v, 1, `${k} delivered ${v} times`);
+		sessions.forEach((s) => s.destroy());
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
