@@ -1,0 +1,15 @@
+/* suites.h: every unit suite the runner in main.c runs. */
+#ifndef ECHOROUTERD_TESTS_SUITES_H
+#define ECHOROUTERD_TESTS_SUITES_H
+
+#include <check.h>
+
+Suite	*buf_suite(void);
+Suite	*config_suite(void);
+Suite	*reactor_suite(void);
+Suite	*echo_suite(void);
+Suite	*placement_suite(void);
+Suite	*route_suite(void);
+Suite	*smpp_pdu_suite(void);
+
+#endif

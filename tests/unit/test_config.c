@@ -1,0 +1,609 @@
+/* test_config.c: config_load: the sample, defaults, and every kind of error. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "helpers.h"
+#include "proto.h"
+#include "suites.h"
+#include "util.h"
+
+/* One valid listener, on line 1 when it comes first. */
+#define LISTENER							\
+	"listeners = ( { name = \"e\"; address = \"127.0.0.1\"; port = 0; "\
+	"protocol = \"echo\"; } );\n"
+
+static unsigned
+online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > CONFIG_DISPATCHERS_MAX ?
+	    CONFIG_DISPATCHERS_MAX : (unsigned)n;
+}
+
+static const char *
+sample_path(void)
+{
+	static char path[1024];
+	const char *dir = getenv("ECHOROUTERD_SRCDIR");
+
+	snprintf(path, sizeof(path), "%s/conf/echorouterd.conf",
+	    dir != NULL ? dir : ".");
+	return path;
+}
+
+/*
+ * Loads text, expects it rejected with exactly one error on line line
+ * whose text contains what.
+ */
+static void
+expect_one_error(const char *text, int line, const char *what)
+{
+	char path[600], prefix[700], *errors = NULL;
+	struct config *cf = unit_config_load(text, path, sizeof(path), &errors);
+
+	ck_assert_msg(cf == NULL, "accepted a bad config:\n%s", text);
+	ck_assert_ptr_nonnull(errors);
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
+	ck_assert_msg(strncmp(errors, prefix, strlen(prefix)) == 0,
+	    "expected \"%s...\", got \"%s\"", prefix, errors);
+	ck_assert_msg(strstr(errors, what) != NULL,
+	    "expected \"%s\" in \"%s\"", what, errors);
+	ck_assert_msg(unit_count_lines(errors) == 1, "one error expected: %s",
+	    errors);
+	free(errors);
+}
+
+START_TEST(config_sample_loads)
+{
+	char *errors = NULL;
+	struct config *cf = config_load(sample_path(), &errors);
+	const struct listener_conf *l;
+
+	ck_assert_msg(cf != NULL, "%s: %s", sample_path(),
+	    errors ? errors : "?");
+	ck_assert_ptr_null(errors);
+	ck_assert_str_eq(cf->path, sample_path());
+	ck_assert(cf->dispatchers_auto);
+	ck_assert_uint_eq(cf->dispatchers, online_cpus());
+	ck_assert(!cf->cpu_affinity);
+	ck_assert_uint_eq(cf->max_connections, 100000);
+	ck_assert_uint_eq(cf->idle_timeout, 600);
+	ck_assert_uint_eq(cf->shutdown_timeout, 10);
+	ck_assert_int_eq(cf->log_level, LOG_LEVEL_INFO);
+	ck_assert_uint_eq(cf->limits.max_line, 4096);
+	ck_assert_uint_eq(cf->limits.output_high_watermark, 1048576);
+	ck_assert_uint_eq(cf->limits.output_limit, 8388608);
+	ck_assert_uint_ge(cf->nlisteners, 1);
+	l = config_find_listener(cf, "echo");
+	ck_assert_ptr_nonnull(l);
+	ck_assert_str_eq(l->address, "127.0.0.1");
+	ck_assert_uint_eq(l->port, 7007);
+	ck_assert_ptr_eq(l->proto, &proto_echo);
+	ck_assert_int_gt(l->line, 0);
+	ck_assert_ptr_null(config_find_listener(cf, "no-such-listener"));
+	config_unref(cf);
+}
+END_TEST
+
+START_TEST(config_defaults)
+{
+	struct config *cf = unit_config("# only a listener\n" LISTENER);
+
+	ck_assert(cf->dispatchers_auto);
+	ck_assert_uint_eq(cf->dispatchers, online_cpus());
+	ck_assert(!cf->cpu_affinity);
+	ck_assert_uint_eq(cf->max_connections, 100000);
+	ck_assert_uint_eq(cf->idle_timeout, 600);
+	ck_assert_uint_eq(cf->shutdown_timeout, 10);
+	ck_assert_int_eq(cf->log_level, LOG_LEVEL_INFO);
+	ck_assert_uint_eq(cf->limits.max_line, 4096);
+	ck_assert_uint_eq(cf->limits.output_high_watermark, 1 << 20);
+	ck_assert_uint_eq(cf->limits.output_limit, 8 << 20);
+	ck_assert_uint_eq(cf->nlisteners, 1);
+	ck_assert_str_eq(cf->listeners[0].name, "e");
+	ck_assert_uint_eq(cf->listeners[0].port, 0);
+	ck_assert_int_eq(cf->listeners[0].line, 2);
+	ck_assert_uint_eq(atomic_load(&cf->refs), 1);
+	config_unref(cf);
+}
+END_TEST
+
+START_TEST(config_dispatchers_auto)
+{
+	struct config *cf = unit_config("dispatchers = \"auto\";\n" LISTENER);
+
+	ck_assert(cf->dispatchers_auto);
+	ck_assert_uint_eq(cf->dispatchers, online_cpus());
+	ck_assert_uint_ge(cf->dispatchers, 1);
+	config_unref(cf);
+}
+END_TEST
+
+START_TEST(config_dispatchers_numeric)
+{
+	static const unsigned values[] = { 1, 3, 7, 1024 };
+	char text[512];
+
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		struct config *cf;
+
+		snprintf(text, sizeof(text), "dispatchers = %u;\n" LISTENER,
+		    values[i]);
+		cf = unit_config(text);
+		ck_assert(!cf->dispatchers_auto);
+		ck_assert_uint_eq(cf->dispatchers, values[i]);
+		config_unref(cf);
+	}
+}
+END_TEST
+
+START_TEST(config_every_value)
+{
+	struct config *cf = unit_config(
+	    "dispatchers = 5;\n"
+	    "cpu_affinity = true;\n"
+	    "max_connections = 12;\n"
+	    "idle_timeout = 0;\n"
+	    "shutdown_timeout = 3600;\n"
+	    "log = { level = \"debug\"; };\n"
+	    "limits = { max_line = 64; output_high_watermark = 4096;\n"
+	    "  output_limit = 4294967296L; };\n"
+	    "listeners = (\n"
+	    "  { name = \"a\"; address = \"127.0.0.1\"; port = 7007;"
+	    " protocol = \"echo\"; },\n"
+	    "  { name = \"b-2.x_y\"; address = \"::1\"; port = 7007;"
+	    " protocol = \"echo\"; },\n"
+	    "  { name = \"c\"; address = \"127.0.0.1\"; port = 65535;"
+	    " protocol = \"echo\"; }\n"
+	    ");\n");
+	const struct listener_conf *l;
+
+	ck_assert_uint_eq(cf->dispatchers, 5);
+	ck_assert(cf->cpu_affinity);
+	ck_assert_uint_eq(cf->max_connections, 12);
+	ck_assert_uint_eq(cf->idle_timeout, 0);
+	ck_assert_uint_eq(cf->shutdown_timeout, 3600);
+	ck_assert_int_eq(cf->log_level, LOG_LEVEL_DEBUG);
+	ck_assert_uint_eq(cf->limits.max_line, 64);
+	ck_assert_uint_eq(cf->limits.output_high_watermark, 4096);
+	ck_assert_uint_eq(cf->limits.output_limit, 4294967296ULL);
+	ck_assert_uint_eq(cf->nlisteners, 3);
+	l = config_find_listener(cf, "b-2.x_y");
+	ck_assert_ptr_nonnull(l);
+	ck_assert_str_eq(l->address, "::1");
+	ck_assert_uint_eq(l->port, 7007);
+	ck_assert_int_eq(l->line, 11);
+	l = config_find_listener(cf, "c");
+	ck_assert_ptr_nonnull(l);
+	ck_assert_uint_eq(l->port, 65535);
+	ck_assert_int_eq(l->line, 12);
+	config_unref(cf);
+}
+END_TEST
+
+/* Port 0 means "any free port": two listeners may both ask for it. */
+START_TEST(config_port_zero_twice)
+{
+	struct config *cf = unit_config("listeners = (\n"
+	    "  { name = \"a\"; address = \"127.0.0.1\"; port = 0;"
+	    " protocol = \"echo\"; },\n"
+	    "  { name = \"b\"; address = \"127.0.0.1\"; port = 0;"
+	    " protocol = \"echo\"; }\n"
+	    ");\n");
+
+	ck_assert_uint_eq(cf->nlisteners, 2);
+	config_unref(cf);
+}
+END_TEST
+
+struct bad_case {
+	const char *text;
+	int	line;
+	const char *what;
+};
+
+static const struct bad_case bad_cases[] = {
+	/* Unknown keys, at every level. */
+	{ "# comment\n\nbogus = 1;\n" LISTENER, 3, "bogus: unknown setting" },
+	{ LISTENER "log = {\n  level = \"info\";\n  colour = true;\n};\n", 4,
+	    "log.colour: unknown setting" },
+	{ LISTENER "limits = {\n  max_lines = 100;\n};\n", 3,
+	    "limits.max_lines: unknown setting" },
+	{ "listeners = (\n  {\n    name = \"e\";\n"
+	    "    address = \"127.0.0.1\";\n    port = 0;\n"
+	    "    protocol = \"echo\";\n    backlog = 5;\n  }\n);\n", 7,
+	    "listeners.backlog: unknown setting" },
+	/* Wrong types. */
+	{ LISTENER "dispatchers = true;\n", 2, "dispatchers: expected" },
+	{ LISTENER "dispatchers = \"many\";\n", 2, "dispatchers: expected" },
+	{ LISTENER "dispatchers = 2.0;\n", 2, "dispatchers: expected" },
+	{ LISTENER "cpu_affinity = 1;\n", 2,
+	    "cpu_affinity: expected true or false" },
+	{ LISTENER "max_connections = \"lots\";\n", 2,
+	    "max_connections: expected an integer" },
+	{ LISTENER "idle_timeout = 1.5;\n", 2,
+	    "idle_timeout: expected an integer" },
+	{ LISTENER "shutdown_timeout = false;\n", 2,
+	    "shutdown_timeout: expected an integer" },
+	{ LISTENER "log = \"info\";\n", 2, "log: expected a group" },
+	{ LISTENER "log = { level = 6; };\n", 2, "level: expected a string" },
+	{ LISTENER "limits = 5;\n", 2, "limits: expected a group" },
+	{ LISTENER "limits = { max_line = \"4k\"; };\n", 2,
+	    "max_line: expected an integer" },
+	{ "listeners = (\n  { name = \"e\"; address = \"127.0.0.1\";\n"
+	    "    port = \"7007\"; protocol = \"echo\"; }\n);\n", 3,
+	    "port: expected an integer" },
+	{ "listeners = (\n  { name = \"e\"; address = 127;\n"
+	    "    port = 1; protocol = \"echo\"; }\n);\n", 2,
+	    "address: expected a string" },
+	{ "\nlisteners = { name = \"e\"; };\n", 2,
+	    "listeners: expected a list" },
+	{ "listeners = (\n  5\n);\n", 2, "each entry must be a group" },
+	/* Out of range. */
+	{ LISTENER "dispatchers = 0;\n", 2,
+	    "dispatchers: 0 is out of range 1..1024" },
+	{ LISTENER "dispatchers = 1025;\n", 2,
+	    "dispatchers: 1025 is out of range 1..1024" },
+	{ "listeners = (\n  { name = \"e\"; address = \"127.0.0.1\";\n"
+	    "    port = 70000; protocol = \"echo\"; }\n);\n", 3,
+	    "port: 70000 is out of range 0..65535" },
+	{ "listeners = (\n  { name = \"e\"; address = \"127.0.0.1\";\n"
+	    "    port = -1; protocol = \"echo\"; }\n);\n", 3,
+	    "port: -1 is out of range" },
+	{ LISTENER "max_connections = 0;\n", 2,
+	    "max_connections: 0 is out of range" },
+	{ LISTENER "idle_timeout = 31536001;\n", 2,
+	    "idle_timeout: 31536001 is out of range" },
+	{ LISTENER "shutdown_timeout = 3601;\n", 2,
+	    "shutdown_timeout: 3601 is out of range" },
+	{ LISTENER "limits = {\n  max_line = 63;\n};\n", 3,
+	    "max_line: 63 is out of range" },
+	{ LISTENER "limits = {\n  max_line = 1048577;\n};\n", 3,
+	    "max_line: 1048577 is out of range" },
+	{ LISTENER "limits = {\n  output_high_watermark = 4095;\n};\n", 3,
+	    "output_high_watermark: 4095 is out of range" },
+	{ LISTENER "limits = {\n  output_limit = 4294967297L;\n};\n", 3,
+	    "output_limit: 4294967297 is out of range" },
+	{ LISTENER "log = {\n  level = \"verbose\";\n};\n", 3,
+	    "log.level: \"verbose\" is not one of" },
+	/* Listener problems. */
+	{ "listeners = (\n"
+	    "  { name = \"a\"; address = \"127.0.0.1\"; port = 1;"
+	    " protocol = \"echo\"; },\n"
+	    "  { name = \"a\"; address = \"127.0.0.1\"; port = 2;"
+	    " protocol = \"echo\"; }\n);\n", 3,
+	    "listener name \"a\" is already used on line 2" },
+	{ "listeners = (\n"
+	    "  { name = \"a\"; address = \"127.0.0.1\"; port = 7007;"
+	    " protocol = \"echo\"; },\n\n"
+	    "  { name = \"b\"; address = \"127.0.0.1\"; port = 7007;"
+	    " protocol = \"echo\"; }\n);\n", 4,
+	    "127.0.0.1 port 7007 is already used by \"a\"" },
+	{ "listeners = (\n  { name = \"e\"; address = \"127.0.0.1\";\n"
+	    "    protocol = \"echo\"; }\n);\n", 2, "\"port\" is missing" },
+	{ "listeners = (\n  { address = \"127.0.0.1\"; port = 1;\n"
+	    "    protocol = \"echo\"; }\n);\n", 2, "\"name\" is missing" },
+	{ "listeners = (\n  { name = \"e\"; port = 1;\n"
+	    "    protocol = \"echo\"; }\n);\n", 2, "\"address\" is missing" },
+	{ "listeners = (\n  { name = \"e\"; address = \"::1\"; port = 1; }\n"
+	    ");\n", 2, "\"protocol\" is missing" },
+	{ "listeners = (\n  { name = \"e\";\n    address = \"localhost\";\n"
+	    "    port = 1; protocol = \"echo\"; }\n);\n", 3,
+	    "address \"localhost\" is not an IPv4 or IPv6 literal" },
+	{ "listeners = (\n  { name = \"e\"; address = \"127.0.0.256\";\n"
+	    "    port = 1; protocol = \"echo\"; }\n);\n", 2,
+	    "address \"127.0.0.256\" is not" },
+	{ "listeners = (\n  { name = \"e\"; address = \"\"; port = 1;\n"
+	    "    protocol = \"echo\"; }\n);\n", 2, "address \"\" is not" },
+	{ "listeners = (\n  { name = \"e\"; address = \"127.0.0.1\";\n"
+	    "    port = 1;\n    protocol = \"http\"; }\n);\n", 4,
+	    "protocol \"http\" is unknown (known: " },
+	{ "listeners = (\n  { name = \"has space\"; address = \"::1\";\n"
+	    "    port = 1; protocol = \"echo\"; }\n);\n", 2,
+	    "listener name \"has space\": use 1-64 of" },
+	{ "listeners = (\n  { name = \"\"; address = \"::1\";\n"
+	    "    port = 1; protocol = \"echo\"; }\n);\n", 2,
+	    "listener name \"\": use" },
+	{ "listeners = (\n  { name = \"a123456789b123456789c123456789"
+	    "d123456789e123456789f123456789g1234\";\n    address = \"::1\";"
+	    " port = 1; protocol = \"echo\"; }\n);\n", 2, "use 1-64 of" },
+	{ "# nothing yet\nlisteners = ();\n", 2,
+	    "listeners: at least one listener is needed" },
+	/* Limits that contradict each other, reported on the group. */
+	{ LISTENER "\nlimits = {\n  output_high_watermark = 65536;\n"
+	    "  output_limit = 8192;\n};\n", 3,
+	    "output_limit (8192) is below output_high_watermark (65536)" },
+	{ LISTENER "limits = { output_high_watermark = 16777216; };\n", 2,
+	    "output_limit (8388608) is below output_high_watermark" },
+	/* Accounts and routes. */
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";"
+	    " role = 1; }\n);\n", 3, "accounts.role: unknown setting" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; }\n);\n", 3,
+	    "\"password\" is missing" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\"; },\n"
+	    "  { id = \"a\"; password = \"q\"; }\n);\n", 4,
+	    "account \"a\" is already defined on line 3" },
+	{ LISTENER "accounts = (\n  { id = \"a b\"; password = \"p\"; }\n"
+	    ");\n", 3, "account id \"a b\": use 1-64 of" },
+	{ LISTENER "accounts = { id = \"a\"; };\n", 2,
+	    "accounts: expected a list" },
+	{ LISTENER "routes = (\n  { prefix = \"+1\"; to = \"a\"; },\n"
+	    "  { prefix = \"+1\"; to = \"b\"; }\n);\n", 4,
+	    "route prefix \"+1\" is already used on line 3" },
+	{ LISTENER "routes = (\n  { prefix = \"+1\"; }\n);\n", 3,
+	    "\"to\" is missing" },
+	{ LISTENER "routes = (\n  { prefix = \"+1\"; to = \"a\";\n"
+	    "    via = \"x\"; }\n);\n", 4, "routes.via: unknown setting" },
+	{ LISTENER "limits = {\n  output_stall_timeout = 86401;\n};\n", 3,
+	    "output_stall_timeout: 86401 is out of range" },
+	/* Syntax errors: the line libconfig stopped on. */
+	{ LISTENER "dispatchers = 2;\n\nidle_timeout = = 5;\n", 4,
+	    "syntax error" },
+	{ LISTENER "log = {\n  level = \"info\";\n", 4, "syntax error" },
+};
+
+START_TEST(config_bad_case)
+{
+	const struct bad_case *bc = &bad_cases[_i];
+
+	expect_one_error(bc->text, bc->line, bc->what);
+}
+END_TEST
+
+/* A 64-character name is the longest allowed. */
+START_TEST(config_name_max)
+{
+	struct config *cf = unit_config("listeners = ( { name = "
+	    "\"a123456789b123456789c123456789d123456789e123456789f123456789"
+	    "g123\"; address = \"::1\"; port = 1; protocol = \"echo\"; } );\n");
+
+	ck_assert_uint_eq(strlen(cf->listeners[0].name), CONFIG_NAME_MAX);
+	config_unref(cf);
+}
+END_TEST
+
+START_TEST(config_no_listeners)
+{
+	char path[600], *errors = NULL;
+	struct config *cf = unit_config_load("dispatchers = 2;\n", path,
+	    sizeof(path), &errors);
+
+	ck_assert_ptr_null(cf);
+	ck_assert_ptr_nonnull(errors);
+	ck_assert_msg(strncmp(errors, path, strlen(path)) == 0 &&
+	    errors[strlen(path)] == ':', "no FILE: in \"%s\"", errors);
+	ck_assert_ptr_nonnull(strstr(errors,
+	    "listeners: at least one listener is needed"));
+	ck_assert_uint_eq(unit_count_lines(errors), 1);
+	free(errors);
+}
+END_TEST
+
+START_TEST(config_missing_file)
+{
+	const char *path = "/nonexistent-dir-erd/echorouterd.conf";
+	char *errors = NULL;
+	struct config *cf = config_load(path, &errors);
+
+	ck_assert_ptr_null(cf);
+	ck_assert_ptr_nonnull(errors);
+	ck_assert_msg(strncmp(errors, path, strlen(path)) == 0 &&
+	    errors[strlen(path)] == ':', "no FILE: in \"%s\"", errors);
+	ck_assert_ptr_nonnull(strstr(errors, "cannot read"));
+	ck_assert_ptr_nonnull(strstr(errors, "No such file or directory"));
+	ck_assert_uint_eq(unit_count_lines(errors), 1);
+	free(errors);
+}
+END_TEST
+
+/* Every problem in a file is reported, in order, each with its line. */
+START_TEST(config_all_errors_reported)
+{
+	static const int lines[] = { 2, 3, 6, 9, 12, 14 };
+	const char *text =
+	    "# several mistakes\n"					/* 1 */
+	    "dispatchers = 0;\n"					/* 2 */
+	    "colour = \"blue\";\n"					/* 3 */
+	    "log = {\n"							/* 4 */
+	    "  level = \"info\";\n"					/* 5 */
+	    "  level2 = 1;\n"						/* 6 */
+	    "};\n"							/* 7 */
+	    "listeners = (\n"						/* 8 */
+	    "  { name = \"a\"; address = \"127.0.0.1\"; port = 99999;"	/* 9 */
+	    " protocol = \"echo\"; },\n"
+	    "  { name = \"b\";\n"					/* 10 */
+	    "    address = \"127.0.0.1\"; port = 1;\n"		/* 11 */
+	    "    protocol = \"smtp\"; }\n"				/* 12 */
+	    ");\n"							/* 13 */
+	    "cpu_affinity = \"yes\";\n";				/* 14 */
+	char path[600], *errors = NULL, *p;
+	struct config *cf = unit_config_load(text, path, sizeof(path), &errors);
+
+	ck_assert_ptr_null(cf);
+	ck_assert_ptr_nonnull(errors);
+	ck_assert_msg(unit_count_lines(errors) == ARRAY_LEN(lines),
+	    "expected %zu errors, got:\n%s", ARRAY_LEN(lines), errors);
+	p = errors;
+	for (size_t i = 0; i < ARRAY_LEN(lines); i++) {
+		char prefix[700];
+
+		snprintf(prefix, sizeof(prefix), "%s:%d: ", path, lines[i]);
+		ck_assert_msg(strncmp(p, prefix, strlen(prefix)) == 0,
+		    "error %zu: expected \"%s...\" in:\n%s", i, prefix,
+		    errors);
+		p = strchr(p, '\n') + 1;
+	}
+	free(errors);
+}
+END_TEST
+
+/* A listener with only a name: three fields missing, three errors. */
+START_TEST(config_missing_fields_each_reported)
+{
+	char path[600], *errors = NULL;
+	struct config *cf = unit_config_load("listeners = (\n"
+	    "  { name = \"only\"; }\n);\n", path, sizeof(path), &errors);
+
+	ck_assert_ptr_null(cf);
+	ck_assert_ptr_nonnull(errors);
+	ck_assert_uint_eq(unit_count_lines(errors), 3);
+	ck_assert_ptr_nonnull(strstr(errors, "\"address\" is missing"));
+	ck_assert_ptr_nonnull(strstr(errors, "\"port\" is missing"));
+	ck_assert_ptr_nonnull(strstr(errors, "\"protocol\" is missing"));
+	free(errors);
+}
+END_TEST
+
+/*
+ * Regression: a listener field of the wrong type was reported twice, as
+ * "expected a string" and again as "missing".
+ */
+START_TEST(config_wrong_type_is_not_also_missing)
+{
+	static const char *const texts[] = {
+		"listeners = (\n  { name = 5; address = \"::1\";"
+		" port = 1; protocol = \"echo\"; }\n);\n",
+		"listeners = (\n  { name = \"a\"; address = true;"
+		" port = 1; protocol = \"echo\"; }\n);\n",
+		"listeners = (\n  { name = \"a\"; address = \"::1\";"
+		" port = 1; protocol = [ \"echo\" ]; }\n);\n",
+		"listeners = (\n  { name = \"a\"; address = \"::1\";"
+		" port = 1.0; protocol = \"echo\"; }\n);\n",
+	};
+	static const char *const what[] = {
+		"name: expected a string", "address: expected a string",
+		"protocol: expected a string", "port: expected an integer",
+	};
+
+	for (size_t i = 0; i < ARRAY_LEN(texts); i++)
+		expect_one_error(texts[i], 2, what[i]);
+}
+END_TEST
+
+START_TEST(config_accounts_routes)
+{
+	struct config *cf = unit_config(LISTENER
+	    "accounts = (\n"
+	    "  { id = \"esme1\"; password = \"secret\"; },\n"
+	    "  { id = \"+351-b@x\"; password = \"\"; }\n"
+	    ");\n"
+	    "routes = ( { prefix = \"+351\"; to = \"esme1\"; } );\n"
+	    "limits = { output_stall_timeout = 0; };\n");
+	const struct account_conf *a;
+
+	ck_assert_uint_eq(cf->naccounts, 2);
+	a = config_find_account(cf, "esme1");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_str_eq(a->password, "secret");
+	ck_assert_int_eq(a->line, 3);
+	ck_assert_ptr_nonnull(config_find_account(cf, "+351-b@x"));
+	ck_assert_ptr_null(config_find_account(cf, "esme2"));
+	ck_assert_uint_eq(cf->nroutes, 1);
+	ck_assert_str_eq(cf->routes[0].prefix, "+351");
+	ck_assert_str_eq(cf->routes[0].to, "esme1");
+	ck_assert_uint_eq(cf->limits.output_stall_timeout, 0);
+	config_unref(cf);
+	cf = unit_config(LISTENER);
+	ck_assert_uint_eq(cf->naccounts, 0);
+	ck_assert_uint_eq(cf->nroutes, 0);
+	ck_assert_uint_eq(cf->limits.output_stall_timeout, 30);
+	config_unref(cf);
+}
+END_TEST
+
+START_TEST(config_errors_optional)
+{
+	struct config *cf = unit_config_load("bogus = 1;\n", NULL, 0, NULL);
+
+	ck_assert_ptr_null(cf);
+}
+END_TEST
+
+START_TEST(config_ref_unref)
+{
+	struct config *cf = unit_config(LISTENER);
+
+	ck_assert_uint_eq(atomic_load(&cf->refs), 1);
+	ck_assert_ptr_eq(config_ref(cf), cf);
+	ck_assert_uint_eq(atomic_load(&cf->refs), 2);
+	config_unref(cf);
+	ck_assert_uint_eq(atomic_load(&cf->refs), 1);
+	ck_assert_str_eq(cf->listeners[0].name, "e");
+	config_unref(cf);
+	config_unref(NULL);
+}
+END_TEST
+
+#define REF_THREADS	4
+#define REF_ROUNDS	50000
+
+static void *
+ref_worker(void *arg)
+{
+	struct config *cf = arg;
+
+	for (int i = 0; i < REF_ROUNDS; i++) {
+		config_ref(cf);
+		config_unref(cf);
+	}
+	config_unref(cf);
+	return NULL;
+}
+
+/* References taken and dropped from several threads at once. */
+START_TEST(config_ref_threads)
+{
+	struct config *cf = unit_config(LISTENER);
+	pthread_t th[REF_THREADS];
+
+	for (int i = 0; i < REF_THREADS; i++) {
+		config_ref(cf);
+		ck_assert_int_eq(pthread_create(&th[i], NULL, ref_worker, cf),
+		    0);
+	}
+	for (int i = 0; i < REF_THREADS; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_uint_eq(atomic_load(&cf->refs), 1);
+	config_unref(cf);
+}
+END_TEST
+
+Suite *
+config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *ok = tcase_create("valid");
+	TCase *bad = tcase_create("errors");
+	TCase *ref = tcase_create("refs");
+
+	tcase_add_test(ok, config_sample_loads);
+	tcase_add_test(ok, config_defaults);
+	tcase_add_test(ok, config_dispatchers_auto);
+	tcase_add_test(ok, config_dispatchers_numeric);
+	tcase_add_test(ok, config_every_value);
+	tcase_add_test(ok, config_port_zero_twice);
+	tcase_add_test(ok, config_name_max);
+	tcase_add_test(ok, config_accounts_routes);
+	tcase_set_timeout(ok, 30);
+	suite_add_tcase(s, ok);
+	tcase_add_loop_test(bad, config_bad_case, 0, (int)ARRAY_LEN(bad_cases));
+	tcase_add_test(bad, config_no_listeners);
+	tcase_add_test(bad, config_missing_file);
+	tcase_add_test(bad, config_all_errors_reported);
+	tcase_add_test(bad, config_missing_fields_each_reported);
+	tcase_add_test(bad, config_wrong_type_is_not_also_missing);
+	tcase_add_test(bad, config_errors_optional);
+	tcase_set_timeout(bad, 30);
+	suite_add_tcase(s, bad);
+	tcase_add_test(ref, config_ref_unref);
+	tcase_add_test(ref, config_ref_threads);
+	tcase_set_timeout(ref, 30);
+	suite_add_tcase(s, ref);
+	return s;
+}

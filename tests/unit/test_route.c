@@ -1,0 +1,264 @@
+/* test_route.c: the route table, prefix routes, and the router's line framer. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "helpers.h"
+#include "proto.h"
+#include "route.h"
+#include "suites.h"
+
+static struct route_owner
+owner(uint32_t r, uint32_t slot, uint32_t gen)
+{
+	struct route_owner o = { r, slot, gen };
+
+	return o;
+}
+
+START_TEST(test_addr_valid)
+{
+	char long_addr[ROUTE_ADDR_MAX + 2];
+
+	ck_assert(route_addr_valid("alice", 5));
+	ck_assert(route_addr_valid("+351912345678", 13));
+	ck_assert(route_addr_valid("a.b_c:d@e-f", 11));
+	ck_assert(!route_addr_valid("", 0));
+	ck_assert(!route_addr_valid("a b", 3));
+	ck_assert(!route_addr_valid("a/b", 3));
+	ck_assert(!route_addr_valid("a\0b", 3));
+	memset(long_addr, 'x', sizeof(long_addr));
+	ck_assert(route_addr_valid(long_addr, ROUTE_ADDR_MAX));
+	ck_assert(!route_addr_valid(long_addr, ROUTE_ADDR_MAX + 1));
+}
+END_TEST
+
+START_TEST(test_claim_lookup_release)
+{
+	struct route_owner a = owner(1, 2, 3), b = owner(1, 2, 4), got;
+
+	ck_assert(!route_lookup("t-alice", &got));
+	ck_assert_int_eq(route_claim("t-alice", &a), 0);
+	ck_assert_int_eq(route_claim("t-alice", &b), -1);
+	ck_assert(route_lookup("t-alice", &got));
+	ck_assert_uint_eq(got.reactor, 1);
+	ck_assert_uint_eq(got.slot, 2);
+	ck_assert_uint_eq(got.gen, 3);
+	/* A stale owner (another generation) cannot release it. */
+	route_release("t-alice", &b);
+	ck_assert(route_lookup("t-alice", &got));
+	route_release("t-alice", &a);
+	ck_assert(!route_lookup("t-alice", &got));
+	ck_assert_int_eq(route_claim("t-alice", &b), 0);
+	route_release("t-alice", &b);
+}
+END_TEST
+
+START_TEST(test_many_addresses)
+{
+	char name[32];
+	struct route_owner got;
+
+	for (uint32_t i = 0; i < 20000; i++) {
+		struct route_owner o = owner(i % 7, i, i * 3);
+
+		snprintf(name, sizeof(name), "many-%u", i);
+		ck_assert_int_eq(route_claim(name, &o), 0);
+	}
+	for (uint32_t i = 0; i < 20000; i++) {
+		snprintf(name, sizeof(name), "many-%u", i);
+		ck_assert(route_lookup(name, &got));
+		ck_assert_uint_eq(got.slot, i);
+		ck_assert_uint_eq(got.gen, i * 3);
+	}
+	for (uint32_t i = 0; i < 20000; i++) {
+		struct route_owner o = owner(i % 7, i, i * 3);
+
+		snprintf(name, sizeof(name), "many-%u", i);
+		route_release(name, &o);
+		ck_assert(!route_lookup(name, &got));
+	}
+}
+END_TEST
+
+#define RACERS 8
+
+struct race {
+	pthread_barrier_t *start;
+	unsigned id;
+	int	wins;
+};
+
+static void *
+race_main(void *arg)
+{
+	struct race *rc = arg;
+	char name[32];
+
+	pthread_barrier_wait(rc->start);
+	for (int i = 0; i < 2000; i++) {
+		struct route_owner o = owner(rc->id, (uint32_t)i, 1);
+
+		snprintf(name, sizeof(name), "race-%d", i);
+		if (route_claim(name, &o) == 0)
+			rc->wins++;
+	}
+	return NULL;
+}
+
+/* Claims are atomic: of many threads claiming one address, one wins. */
+START_TEST(test_claim_race)
+{
+	pthread_t t[RACERS];
+	struct race rc[RACERS];
+	pthread_barrier_t start;
+	struct route_owner got;
+	char name[32];
+	int wins = 0;
+
+	pthread_barrier_init(&start, NULL, RACERS);
+	for (unsigned i = 0; i < RACERS; i++) {
+		rc[i] = (struct race){ &start, i, 0 };
+		pthread_create(&t[i], NULL, race_main, &rc[i]);
+	}
+	for (unsigned i = 0; i < RACERS; i++) {
+		pthread_join(t[i], NULL);
+		wins += rc[i].wins;
+	}
+	ck_assert_int_eq(wins, 2000);
+	for (int i = 0; i < 2000; i++) {
+		snprintf(name, sizeof(name), "race-%d", i);
+		ck_assert(route_lookup(name, &got));
+		route_release(name, &got);
+	}
+	pthread_barrier_destroy(&start);
+}
+END_TEST
+
+START_TEST(test_resolve_longest_prefix)
+{
+	struct config *cf = unit_config(
+	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = 0;"
+	    " protocol = \"router\"; } );\n"
+	    "routes = ( { prefix = \"+351\"; to = \"gw-pt\"; },\n"
+	    "  { prefix = \"+35191\"; to = \"gw-voda\"; },\n"
+	    "  { prefix = \"+44\"; to = \"gw-uk\"; } );\n");
+	struct route_owner pt = owner(0, 1, 1), voda = owner(1, 2, 2);
+	struct route_owner direct = owner(2, 3, 3), got;
+	const char *to;
+
+	ck_assert_int_eq(route_claim("gw-pt", &pt), 0);
+	ck_assert_int_eq(route_claim("gw-voda", &voda), 0);
+	to = route_resolve(cf, "+351210000000", false, &got);
+	ck_assert_ptr_nonnull(to);
+	ck_assert_str_eq(to, "gw-pt");
+	ck_assert_uint_eq(got.reactor, 0);
+	to = route_resolve(cf, "+351912345678", false, &got);
+	ck_assert_ptr_nonnull(to);
+	ck_assert_str_eq(to, "gw-voda");
+	/* A route to nobody logged in is no route. */
+	ck_assert_ptr_null(route_resolve(cf, "+447700900123", false, &got));
+	ck_assert_ptr_null(route_resolve(cf, "+1555", false, &got));
+	/* Someone logged in with the very address beats any prefix. */
+	ck_assert_int_eq(route_claim("+351912345678", &direct), 0);
+	to = route_resolve(cf, "+351912345678", false, &got);
+	ck_assert_str_eq(to, "+351912345678");
+	ck_assert_uint_eq(got.reactor, 2);
+	route_release("+351912345678", &direct);
+	route_release("gw-pt", &pt);
+	route_release("gw-voda", &voda);
+	config_unref(cf);
+}
+END_TEST
+
+static const struct limits router_limits = { .max_line = 100 };
+
+/* Places n bytes at the very end of a page followed by a PROT_NONE page. */
+static uint8_t *
+guarded(const void *p, size_t n, void **map, size_t *maplen)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t len = ((n + (size_t)pg - 1) / (size_t)pg + 1) * (size_t)pg;
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ck_assert_int_eq(mprotect(m + len - (size_t)pg, (size_t)pg, PROT_NONE),
+	    0);
+	*map = m;
+	*maplen = len;
+	memcpy(m + len - (size_t)pg - n, p, n);
+	return m + len - (size_t)pg - n;
+}
+
+START_TEST(test_router_frame_bytewise)
+{
+	const struct proto *pr = proto_find("router");
+	const char *line = "SEND bob hello there\r\n";
+	size_t n = strlen(line);
+
+	ck_assert_ptr_nonnull(pr);
+	/* Fed one byte more at a time: 0 until the LF, then the length. */
+	for (size_t k = 1; k <= n; k++) {
+		void *map;
+		size_t maplen;
+		uint8_t *p = guarded(line, k, &map, &maplen);
+		ssize_t r = pr->frame_len(p, k, &router_limits);
+
+		ck_assert_int_eq(r, k < n ? 0 : (ssize_t)n);
+		munmap(map, maplen);
+	}
+}
+END_TEST
+
+START_TEST(test_router_frame_several_and_long)
+{
+	const struct proto *pr = proto_find("router");
+	const char *two = "PING 1\nPING 2\n";
+	char big[300];
+	void *map;
+	size_t maplen;
+	uint8_t *p;
+
+	ck_assert_int_eq(pr->frame_len((const uint8_t *)two, strlen(two),
+	    &router_limits), 7);
+	/* No LF within max_line + CR LF: the bytes are handed over to skip. */
+	memset(big, 'x', sizeof(big));
+	p = guarded(big, 101, &map, &maplen);
+	ck_assert_int_eq(pr->frame_len(p, 101, &router_limits), 0);
+	munmap(map, maplen);
+	p = guarded(big, 102, &map, &maplen);
+	ck_assert_int_eq(pr->frame_len(p, 102, &router_limits), 102);
+	munmap(map, maplen);
+	/* An LF anywhere ends the frame there, however long the line. */
+	big[250] = '\n';
+	ck_assert_int_eq(pr->frame_len((uint8_t *)big, sizeof(big),
+	    &router_limits), 251);
+	ck_assert_ptr_null(proto_find("nope"));
+}
+END_TEST
+
+Suite *
+route_suite(void)
+{
+	Suite *s = suite_create("route");
+	TCase *tc = tcase_create("table");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_addr_valid);
+	tcase_add_test(tc, test_claim_lookup_release);
+	tcase_add_test(tc, test_many_addresses);
+	tcase_add_test(tc, test_claim_race);
+	tcase_add_test(tc, test_resolve_longest_prefix);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("framing");
+	tcase_add_test(tc, test_router_frame_bytewise);
+	tcase_add_test(tc, test_router_frame_several_and_long);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,473 @@
+/* test_smpp_pdu.c: the SMPP codec: round trips, framing, and every kind of bad PDU. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "smpp_pdu.h"
+#include "suites.h"
+
+static uint8_t buf[70000];
+
+/* Encodes p, decodes the bytes, and checks the decoder agrees. */
+static size_t
+round_trip(const struct smpp_pdu *p, struct smpp_pdu *out)
+{
+	ssize_t n = smpp_encode(p, buf, sizeof(buf));
+
+	ck_assert_int_gt(n, 0);
+	ck_assert_uint_eq(smpp_decode(buf, (size_t)n, out), SMPP_ESME_ROK);
+	ck_assert_uint_eq(out->command_id, p->command_id);
+	ck_assert_uint_eq(out->command_status, p->command_status);
+	ck_assert_uint_eq(out->sequence_number, p->sequence_number);
+	return (size_t)n;
+}
+
+static void
+fill_sm(struct smpp_pdu *p, uint32_t id)
+{
+	static const uint8_t text[] = "hello\0world";
+
+	memset(p, 0, sizeof(*p));
+	p->command_id = id;
+	p->sequence_number = 77;
+	strcpy(p->service_type, "CMT");
+	p->source_addr_ton = 1;
+	p->source_addr_npi = 1;
+	strcpy(p->source_addr, "447700900001");
+	p->dest_addr_ton = 5;
+	strcpy(p->destination_addr, "esmeB");
+	p->esm_class = 0x40;
+	p->protocol_id = 3;
+	p->priority_flag = 1;
+	strcpy(p->validity_period, "000001000000000R");
+	p->registered_delivery = 1;
+	p->data_coding = 8;
+	p->sm_length = sizeof(text);
+	p->short_message = text;
+	p->tlvs = SMPP_TLV_USER_MESSAGE_REFERENCE | SMPP_TLV_SAR;
+	p->user_message_reference = 0xBEEF;
+	p->sar_msg_ref_num = 0x1234;
+	p->sar_total_segments = 3;
+	p->sar_segment_seqnum = 2;
+}
+
+START_TEST(test_round_trip_bind)
+{
+	static const uint32_t ids[] = {
+		SMPP_BIND_RECEIVER, SMPP_BIND_TRANSMITTER, SMPP_BIND_TRANSCEIVER
+	};
+	struct smpp_pdu p, q;
+
+	for (size_t i = 0; i < 3; i++) {
+		memset(&p, 0, sizeof(p));
+		p.command_id = ids[i];
+		p.sequence_number = 1;
+		strcpy(p.system_id, "0123456789abcde");	/* 15: the maximum */
+		strcpy(p.password, "secret12");		/* 8 */
+		strcpy(p.system_type, "VMS");
+		p.interface_version = 0x34;
+		p.addr_ton = 1;
+		p.addr_npi = 1;
+		strcpy(p.address_range, "^44");
+		round_trip(&p, &q);
+		ck_assert_str_eq(q.system_id, p.system_id);
+		ck_assert_str_eq(q.password, p.password);
+		ck_assert_str_eq(q.system_type, "VMS");
+		ck_assert_uint_eq(q.interface_version, 0x34);
+		ck_assert_str_eq(q.address_range, "^44");
+		/* And the response, with sc_interface_version. */
+		memset(&p, 0, sizeof(p));
+		p.command_id = ids[i] | SMPP_RESP;
+		p.sequence_number = 2;
+		strcpy(p.system_id, "echorouterd");
+		p.tlvs = SMPP_TLV_SC_INTERFACE_VERSION;
+		p.sc_interface_version = 0x34;
+		round_trip(&p, &q);
+		ck_assert_str_eq(q.system_id, "echorouterd");
+		ck_assert(q.tlvs & SMPP_TLV_SC_INTERFACE_VERSION);
+		ck_assert_uint_eq(q.sc_interface_version, 0x34);
+	}
+}
+END_TEST
+
+START_TEST(test_round_trip_submit_deliver)
+{
+	static const uint32_t ids[] = { SMPP_SUBMIT_SM, SMPP_DELIVER_SM };
+	struct smpp_pdu p, q;
+
+	for (size_t i = 0; i < 2; i++) {
+		fill_sm(&p, ids[i]);
+		round_trip(&p, &q);
+		ck_assert_str_eq(q.service_type, "CMT");
+		ck_assert_str_eq(q.source_addr, "447700900001");
+		ck_assert_uint_eq(q.source_addr_ton, 1);
+		ck_assert_str_eq(q.destination_addr, "esmeB");
+		ck_assert_uint_eq(q.dest_addr_ton, 5);
+		ck_assert_uint_eq(q.esm_class, 0x40);
+		ck_assert_uint_eq(q.protocol_id, 3);
+		ck_assert_str_eq(q.validity_period, "000001000000000R");
+		ck_assert_uint_eq(q.registered_delivery, 1);
+		ck_assert_uint_eq(q.data_coding, 8);
+		ck_assert_uint_eq(q.sm_length, p.sm_length);
+		ck_assert_mem_eq(q.short_message, p.short_message, p.sm_length);
+		ck_assert_uint_eq(q.tlvs, p.tlvs);
+		ck_assert_uint_eq(q.user_message_reference, 0xBEEF);
+		ck_assert_uint_eq(q.sar_msg_ref_num, 0x1234);
+		ck_assert_uint_eq(q.sar_total_segments, 3);
+		ck_assert_uint_eq(q.sar_segment_seqnum, 2);
+	}
+}
+END_TEST
+
+START_TEST(test_round_trip_payload_and_receipt)
+{
+	static uint8_t big[60000];
+	struct smpp_pdu p, q;
+
+	memset(big, 'z', sizeof(big));
+	fill_sm(&p, SMPP_DELIVER_SM);
+	p.sm_length = 0;
+	p.short_message = NULL;
+	p.tlvs = SMPP_TLV_MESSAGE_PAYLOAD | SMPP_TLV_RECEIPTED_MESSAGE_ID |
+	    SMPP_TLV_MESSAGE_STATE;
+	p.message_payload = big;
+	p.message_payload_len = sizeof(big);
+	strcpy(p.receipted_message_id, "123456789");
+	p.message_state_tlv = SMPP_STATE_DELIVERED;
+	round_trip(&p, &q);
+	ck_assert_uint_eq(q.message_payload_len, sizeof(big));
+	ck_assert_mem_eq(q.message_payload, big, sizeof(big));
+	ck_assert_str_eq(q.receipted_message_id, "123456789");
+	ck_assert_uint_eq(q.message_state_tlv, SMPP_STATE_DELIVERED);
+}
+END_TEST
+
+START_TEST(test_round_trip_others)
+{
+	static const uint32_t bare[] = {
+		SMPP_UNBIND, SMPP_UNBIND | SMPP_RESP, SMPP_ENQUIRE_LINK,
+		SMPP_ENQUIRE_LINK | SMPP_RESP, SMPP_GENERIC_NACK,
+	};
+	struct smpp_pdu p, q;
+
+	for (size_t i = 0; i < sizeof(bare) / sizeof(bare[0]); i++) {
+		memset(&p, 0, sizeof(p));
+		p.command_id = bare[i];
+		p.sequence_number = (uint32_t)i + 100;
+		ck_assert_uint_eq(round_trip(&p, &q), 16);
+	}
+	memset(&p, 0, sizeof(p));
+	p.command_id = SMPP_SUBMIT_SM | SMPP_RESP;
+	strcpy(p.message_id, "42");
+	round_trip(&p, &q);
+	ck_assert_str_eq(q.message_id, "42");
+	/* An error response carries no body. */
+	p.command_status = SMPP_ESME_RINVDSTADR;
+	ck_assert_uint_eq(round_trip(&p, &q), 16);
+	memset(&p, 0, sizeof(p));
+	p.command_id = SMPP_DATA_SM;
+	strcpy(p.source_addr, "a-source-address-longer-than-twenty-characters");
+	strcpy(p.destination_addr, "dest");
+	p.tlvs = SMPP_TLV_MESSAGE_PAYLOAD;
+	p.message_payload = (const uint8_t *)"data";
+	p.message_payload_len = 4;
+	round_trip(&p, &q);
+	ck_assert_str_eq(q.source_addr, p.source_addr);
+	ck_assert_uint_eq(q.message_payload_len, 4);
+	memset(&p, 0, sizeof(p));
+	p.command_id = SMPP_QUERY_SM;
+	strcpy(p.message_id, "9");
+	strcpy(p.source_addr, "src");
+	round_trip(&p, &q);
+	ck_assert_str_eq(q.message_id, "9");
+	ck_assert_str_eq(q.source_addr, "src");
+}
+END_TEST
+
+START_TEST(test_encode_refuses)
+{
+	struct smpp_pdu p;
+
+	fill_sm(&p, SMPP_SUBMIT_SM);
+	ck_assert_int_eq(smpp_encode(&p, buf, 20), -1);	/* no room */
+	strcpy(p.source_addr, "012345678901234567890");	/* 21 > 20 */
+	ck_assert_int_eq(smpp_encode(&p, buf, sizeof(buf)), -1);
+	memset(&p, 0, sizeof(p));
+	p.command_id = 0x12345;
+	ck_assert_int_eq(smpp_encode(&p, buf, sizeof(buf)), -1);
+}
+END_TEST
+
+/* Places n bytes at the end of a page followed by a PROT_NONE page. */
+static uint8_t *
+guarded(const void *src, size_t n, void **map, size_t *maplen)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t len = ((n + (size_t)pg - 1) / (size_t)pg + 1) * (size_t)pg;
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ck_assert_int_eq(mprotect(m + len - (size_t)pg, (size_t)pg, PROT_NONE),
+	    0);
+	*map = m;
+	*maplen = len;
+	if (n > 0)
+		memcpy(m + len - (size_t)pg - n, src, n);
+	return m + len - (size_t)pg - n;
+}
+
+START_TEST(test_frame_bytewise)
+{
+	struct smpp_pdu p;
+	ssize_t n;
+	uint8_t copy[512];
+
+	fill_sm(&p, SMPP_SUBMIT_SM);
+	n = smpp_encode(&p, copy, sizeof(copy));
+	ck_assert_int_gt(n, 0);
+	for (ssize_t k = 0; k <= n; k++) {
+		void *map;
+		size_t maplen;
+		uint8_t *at = guarded(copy, (size_t)k, &map, &maplen);
+		struct smpp_pdu q;
+
+		ck_assert_int_eq(smpp_frame_len(at, (size_t)k, 65536),
+		    k < n ? 0 : n);
+		/* Decoding any prefix reads nothing past it either. */
+		if (k >= 16 && k < n)
+			ck_assert_uint_ne(smpp_decode(at, (size_t)k, &q),
+			    SMPP_ESME_ROK);
+		munmap(map, maplen);
+	}
+}
+END_TEST
+
+START_TEST(test_frame_absurd_lengths)
+{
+	uint8_t h[16] = { 0 };
+
+	h[3] = 15;			/* below the header */
+	ck_assert_int_eq(smpp_frame_len(h, 16, 65536), -1);
+	h[3] = 16;
+	ck_assert_int_eq(smpp_frame_len(h, 16, 65536), 16);
+	h[1] = 0x01;			/* 65552: above the maximum */
+	ck_assert_int_eq(smpp_frame_len(h, 16, 65536), -1);
+	h[0] = 0xFF;
+	ck_assert_int_eq(smpp_frame_len(h, 4, 65536), -1);
+	ck_assert_int_eq(smpp_frame_len(h, 3, 65536), 0);
+}
+END_TEST
+
+/* Encodes a submit_sm, then lets fn damage the bytes. */
+static size_t
+damaged(void (*fn)(uint8_t *b, size_t *n))
+{
+	struct smpp_pdu p;
+	size_t n;
+
+	fill_sm(&p, SMPP_SUBMIT_SM);
+	n = (size_t)smpp_encode(&p, buf, sizeof(buf));
+	fn(buf, &n);
+	buf[0] = (uint8_t)(n >> 24);
+	buf[1] = (uint8_t)(n >> 16);
+	buf[2] = (uint8_t)(n >> 8);
+	buf[3] = (uint8_t)n;
+	return n;
+}
+
+static void
+cut_body(uint8_t *b, size_t *n)
+{
+	(void)b;
+	*n = 30;		/* inside source_addr */
+}
+
+static void
+bad_tlv_len(uint8_t *b, size_t *n)
+{
+	/* Append message_state with length 2 (it must be 1). */
+	static const uint8_t t[] = { 0x04, 0x27, 0x00, 0x02, 0x01, 0x02 };
+
+	memcpy(b + *n, t, sizeof(t));
+	*n += sizeof(t);
+}
+
+static void
+tlv_past_end(uint8_t *b, size_t *n)
+{
+	static const uint8_t t[] = { 0x04, 0x24, 0x01, 0x00, 'x' };
+
+	memcpy(b + *n, t, sizeof(t));
+	*n += sizeof(t);
+}
+
+static void
+tlv_short_header(uint8_t *b, size_t *n)
+{
+	b[*n] = 0x04;
+	b[*n + 1] = 0x24;
+	*n += 2;
+}
+
+static void
+sm_length_past_end(uint8_t *b, size_t *n)
+{
+	/* Drop the 22 bytes of TLVs (umr 6, sar 16); then sm_length is the
+	 * byte before the 12-byte text: make it run off the end. */
+	*n -= 22;
+	b[*n - 13] = 200;
+}
+
+START_TEST(test_decode_damage)
+{
+	struct smpp_pdu q;
+	size_t n;
+
+	/* Cut inside source_addr: the body is short, not the address. */
+	n = damaged(cut_body);
+	ck_assert_uint_eq(smpp_decode(buf, n, &q), SMPP_ESME_RINVCMDLEN);
+	n = damaged(bad_tlv_len);
+	ck_assert_uint_eq(smpp_decode(buf, n, &q), SMPP_ESME_RINVPARLEN);
+	n = damaged(tlv_past_end);
+	ck_assert_uint_eq(smpp_decode(buf, n, &q), SMPP_ESME_RINVOPTPARSTREAM);
+	n = damaged(tlv_short_header);
+	ck_assert_uint_eq(smpp_decode(buf, n, &q), SMPP_ESME_RINVOPTPARSTREAM);
+	n = damaged(sm_length_past_end);
+	ck_assert_uint_eq(smpp_decode(buf, n, &q), SMPP_ESME_RINVMSGLEN);
+	/* The length field must match the bytes given. */
+	n = damaged(cut_body);
+	buf[3]++;
+	ck_assert_uint_eq(smpp_decode(buf, n, &q), SMPP_ESME_RINVCMDLEN);
+}
+END_TEST
+
+START_TEST(test_decode_unterminated_strings)
+{
+	uint8_t b[64];
+	struct smpp_pdu q;
+	size_t n = 16;
+
+	/* bind_transceiver whose system_id runs 16 bytes without a NUL. */
+	memset(b, 0, sizeof(b));
+	b[7] = 0x09;
+	memset(b + 16, 'A', 16);
+	n = 16 + 16 + 9 + 13 + 3 + 1;
+	b[3] = (uint8_t)n;
+	ck_assert_uint_eq(smpp_decode(b, n, &q), SMPP_ESME_RINVSYSID);
+	/* system_id fine, password of 9 characters. */
+	memset(b + 16, 0, sizeof(b) - 16);
+	strcpy((char *)b + 16, "sys");
+	memset(b + 20, 'p', 9);
+	n = 16 + 4 + 9 + 1 + 3 + 1 + 10;
+	b[3] = (uint8_t)n;
+	ck_assert_uint_eq(smpp_decode(b, n, &q), SMPP_ESME_RINVPASWD);
+	/* Nothing but an unterminated string to the end: cut short. */
+	memset(b + 16, 'x', 8);
+	n = 24;
+	b[3] = (uint8_t)n;
+	ck_assert_uint_eq(smpp_decode(b, n, &q), SMPP_ESME_RINVCMDLEN);
+}
+END_TEST
+
+START_TEST(test_decode_unknown_and_skipped)
+{
+	uint8_t b[64];
+	struct smpp_pdu p, q;
+	ssize_t n;
+
+	memset(b, 0, 16);
+	b[3] = 16;
+	b[6] = 0x09;
+	b[7] = 0x99;
+	ck_assert_uint_eq(smpp_decode(b, 16, &q), SMPP_ESME_RINVCMDID);
+	ck_assert_uint_eq(q.command_id, 0x999);
+	/* An unknown optional parameter is skipped, not an error. */
+	memset(&p, 0, sizeof(p));
+	p.command_id = SMPP_SUBMIT_SM;
+	strcpy(p.destination_addr, "x");
+	n = smpp_encode(&p, buf, sizeof(buf));
+	memcpy(buf + n, "\x14\x00\x00\x03xyz", 7);
+	n += 7;
+	buf[3] = (uint8_t)n;
+	ck_assert_uint_eq(smpp_decode(buf, (size_t)n, &q), SMPP_ESME_ROK);
+	ck_assert_str_eq(q.destination_addr, "x");
+	/* Trailing bytes after a PDU without optional parameters. */
+	memset(b, 0, 20);
+	b[3] = 20;
+	b[7] = 0x15;
+	ck_assert_uint_eq(smpp_decode(b, 20, &q), SMPP_ESME_RINVCMDLEN);
+}
+END_TEST
+
+/* Random bytes never crash the decoder and never read past the end. */
+START_TEST(test_decode_garbage)
+{
+	uint64_t s = 0x9E3779B97F4A7C15u;
+	static const uint32_t ids[] = {
+		SMPP_BIND_TRANSCEIVER, SMPP_SUBMIT_SM, SMPP_DELIVER_SM,
+		SMPP_DATA_SM, SMPP_QUERY_SM, SMPP_SUBMIT_SM | SMPP_RESP,
+		SMPP_BIND_RECEIVER | SMPP_RESP, 0x12345678,
+	};
+
+	for (int iter = 0; iter < 20000; iter++) {
+		uint8_t g[300];
+		size_t n = 16 + (size_t)(iter % 280);
+		struct smpp_pdu q;
+		void *map;
+		size_t maplen;
+		uint8_t *at;
+
+		for (size_t i = 0; i < n; i++) {
+			s ^= s << 13;
+			s ^= s >> 7;
+			s ^= s << 17;
+			g[i] = (uint8_t)s;
+		}
+		g[0] = (uint8_t)(n >> 24);
+		g[1] = (uint8_t)(n >> 16);
+		g[2] = (uint8_t)(n >> 8);
+		g[3] = (uint8_t)n;
+		memcpy(g + 4, &(uint32_t){ __builtin_bswap32(ids[iter % 8]) },
+		    4);
+		at = guarded(g, n, &map, &maplen);
+		(void)smpp_decode(at, n, &q);
+		munmap(map, maplen);
+	}
+}
+END_TEST
+
+START_TEST(test_command_names)
+{
+	ck_assert_str_eq(smpp_command_name(SMPP_SUBMIT_SM), "submit_sm");
+	ck_assert_str_eq(smpp_command_name(SMPP_DELIVER_SM | SMPP_RESP),
+	    "deliver_sm_resp");
+	ck_assert_str_eq(smpp_command_name(SMPP_GENERIC_NACK), "generic_nack");
+	ck_assert_str_eq(smpp_command_name(0x4242), "unknown");
+}
+END_TEST
+
+Suite *
+smpp_pdu_suite(void)
+{
+	Suite *s = suite_create("smpp_pdu");
+	TCase *tc = tcase_create("codec");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_round_trip_bind);
+	tcase_add_test(tc, test_round_trip_submit_deliver);
+	tcase_add_test(tc, test_round_trip_payload_and_receipt);
+	tcase_add_test(tc, test_round_trip_others);
+	tcase_add_test(tc, test_encode_refuses);
+	tcase_add_test(tc, test_frame_bytewise);
+	tcase_add_test(tc, test_frame_absurd_lengths);
+	tcase_add_test(tc, test_decode_damage);
+	tcase_add_test(tc, test_decode_unterminated_strings);
+	tcase_add_test(tc, test_decode_unknown_and_skipped);
+	tcase_add_test(tc, test_decode_garbage);
+	tcase_add_test(tc, test_command_names);
+	suite_add_tcase(s, tc);
+	return s;
+}
