@@ -9,6 +9,11 @@ DESTDIR     ?=
 VERSION     := 0.1.0
 CC          ?= cc
 PKG_CONFIG  ?= pkg-config
+# Where systemd looks for system units; asked of pkg-config once.
+ifeq ($(origin UNITDIR),undefined)
+UNITDIR := $(or $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd \
+	2>/dev/null),/lib/systemd/system)
+endif
 SANITIZE    ?=
 
 comma := ,
@@ -24,6 +29,8 @@ ifeq ($(CI),true)
 ER_CFLAGS += -Werror
 endif
 ifneq ($(SANITIZE),)
+# Leaks in libraries we use, not ours (see the file).
+export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp
 ER_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
 ER_LDFLAGS += -fsanitize=$(SANITIZE)
 endif
@@ -48,9 +55,18 @@ endif
 
 # Debian packages the build and the tests need.
 DEB_DEPS := build-essential pkg-config libconfig-dev libsystemd-dev check \
-	mandoc netcat-openbsd systemd
+	mandoc man-db netcat-openbsd systemd
+# What `make check-system` adds (it installs them itself when root).
+SYSTEM_DEPS := systemd-container debootstrap
 
-.PHONY: all run check check-unit check-integ deps clean install uninstall help
+MANPAGES := man/echorouterd.8 man/echorouterd.conf.5
+SOCKET_UNITS := $(wildcard systemd/*.socket)
+# The installed units name the installed binary and configuration.
+UNIT_SED := -e 's|/usr/local/sbin/echorouterd|$(SBINDIR)/echorouterd|g' \
+	-e 's|/etc/echorouterd/|$(SYSCONFDIR)/echorouterd/|g'
+
+.PHONY: all run check check-unit check-integ check-smpp check-dist \
+	check-system lint deps node-deps clean install uninstall help
 
 all: $(BIN)
 
@@ -59,6 +75,14 @@ help:
 	@echo "make run        install missing build deps, build, run on conf/echorouterd.conf"
 	@echo "make check      install missing deps, build, run every test"
 	@echo "make check SANITIZE=address,undefined   (or SANITIZE=thread)"
+	@echo "make lint       mandoc -Tlint on the man pages, systemd-analyze"
+	@echo "                verify and security on the units"
+	@echo "make install    PREFIX=$(PREFIX) SBINDIR=$(SBINDIR)"
+	@echo "                SYSCONFDIR=$(SYSCONFDIR) MANDIR=$(MANDIR)"
+	@echo "                UNITDIR=$(UNITDIR), all under DESTDIR"
+	@echo "make uninstall  removes what install put there but the config"
+	@echo "make check-system  (root) boots systemd in a container and"
+	@echo "                tests the installed service end to end"
 	@echo "make clean"
 
 $(BUILD)/src/%.o: src/%.c
@@ -104,8 +128,29 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	./$(BIN) -c conf/echorouterd.conf
 
-check: deps
-	@$(MAKE) --no-print-directory check-unit check-integ
+check: deps node-deps
+	@$(MAKE) --no-print-directory check-unit check-integ check-smpp \
+		check-fuzz-replay check-dist
+
+# The SMPP interop tests drive the daemon with the npm smpp package, pinned
+# in tests/smpp/package-lock.json.
+node-deps:
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq nodejs npm; \
+		else \
+			echo "the SMPP tests need Node.js: sudo apt-get install nodejs npm"; \
+			exit 1; \
+		fi; \
+	fi
+	@if [ ! -d tests/smpp/node_modules/smpp ] || \
+	    [ tests/smpp/package-lock.json -nt tests/smpp/node_modules/.package-lock.json ]; then \
+		cd tests/smpp && npm ci --no-audit --no-fund --loglevel=error; \
+	fi
+
+check-smpp: $(BIN)
+	ECHOROUTERD_BIN=$(CURDIR)/$(BIN) node --test --test-concurrency=1 tests/smpp/
 
 check-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
@@ -113,10 +158,57 @@ check-unit: $(BUILD)/unit-tests
 check-integ: $(BIN) $(BUILD)/integ-tests
 	ECHOROUTERD_BIN=$(BIN) $(BUILD)/integ-tests
 
+# Units, man pages and the install layout (part of make check).
+check-dist: $(BIN)
+	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
+		tests/system/check-dist.sh
+
+lint:
+	mandoc -Tlint -Wwarning $(MANPAGES)
+	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
+		tests/system/check-dist.sh --units-only
+
+# End to end under a real systemd (root; not part of make check).
+check-system: deps $(BIN)
+	$(Q)SYSTEM_DEPS="$(SYSTEM_DEPS)" MAKE="$(MAKE)" BUILD="$(BUILD)" \
+		BIN="$(BIN)" tests/system/check-system.sh
+
+install: $(BIN)
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/echorouterd
+	install -m 0755 $(BIN) $(DESTDIR)$(SBINDIR)/echorouterd
+	install -m 0644 man/echorouterd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 man/echorouterd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	sed $(UNIT_SED) systemd/echorouterd.service \
+		>$(DESTDIR)$(UNITDIR)/echorouterd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/echorouterd.service
+	install -m 0644 $(SOCKET_UNITS) $(DESTDIR)$(UNITDIR)/
+	@conf=$(DESTDIR)$(SYSCONFDIR)/echorouterd/echorouterd.conf; \
+	if [ -e "$$conf" ]; then \
+		echo "keeping the existing $$conf"; \
+	else \
+		echo "install -m 0644 conf/echorouterd.conf $$conf"; \
+		install -m 0644 conf/echorouterd.conf "$$conf"; \
+	fi
+	@if [ -z "$(DESTDIR)" ]; then \
+		echo "now: systemctl daemon-reload && systemctl enable --now" \
+			"echorouterd.service (or echorouterd.socket)"; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/echorouterd \
+		$(DESTDIR)$(MANDIR)/man8/echorouterd.8 \
+		$(DESTDIR)$(MANDIR)/man5/echorouterd.conf.5 \
+		$(DESTDIR)$(UNITDIR)/echorouterd.service \
+		$(SOCKET_UNITS:systemd/%=$(DESTDIR)$(UNITDIR)/%)
+	@echo "kept $(DESTDIR)$(SYSCONFDIR)/echorouterd/ (remove it by hand)"
+
 clean:
 	rm -rf build
 
-# make bench, bench-deps and the load generator live with the benchmark.
+# make bench, bench-deps and the load generator live with the benchmark;
+# make fuzz and the replay of its corpora with the fuzz targets.
 include tests/bench/bench.mk
+include tests/fuzz/fuzz.mk
 
 -include $(OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(INTEG_OBJS:.o=.d)

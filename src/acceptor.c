@@ -101,6 +101,10 @@ acceptor_adopt(struct acceptor *a, const char *name, int fd)
 	for (size_t i = 0; i < a->nls; i++) {
 		if (strcmp(a->ls[i].name, name) != 0)
 			continue;
+		if (a->ls[i].fd >= 0) {
+			errno = EEXIST;
+			return -1;
+		}
 		if (net_set_nonblock_cloexec(fd) < 0)
 			return -1;
 		a->ls[i].fd = fd;
@@ -286,7 +290,8 @@ void
 acceptor_run(struct acceptor *a, int sigfd, const struct acceptor_hooks *hooks)
 {
 	struct epoll_event evs[16], sev = { .events = EPOLLIN };
-	uint64_t next_tick = now_ms() + 1000;
+	unsigned tick_ms = hooks->tick_ms ? hooks->tick_ms : 1000;
+	uint64_t next_tick = now_ms() + tick_ms;
 
 	sev.data.u64 = SIGFD_TAG;
 	if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, sigfd, &sev) < 0)
@@ -312,7 +317,7 @@ acceptor_run(struct acceptor *a, int sigfd, const struct acceptor_hooks *hooks)
 		if (a->paused && now >= a->resume_ms)
 			acceptor_resume(a);
 		if (now >= next_tick) {
-			next_tick = now + 1000;
+			next_tick = now + tick_ms;
 			if (hooks->on_tick != NULL)
 				hooks->on_tick(hooks->arg);
 		}

@@ -18,8 +18,9 @@ struct acceptor_stats {
 
 struct acceptor_hooks {
 	void	(*on_signal)(int signo, void *arg);
-	void	(*on_tick)(void *arg);	/* about once a second */
+	void	(*on_tick)(void *arg);	/* every tick_ms */
 	void	*arg;
+	unsigned tick_ms;		/* 0: once a second */
 };
 
 /*
@@ -33,8 +34,9 @@ void	acceptor_free(struct acceptor *a);
 
 /*
  * Adopts an already listening socket (socket activation) for the listener
- * named name; the acceptor owns fd from then on. -1 (errno ENOENT) if cf has
- * no such listener.
+ * named name; the acceptor owns fd from then on. -1 with errno ENOENT if cf
+ * has no such listener, EEXIST if it already has a socket (fd is then left
+ * to the caller).
  */
 int	acceptor_adopt(struct acceptor *a, const char *name, int fd);
 

@@ -10,6 +10,7 @@
 
 #include "acceptor.h"
 #include "config.h"
+#include "fault.h"
 #include "log.h"
 #include "reactor.h"
 #include "service.h"
@@ -19,6 +20,8 @@
 #ifndef VERSION
 #define VERSION "0.1.0"
 #endif
+
+#define STATUS_INTERVAL	5	/* seconds between STATUS= updates */
 
 struct options {
 	const char *config_path;
@@ -32,6 +35,10 @@ struct daemon {
 	struct reactor **rs;
 	unsigned nrs;
 	struct acceptor *acc;
+	struct service_watchdog *wd;	/* NULL: no watchdog asked for */
+	bool	fault_hook;		/* test-only SIGUSR2 stall armed */
+	struct service_socket *socks;	/* passed by socket activation */
+	int	nsocks;
 	int	sigfd;
 	unsigned long long last_msgs;
 	struct timespec last_status;
@@ -105,7 +112,7 @@ load_config_or_exit(const char *path)
 }
 
 static int
-block_signals(void)
+block_signals(bool fault_hook)
 {
 	sigset_t set;
 	int fd;
@@ -116,6 +123,8 @@ block_signals(void)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
+	if (fault_hook)
+		sigaddset(&set, SIGUSR2);
 	/* Blocked before threads start, so every thread inherits it. */
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
 		fatalx("cannot block signals");
@@ -135,6 +144,79 @@ start_reactors(struct daemon *d)
 	for (unsigned i = 0; i < d->nrs; i++)
 		if (reactor_start(d->rs[i]) < 0)
 			fatal("cannot start reactor %u", i);
+}
+
+static void
+nudge_task(struct reactor *r, void *arg)
+{
+	(void)r;
+	(void)arg;
+}
+
+/*
+ * Waits until every reactor thread has turned its loop once, so that READY=1
+ * means they all run. An empty task through each mailbox wakes them at once.
+ */
+static void
+wait_reactors_running(struct daemon *d)
+{
+	struct timespec pause = { .tv_nsec = 1000000 };
+
+	for (unsigned i = 0; i < d->nrs; i++)
+		reactor_post(d->rs[i], nudge_task, NULL);
+	for (unsigned i = 0; i < d->nrs; i++) {
+		for (unsigned ms = 0;
+		    REACTOR_STAT_GET(d->rs[i]->stats.loops) == 0; ms++) {
+			if (ms >= 10000)
+				fatalx("reactor %u did not start within 10 s",
+				    i);
+			nanosleep(&pause, NULL);
+		}
+	}
+}
+
+/* Takes the passed sockets while the environment is still ours alone. */
+static void
+take_passed_sockets(struct daemon *d)
+{
+	const char *bad = "?";
+
+	d->nsocks = service_listen_fds(&d->socks, &bad);
+	if (d->nsocks < 0 && errno == EPROTOTYPE)
+		fatalx("socket activation: the socket named \"%s\" is not a "
+		    "listening stream socket", bad);
+	if (d->nsocks < 0)
+		fatal("socket activation");
+	if (d->nsocks > 0)
+		log_info("socket activation: %d socket%s passed", d->nsocks,
+		    d->nsocks == 1 ? "" : "s");
+}
+
+/*
+ * Hands the sockets systemd passed to the listeners of the same name. A
+ * socket that no listener claims is a start-up error: it would otherwise
+ * sit there accepting clients nobody serves.
+ */
+static void
+adopt_passed_sockets(struct daemon *d)
+{
+	struct service_socket *ss = d->socks;
+
+	for (int i = 0; i < d->nsocks; i++) {
+		if (acceptor_adopt(d->acc, ss[i].name, ss[i].fd) == 0)
+			continue;
+		if (errno == ENOENT)
+			fatalx("socket activation: passed socket \"%s\" "
+			    "matches no listener in %s", ss[i].name,
+			    d->opt.config_path);
+		if (errno == EEXIST)
+			fatalx("socket activation: more than one socket named "
+			    "\"%s\" passed", ss[i].name);
+		fatal("socket activation: socket \"%s\"", ss[i].name);
+	}
+	service_sockets_free(ss, d->nsocks);
+	d->socks = NULL;
+	d->nsocks = 0;
 }
 
 /* Lets every reactor drain for up to shutdown_timeout, then waits for it. */
@@ -234,13 +316,17 @@ on_signal(int signo, void *arg)
 	case SIGUSR1:
 		log_stats(d);
 		break;
+	case SIGUSR2:
+		if (d->fault_hook)
+			fault_stall(d->rs, d->nrs);
+		break;
 	}
 }
 
+/* Sends STATUS= every STATUS_INTERVAL seconds (force: now). */
 static void
-on_tick(void *arg)
+refresh_status(struct daemon *d, bool force)
 {
-	struct daemon *d = arg;
 	unsigned long long msgs = stats_messages(d->rs, d->nrs);
 	struct timespec now;
 	double secs, rate;
@@ -249,20 +335,54 @@ on_tick(void *arg)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	secs = (double)(now.tv_sec - d->last_status.tv_sec) +
 	    (double)(now.tv_nsec - d->last_status.tv_nsec) / 1e9;
-	if (secs < 5)
+	if (secs < STATUS_INTERVAL && !force)
 		return;
-	rate = (double)(msgs - d->last_msgs) / secs;
+	rate = secs > 0 ? (double)(msgs - d->last_msgs) / secs : 0;
 	d->last_msgs = msgs;
 	d->last_status = now;
 	stats_format_status(status, sizeof(status), d->rs, d->nrs, rate);
 	service_status(status);
 }
 
+static void
+on_tick(void *arg)
+{
+	struct daemon *d = arg;
+
+	if (d->wd != NULL)
+		service_watchdog_tick(d->wd);
+	refresh_status(d, false);
+}
+
+/*
+ * Binds or adopts every listener, then tells the service manager it is
+ * ready (with a first STATUS=) once every reactor runs.
+ */
+static void
+start_service(struct daemon *d)
+{
+	d->acc = acceptor_new(d->cf, d->rs, d->nrs);
+	adopt_passed_sockets(d);
+	if (acceptor_listen(d->acc) < 0)
+		exit(1);
+	wait_reactors_running(d);
+	clock_gettime(CLOCK_MONOTONIC, &d->last_status);
+	d->last_msgs = stats_messages(d->rs, d->nrs);
+	log_notice("echorouterd %s started: %u dispatchers%s, config %s",
+	    VERSION, d->nrs, d->cf->cpu_affinity ? " pinned per core" : "",
+	    d->opt.config_path);
+	service_ready();
+	refresh_status(d, true);
+	d->wd = service_watchdog_new(d->rs, d->nrs);
+}
+
 int
 main(int argc, char **argv)
 {
 	struct daemon d = { .sigfd = -1 };
-	struct acceptor_hooks hooks = { on_signal, on_tick, &d };
+	struct acceptor_hooks hooks = {
+		.on_signal = on_signal, .on_tick = on_tick, .arg = &d,
+	};
 
 	log_init(LOG_LEVEL_INFO);
 	parse_options(argc, argv, &d.opt);
@@ -273,21 +393,19 @@ main(int argc, char **argv)
 		return 0;
 	}
 	log_set_level(d.opt.debug ? LOG_LEVEL_DEBUG : d.cf->log_level);
-	d.sigfd = block_signals();
+	d.fault_hook = fault_init();
+	d.sigfd = block_signals(d.fault_hook);
+	take_passed_sockets(&d);
 	start_reactors(&d);
-	d.acc = acceptor_new(d.cf, d.rs, d.nrs);
-	if (acceptor_listen(d.acc) < 0)
-		exit(1);
-	clock_gettime(CLOCK_MONOTONIC, &d.last_status);
-	log_notice("echorouterd %s started: %u dispatchers%s, config %s",
-	    VERSION, d.nrs, d.cf->cpu_affinity ? " pinned per core" : "",
-	    d.opt.config_path);
-	service_ready();
+	start_service(&d);
+	if (d.wd != NULL)
+		hooks.tick_ms = service_watchdog_tick_ms(d.wd);
 	acceptor_run(d.acc, d.sigfd, &hooks);
 	service_stopping();
 	acceptor_close_listeners(d.acc);
 	stop_reactors(&d);
 	log_stats(&d);
+	service_watchdog_free(d.wd);
 	acceptor_free(d.acc);
 	free_reactors(&d);
 	close(d.sigfd);

@@ -1,9 +1,35 @@
-/* service.c: systemd notifications through libsystemd's sd_notify. */
+/* service.c: systemd glue: sd_notify, the watchdog, socket activation. */
 #include "service.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
+
+#include "log.h"
+#include "reactor.h"
+#include "util.h"
+
+struct service_watchdog {
+	struct reactor *const *rs;
+	unsigned n;
+	uint64_t half_usec;		/* ping at half the interval */
+	uint64_t last_ping;		/* CLOCK_MONOTONIC, usec */
+	uint64_t *loops;		/* each reactor's turns at the last ping */
+	bool	withheld;		/* a ping is overdue: logged once */
+};
+
+static uint64_t
+mono_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
 
 void
 service_ready(void)
@@ -14,12 +40,7 @@ service_ready(void)
 void
 service_reloading(void)
 {
-	struct timespec ts;
-	uint64_t usec;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	usec = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, usec);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, mono_usec());
 }
 
 void
@@ -32,4 +53,139 @@ void
 service_status(const char *text)
 {
 	sd_notifyf(0, "STATUS=%s", text);
+}
+
+int
+service_listen_fds(struct service_socket **out, const char **bad_name)
+{
+	char **names = NULL;
+	struct service_socket *ss;
+	int n, err = 0;
+
+	*out = NULL;
+	if ((n = sd_listen_fds_with_names(1, &names)) <= 0) {
+		if (n < 0)
+			errno = -n;
+		return n < 0 ? -1 : 0;
+	}
+	ss = xcalloc((size_t)n, sizeof(*ss));
+	for (int i = 0; i < n; i++) {
+		ss[i].fd = SD_LISTEN_FDS_START + i;
+		ss[i].name = names[i];	/* taken over */
+		if (err == 0 &&
+		    sd_is_socket(ss[i].fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+			err = EPROTOTYPE;
+			if (bad_name != NULL)
+				*bad_name = ss[i].name;
+		}
+	}
+	free(names);
+	*out = ss;
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	return n;
+}
+
+void
+service_sockets_free(struct service_socket *ss, int n)
+{
+	if (ss == NULL)
+		return;
+	for (int i = 0; i < n; i++)
+		free(ss[i].name);
+	free(ss);
+}
+
+/* Makes a reactor turn its loop: an empty task through its mailbox. */
+static void
+watchdog_nudge_task(struct reactor *r, void *arg)
+{
+	(void)r;
+	(void)arg;
+}
+
+/* Remembers each reactor's turns and asks every one to turn again. */
+static void
+watchdog_snapshot(struct service_watchdog *w)
+{
+	for (unsigned i = 0; i < w->n; i++) {
+		w->loops[i] = REACTOR_STAT_GET(w->rs[i]->stats.loops);
+		reactor_post(w->rs[i], watchdog_nudge_task, NULL);
+	}
+}
+
+struct service_watchdog *
+service_watchdog_new(struct reactor *const *rs, unsigned n)
+{
+	struct service_watchdog *w;
+	uint64_t usec = 0;
+
+	if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0)
+		return NULL;
+	w = xcalloc(1, sizeof(*w));
+	w->rs = rs;
+	w->n = n;
+	w->half_usec = usec / 2;
+	w->loops = xcalloc(n, sizeof(*w->loops));
+	w->last_ping = mono_usec();
+	watchdog_snapshot(w);
+	log_info("watchdog: interval %.3f s, pinging every %.3f s while "
+	    "every reactor turns", (double)usec / 1e6,
+	    (double)w->half_usec / 1e6);
+	return w;
+}
+
+void
+service_watchdog_free(struct service_watchdog *w)
+{
+	if (w == NULL)
+		return;
+	free(w->loops);
+	free(w);
+}
+
+unsigned
+service_watchdog_tick_ms(const struct service_watchdog *w)
+{
+	uint64_t ms = w->half_usec / 4000;
+
+	/* A quarter of the ping period, so a ping is never late by much. */
+	return ms < 10 ? 10 : ms > 1000 ? 1000 : (unsigned)ms;
+}
+
+/* The first reactor that has not turned since the last ping, or -1. */
+static int
+watchdog_stuck_reactor(const struct service_watchdog *w)
+{
+	for (unsigned i = 0; i < w->n; i++)
+		if (REACTOR_STAT_GET(w->rs[i]->stats.loops) == w->loops[i])
+			return (int)i;
+	return -1;
+}
+
+void
+service_watchdog_tick(struct service_watchdog *w)
+{
+	uint64_t now = mono_usec();
+	int stuck;
+
+	if (now - w->last_ping < w->half_usec)
+		return;
+	if ((stuck = watchdog_stuck_reactor(w)) >= 0) {
+		if (!w->withheld)
+			log_err("watchdog: reactor=%d has not turned its loop "
+			    "for %.1f s: withholding WATCHDOG=1", stuck,
+			    (double)(now - w->last_ping) / 1e6);
+		w->withheld = true;
+		return;
+	}
+	if (w->withheld)
+		log_warnx("watchdog: every reactor turns again: WATCHDOG=1 "
+		    "resumes after %.1f s", (double)(now - w->last_ping) / 1e6);
+	w->withheld = false;
+	sd_notify(0, "WATCHDOG=1");
+	w->last_ping = now;
+	watchdog_snapshot(w);
 }

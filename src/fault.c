@@ -1,0 +1,61 @@
+/* fault.c: the test-only reactor stall behind ECHOROUTERD_TEST_STALL. */
+#include "fault.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "log.h"
+#include "reactor.h"
+
+#define FAULT_ENV		"ECHOROUTERD_TEST_STALL"
+#define FAULT_STALL_MAX		3600
+
+static unsigned fault_stall_seconds;
+
+bool
+fault_init(void)
+{
+	const char *v = getenv(FAULT_ENV);
+	char *end;
+	unsigned long n;
+
+	if (v == NULL || *v == '\0')
+		return false;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n < 1 || n > FAULT_STALL_MAX) {
+		log_err("%s=%s: not a number of seconds in 1..%d; test fault "
+		    "hook off", FAULT_ENV, v, FAULT_STALL_MAX);
+		return false;
+	}
+	fault_stall_seconds = (unsigned)n;
+	log_warnx("%s=%u: TEST ONLY: SIGUSR2 stalls reactor 0 for %u s",
+	    FAULT_ENV, fault_stall_seconds, fault_stall_seconds);
+	return true;
+}
+
+/*
+ * Runs on reactor 0 and deliberately breaks its never-block rule: the
+ * whole point is a reactor that stops turning its loop.
+ */
+static void
+fault_stall_task(struct reactor *r, void *arg)
+{
+	struct timespec ts = { .tv_sec = fault_stall_seconds };
+
+	(void)arg;
+	log_warnx("reactor=%u TEST FAULT: stalling for %u s", r->id,
+	    fault_stall_seconds);
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+	log_warnx("reactor=%u TEST FAULT: stall over", r->id);
+}
+
+void
+fault_stall(struct reactor *const *rs, unsigned n)
+{
+	if (fault_stall_seconds == 0 || n == 0)
+		return;
+	reactor_post(rs[0], fault_stall_task, NULL);
+}
