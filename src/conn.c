@@ -73,8 +73,8 @@ conn_touch(struct conn *c)
 	}
 }
 
-static void
-conn_adopt(struct reactor *r, int fd, const struct proto *proto)
+struct conn *
+conn_new(struct reactor *r, int fd, const struct proto *proto)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 
@@ -88,7 +88,7 @@ conn_adopt(struct reactor *r, int fd, const struct proto *proto)
 		close(fd);
 		atomic_fetch_sub(&conn_live, 1);
 		free(c);
-		return;
+		return NULL;
 	}
 	c->slot = reactor_slot_add(r, c);
 	c->gen = r->gens[c->slot];
@@ -97,6 +97,7 @@ conn_adopt(struct reactor *r, int fd, const struct proto *proto)
 	REACTOR_STAT_ADD(r->stats.accepted, 1);
 	if (proto->on_open != NULL)
 		proto->on_open(c);
+	return c;
 }
 
 static void
@@ -108,7 +109,7 @@ handoff_task(struct reactor *r, void *arg)
 		close(h->fd);
 		atomic_fetch_sub(&conn_live, 1);
 	} else {
-		conn_adopt(r, h->fd, h->proto);
+		conn_new(r, h->fd, h->proto);
 	}
 	free(h);
 }
@@ -494,7 +495,7 @@ conn_sweep_stalled(struct reactor *r, unsigned timeout)
 		/* Paused connections are not read: activity means output. */
 		if (c != NULL && (c->flags & CONN_F_PAUSED) &&
 		    !(c->flags & CONN_F_CLOSING) &&
-		    r->now - c->last_active >= timeout)
+		    r->now - c->last_active > timeout)
 			conn_close(c, CONN_CLOSE_SLOW);
 	}
 }

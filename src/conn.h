@@ -55,6 +55,13 @@ extern atomic_uint conn_live;
 void	conn_handoff(struct reactor *r, int fd, const struct proto *proto);
 
 /*
+ * Adopts fd as a connection speaking proto, watched for input. The caller
+ * has counted it in conn_live. NULL (fd closed, count dropped) if it cannot
+ * be watched. Owning reactor only; conn_handoff is the way in from others.
+ */
+struct conn *conn_new(struct reactor *r, int fd, const struct proto *proto);
+
+/*
  * Queues n bytes for the client. They are sent before the reactor waits
  * again; if the queue passes output_limit the client is closed as a slow
  * consumer. Returns true if the bytes were queued, false if c is closing

@@ -199,9 +199,9 @@ reactor_tick(struct reactor *r)
 }
 
 static void
-reactor_turn(struct reactor *r, struct epoll_event *evs)
+reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 {
-	int n, timeout = r->stopping ? 100 : 1000;
+	int n;
 
 	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, timeout);
 	if (n < 0 && errno != EINTR)
@@ -232,10 +232,18 @@ reactor_main(void *arg)
 		reactor_pin(r);
 	log_debug("reactor=%u running", r->id);
 	while (!r->done)
-		reactor_turn(r, evs);
+		reactor_turn(r, evs, r->stopping ? 100 : 1000);
 	free(evs);
 	log_debug("reactor=%u stopped", r->id);
 	return NULL;
+}
+
+void
+reactor_run_once(struct reactor *r, int timeout_ms)
+{
+	struct epoll_event evs[REACTOR_MAX_EVENTS];
+
+	reactor_turn(r, evs, timeout_ms);
 }
 
 int

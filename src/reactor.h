@@ -147,6 +147,12 @@ void	reactor_free(struct reactor *r);
 /* Starts the reactor's thread, named "reactor-<id>". 0, or -1 with errno. */
 int	reactor_start(struct reactor *r);
 
+/*
+ * Runs one loop turn on the calling thread, waiting up to timeout_ms for
+ * events: for tests and fuzzers driving a reactor that was never started.
+ */
+void	reactor_run_once(struct reactor *r, int timeout_ms);
+
 /* Waits for the thread to end (after reactor_stop). Main thread. */
 void	reactor_join(struct reactor *r);
 

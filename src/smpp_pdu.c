@@ -468,9 +468,15 @@ wr_body(struct wr *w, const struct smpp_pdu *pdu)
 		return true;
 	case SMPP_SUBMIT_SM | SMPP_RESP:
 	case SMPP_DELIVER_SM | SMPP_RESP:
-	case SMPP_DATA_SM | SMPP_RESP:
 		if (!error_resp)
 			wr_cstr(w, pdu->message_id, sizeof(pdu->message_id));
+		return true;
+	case SMPP_DATA_SM | SMPP_RESP:
+		/* data_sm_resp may carry optional parameters; decode reads them. */
+		if (!error_resp) {
+			wr_cstr(w, pdu->message_id, sizeof(pdu->message_id));
+			wr_tlvs(w, pdu);
+		}
 		return true;
 	case SMPP_QUERY_SM:
 		wr_cstr(w, pdu->message_id, 65);
