@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "iplimit.h"
 #include "log.h"
 #include "net.h"
 #include "proto.h"
@@ -47,6 +48,8 @@ struct acceptor {
 	uint64_t last_refuse_log_ms;
 	struct listener *ls;
 	size_t	nls;
+	struct iplimit *ips;
+	uint64_t last_gc_ms;
 	struct acceptor_stats stats;
 };
 
@@ -75,6 +78,7 @@ acceptor_new(struct config *cf, struct reactor **rs, unsigned n)
 		    sizeof(a->ls[i].name));
 		a->ls[i].proto = cf->listeners[i].proto;
 	}
+	a->ips = iplimit_new();
 	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if ((a->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
 		fatal("epoll_create1");
@@ -91,6 +95,7 @@ acceptor_free(struct acceptor *a)
 		close(a->spare_fd);
 	close(a->epfd);
 	free(a->ls);
+	iplimit_free(a->ips);
 	config_unref(a->cf);
 	free(a);
 }
@@ -173,9 +178,12 @@ acceptor_log_refusal(struct acceptor *a, const char *why)
 		return;
 	a->last_refuse_log_ms = now;
 	log_warnx("refusing clients: %s (refused so far: %llu at "
-	    "max_connections, %llu out of descriptors)", why,
+	    "max_connections, %llu out of descriptors, %llu per address, "
+	    "%llu by rate)", why,
 	    (unsigned long long)a->stats.refused_max,
-	    (unsigned long long)a->stats.refused_fd);
+	    (unsigned long long)a->stats.refused_fd,
+	    (unsigned long long)a->stats.refused_ip,
+	    (unsigned long long)a->stats.refused_rate);
 }
 
 static void
@@ -225,9 +233,34 @@ acceptor_shed(struct acceptor *a, struct listener *l)
 	}
 }
 
-static void
-acceptor_hand_off(struct acceptor *a, struct listener *l, int fd)
+/* Checks the per-address limits; false: refused (and fd closed). */
+static bool
+acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
+    struct iplimit_entry **ip)
 {
+	const struct limits *lim = &a->cf->limits;
+	enum iplimit_verdict v;
+
+	v = iplimit_admit(a->ips, sa, lim->max_connections_per_ip,
+	    lim->connection_rate_per_ip, now_ms(), ip);
+	if (v == IPLIMIT_OK)
+		return true;
+	close(fd);
+	if (v == IPLIMIT_TOO_MANY) {
+		a->stats.refused_ip++;
+		acceptor_log_refusal(a, "max_connections_per_ip reached");
+	} else {
+		a->stats.refused_rate++;
+		acceptor_log_refusal(a, "connection_rate_per_ip exceeded");
+	}
+	return false;
+}
+
+static void
+acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
+    const struct sockaddr *sa)
+{
+	struct iplimit_entry *ip;
 	int one = 1;
 
 	if (atomic_load_explicit(&conn_live, memory_order_relaxed) >=
@@ -237,11 +270,13 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd)
 		acceptor_log_refusal(a, "max_connections reached");
 		return;
 	}
+	if (!acceptor_admit(a, fd, sa, &ip))
+		return;
 	/* Replies are small and already batched: send them at once. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	atomic_fetch_add_explicit(&conn_live, 1, memory_order_relaxed);
 	a->stats.accepted++;
-	conn_handoff(a->rs[a->next], fd, l->proto);
+	conn_handoff(a->rs[a->next], fd, l->proto, ip);
 	a->next = (a->next + 1) % a->nrs;
 }
 
@@ -249,11 +284,13 @@ static void
 acceptor_accept(struct acceptor *a, struct listener *l)
 {
 	for (int i = 0; i < ACCEPT_BUDGET && l->fd >= 0; i++) {
-		int fd = accept4(l->fd, NULL, NULL,
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl,
 		    SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd >= 0) {
-			acceptor_hand_off(a, l, fd);
+			acceptor_hand_off(a, l, fd, (struct sockaddr *)&ss);
 			continue;
 		}
 		switch (errno) {
@@ -316,6 +353,11 @@ acceptor_run(struct acceptor *a, int sigfd, const struct acceptor_hooks *hooks)
 		now = now_ms();
 		if (a->paused && now >= a->resume_ms)
 			acceptor_resume(a);
+		if (now - a->last_gc_ms >= 1000) {
+			a->last_gc_ms = now;
+			iplimit_gc(a->ips, a->cf->limits.connection_rate_per_ip,
+			    now);
+		}
 		if (now >= next_tick) {
 			next_tick = now + tick_ms;
 			if (hooks->on_tick != NULL)

@@ -14,6 +14,8 @@ struct acceptor_stats {
 	uint64_t accepted;	/* handed to a reactor */
 	uint64_t refused_max;	/* closed at once: max_connections */
 	uint64_t refused_fd;	/* closed at once: out of descriptors */
+	uint64_t refused_ip;	/* closed at once: max_connections_per_ip */
+	uint64_t refused_rate;	/* closed at once: connection_rate_per_ip */
 };
 
 struct acceptor_hooks {

@@ -223,6 +223,12 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 			get_unsigned(e, k, 0, 86400, &l->output_stall_timeout);
 		else if (strcmp(name, "max_pdu_size") == 0)
 			get_size(e, k, 1024, 16 << 20, &l->max_pdu_size);
+		else if (strcmp(name, "max_connections_per_ip") == 0)
+			get_unsigned(e, k, 0, 10000000,
+			    &l->max_connections_per_ip);
+		else if (strcmp(name, "connection_rate_per_ip") == 0)
+			get_unsigned(e, k, 0, 10000000,
+			    &l->connection_rate_per_ip);
 		else
 			cferr_add(e, k, "limits.%s: unknown setting", name);
 	}

@@ -21,6 +21,8 @@ struct limits {
 	size_t	output_limit;		/* close the client above it */
 	unsigned output_stall_timeout;	/* s paused with no output sent: close */
 	size_t	max_pdu_size;		/* SMPP: longest command_length */
+	unsigned max_connections_per_ip; /* 0: no limit */
+	unsigned connection_rate_per_ip; /* new per second; 0: no limit */
 };
 
 /* The SMPP front end's settings. */

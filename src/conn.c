@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "iplimit.h"
 #include "log.h"
 #include "proto.h"
 
@@ -27,6 +28,7 @@ struct handoff {
 	struct reactor_task task;
 	int	fd;
 	const struct proto *proto;
+	struct iplimit_entry *ip;
 };
 
 static void conn_on_io(struct reactor *r, struct reactor_io *io,
@@ -105,22 +107,30 @@ handoff_task(struct reactor *r, void *arg)
 {
 	struct handoff *h = arg;
 
-	if (r->stopping) {
+	struct conn *c = NULL;
+
+	if (!r->stopping)
+		c = conn_new(r, h->fd, h->proto);
+	else {
 		close(h->fd);
 		atomic_fetch_sub(&conn_live, 1);
-	} else {
-		conn_new(r, h->fd, h->proto);
 	}
+	if (c != NULL)
+		c->ip = h->ip;
+	else
+		iplimit_release(h->ip);
 	free(h);
 }
 
 void
-conn_handoff(struct reactor *r, int fd, const struct proto *proto)
+conn_handoff(struct reactor *r, int fd, const struct proto *proto,
+    struct iplimit_entry *ip)
 {
 	struct handoff *h = xmalloc(sizeof(*h));
 
 	h->fd = fd;
 	h->proto = proto;
+	h->ip = ip;
 	h->task.fn = handoff_task;
 	h->task.arg = h;
 	reactor_post_task(r, &h->task);
@@ -438,6 +448,7 @@ conn_free(struct conn *c)
 	REACTOR_STAT_ADD(r->stats.conns, -1);
 	REACTOR_STAT_ADD(r->stats.closed[c->close_reason], 1);
 	atomic_fetch_sub(&conn_live, 1);
+	iplimit_release(c->ip);
 	free(c);
 }
 

@@ -11,6 +11,7 @@
 #include "reactor.h"
 
 struct proto;
+struct iplimit_entry;
 
 enum {
 	CONN_F_CLOSING = 1 << 0,	/* torn down at the end of the turn */
@@ -36,6 +37,7 @@ struct conn {
 	struct conn *flush_next;
 	struct buf *in;			/* part of a message, or NULL */
 	struct outq out;
+	struct iplimit_entry *ip;	/* its address's count, or NULL */
 	uint32_t slot;
 	uint32_t gen;
 	uint32_t last_active;		/* reactor seconds */
@@ -52,7 +54,8 @@ extern atomic_uint conn_live;
  * speaking proto. The caller has counted it in conn_live and never touches
  * fd again. Any thread.
  */
-void	conn_handoff(struct reactor *r, int fd, const struct proto *proto);
+void	conn_handoff(struct reactor *r, int fd, const struct proto *proto,
+	    struct iplimit_entry *ip);
 
 /*
  * Adopts fd as a connection speaking proto, watched for input. The caller

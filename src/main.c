@@ -406,8 +406,9 @@ main(int argc, char **argv)
 	stop_reactors(&d);
 	log_stats(&d);
 	service_watchdog_free(d.wd);
-	acceptor_free(d.acc);
+	/* Reactors first: a connection may still hold the acceptor's entries. */
 	free_reactors(&d);
+	acceptor_free(d.acc);
 	close(d.sigfd);
 	config_unref(d.cf);
 	log_notice("stopped");

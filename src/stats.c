@@ -66,10 +66,13 @@ stats_format(char *buf, size_t len, struct reactor *const *rs, unsigned n,
 	}
 	out_add(&o, "stats conns=%llu per_reactor=", conns);
 	out_per_reactor(&o, rs, n);
-	out_add(&o, " accepted=%llu refused_max=%llu refused_fd=%llu",
+	out_add(&o, " accepted=%llu refused_max=%llu refused_fd=%llu "
+	    "refused_ip=%llu refused_rate=%llu",
 	    (unsigned long long)as->accepted,
 	    (unsigned long long)as->refused_max,
-	    (unsigned long long)as->refused_fd);
+	    (unsigned long long)as->refused_fd,
+	    (unsigned long long)as->refused_ip,
+	    (unsigned long long)as->refused_rate);
 	for (int k = 0; k < CONN_CLOSE_N; k++)
 		out_add(&o, " closed_%s=%llu", conn_close_reason_name(k),
 		    closed[k]);

@@ -14,6 +14,7 @@ main(void)
 		placement_suite,
 		route_suite,
 		smpp_pdu_suite,
+		iplimit_suite,
 	};
 	SRunner *sr;
 	int failed;

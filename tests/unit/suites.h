@@ -11,5 +11,6 @@ Suite	*echo_suite(void);
 Suite	*placement_suite(void);
 Suite	*route_suite(void);
 Suite	*smpp_pdu_suite(void);
+Suite	*iplimit_suite(void);
 
 #endif

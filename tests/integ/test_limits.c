@@ -1,0 +1,132 @@
+/* test_limits.c: per-address connection limits and rates, against the real daemon. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "suites.h"
+
+#define LIMITS_CONF(lim)						\
+	"dispatchers = 2;\n"						\
+	"idle_timeout = 0;\n"						\
+	"listeners = ( { name = \"echo\"; address = \"0.0.0.0\";"	\
+	" port = 0; protocol = \"echo\"; } );\n"			\
+	"limits = { " lim " };\n"
+
+/* A blocking client from source address src (127.0.0.x), or -1. */
+static int
+connect_from(const char *src, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct timeval tv = { .tv_sec = 10 };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	inet_pton(AF_INET, src, &sa.sin_addr);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	sa.sin_port = htons((uint16_t)port);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* true if the daemon echoes on fd; false if it closed it. */
+static bool
+served(int fd)
+{
+	char buf[4];
+
+	if (send_all(fd, "ping", 4) < 0)
+		return false;
+	return recv_exact(fd, buf, 4, HARNESS_IO_MS) == 4 &&
+	    memcmp(buf, "ping", 4) == 0;
+}
+
+START_TEST(test_max_connections_per_ip)
+{
+	struct daemon *d = daemon_start(LIMITS_CONF(
+	    "max_connections_per_ip = 3;"), NULL);
+	int port = daemon_port(d, "echo"), a[4], b;
+	struct daemon_stats st;
+
+	for (int i = 0; i < 4; i++)
+		a[i] = connect_from("127.0.0.1", port);
+	for (int i = 0; i < 3; i++)
+		ck_assert_msg(served(a[i]), "client %d not served", i);
+	/* The fourth from the same address is accepted and closed. */
+	ck_assert_int_ne(client_wait_closed(a[3], HARNESS_IO_MS), ETIMEDOUT);
+	/* Another address is not affected. */
+	b = connect_from("127.0.0.2", port);
+	ck_assert(served(b));
+	daemon_stats(d, &st);
+	ck_assert_int_eq(daemon_stats_get(&st, "refused_ip"), 1);
+	ck_assert(daemon_log_contains(d, "max_connections_per_ip"));
+	/* One leaves: its place is free again. */
+	close(a[0]);
+	close(a[3]);
+	for (int i = 0; i < 100; i++) {
+		a[0] = connect_from("127.0.0.1", port);
+		if (served(a[0]))
+			break;
+		close(a[0]);
+		a[0] = -1;
+		harness_sleep_ms(20);
+	}
+	ck_assert_int_ge(a[0], 0);
+	for (int i = 0; i < 3; i++)
+		close(a[i]);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_connection_rate_per_ip)
+{
+	struct daemon *d = daemon_start(LIMITS_CONF(
+	    "connection_rate_per_ip = 5;"), NULL);
+	int port = daemon_port(d, "echo"), fds[20], ok = 0;
+	struct daemon_stats st;
+
+	for (int i = 0; i < 20; i++)
+		fds[i] = connect_from("127.0.0.3", port);
+	for (int i = 0; i < 20; i++) {
+		if (served(fds[i]))
+			ok++;
+		close(fds[i]);
+	}
+	/* A burst of one second's worth, plus what refilled meanwhile. */
+	ck_assert_msg(ok >= 5 && ok <= 12, "served %d of 20", ok);
+	daemon_stats(d, &st);
+	ck_assert_int_eq(daemon_stats_get(&st, "refused_rate"), 20 - ok);
+	/* Another address has its own bucket. */
+	fds[0] = connect_from("127.0.0.4", port);
+	ck_assert(served(fds[0]));
+	close(fds[0]);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+Suite *
+limits_suite(void)
+{
+	Suite *s = suite_create("limits");
+	TCase *tc = tcase_create("per_ip");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_max_connections_per_ip);
+	tcase_add_test(tc, test_connection_rate_per_ip);
+	suite_add_tcase(s, tc);
+	return s;
+}
