@@ -210,5 +210,7 @@ clean:
 # make fuzz and the replay of its corpora with the fuzz targets.
 include tests/bench/bench.mk
 include tests/fuzz/fuzz.mk
+# make check-stress (hostile clients, faults) and make check-valgrind.
+include tests/stress/stress.mk
 
 -include $(OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(INTEG_OBJS:.o=.d)

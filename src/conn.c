@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -33,6 +35,7 @@ struct handoff {
 
 static void conn_on_io(struct reactor *r, struct reactor_io *io,
 	    uint32_t events);
+static void conn_linger(struct conn *c);
 
 static void
 lru_unlink(struct reactor *r, struct conn *c)
@@ -148,12 +151,15 @@ conn_update_interest(struct conn *c)
 	    c->out.bytes >= lim->output_high_watermark) {
 		c->flags |= CONN_F_PAUSED;
 		c->r->npaused++;
+		/* The stall timeout counts from here at the earliest. */
+		conn_touch(c);
 	} else if ((c->flags & CONN_F_PAUSED) &&
 	    c->out.bytes <= lim->output_high_watermark / 2) {
 		c->flags &= ~CONN_F_PAUSED;
 		c->r->npaused--;
 	}
-	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD)))
+	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD)) ||
+	    (c->flags & CONN_F_LINGER))
 		events |= EPOLLIN;
 	if (c->out.bytes > 0)
 		events |= EPOLLOUT;
@@ -189,7 +195,7 @@ conn_flush(struct conn *c)
 			break;
 	}
 	if (c->out.bytes == 0 && (c->flags & CONN_F_DRAIN))
-		conn_close(c, c->drain_reason);
+		conn_linger(c);
 	conn_update_interest(c);
 }
 
@@ -256,7 +262,7 @@ conn_close_after_flush(struct conn *c, enum conn_close_reason reason)
 	c->flags |= CONN_F_DRAIN;
 	c->drain_reason = (uint8_t)reason;
 	if (c->out.bytes == 0)
-		conn_close(c, reason);
+		conn_linger(c);
 	else
 		conn_update_interest(c);
 }
@@ -377,6 +383,58 @@ conn_read(struct conn *c)
 	}
 }
 
+/*
+ * Reads and drops input; true if the peer has closed (or the socket
+ * failed), false once nothing more is there for now.
+ */
+static bool
+conn_discard(struct conn *c)
+{
+	for (int budget = CONN_READ_BUDGET; budget > 0; budget--) {
+		ssize_t n = read(c->io.fd, c->r->scratch, REACTOR_SCRATCH_SIZE);
+
+		if (n == 0)
+			return true;
+		if (n < 0)
+			return errno != EAGAIN && errno != EWOULDBLOCK &&
+			    errno != EINTR;
+	}
+	return false;
+}
+
+/* Bytes we sent that the peer has not acknowledged yet. */
+static int
+conn_unacked(const struct conn *c)
+{
+	int n = 0;
+
+	if (ioctl(c->io.fd, SIOCOUTQ, &n) < 0)
+		return 0;
+	return n;
+}
+
+/*
+ * All output is written: close gracefully. Closing with unread input, or
+ * with data still in the kernel's send queue, makes Linux send a reset
+ * and throw that queue away: the client would lose replies it was owed.
+ * So drop the input, and if anything is still unacknowledged, half-close
+ * and keep dropping input until the peer has taken it all or closes too
+ * (lingering close), bounded in time.
+ */
+static void
+conn_linger(struct conn *c)
+{
+	if (c->drain_reason == CONN_CLOSE_PEER || conn_discard(c) ||
+	    conn_unacked(c) == 0 || shutdown(c->io.fd, SHUT_WR) < 0) {
+		conn_close(c, c->drain_reason);
+		return;
+	}
+	c->flags |= CONN_F_LINGER;
+	c->last_active = c->r->now;
+	c->r->nlinger++;
+	conn_update_interest(c);
+}
+
 static void
 conn_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 {
@@ -385,6 +443,11 @@ conn_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 	(void)r;
 	if (c->flags & CONN_F_CLOSING)
 		return;
+	if (c->flags & CONN_F_LINGER) {
+		if (conn_discard(c) || conn_unacked(c) == 0)
+			conn_close(c, c->drain_reason);
+		return;
+	}
 	if (events & EPOLLOUT)
 		conn_flush(c);
 	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && conn_can_read(c))
@@ -445,6 +508,8 @@ conn_free(struct conn *c)
 	outq_clear(&c->out, &r->pool);
 	if (c->flags & CONN_F_PAUSED)
 		r->npaused--;
+	if (c->flags & CONN_F_LINGER)
+		r->nlinger--;
 	REACTOR_STAT_ADD(r->stats.conns, -1);
 	REACTOR_STAT_ADD(r->stats.closed[c->close_reason], 1);
 	atomic_fetch_sub(&conn_live, 1);
@@ -494,6 +559,20 @@ conn_tick_all(struct reactor *r)
 		if (c != NULL && c->proto->on_tick != NULL &&
 		    !conn_is_closing(c))
 			c->proto->on_tick(c);
+	}
+}
+
+void
+conn_sweep_linger(struct reactor *r, unsigned timeout)
+{
+	for (uint32_t i = 0; i < r->nslots && r->nlinger > 0; i++) {
+		struct conn *c = r->slots[i];
+
+		if (c == NULL || !(c->flags & CONN_F_LINGER) ||
+		    (c->flags & CONN_F_CLOSING))
+			continue;
+		if (conn_unacked(c) == 0 || r->now - c->last_active > timeout)
+			conn_close(c, c->drain_reason);
 	}
 }
 

@@ -20,6 +20,7 @@ enum {
 	CONN_F_CORK = 1 << 3,		/* input being handled: flush after */
 	CONN_F_FLUSH_QUEUED = 1 << 4,	/* on the reactor's flush list */
 	CONN_F_HELD = 1 << 5,		/* the protocol asked: no input now */
+	CONN_F_LINGER = 1 << 6,		/* all sent, half-closed, input dropped */
 };
 
 /*
@@ -106,6 +107,11 @@ void	conn_reap(struct reactor *r);		/* flush, tear down closed ones */
 void	conn_sweep_idle(struct reactor *r, unsigned idle_timeout);
 /* Calls each connection's protocol on_tick. */
 void	conn_tick_all(struct reactor *r);
+/*
+ * Closes lingering connections whose peer has taken everything, or that
+ * have lingered for timeout seconds.
+ */
+void	conn_sweep_linger(struct reactor *r, unsigned timeout);
 /* Closes connections paused on output that sent nothing for timeout s. */
 void	conn_sweep_stalled(struct reactor *r, unsigned timeout);
 void	conn_shutdown_all(struct reactor *r);	/* drain everything */

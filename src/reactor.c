@@ -201,6 +201,7 @@ reactor_tick(struct reactor *r)
 static void
 reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 {
+	bool new_second;
 	int n;
 
 	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, timeout);
@@ -213,8 +214,13 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 
 		io->fn(r, io, evs[i].events);
 	}
-	if (r->now != r->last_sweep)
+	new_second = r->now != r->last_sweep;
+	if (new_second)
 		reactor_tick(r);
+	/* Stopping: every turn (100 ms), so that exit waits no longer than
+	 * the lingering connections need. */
+	if (r->nlinger > 0 && (r->stopping || new_second))
+		conn_sweep_linger(r, REACTOR_LINGER_TIMEOUT);
 	conn_reap(r);
 	if (r->stopping && (r->nconns == 0 || r->now >= r->stop_deadline)) {
 		conn_close_all(r);

@@ -94,6 +94,7 @@ struct reactor_stats {
 	atomic_load_explicit(&(field), memory_order_relaxed)
 
 #define REACTOR_SCRATCH_SIZE	65536
+#define REACTOR_LINGER_TIMEOUT	5	/* s a closing connection may linger */
 
 struct reactor {
 	struct reactor_stats stats;
@@ -111,6 +112,7 @@ struct reactor {
 	uint32_t stop_deadline;
 	uint32_t last_sweep;
 	uint32_t npaused;		/* connections over the high watermark */
+	uint32_t nlinger;		/* connections lingering before close */
 	uint64_t msg_seq;		/* for route_next_id */
 	struct config *cf;		/* this reactor's reference */
 	/* Connections by slot; gens[slot] changes each time a slot is freed. */

@@ -451,6 +451,64 @@ START_TEST(test_sender_never_reads)
 }
 END_TEST
 
+
+/*
+ * Regression: on SIGTERM a recipient that had not read everything and kept
+ * sending was closed with unread input, so the kernel reset the connection
+ * and threw away MSGs still in its send queue, though their senders had
+ * been told OK. The daemon now half-closes and lingers until the client
+ * has taken everything.
+ */
+START_TEST(test_sigterm_keeps_answered_messages)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF("shutdown_timeout = 10;\n"),
+	    NULL);
+	int port = daemon_port(d, "router");
+	int a = login(port, "alice"), b = client_connect(port), rcv = 2048;
+	static char cmds[1000 * 64], in[1 << 20];
+	size_t n = 0, got = 0;
+	int ok = 0, msgs = 0;
+	char line[256];
+
+	setsockopt(b, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	expect(b, "LOGIN bob\n", "OK LOGIN bob\n");
+	for (int i = 0; i < 1000; i++)
+		n += (size_t)snprintf(cmds + n, sizeof(cmds) - n,
+		    "SEND bob message number %04d of the test\n", i);
+	ck_assert_int_eq(send_all(a, cmds, n), 0);
+	for (int i = 0; i < 1000; i++) {
+		ck_assert_int_gt(recv_line(a, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		ck_assert_msg(strncmp(line, "OK ", 3) == 0, "%s", line);
+		ok++;
+	}
+	/* bob has read nothing; now it sends without reading, then stops. */
+	ck_assert_int_eq(daemon_signal(d, SIGTERM), 0);
+	for (int i = 0; i < 50; i++)
+		if (send(b, "PING\n", 5, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			break;
+	/* Everything owed must arrive, then a clean end of stream. */
+	for (;;) {
+		ssize_t r = recv(b, in + got, sizeof(in) - got, 0);
+
+		if (r <= 0) {
+			ck_assert_msg(r == 0, "bob: %s after %zu bytes",
+			    strerror(errno), got);
+			break;
+		}
+		got += (size_t)r;
+	}
+	for (char *p = in; (p = memmem(p, got - (size_t)(p - in), "MSG ", 4))
+	    != NULL; p += 4)
+		msgs++;
+	ck_assert_int_eq(msgs, ok);
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_wait_exit(d, 15000), 0);
+	daemon_free(d);
+}
+END_TEST
+
 #define MESH_CLIENTS	300
 #define MESH_MSGS	200
 #define MESH_WINDOW	8
@@ -708,6 +766,7 @@ router_suite(void)
 	tcase_add_test(tc, test_recipient_vanishes_in_flight);
 	tcase_add_test(tc, test_recipient_never_reads);
 	tcase_add_test(tc, test_sender_never_reads);
+	tcase_add_test(tc, test_sigterm_keeps_answered_messages);
 	tcase_add_test(tc, test_mesh_300_clients);
 	suite_add_tcase(s, tc);
 	return s;
