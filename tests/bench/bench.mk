@@ -1,2 +1,36 @@
 # tests/bench/bench.mk: the load generator and `make bench` (included by the Makefile).
-.PHONY: bench bench-deps
+.PHONY: bench bench-run bench-deps
+
+LOADGEN    := $(BUILD)/loadgen
+# The yardsticks make bench compares against, and the plotter.
+BENCH_DEBS := redis-server memcached nats-server gnuplot-nox
+LOADGEN_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
+
+$(LOADGEN): tests/bench/loadgen.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(LOADGEN_CFLAGS) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $< -lm
+
+# Installs the yardsticks with apt-get when root; otherwise says how.
+bench-deps:
+	@missing=""; for p in $(BENCH_DEBS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
+			grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "bench-deps: all installed"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else \
+		echo "missing benchmark yardsticks; run:"; \
+		echo "  sudo apt-get install$$missing"; \
+	fi
+
+# The whole suite: about 6 minutes. BENCH_QUICK=1 for a short smoke run.
+# Build dependencies first, like check; the yardsticks are bench-deps.
+bench: deps
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: $(BIN) $(LOADGEN)
+	ECHOROUTERD_BIN=$(BIN) LOADGEN=$(LOADGEN) tests/bench/run-bench

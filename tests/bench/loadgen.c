@@ -1,0 +1,1428 @@
+/* loadgen.c: the benchmark's load generator: echo, line, router, pub/sub. */
+/*
+ * One process, T epoll threads. All connections are made first by the main
+ * thread (bounded concurrent non-blocking connects, retried, source
+ * addresses rotated over 127.0.0.2.. so that tens of thousands of
+ * connections do not run out of ephemeral ports), then handed to the
+ * threads. After a set-up step per connection (LOGIN, SUBSCRIBE, ...) the
+ * traffic runs for a warm-up and a measured period, then no new request is
+ * sent and every outstanding one must be answered within the drain time.
+ *
+ * Modes:
+ *   echo    D messages of S bytes in flight per connection; every byte of
+ *           the reply is checked against what was sent.
+ *   line    D one-line requests (-q) in flight per connection; each reply
+ *           line must start with -e (redis "PING", memcached "version", ...).
+ *   router  P sender->receiver pairs on echorouterd's router protocol, W
+ *           messages in flight per pair; every MSG is checked for sender,
+ *           content and per-pair order. -x same|cross places the pairs on
+ *           one reactor or on two (round-robin placement, -R reactors).
+ *   redis   the same pair traffic over redis-server PUBLISH/SUBSCRIBE.
+ *   nats    the same pair traffic over nats-server PUB/SUB.
+ *
+ * With -I SECS (echo and line) each connection does one request, then all
+ * stay open and idle for SECS: the caller measures the server's memory.
+ *
+ * Prints one line "RESULT key=value ..." on stdout; exits 0 only when no
+ * reply was wrong or missing, 1 otherwise, 2 on bad usage, 3 on the hard
+ * time limit.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+
+#define LG_RBUF		8192	/* per-connection input for line modes */
+#define LG_SCRATCH	65536
+#define LG_MAX_EVENTS	512
+#define LG_HIST_SUB	32
+#define LG_HIST_N	(64 + 40 * LG_HIST_SUB)
+
+enum lg_mode { LG_ECHO, LG_LINE, LG_ROUTER, LG_REDIS, LG_NATS };
+
+static const char *const mode_names[] = {
+	[LG_ECHO] = "echo", [LG_LINE] = "line", [LG_ROUTER] = "router",
+	[LG_REDIS] = "redis", [LG_NATS] = "nats",
+};
+
+struct lg_opts {
+	enum lg_mode mode;
+	const char *host;
+	const char *label;
+	const char *req;	/* line mode request, without CRLF */
+	const char *expect;	/* line mode reply prefix */
+	int	port;
+	unsigned n;		/* connections (echo, line) */
+	unsigned pairs;		/* pairs (router, redis, nats) */
+	unsigned depth;		/* in flight per connection or pair */
+	unsigned size;
+	unsigned threads;
+	int	nsrc;		/* source addresses; -1 = automatic */
+	unsigned conc;		/* concurrent connects */
+	unsigned reactors;
+	bool	same;		/* router: same-reactor pairs */
+	double	warm, dur, hold, ctimeout, drain;
+};
+
+static struct lg_opts opt = {
+	.mode = LG_ECHO, .host = "127.0.0.1", .label = "-", .req = "PING",
+	.expect = "+PONG", .port = 0, .n = 100, .pairs = 100, .depth = 1,
+	.size = 64, .threads = 2, .nsrc = -1, .conc = 256, .reactors = 2,
+	.same = false, .warm = 2, .dur = 5, .hold = 0, .ctimeout = 60,
+	.drain = 5,
+};
+
+enum lg_role { LG_PLAIN, LG_SENDER, LG_RECEIVER };
+
+struct lg_conn {
+	int	fd;
+	uint8_t	role;
+	bool	ready;		/* set-up done */
+	bool	want_out;	/* EPOLLOUT armed */
+	uint32_t id;		/* connection index, or pair index */
+	struct lg_conn *peer;	/* the other end of a pair */
+	uint64_t sent;		/* messages (or echo bytes) sent */
+	uint64_t done;		/* messages answered or delivered */
+	uint64_t acked;		/* router: OKs; echo: bytes received */
+	uint64_t *ts;		/* send times, ring of depth entries */
+	char	*rbuf;		/* unparsed input (line modes) */
+	size_t	rlen;
+	char	*wbuf;		/* output the socket did not take yet */
+	size_t	wlen, woff;
+};
+
+struct lg_thread {
+	pthread_t tid;
+	unsigned idx;
+	int	epfd;
+	struct lg_conn **conns;
+	size_t	nconns;
+	char	*scratch;	/* requests being built */
+	char	*inbuf;		/* what read() returned */
+	uint64_t hist[LG_HIST_N];
+	uint64_t nlat;
+	_Alignas(64) atomic_uint_fast64_t done;
+	atomic_uint_fast64_t errors;
+	atomic_uint nready;
+	atomic_bool finished;
+	char	first_error[160];
+};
+
+static struct lg_thread *thr;
+static atomic_int phase;	/* 0 set-up, 1 run, 2 measure, 3 stop, 4 abort */
+static char run_tag[32];
+
+enum { PH_SETUP, PH_RUN, PH_MEASURE, PH_STOP, PH_ABORT };
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static _Noreturn void die(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static _Noreturn void
+die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "loadgen: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(2);
+}
+
+static void *
+xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n, sz);
+
+	if (p == NULL)
+		die("out of memory");
+	return p;
+}
+
+static void
+on_alarm(int sig)
+{
+	static const char m[] = "loadgen: hard time limit hit, giving up\n";
+
+	(void)sig;
+	(void)!write(2, m, sizeof(m) - 1);
+	_exit(3);
+}
+
+/* Records a verification error; the first one is kept for the report. */
+static void lg_error(struct lg_thread *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+lg_error(struct lg_thread *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (atomic_fetch_add(&t->errors, 1) == 0) {
+		va_start(ap, fmt);
+		vsnprintf(t->first_error, sizeof(t->first_error), fmt, ap);
+		va_end(ap);
+	}
+}
+
+/* --- latency histogram: 32 sub-buckets per power of two, in ns --------- */
+
+static unsigned
+hist_index(uint64_t v)
+{
+	unsigned msb, shift;
+
+	if (v < 64)
+		return (unsigned)v;
+	msb = 63 - (unsigned)__builtin_clzll(v);
+	if (msb > 45)
+		return LG_HIST_N - 1;
+	shift = msb - 5;
+	return 64 + (msb - 6) * LG_HIST_SUB +
+	    (unsigned)((v >> shift) & (LG_HIST_SUB - 1));
+}
+
+static uint64_t
+hist_value(unsigned idx)
+{
+	unsigned msb, sub;
+
+	if (idx < 64)
+		return idx;
+	msb = (idx - 64) / LG_HIST_SUB + 6;
+	sub = (idx - 64) % LG_HIST_SUB;
+	return ((uint64_t)(LG_HIST_SUB + sub) << (msb - 5)) +
+	    ((uint64_t)1 << (msb - 5)) / 2;
+}
+
+static void
+hist_add(struct lg_thread *t, uint64_t sent_ns)
+{
+	if (atomic_load_explicit(&phase, memory_order_relaxed) != PH_MEASURE)
+		return;
+	t->hist[hist_index(now_ns() - sent_ns)]++;
+	t->nlat++;
+}
+
+static double
+hist_pct(const uint64_t *h, uint64_t total, double pct)
+{
+	uint64_t want = (uint64_t)ceil((double)total * pct / 100.0), seen = 0;
+
+	if (total == 0)
+		return 0;
+	for (unsigned i = 0; i < LG_HIST_N; i++) {
+		seen += h[i];
+		if (seen >= want)
+			return (double)hist_value(i) / 1000.0;
+	}
+	return 0;
+}
+
+/* --- payloads ----------------------------------------------------------- */
+
+/* Echo stream byte at offset off of connection id: printable, never LF. */
+static inline char
+echo_byte(uint32_t id, uint64_t off)
+{
+	return (char)('a' + (off * 7 + id) % 26);
+}
+
+/* Router text for message seq of a pair: "<seq>.<filler>", size bytes. */
+static size_t
+pair_text(char *p, uint64_t seq, unsigned size)
+{
+	int n = snprintf(p, 32, "%" PRIu64 ".", seq);
+
+	for (unsigned i = (unsigned)n; i < size; i++)
+		p[i] = (char)('a' + (seq + i) % 26);
+	return size > (unsigned)n ? size : (unsigned)n;
+}
+
+/* Checks a delivered text; returns its sequence number or -1. */
+static int64_t
+pair_check(const char *p, size_t len)
+{
+	char want[LG_RBUF];
+	char *end;
+	unsigned long long seq;
+
+	errno = 0;
+	seq = strtoull(p, &end, 10);
+	if (errno != 0 || end == p || (size_t)(end - p) >= len || *end != '.')
+		return -1;
+	if (len != pair_text(want, seq, opt.size) || memcmp(want, p, len) != 0)
+		return -1;
+	return (int64_t)seq;
+}
+
+static void
+pair_addr(char *buf, size_t len, const struct lg_conn *c)
+{
+	snprintf(buf, len, "%s%c%u", run_tag,
+	    c->role == LG_SENDER ? 's' : 'r', c->id);
+}
+
+/* --- output ------------------------------------------------------------- */
+
+static void
+conn_want_out(struct lg_thread *t, struct lg_conn *c, bool on)
+{
+	struct epoll_event ev = {
+		.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c,
+	};
+
+	if (c->want_out == on)
+		return;
+	c->want_out = on;
+	if (epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+		lg_error(t, "epoll_ctl: %s", strerror(errno));
+}
+
+/* Writes what is pending; returns false if the connection failed. */
+static bool
+conn_flush(struct lg_thread *t, struct lg_conn *c)
+{
+	while (c->woff < c->wlen) {
+		ssize_t n = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			conn_want_out(t, c, true);
+			return true;
+		}
+		if (n <= 0) {
+			lg_error(t, "conn %u: write: %s", c->id,
+			    strerror(errno));
+			return false;
+		}
+		c->woff += (size_t)n;
+	}
+	c->woff = c->wlen = 0;
+	conn_want_out(t, c, false);
+	return true;
+}
+
+/* Queues p behind pending output, then writes as much as the socket takes. */
+static bool
+conn_send(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
+{
+	if (c->wlen == 0) {
+		ssize_t w;
+
+		while ((w = write(c->fd, p, n)) < 0 && errno == EINTR)
+			;
+		if (w < 0 && errno != EAGAIN) {
+			lg_error(t, "conn %u: write: %s", c->id,
+			    strerror(errno));
+			return false;
+		}
+		if (w == (ssize_t)n)
+			return true;
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+		}
+	}
+	if (c->wbuf == NULL)
+		c->wbuf = xcalloc(1, LG_SCRATCH);
+	if (c->wlen + n > LG_SCRATCH) {
+		if (c->woff > 0) {
+			memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+			c->wlen -= c->woff;
+			c->woff = 0;
+		}
+		if (c->wlen + n > LG_SCRATCH) {
+			lg_error(t, "conn %u: output backlog overflow", c->id);
+			return false;
+		}
+	}
+	memcpy(c->wbuf + c->wlen, p, n);
+	c->wlen += n;
+	return conn_flush(t, c);
+}
+
+static bool
+sending_allowed(void)
+{
+	int ph = atomic_load_explicit(&phase, memory_order_relaxed);
+
+	return ph == PH_RUN || ph == PH_MEASURE;
+}
+
+/* --- requests ----------------------------------------------------------- */
+
+/* Sends requests on c (or pair sender c) up to the window. */
+static void
+pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
+{
+	char *p = t->scratch;
+	size_t len = 0;
+	uint64_t now = now_ns();
+	uint64_t limit = opt.depth;
+
+	if (!force_one && !sending_allowed())
+		return;
+	if (force_one)
+		limit = 1;
+	while (c->sent - c->done < limit && len + 1024 + opt.size < LG_SCRATCH) {
+		uint64_t seq = c->sent;
+
+		switch (opt.mode) {
+		case LG_ECHO:
+			for (unsigned i = 0; i < opt.size; i++)
+				p[len + i] = echo_byte(c->id,
+				    seq * opt.size + i);
+			len += opt.size;
+			break;
+		case LG_LINE:
+			len += (size_t)sprintf(p + len, "%s\r\n", opt.req);
+			break;
+		case LG_ROUTER: {
+			char to[48];
+
+			pair_addr(to, sizeof(to), c->peer);
+			len += (size_t)sprintf(p + len, "SEND %s ", to);
+			len += pair_text(p + len, seq, opt.size);
+			p[len++] = '\n';
+			break;
+		}
+		case LG_REDIS:
+			len += (size_t)sprintf(p + len, "PUBLISH %sc%u ",
+			    run_tag, c->id);
+			len += pair_text(p + len, seq, opt.size);
+			p[len++] = '\r';
+			p[len++] = '\n';
+			break;
+		case LG_NATS:
+			len += (size_t)sprintf(p + len, "PUB %s.%u %u\r\n",
+			    run_tag, c->id, opt.size);
+			len += pair_text(p + len, seq, opt.size);
+			p[len++] = '\r';
+			p[len++] = '\n';
+			break;
+		}
+		c->ts[seq % opt.depth] = now;
+		c->sent++;
+		if (force_one)
+			break;
+	}
+	if (len > 0)
+		conn_send(t, c, p, len);
+}
+
+/* One request or message answered: count it, time it, send the next. */
+static void
+complete(struct lg_thread *t, struct lg_conn *sender)
+{
+	hist_add(t, sender->ts[sender->done % opt.depth]);
+	sender->done++;
+	atomic_fetch_add_explicit(&t->done, 1, memory_order_relaxed);
+}
+
+/* --- input: echo -------------------------------------------------------- */
+
+static void
+echo_input(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++, c->acked++) {
+		if (c->acked >= c->sent * opt.size) {
+			lg_error(t, "conn %u: %zu bytes nobody asked for",
+			    c->id, n - i);
+			return;
+		}
+		if (p[i] != echo_byte(c->id, c->acked)) {
+			lg_error(t, "conn %u: byte %" PRIu64 " differs",
+			    c->id, c->acked);
+			return;
+		}
+		if ((c->acked + 1) % opt.size == 0)
+			complete(t, c);
+	}
+}
+
+/* --- input: line protocols ---------------------------------------------- */
+
+static void
+setup_done(struct lg_thread *t, struct lg_conn *c)
+{
+	if (!c->ready) {
+		c->ready = true;
+		atomic_fetch_add(&t->nready, 1);
+	}
+}
+
+static void
+line_reply(struct lg_thread *t, struct lg_conn *c, const char *l, size_t n)
+{
+	size_t el = strlen(opt.expect);
+
+	if (c->done >= c->sent) {
+		lg_error(t, "conn %u: reply nobody asked for", c->id);
+		return;
+	}
+	if (n < el || memcmp(l, opt.expect, el) != 0) {
+		lg_error(t, "conn %u: unexpected reply \"%.*s\"", c->id,
+		    (int)(n > 60 ? 60 : n), l);
+		return;
+	}
+	complete(t, c);
+	if (!c->ready && opt.hold > 0)
+		setup_done(t, c);
+}
+
+/* A MSG (router), message (redis) or MSG (nats) delivered to receiver c. */
+static void
+pair_deliver(struct lg_thread *t, struct lg_conn *c, const char *text,
+    size_t len)
+{
+	struct lg_conn *s = c->peer;
+	int64_t seq = pair_check(text, len);
+
+	if (seq < 0) {
+		lg_error(t, "pair %u: bad text \"%.*s\"", c->id,
+		    (int)(len > 60 ? 60 : len), text);
+		return;
+	}
+	if ((uint64_t)seq != s->done || s->done >= s->sent) {
+		lg_error(t, "pair %u: got #%" PRId64 " expected #%" PRIu64
+		    " (sent %" PRIu64 ")", c->id, seq, s->done, s->sent);
+		return;
+	}
+	complete(t, s);
+	pump(t, s, false);
+}
+
+static void
+router_line(struct lg_thread *t, struct lg_conn *c, char *l, size_t n)
+{
+	char addr[48];
+	size_t al;
+
+	l[n] = '\0';
+	if (!c->ready) {
+		pair_addr(addr, sizeof(addr), c);
+		if (strncmp(l, "OK LOGIN ", 9) != 0 || strcmp(l + 9, addr))
+			lg_error(t, "conn %u: LOGIN answered \"%.60s\"",
+			    c->id, l);
+		else
+			setup_done(t, c);
+		return;
+	}
+	if (c->role == LG_SENDER && strncmp(l, "OK ", 3) == 0) {
+		if (++c->acked > c->sent)
+			lg_error(t, "pair %u: OK nobody asked for", c->id);
+		return;
+	}
+	if (c->role == LG_RECEIVER && strncmp(l, "MSG ", 4) == 0) {
+		char *from = strchr(l + 4, ' '), *text;
+
+		pair_addr(addr, sizeof(addr), c->peer);
+		al = strlen(addr);
+		if (from == NULL || strncmp(from + 1, addr, al) != 0 ||
+		    from[1 + al] != ' ') {
+			lg_error(t, "pair %u: MSG from wrong sender: %.60s",
+			    c->id, l);
+			return;
+		}
+		text = from + 2 + al;
+		pair_deliver(t, c, text, (size_t)(l + n - text));
+		return;
+	}
+	lg_error(t, "conn %u: unexpected \"%.80s\"", c->id, l);
+}
+
+/*
+ * One RESP value at p: a simple line, or an array of up to 4 bulk strings
+ * or integers. Returns the bytes it takes, 0 if incomplete, -1 if bad.
+ */
+static ssize_t
+resp_parse(char *p, size_t n, char **el, size_t *ell, unsigned *nel)
+{
+	char *q = p, *end = p + n, *lf;
+	long cnt = 1;
+	bool array = false;
+
+	*nel = 0;
+	if (n > 0 && *p == '*') {
+		if ((lf = memchr(q, '\n', (size_t)(end - q))) == NULL)
+			return 0;
+		cnt = strtol(q + 1, NULL, 10);
+		if (cnt < 0 || cnt > 4)
+			return -1;
+		q = lf + 1;
+		array = true;
+	}
+	for (long i = 0; i < cnt; i++) {
+		if (q >= end || (lf = memchr(q, '\n', (size_t)(end - q))) ==
+		    NULL)
+			return 0;
+		if (*q == '$') {
+			long bl = strtol(q + 1, NULL, 10);
+
+			if (bl < 0 || bl > LG_RBUF)
+				return -1;
+			if ((size_t)(end - (lf + 1)) < (size_t)bl + 2)
+				return 0;
+			el[*nel] = lf + 1;
+			ell[(*nel)++] = (size_t)bl;
+			q = lf + 1 + bl + 2;
+		} else if (*q == ':' || *q == '+' || *q == '-' || !array) {
+			el[*nel] = q;
+			ell[(*nel)++] = (size_t)(lf - q) - (lf > q &&
+			    lf[-1] == '\r');
+			q = lf + 1;
+		} else {
+			return -1;
+		}
+	}
+	return q - p;
+}
+
+static void
+redis_value(struct lg_thread *t, struct lg_conn *c, char **el, size_t *ell,
+    unsigned nel)
+{
+	if (c->role == LG_SENDER) {
+		if (!c->ready && nel == 1 && ell[0] == 5 &&
+		    memcmp(el[0], "+PONG", 5) == 0)
+			setup_done(t, c);
+		else if (nel == 1 && ell[0] == 2 && memcmp(el[0], ":1", 2) ==
+		    0 && c->acked < c->sent)
+			c->acked++;
+		else
+			lg_error(t, "pair %u: PUBLISH answered \"%.*s\"",
+			    c->id, (int)(ell[0] > 60 ? 60 : ell[0]), el[0]);
+		return;
+	}
+	if (nel == 3 && ell[0] == 9 && memcmp(el[0], "subscribe", 9) == 0) {
+		setup_done(t, c);
+	} else if (nel == 3 && ell[0] == 7 &&
+	    memcmp(el[0], "message", 7) == 0) {
+		pair_deliver(t, c, el[2], ell[2]);
+	} else {
+		lg_error(t, "pair %u: unexpected RESP value (%u elements)",
+		    c->id, nel);
+	}
+}
+
+/* Handles whole RESP values in c's buffer; returns the bytes used. */
+static size_t
+redis_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	for (;;) {
+		char *el[4];
+		size_t ell[4];
+		unsigned nel;
+		ssize_t k = resp_parse(buf + off, len - off, el, ell, &nel);
+
+		if (k == 0)
+			break;
+		if (k < 0) {
+			lg_error(t, "conn %u: bad RESP", c->id);
+			return len;
+		}
+		redis_value(t, c, el, ell, nel);
+		off += (size_t)k;
+	}
+	return off;
+}
+
+/* Handles whole NATS protocol lines (and MSG payloads); returns bytes used. */
+static size_t
+nats_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	for (;;) {
+		char *l = buf + off, *lf = memchr(l, '\n', len - off);
+		unsigned long plen;
+		char *sp;
+
+		if (lf == NULL)
+			break;
+		if (strncmp(l, "MSG ", 4) == 0) {
+			sp = memrchr(l, ' ', (size_t)(lf - l));
+			plen = strtoul(sp + 1, NULL, 10);
+			if ((size_t)(buf + len - (lf + 1)) < plen + 2)
+				break;
+			if (c->role != LG_RECEIVER)
+				lg_error(t, "conn %u: MSG to a sender", c->id);
+			else
+				pair_deliver(t, c, lf + 1, plen);
+			off = (size_t)(lf + 1 + plen + 2 - buf);
+			continue;
+		}
+		off = (size_t)(lf + 1 - buf);
+		if (strncmp(l, "PING", 4) == 0)
+			conn_send(t, c, "PONG\r\n", 6);
+		else if (strncmp(l, "PONG", 4) == 0)
+			setup_done(t, c);
+		else if (strncmp(l, "INFO ", 5) != 0 &&
+		    strncmp(l, "+OK", 3) != 0)
+			lg_error(t, "conn %u: nats said \"%.*s\"", c->id,
+			    (int)(lf - l > 80 ? 80 : lf - l), l);
+	}
+	return off;
+}
+
+/* Handles whole lines in c's buffer; returns the bytes used. */
+static size_t
+lines_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
+{
+	size_t off = 0;
+	char *lf;
+
+	while ((lf = memchr(buf + off, '\n', len - off)) != NULL) {
+		char *l = buf + off;
+		size_t n = (size_t)(lf - l);
+
+		if (n > 0 && l[n - 1] == '\r')
+			n--;
+		if (opt.mode == LG_LINE)
+			line_reply(t, c, l, n);
+		else
+			router_line(t, c, l, n);
+		off = (size_t)(lf + 1 - buf);
+	}
+	return off;
+}
+
+static size_t
+parse_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
+{
+	buf[len] = '\0';
+	if (opt.mode == LG_REDIS)
+		return redis_input(t, c, buf, len);
+	if (opt.mode == LG_NATS)
+		return nats_input(t, c, buf, len);
+	return lines_input(t, c, buf, len);
+}
+
+/*
+ * Parses replies straight from the read buffer (p has room for a NUL after
+ * n); only an unfinished tail is kept, so idle connections hold no buffer.
+ */
+static void
+buffered_input(struct lg_thread *t, struct lg_conn *c, char *p, size_t n)
+{
+	bool fresh = c->rlen == 0;
+	size_t used;
+
+	if (fresh) {
+		used = parse_input(t, c, p, n);
+		p += used;
+		n -= used;
+		if (n == 0)
+			return;
+	}
+	if (c->rbuf == NULL)
+		c->rbuf = xcalloc(1, LG_RBUF + 1);
+	if (c->rlen + n > LG_RBUF) {
+		lg_error(t, "conn %u: reply longer than %d bytes", c->id,
+		    LG_RBUF);
+		c->rlen = 0;
+		return;
+	}
+	memcpy(c->rbuf + c->rlen, p, n);
+	c->rlen += n;
+	if (fresh)
+		return;	/* already parsed: nothing whole in this tail */
+	used = parse_input(t, c, c->rbuf, c->rlen);
+	memmove(c->rbuf, c->rbuf + used, c->rlen - used);
+	c->rlen -= used;
+}
+
+/* --- the worker threads -------------------------------------------------- */
+
+static void
+conn_readable(struct lg_thread *t, struct lg_conn *c)
+{
+	for (int budget = 16; budget > 0; budget--) {
+		ssize_t n = read(c->fd, t->inbuf, LG_SCRATCH);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			if (atomic_load(&phase) < PH_ABORT)
+				lg_error(t, "conn %u: %s", c->id, n == 0 ?
+				    "closed by the server" : strerror(errno));
+			epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			return;
+		}
+		if (opt.mode == LG_ECHO) {
+			echo_input(t, c, t->inbuf, (size_t)n);
+			if (!c->ready && opt.hold > 0 && c->done == 1)
+				setup_done(t, c);
+			pump(t, c, false);
+		} else {
+			buffered_input(t, c, t->inbuf, (size_t)n);
+			if (opt.mode == LG_LINE)
+				pump(t, c, false);
+		}
+		if (n < LG_SCRATCH)
+			break;
+	}
+}
+
+/* The set-up request of a connection, sent when its thread starts. */
+static void
+conn_setup(struct lg_thread *t, struct lg_conn *c)
+{
+	char buf[256], addr[48];
+	int n = 0;
+
+	switch (opt.mode) {
+	case LG_ECHO:
+	case LG_LINE:
+		if (opt.hold > 0)
+			pump(t, c, true);
+		else
+			setup_done(t, c);
+		return;
+	case LG_ROUTER:
+		pair_addr(addr, sizeof(addr), c);
+		n = snprintf(buf, sizeof(buf), "LOGIN %s\n", addr);
+		break;
+	case LG_REDIS:
+		if (c->role == LG_RECEIVER)
+			n = snprintf(buf, sizeof(buf), "SUBSCRIBE %sc%u\r\n",
+			    run_tag, c->id);
+		else
+			n = snprintf(buf, sizeof(buf), "PING\r\n");
+		break;
+	case LG_NATS:
+		n = snprintf(buf, sizeof(buf), "CONNECT {\"verbose\":false,"
+		    "\"pedantic\":false,\"echo\":false}\r\n");
+		if (c->role == LG_RECEIVER)
+			n += snprintf(buf + n, sizeof(buf) - (size_t)n,
+			    "SUB %s.%u 1\r\n", run_tag, c->id);
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "PING\r\n");
+		break;
+	}
+	conn_send(t, c, buf, (size_t)n);
+}
+
+static bool
+thread_quiet(struct lg_thread *t)
+{
+	for (size_t i = 0; i < t->nconns; i++) {
+		struct lg_conn *c = t->conns[i];
+
+		if (c->role != LG_RECEIVER && c->done < c->sent)
+			return false;
+		if (c->role == LG_SENDER && opt.mode != LG_NATS &&
+		    c->acked < c->sent)
+			return false;
+	}
+	return true;
+}
+
+static void *
+thread_main(void *arg)
+{
+	struct lg_thread *t = arg;
+	struct epoll_event *evs = xcalloc(LG_MAX_EVENTS, sizeof(*evs));
+	int last = PH_SETUP;
+
+	for (size_t i = 0; i < t->nconns; i++)
+		conn_setup(t, t->conns[i]);
+	for (;;) {
+		int ph = atomic_load(&phase), n;
+
+		if (ph == PH_ABORT)
+			break;
+		if ((ph == PH_RUN || ph == PH_MEASURE) && last == PH_SETUP)
+			for (size_t i = 0; i < t->nconns; i++)
+				if (t->conns[i]->role != LG_RECEIVER)
+					pump(t, t->conns[i], false);
+		last = ph;
+		if (ph == PH_STOP && thread_quiet(t))
+			break;
+		n = epoll_wait(t->epfd, evs, LG_MAX_EVENTS, 20);
+		for (int i = 0; i < n; i++) {
+			struct lg_conn *c = evs[i].data.ptr;
+
+			if ((evs[i].events & EPOLLOUT) && !conn_flush(t, c))
+				continue;
+			if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+				conn_readable(t, c);
+		}
+	}
+	atomic_store(&t->finished, true);
+	free(evs);
+	return NULL;
+}
+
+/* --- connecting --------------------------------------------------------- */
+
+struct pending {
+	int	fd;
+	unsigned idx;
+	unsigned tries;
+};
+
+static int
+connect_one(const struct sockaddr_in *dst, unsigned idx)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (opt.nsrc > 0) {
+		struct sockaddr_in src = { .sin_family = AF_INET };
+
+		/* 127.0.0.2 .. 127.0.0.(1 + nsrc); the port at connect(). */
+		src.sin_addr.s_addr = htonl(0x7f000002u + idx % (unsigned)
+		    opt.nsrc);
+		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one,
+		    sizeof(one));
+		if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0) {
+			close(fd);
+			return -1;
+		}
+	}
+	if (connect(fd, (const struct sockaddr *)dst, sizeof(*dst)) < 0 &&
+	    errno != EINPROGRESS) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static bool
+retryable(int e)
+{
+	return e == ECONNREFUSED || e == ETIMEDOUT || e == EADDRNOTAVAIL ||
+	    e == ECONNRESET || e == EAGAIN || e == EADDRINUSE;
+}
+
+/* Starts connection idx in slot p; false if it failed for good. */
+static bool
+start_connect(int ep, const struct sockaddr_in *dst, struct pending *p)
+{
+	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = p };
+
+	for (;;) {
+		p->fd = connect_one(dst, p->idx);
+		if (p->fd >= 0)
+			break;
+		if (!retryable(errno) || ++p->tries > 50) {
+			fprintf(stderr, "loadgen: connect #%u: %s\n", p->idx,
+			    strerror(errno));
+			return false;
+		}
+		usleep(10000);
+	}
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, p->fd, &ev) < 0)
+		die("epoll_ctl: %s", strerror(errno));
+	return true;
+}
+
+/*
+ * Opens total connections to dst with at most conc connects in progress;
+ * returns the fds in connect order (the order the server accepts them when
+ * conc is 1), or exits.
+ */
+static int *
+connect_all(const struct sockaddr_in *dst, unsigned total, unsigned conc)
+{
+	int *fds = xcalloc(total, sizeof(int));
+	struct pending *slots = xcalloc(conc, sizeof(*slots));
+	struct epoll_event evs[256];
+	uint64_t deadline = now_ns() + (uint64_t)(opt.ctimeout * 1e9);
+	unsigned next = 0, done = 0;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0)
+		die("epoll_create1: %s", strerror(errno));
+	while (done < total) {
+		for (unsigned i = 0; i < conc && next < total; i++) {
+			if (slots[i].fd > 0)
+				continue;
+			slots[i] = (struct pending){ .idx = next++ };
+			if (!start_connect(ep, dst, &slots[i]))
+				exit(1);
+		}
+		if (now_ns() > deadline)
+			die("connect: %u of %u after %.0f s", done, total,
+			    opt.ctimeout);
+		int n = epoll_wait(ep, evs, 256, 50);
+		for (int i = 0; i < n; i++) {
+			struct pending *p = evs[i].data.ptr;
+			int err = 0;
+			socklen_t el = sizeof(err);
+
+			getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+			epoll_ctl(ep, EPOLL_CTL_DEL, p->fd, NULL);
+			if (err == 0) {
+				fds[p->idx] = p->fd;
+				p->fd = 0;
+				done++;
+				continue;
+			}
+			close(p->fd);
+			if (!retryable(err) || ++p->tries > 50) {
+				fprintf(stderr, "loadgen: connect #%u: %s\n",
+				    p->idx, strerror(err));
+				exit(1);
+			}
+			if (!start_connect(ep, dst, p))
+				exit(1);
+		}
+	}
+	close(ep);
+	free(slots);
+	return fds;
+}
+
+/* --- set-up, phases and the report -------------------------------------- */
+
+static struct lg_conn *
+conn_new(int fd, uint32_t id, uint8_t role)
+{
+	struct lg_conn *c = xcalloc(1, sizeof(*c));
+
+	c->fd = fd;
+	c->id = id;
+	c->role = role;
+	if (role != LG_RECEIVER)
+		c->ts = xcalloc(opt.depth, sizeof(uint64_t));
+	return c;
+}
+
+static void
+thread_add(struct lg_thread *t, struct lg_conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	t->conns[t->nconns++] = c;
+	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+		die("epoll_ctl: %s", strerror(errno));
+}
+
+/*
+ * Pairs connections made in order. The server places connection i on
+ * reactor i mod M, so cross pairs are (2k, 2k+1) and same-reactor pairs
+ * take a sender and a receiver M connections apart in blocks of 2M.
+ */
+static void
+make_pairs(int *fds, unsigned total)
+{
+	unsigned m = opt.reactors;
+
+	for (unsigned k = 0; k < opt.pairs; k++) {
+		unsigned si, ri;
+		struct lg_conn *s, *r;
+		struct lg_thread *t = &thr[k % opt.threads];
+
+		if (opt.same) {
+			unsigned b = k / m, j = k % m;
+
+			si = b * 2 * m + j;
+			ri = si + m;
+		} else {
+			si = 2 * k;
+			ri = 2 * k + 1;
+		}
+		if (si >= total || ri >= total)
+			die("internal: pair %u out of range", k);
+		s = conn_new(fds[si], k, LG_SENDER);
+		r = conn_new(fds[ri], k, LG_RECEIVER);
+		s->peer = r;
+		r->peer = s;
+		thread_add(t, s);
+		thread_add(t, r);
+	}
+}
+
+static void
+threads_init(int *fds, unsigned total)
+{
+	thr = xcalloc(opt.threads, sizeof(*thr));
+	for (unsigned i = 0; i < opt.threads; i++) {
+		thr[i].idx = i;
+		thr[i].epfd = epoll_create1(EPOLL_CLOEXEC);
+		thr[i].conns = xcalloc(total / opt.threads + 2,
+		    sizeof(struct lg_conn *));
+		thr[i].scratch = xcalloc(1, LG_SCRATCH + 1);
+		thr[i].inbuf = xcalloc(1, LG_SCRATCH + 1);
+		if (thr[i].epfd < 0)
+			die("epoll_create1: %s", strerror(errno));
+	}
+	if (opt.mode == LG_ECHO || opt.mode == LG_LINE) {
+		for (unsigned i = 0; i < total; i++)
+			thread_add(&thr[i % opt.threads],
+			    conn_new(fds[i], i, LG_PLAIN));
+	} else {
+		make_pairs(fds, total);
+	}
+}
+
+static uint64_t
+sum_done(void)
+{
+	uint64_t s = 0;
+
+	for (unsigned i = 0; i < opt.threads; i++)
+		s += atomic_load_explicit(&thr[i].done, memory_order_relaxed);
+	return s;
+}
+
+static uint64_t
+sum_errors(void)
+{
+	uint64_t s = 0;
+
+	for (unsigned i = 0; i < opt.threads; i++)
+		s += atomic_load(&thr[i].errors);
+	return s;
+}
+
+static unsigned
+sum_ready(void)
+{
+	unsigned s = 0;
+
+	for (unsigned i = 0; i < opt.threads; i++)
+		s += atomic_load(&thr[i].nready);
+	return s;
+}
+
+static bool
+all_finished(void)
+{
+	for (unsigned i = 0; i < opt.threads; i++)
+		if (!atomic_load(&thr[i].finished))
+			return false;
+	return true;
+}
+
+static void
+sleep_until(uint64_t t)
+{
+	uint64_t now = now_ns();
+
+	if (t > now) {
+		struct timespec ts = { (time_t)((t - now) / 1000000000u),
+		    (long)((t - now) % 1000000000u) };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Waits until every connection has done its set-up, or exits. */
+static void
+wait_ready(unsigned total)
+{
+	uint64_t deadline = now_ns() + (uint64_t)(opt.ctimeout * 1e9);
+
+	while (sum_ready() < total) {
+		if (sum_errors() > 0 || now_ns() > deadline) {
+			atomic_store(&phase, PH_ABORT);
+			fprintf(stderr, "loadgen: set-up: %u of %u ready, "
+			    "%" PRIu64 " errors\n", sum_ready(), total,
+			    sum_errors());
+			for (unsigned i = 0; i < opt.threads; i++)
+				if (thr[i].first_error[0] != '\0')
+					fprintf(stderr, "loadgen: %s\n",
+					    thr[i].first_error);
+			exit(1);
+		}
+		usleep(2000);
+	}
+}
+
+/* Runs warm-up and measurement; returns the measured seconds. */
+static double
+run_phases(uint64_t *measured)
+{
+	uint64_t t0 = now_ns(), tm, tend, d0 = 0, last = 0;
+	bool progress = opt.warm + opt.dur > 4;
+
+	atomic_store(&phase, PH_RUN);
+	tm = t0 + (uint64_t)(opt.warm * 1e9);
+	tend = tm + (uint64_t)(opt.dur * 1e9);
+	for (unsigned s = 1;; s++) {
+		uint64_t at = t0 + (uint64_t)s * 1000000000u, d;
+
+		if (at >= tm && atomic_load(&phase) == PH_RUN) {
+			sleep_until(tm);
+			d0 = sum_done();
+			atomic_store(&phase, PH_MEASURE);
+		}
+		if (at >= tend) {
+			sleep_until(tend);
+			*measured = sum_done() - d0;
+			atomic_store(&phase, PH_STOP);
+			return (double)(now_ns() - tm) / 1e9;
+		}
+		sleep_until(at);
+		d = sum_done();
+		if (progress)
+			fprintf(stderr, "loadgen: %s t=%us %s rate=%" PRIu64
+			    "/s errors=%" PRIu64 "\n", opt.label, s,
+			    atomic_load(&phase) == PH_MEASURE ? "measure" :
+			    "warm-up", d - last, sum_errors());
+		last = d;
+	}
+}
+
+/* Stops sending and waits for every outstanding reply; returns the lost. */
+static uint64_t
+drain(void)
+{
+	uint64_t deadline = now_ns() + (uint64_t)(opt.drain * 1e9), lost = 0;
+
+	while (!all_finished() && now_ns() < deadline)
+		usleep(5000);
+	atomic_store(&phase, PH_ABORT);
+	for (unsigned i = 0; i < opt.threads; i++) {
+		pthread_join(thr[i].tid, NULL);
+		for (size_t k = 0; k < thr[i].nconns; k++) {
+			struct lg_conn *c = thr[i].conns[k];
+
+			if (c->role != LG_RECEIVER)
+				lost += c->sent - c->done;
+			if (c->role == LG_SENDER && opt.mode != LG_NATS)
+				lost += c->sent - c->acked;
+		}
+	}
+	return lost;
+}
+
+static void
+report(unsigned total, uint64_t msgs, double secs, uint64_t lost)
+{
+	uint64_t *h = xcalloc(LG_HIST_N, sizeof(uint64_t)), n = 0;
+	uint64_t errors = sum_errors();
+
+	for (unsigned i = 0; i < opt.threads; i++) {
+		for (unsigned k = 0; k < LG_HIST_N; k++)
+			h[k] += thr[i].hist[k];
+		n += thr[i].nlat;
+		if (thr[i].first_error[0] != '\0')
+			fprintf(stderr, "loadgen: first error: %s\n",
+			    thr[i].first_error);
+	}
+	if (lost > 0)
+		fprintf(stderr, "loadgen: %" PRIu64 " replies lost\n", lost);
+	printf("RESULT label=%s mode=%s conns=%u n=%u pairs=%u d=%u size=%u "
+	    "threads=%u secs=%.2f msgs=%" PRIu64 " rate=%.0f p50_us=%.1f "
+	    "p99_us=%.1f p999_us=%.1f errors=%" PRIu64 " lost=%" PRIu64 "\n",
+	    opt.label, opt.hold > 0 ? "idle" : mode_names[opt.mode], total,
+	    opt.n, (opt.mode >= LG_ROUTER ? opt.pairs : 0), opt.depth,
+	    opt.size, opt.threads, secs, msgs, secs > 0 ? msgs / secs : 0,
+	    hist_pct(h, n, 50), hist_pct(h, n, 99), hist_pct(h, n, 99.9),
+	    errors, lost);
+	fflush(stdout);
+	free(h);
+}
+
+/* --- options ------------------------------------------------------------ */
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+	    "usage: loadgen -m echo|line|router|redis|nats -p PORT [options]\n"
+	    "  -h HOST      server address (127.0.0.1)\n"
+	    "  -n N         connections (echo, line)          [100]\n"
+	    "  -P P         sender->receiver pairs            [100]\n"
+	    "  -d D         requests in flight per conn/pair  [1]\n"
+	    "  -s BYTES     message size (echo, pair modes)   [64]\n"
+	    "  -t T         threads                           [2]\n"
+	    "  -w SECS      warm-up                           [2]\n"
+	    "  -D SECS      measured duration                 [5]\n"
+	    "  -I SECS      one request per conn, then hold idle SECS\n"
+	    "  -q TEXT      line request  [PING]   -e TEXT  reply prefix [+PONG]\n"
+	    "  -x same|cross  router pair placement            [cross]\n"
+	    "  -R M         server reactors (for placement)   [2]\n"
+	    "  -a K         rotate sources over 127.0.0.2..+K (0: none; "
+	    "auto: 16 if N>=4000)\n"
+	    "  -c C         concurrent connects               [256]\n"
+	    "  -C SECS      connect + set-up time limit       [60]\n"
+	    "  -T SECS      drain time limit                  [5]\n"
+	    "  -L LABEL     label echoed in the RESULT line\n");
+	exit(2);
+}
+
+static unsigned
+num(const char *s, unsigned lo, unsigned hi)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (*s == '\0' || *end != '\0' || v < lo || v > hi)
+		die("bad number \"%s\" (want %u..%u)", s, lo, hi);
+	return (unsigned)v;
+}
+
+static double
+secs(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (*s == '\0' || *end != '\0' || v < 0 || v > 3600)
+		die("bad duration \"%s\"", s);
+	return v;
+}
+
+static enum lg_mode
+mode_of(const char *s)
+{
+	for (unsigned i = 0; i < sizeof(mode_names) / sizeof(*mode_names); i++)
+		if (strcmp(s, mode_names[i]) == 0)
+			return (enum lg_mode)i;
+	die("unknown mode \"%s\"", s);
+}
+
+static void
+parse_opts(int argc, char **argv)
+{
+	int ch;
+
+	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:"
+	    "C:T:L:")) != -1) {
+		switch (ch) {
+		case 'm': opt.mode = mode_of(optarg); break;
+		case 'h': opt.host = optarg; break;
+		case 'p': opt.port = (int)num(optarg, 1, 65535); break;
+		case 'n': opt.n = num(optarg, 1, 1000000); break;
+		case 'P': opt.pairs = num(optarg, 1, 500000); break;
+		case 'd': opt.depth = num(optarg, 1, 1024); break;
+		case 's': opt.size = num(optarg, 8, 4000); break;
+		case 't': opt.threads = num(optarg, 1, 256); break;
+		case 'w': opt.warm = secs(optarg); break;
+		case 'D': opt.dur = secs(optarg); break;
+		case 'I': opt.hold = secs(optarg); break;
+		case 'q': opt.req = optarg; break;
+		case 'e': opt.expect = optarg; break;
+		case 'x':
+			if (strcmp(optarg, "same") && strcmp(optarg, "cross"))
+				usage();
+			opt.same = strcmp(optarg, "same") == 0;
+			break;
+		case 'R': opt.reactors = num(optarg, 1, 1024); break;
+		case 'a': opt.nsrc = (int)num(optarg, 0, 250); break;
+		case 'c': opt.conc = num(optarg, 1, 65536); break;
+		case 'C': opt.ctimeout = secs(optarg); break;
+		case 'T': opt.drain = secs(optarg); break;
+		case 'L': opt.label = optarg; break;
+		default: usage();
+		}
+	}
+	if (optind != argc || opt.port == 0)
+		usage();
+	if (opt.hold > 0 && opt.mode != LG_ECHO && opt.mode != LG_LINE)
+		die("-I works with echo and line modes only");
+	if (opt.mode == LG_ROUTER && opt.same && opt.pairs % opt.reactors)
+		die("same-reactor pairs: -P must be a multiple of -R");
+	if (opt.mode == LG_ROUTER && !opt.same && opt.reactors < 2)
+		die("cross-reactor pairs need -R 2 or more");
+}
+
+/* Raises the open-file limit to the hard one; checks that total fits. */
+static void
+raise_nofile(unsigned total)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY && (rlim_t)total + 32 > rl.rlim_cur)
+		die("%u connections need %u open files; the limit is %llu",
+		    total, total + 32, (unsigned long long)rl.rlim_cur);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct sockaddr_in dst = { .sin_family = AF_INET };
+	unsigned total;
+	uint64_t msgs = 0, lost;
+	double measured = 0;
+	int *fds;
+
+	parse_opts(argc, argv);
+	total = opt.mode >= LG_ROUTER ? 2 * opt.pairs : opt.n;
+	if (opt.nsrc < 0)
+		opt.nsrc = total >= 4000 ? 16 : 0;
+	if (opt.threads > total)
+		opt.threads = total;
+	if (inet_pton(AF_INET, opt.host, &dst.sin_addr) != 1)
+		die("bad IPv4 address \"%s\"", opt.host);
+	dst.sin_port = htons((uint16_t)opt.port);
+	raise_nofile(total);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGALRM, on_alarm);
+	alarm((unsigned)(2 * opt.ctimeout + opt.warm + opt.dur + opt.hold +
+	    opt.drain + 15));
+	snprintf(run_tag, sizeof(run_tag), "lg%ld", (long)getpid());
+
+	/* Router placement follows connect order: one connect at a time. */
+	fds = connect_all(&dst, total, opt.mode == LG_ROUTER ? 1 : opt.conc);
+	threads_init(fds, total);
+	free(fds);
+	for (unsigned i = 0; i < opt.threads; i++)
+		if (pthread_create(&thr[i].tid, NULL, thread_main, &thr[i]))
+			die("pthread_create failed");
+	wait_ready(total);
+	if (opt.hold > 0) {
+		printf("IDLE conns=%u\n", total);
+		fflush(stdout);
+		sleep_until(now_ns() + (uint64_t)(opt.hold * 1e9));
+		atomic_store(&phase, PH_STOP);
+	} else {
+		measured = run_phases(&msgs);
+	}
+	lost = drain();
+	report(total, msgs, measured, lost);
+	return sum_errors() > 0 || lost > 0 ? 1 : 0;
+}
