@@ -226,6 +226,29 @@ conn_write(struct conn *c, const void *p, size_t n)
 	return true;
 }
 
+bool
+conn_write_now(struct conn *c, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	ssize_t w;
+
+	if (c->out.bytes == 0 && !(c->flags & CONN_F_CLOSING)) {
+		w = write(c->io.fd, b, n);
+		if (w > 0) {
+			REACTOR_STAT_ADD(c->r->stats.bytes_out, (uint64_t)w);
+			b += w;
+			n -= (size_t)w;
+		} else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+		    errno != EINTR) {
+			conn_close(c, CONN_CLOSE_RESET);
+			return false;
+		}
+		if (n == 0)
+			return true;
+	}
+	return conn_write(c, b, n);
+}
+
 void
 conn_flush_queued(struct reactor *r)
 {

@@ -73,6 +73,13 @@ struct conn *conn_new(struct reactor *r, int fd, const struct proto *proto);
  */
 bool	conn_write(struct conn *c, const void *p, size_t n);
 
+/*
+ * Like conn_write, but when nothing is queued it writes at once, from p,
+ * and queues only what the socket did not take: no copy, and no cork. For
+ * protocols that answer one message per read (echo). Owning reactor only.
+ */
+bool	conn_write_now(struct conn *c, const void *p, size_t n);
+
 /* Marks c closed for reason; it is torn down at the end of the loop turn. */
 void	conn_close(struct conn *c, enum conn_close_reason reason);
 
