@@ -152,6 +152,9 @@ reactor_free(struct reactor *r)
 	r->stopping = r->done = true;
 	mailbox_drain(r);
 	conn_close_all(r);
+	reactor_publish(r);
+	free(r->stage);
+	free(r->staged);
 	free(r->slots);
 	free(r->gens);
 	free(r->free_slots);
@@ -226,6 +229,7 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 		conn_close_all(r);
 		r->done = true;
 	}
+	reactor_publish(r);
 }
 
 static void *
@@ -340,21 +344,78 @@ reactor_post(struct reactor *r, reactor_task_fn *fn, void *arg)
 	reactor_post_task(r, &ht->task);
 }
 
-void
-reactor_post_task(struct reactor *r, struct reactor_task *t)
+/*
+ * Pushes the chain head..tail (newest first) onto r's mailbox, and wakes r
+ * if the mailbox was empty.
+ */
+static void
+mailbox_push(struct reactor *r, struct reactor_task *head,
+    struct reactor_task *tail)
 {
 	struct reactor_task *old = atomic_load_explicit(&r->mailbox,
 	    memory_order_relaxed);
 	uint64_t one = 1;
 
 	do {
-		t->next = old;
-	} while (!atomic_compare_exchange_weak_explicit(&r->mailbox, &old, t,
-	    memory_order_release, memory_order_relaxed));
+		tail->next = old;
+	} while (!atomic_compare_exchange_weak_explicit(&r->mailbox, &old,
+	    head, memory_order_release, memory_order_relaxed));
 	if (old != NULL)
 		return;
 	while (write(r->evfd, &one, sizeof(one)) < 0 && errno == EINTR)
 		;
+}
+
+void
+reactor_post_task(struct reactor *r, struct reactor_task *t)
+{
+	mailbox_push(r, t, t);
+}
+
+void
+reactor_send(struct reactor *from, struct reactor *to, struct reactor_task *t)
+{
+	struct reactor_stage *st;
+
+	if (from->stage == NULL) {
+		from->stage = xcalloc(CONFIG_DISPATCHERS_MAX,
+		    sizeof(*from->stage));
+		from->staged = xcalloc(CONFIG_DISPATCHERS_MAX,
+		    sizeof(*from->staged));
+	}
+	st = &from->stage[to->id];
+	if (st->head == NULL) {
+		st->tail = t;
+		from->staged[from->nstaged++] = to->id;
+	}
+	t->next = st->head;
+	st->head = t;
+}
+
+void
+reactor_publish(struct reactor *r)
+{
+	for (uint32_t i = 0; i < r->nstaged; i++) {
+		struct reactor_stage *st = &r->stage[r->staged[i]];
+		struct reactor *to = reactor_get(r->staged[i]);
+
+		if (to != NULL) {
+			mailbox_push(to, st->head, st->tail);
+		} else {
+			/*
+			 * The destination is gone (only while freeing at exit):
+			 * run the tasks here, where r->done makes them clean up.
+			 */
+			struct reactor_task *t, *next;
+
+			for (t = st->head; t != NULL; t = next) {
+				next = t->next;
+				t->fn(r, t->arg);
+			}
+		}
+		st->head = st->tail = NULL;
+	}
+	r->nstaged = 0;
 }
 
 int

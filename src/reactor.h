@@ -129,6 +129,18 @@ struct reactor {
 	struct conn *flush_list;	/* written to during this turn */
 	struct buf_pool pool;
 	uint8_t	*scratch;		/* REACTOR_SCRATCH_SIZE read buffer */
+	/*
+	 * Tasks for other reactors staged during this turn, one list per
+	 * destination (newest first), published at the end of the turn.
+	 */
+	struct reactor_stage *stage;	/* by destination id, or NULL */
+	uint32_t *staged;		/* destination ids with tasks staged */
+	uint32_t nstaged;
+};
+
+struct reactor_stage {
+	struct reactor_task *head;
+	struct reactor_task *tail;
 };
 
 /*
@@ -175,6 +187,19 @@ void	reactor_set_config(struct reactor *r, struct config *cf);
  */
 void	reactor_post(struct reactor *r, reactor_task_fn *fn, void *arg);
 void	reactor_post_task(struct reactor *r, struct reactor_task *t);
+
+/*
+ * Queues t for reactor to, from reactor from (the caller's own): tasks to
+ * one destination are published together at the end of from's loop turn,
+ * with one compare-and-swap and at most one eventfd write, so a busy turn
+ * wakes each other reactor once rather than once per message. Per-pair
+ * order is kept. Owning reactor (from) only.
+ */
+void	reactor_send(struct reactor *from, struct reactor *to,
+	    struct reactor_task *t);
+
+/* Publishes what reactor_send staged. Owning reactor only. */
+void	reactor_publish(struct reactor *r);
 
 /* Adds, changes or removes io's fd in the epoll set. Owning reactor only. */
 int	reactor_add_io(struct reactor *r, struct reactor_io *io,

@@ -374,7 +374,7 @@ route_deliver_task(struct reactor *r, void *arg)
 	}
 	m->task.fn = route_verdict_task;
 	m->task.arg = m;
-	reactor_post_task(back, &m->task);
+	reactor_send(r, back, &m->task);
 }
 
 /*
@@ -407,7 +407,7 @@ route_dispatch(struct reactor *r, struct route_msg *m)
 	}
 	m->task.fn = route_deliver_task;
 	m->task.arg = m;
-	reactor_post_task(dst, &m->task);
+	reactor_send(r, dst, &m->task);
 	return ROUTE_PENDING;
 }
 
