@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define LOG_LINE_MAX 1024
@@ -21,10 +22,30 @@ static const char *const log_names[] = {
 	[LOG_LEVEL_DEBUG] = "debug",
 };
 
+/*
+ * systemd sets JOURNAL_STREAM to "DEVICE:INODE" of the stream it connected
+ * to the journal. It is inherited, so it counts only if stderr is still
+ * that stream (not, say, redirected to a file by a script run from a unit).
+ */
+static bool
+stderr_is_journal(void)
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (v == NULL || sscanf(v, "%llu:%llu", &dev, &ino) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	    (unsigned long long)st.st_ino == ino;
+}
+
 void
 log_init(enum log_level level)
 {
-	log_journal = getenv("JOURNAL_STREAM") != NULL;
+	log_journal = stderr_is_journal();
 	atomic_store(&log_level, level);
 }
 

@@ -15,6 +15,7 @@ main(void)
 		route_suite,
 		smpp_pdu_suite,
 		iplimit_suite,
+		log_suite,
 	};
 	SRunner *sr;
 	int failed;

@@ -12,5 +12,6 @@ Suite	*placement_suite(void);
 Suite	*route_suite(void);
 Suite	*smpp_pdu_suite(void);
 Suite	*iplimit_suite(void);
+Suite	*log_suite(void);
 
 #endif
