@@ -60,11 +60,11 @@
 #define LG_HIST_SUB	32
 #define LG_HIST_N	(64 + 40 * LG_HIST_SUB)
 
-enum lg_mode { LG_ECHO, LG_LINE, LG_ROUTER, LG_REDIS, LG_NATS };
+enum lg_mode { LG_ECHO, LG_LINE, LG_ROUTER, LG_REDIS, LG_NATS, LG_SMPP };
 
 static const char *const mode_names[] = {
 	[LG_ECHO] = "echo", [LG_LINE] = "line", [LG_ROUTER] = "router",
-	[LG_REDIS] = "redis", [LG_NATS] = "nats",
+	[LG_REDIS] = "redis", [LG_NATS] = "nats", [LG_SMPP] = "smpp",
 };
 
 struct lg_opts {
@@ -75,7 +75,7 @@ struct lg_opts {
 	const char *expect;	/* line mode reply prefix */
 	int	port;
 	unsigned n;		/* connections (echo, line) */
-	unsigned pairs;		/* pairs (router, redis, nats) */
+	unsigned pairs;		/* pairs (router, redis, nats, smpp) */
 	unsigned depth;		/* in flight per connection or pair */
 	unsigned size;
 	unsigned threads;
@@ -385,6 +385,8 @@ sending_allowed(void)
 
 /* --- requests ----------------------------------------------------------- */
 
+static size_t smpp_submit(char *p, const struct lg_conn *c, uint64_t seq);
+
 /* Sends requests on c (or pair sender c) up to the window. */
 static void
 pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
@@ -434,6 +436,9 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 			p[len++] = '\r';
 			p[len++] = '\n';
 			break;
+		case LG_SMPP:
+			len += smpp_submit(p + len, c, seq);
+			break;
 		}
 		c->ts[seq % opt.depth] = now;
 		c->sent++;
@@ -442,6 +447,177 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 	}
 	if (len > 0)
 		conn_send(t, c, p, len);
+}
+
+/* --- SMPP --------------------------------------------------------------- */
+
+static void
+put32(char *p, uint32_t v)
+{
+	p[0] = (char)(v >> 24);
+	p[1] = (char)(v >> 16);
+	p[2] = (char)(v >> 8);
+	p[3] = (char)v;
+}
+
+static uint32_t
+get32(const char *p)
+{
+	const uint8_t *u = (const uint8_t *)p;
+
+	return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 |
+	    (uint32_t)u[2] << 8 | u[3];
+}
+
+/* Writes a PDU header for a body of blen bytes; returns 16. */
+static size_t
+smpp_header(char *p, size_t blen, uint32_t id, uint32_t seq)
+{
+	put32(p, (uint32_t)(16 + blen));
+	put32(p + 4, id);
+	put32(p + 8, 0);
+	put32(p + 12, seq);
+	return 16;
+}
+
+/* A bind_transmitter (sender) or bind_receiver as the pair address. */
+static size_t
+smpp_bind(char *p, const struct lg_conn *c)
+{
+	char *b = p + 16, addr[48];
+	size_t n;
+
+	pair_addr(addr, sizeof(addr), c);
+	n = strlen(addr);
+	if (n > 15)
+		die("system_id %s: longer than 15", addr);
+	memcpy(b, addr, n + 1);
+	n++;
+	b[n++] = '\0';		/* password */
+	b[n++] = '\0';		/* system_type */
+	b[n++] = 0x34;
+	b[n++] = 0;
+	b[n++] = 0;
+	b[n++] = '\0';		/* address_range */
+	smpp_header(p, n, c->role == LG_SENDER ? 0x2 : 0x1, 1);
+	return 16 + n;
+}
+
+/* A submit_sm to the pair's receiver carrying message seq. */
+static size_t
+smpp_submit(char *p, const struct lg_conn *c, uint64_t seq)
+{
+	char *b = p + 16, addr[48];
+	size_t n = 0, tl, al;
+
+	b[n++] = '\0';		/* service_type */
+	b[n++] = 0;
+	b[n++] = 0;
+	b[n++] = '\0';		/* source_addr: the system_id is used */
+	b[n++] = 5;
+	b[n++] = 0;
+	pair_addr(addr, sizeof(addr), c->peer);
+	al = strlen(addr) + 1;
+	memcpy(b + n, addr, al);
+	n += al;
+	memset(b + n, 0, 3);	/* esm_class, protocol_id, priority_flag */
+	n += 3;
+	b[n++] = '\0';		/* schedule_delivery_time */
+	b[n++] = '\0';		/* validity_period */
+	memset(b + n, 0, 4);	/* registered_delivery .. sm_default_msg_id */
+	n += 4;
+	tl = pair_text(b + n + 1, seq, opt.size);
+	b[n] = (char)tl;
+	n += 1 + tl;
+	smpp_header(p, n, 0x4, (uint32_t)(seq % 0x7FFFFFFF) + 2);
+	return 16 + n;
+}
+
+/* Skips a C-octet string within [p, end); NULL if unterminated. */
+static const char *
+skip_cstr(const char *p, const char *end)
+{
+	const char *z = memchr(p, '\0', (size_t)(end - p));
+
+	return z == NULL ? NULL : z + 1;
+}
+
+static void pair_deliver(struct lg_thread *t, struct lg_conn *c,
+    const char *text, size_t len);
+static void setup_done(struct lg_thread *t, struct lg_conn *c);
+
+/* A deliver_sm's short_message; false if the body is malformed. */
+static bool
+smpp_text(const char *b, const char *end, const char **text, size_t *len)
+{
+	const char *p = skip_cstr(b, end);		/* service_type */
+
+	if (p == NULL || end - p < 2 || !(p = skip_cstr(p + 2, end)) ||
+	    end - p < 2 || !(p = skip_cstr(p + 2, end)) || end - p < 3 ||
+	    !(p = skip_cstr(p + 3, end)) || !(p = skip_cstr(p, end)) ||
+	    end - p < 5)
+		return false;
+	*len = (uint8_t)p[4];
+	*text = p + 5;
+	return *text + *len <= end;
+}
+
+static void
+smpp_pdu(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
+{
+	uint32_t id = get32(p + 4), st = get32(p + 8), seq = get32(p + 12);
+	const char *text;
+	size_t tl;
+	char resp[17];
+
+	if ((id == 0x80000001 || id == 0x80000002) && !c->ready) {
+		if (st != 0)
+			lg_error(t, "conn %u: bind refused, status %u", c->id,
+			    st);
+		else
+			setup_done(t, c);
+	} else if (id == 0x80000004 && c->role == LG_SENDER) {
+		if (st != 0)
+			lg_error(t, "pair %u: submit_sm status 0x%x", c->id, st);
+		else if (++c->acked > c->sent)
+			lg_error(t, "pair %u: submit_sm_resp nobody asked for",
+			    c->id);
+	} else if (id == 0x5 && c->role == LG_RECEIVER) {
+		smpp_header(resp, 1, 0x80000005, seq);
+		resp[16] = '\0';
+		conn_send(t, c, resp, sizeof(resp));
+		if (!smpp_text(p + 16, p + n, &text, &tl))
+			lg_error(t, "pair %u: bad deliver_sm", c->id);
+		else
+			pair_deliver(t, c, text, tl);
+	} else if (id == 0x15) {
+		smpp_header(resp, 0, 0x80000015, seq);
+		conn_send(t, c, resp, 16);
+	} else {
+		lg_error(t, "conn %u: unexpected PDU 0x%x status 0x%x", c->id,
+		    id, st);
+	}
+}
+
+/* Handles whole PDUs in c's buffer; returns the bytes used. */
+static size_t
+smpp_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	while (len - off >= 16) {
+		uint32_t n = get32(buf + off);
+
+		if (n < 16 || n > LG_RBUF) {
+			lg_error(t, "conn %u: command_length %u", c->id, n);
+			return len;
+		}
+		if (len - off < n)
+			break;
+		smpp_pdu(t, c, buf + off, n);
+		off += n;
+	}
+	return off;
 }
 
 /* One request or message answered: count it, time it, send the next. */
@@ -731,6 +907,8 @@ parse_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
 		return redis_input(t, c, buf, len);
 	if (opt.mode == LG_NATS)
 		return nats_input(t, c, buf, len);
+	if (opt.mode == LG_SMPP)
+		return smpp_input(t, c, buf, len);
 	return lines_input(t, c, buf, len);
 }
 
@@ -835,6 +1013,9 @@ conn_setup(struct lg_thread *t, struct lg_conn *c)
 			n += snprintf(buf + n, sizeof(buf) - (size_t)n,
 			    "SUB %s.%u 1\r\n", run_tag, c->id);
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "PING\r\n");
+		break;
+	case LG_SMPP:
+		n = (int)smpp_bind(buf, c);
 		break;
 	}
 	conn_send(t, c, buf, (size_t)n);
@@ -1267,7 +1448,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: loadgen -m echo|line|router|redis|nats -p PORT [options]\n"
+	    "usage: loadgen -m echo|line|router|redis|nats|smpp -p PORT [options]\n"
 	    "  -h HOST      server address (127.0.0.1)\n"
 	    "  -n N         connections (echo, line)          [100]\n"
 	    "  -P P         sender->receiver pairs            [100]\n"
@@ -1278,7 +1459,7 @@ usage(void)
 	    "  -D SECS      measured duration                 [5]\n"
 	    "  -I SECS      one request per conn, then hold idle SECS\n"
 	    "  -q TEXT      line request  [PING]   -e TEXT  reply prefix [+PONG]\n"
-	    "  -x same|cross  router pair placement            [cross]\n"
+	    "  -x same|cross  router/smpp pair placement       [cross]\n"
 	    "  -R M         server reactors (for placement)   [2]\n"
 	    "  -a K         rotate sources over 127.0.0.2..+K (0: none; "
 	    "auto: 16 if N>=4000)\n"
@@ -1359,9 +1540,13 @@ parse_opts(int argc, char **argv)
 		usage();
 	if (opt.hold > 0 && opt.mode != LG_ECHO && opt.mode != LG_LINE)
 		die("-I works with echo and line modes only");
-	if (opt.mode == LG_ROUTER && opt.same && opt.pairs % opt.reactors)
+	if (opt.mode == LG_SMPP && opt.size > 254)
+		die("smpp: -s at most 254 (short_message)");
+	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && opt.same &&
+	    opt.pairs % opt.reactors)
 		die("same-reactor pairs: -P must be a multiple of -R");
-	if (opt.mode == LG_ROUTER && !opt.same && opt.reactors < 2)
+	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && !opt.same &&
+	    opt.reactors < 2)
 		die("cross-reactor pairs need -R 2 or more");
 }
 
@@ -1407,7 +1592,8 @@ main(int argc, char **argv)
 	snprintf(run_tag, sizeof(run_tag), "lg%ld", (long)getpid());
 
 	/* Router placement follows connect order: one connect at a time. */
-	fds = connect_all(&dst, total, opt.mode == LG_ROUTER ? 1 : opt.conc);
+	fds = connect_all(&dst, total, opt.mode == LG_ROUTER ||
+	    opt.mode == LG_SMPP ? 1 : opt.conc);
 	threads_init(fds, total);
 	free(fds);
 	for (unsigned i = 0; i < opt.threads; i++)
