@@ -222,7 +222,7 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 		else if (strcmp(name, "output_stall_timeout") == 0)
 			get_unsigned(e, k, 0, 86400, &l->output_stall_timeout);
 		else if (strcmp(name, "max_pdu_size") == 0)
-			get_size(e, k, 1024, 16 << 20, &l->max_pdu_size);
+			get_size(e, k, 1024, 1 << 20, &l->max_pdu_size);
 		else if (strcmp(name, "max_connections_per_ip") == 0)
 			get_unsigned(e, k, 0, 10000000,
 			    &l->max_connections_per_ip);

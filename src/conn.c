@@ -158,8 +158,8 @@ conn_update_interest(struct conn *c)
 		c->flags &= ~CONN_F_PAUSED;
 		c->r->npaused--;
 	}
-	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD)) ||
-	    (c->flags & CONN_F_LINGER))
+	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD |
+	    CONN_F_EOF)) || (c->flags & CONN_F_LINGER))
 		events |= EPOLLIN;
 	if (c->out.bytes > 0)
 		events |= EPOLLOUT;
@@ -346,7 +346,7 @@ static bool
 conn_can_read(const struct conn *c)
 {
 	return !(c->flags & (CONN_F_CLOSING | CONN_F_DRAIN | CONN_F_PAUSED |
-	    CONN_F_HELD));
+	    CONN_F_HELD | CONN_F_EOF));
 }
 
 void
@@ -361,6 +361,9 @@ conn_release(struct conn *c)
 	if (!(c->flags & CONN_F_HELD))
 		return;
 	c->flags &= ~CONN_F_HELD;
+	/* Inside c's own input handling the frame loop simply goes on. */
+	if (c->flags & CONN_F_CORK)
+		return;
 	/* Input kept while held is handled now, not at the next read. */
 	if (c->in != NULL && !conn_is_closing(c))
 		conn_input(c, NULL, 0);
@@ -373,8 +376,9 @@ conn_release(struct conn *c)
 static void
 conn_on_eof(struct conn *c)
 {
-	if (c->proto->on_eof != NULL)
-		c->proto->on_eof(c);
+	c->flags |= CONN_F_EOF;
+	if (c->proto->on_eof != NULL && c->proto->on_eof(c))
+		return;		/* it closes once its answers are out */
 	conn_close_after_flush(c, CONN_CLOSE_PEER);
 }
 
@@ -447,8 +451,12 @@ conn_unacked(const struct conn *c)
 static void
 conn_linger(struct conn *c)
 {
-	if (c->drain_reason == CONN_CLOSE_PEER || conn_discard(c) ||
-	    conn_unacked(c) == 0 || shutdown(c->io.fd, SHUT_WR) < 0) {
+	if (c->flags & (CONN_F_LINGER | CONN_F_CLOSING))
+		return;
+	/* After the peer's EOF there is no input left to turn close into RST. */
+	if ((c->flags & CONN_F_EOF) || c->drain_reason == CONN_CLOSE_PEER ||
+	    conn_discard(c) || conn_unacked(c) == 0 ||
+	    shutdown(c->io.fd, SHUT_WR) < 0) {
 		conn_close(c, c->drain_reason);
 		return;
 	}

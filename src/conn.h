@@ -21,6 +21,7 @@ enum {
 	CONN_F_FLUSH_QUEUED = 1 << 4,	/* on the reactor's flush list */
 	CONN_F_HELD = 1 << 5,		/* the protocol asked: no input now */
 	CONN_F_LINGER = 1 << 6,		/* all sent, half-closed, input dropped */
+	CONN_F_EOF = 1 << 7,		/* the peer half-closed: read no more */
 };
 
 /*

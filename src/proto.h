@@ -30,7 +30,12 @@ struct proto {
 	 */
 	int	(*on_message)(struct conn *c, const uint8_t *msg, size_t len);
 	void	(*on_open)(struct conn *c);	/* may be NULL */
-	void	(*on_eof)(struct conn *c);	/* peer half-closed; may be NULL */
+	/*
+	 * The peer half-closed: no more input. Return true if the protocol
+	 * still owes answers and will close (conn_close_after_flush) once
+	 * they are out; false (or NULL) closes after flushing now.
+	 */
+	bool	(*on_eof)(struct conn *c);
 	void	(*on_close)(struct conn *c);	/* before free; may be NULL */
 	/*
 	 * A routed message for this connection: queue it and return

@@ -33,6 +33,7 @@ struct router_sess {
 	bool	logged_in;
 	bool	skipping;	/* inside a line over max_line */
 	bool	quitting;
+	bool	eof;		/* the client half-closed: close when answered */
 	struct reply *head;
 	struct reply *tail;
 	unsigned npending;
@@ -104,6 +105,8 @@ reply_emit(struct conn *c, const char *text, size_t len)
 
 		rp->done = true;
 		reply_append(s, rp);
+		/* Bounded too: hold input once too much waits. */
+		sess_update_hold(c, s);
 	}
 }
 
@@ -145,6 +148,9 @@ sess_drain(struct conn *c, struct router_sess *s)
 		free(rp);
 	}
 	sess_update_hold(c, s);
+	/* Half-closed and every command answered (or none can complete). */
+	if (s->eof && s->head == NULL && !(c->flags & CONN_F_HELD))
+		conn_close_after_flush(c, CONN_CLOSE_PEER);
 }
 
 /* "OK <id>" or the error, for a SEND's verdict. */
@@ -160,6 +166,10 @@ verdict_text(struct conn *c, enum route_verdict v, uint64_t id, char *buf,
 		count_err(c, REACTOR_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu recipient busy\n",
 		    (unsigned long long)id);
+	case ROUTE_UNFIT:
+		count_err(c, REACTOR_ERR_400);
+		return snprintf(buf, len, "ERR 400 %llu recipient cannot take "
+		    "this text\n", (unsigned long long)id);
 	default:
 		count_err(c, REACTOR_ERR_404);
 		return snprintf(buf, len, "ERR 404 %llu no route\n",
@@ -384,6 +394,14 @@ router_on_deliver(struct conn *c, const struct route_msg *m)
 	char head[ROUTE_ADDR_MAX + 48];
 	int n;
 
+	/*
+	 * A MSG line carries text: a message from SMPP with a line break,
+	 * NUL or other control byte would forge or break lines.
+	 */
+	for (size_t i = 0; i < m->len; i++)
+		if (m->text[i] < 0x20 && m->text[i] != '\t')
+			return ROUTE_UNFIT;
+
 	n = snprintf(head, sizeof(head), "MSG %llu %s ",
 	    (unsigned long long)m->id, m->from);
 	if (!conn_write(c, head, (size_t)n) ||
@@ -409,6 +427,18 @@ router_on_verdict(struct conn *c, const struct route_msg *m)
 	sess_drain(c, s);
 }
 
+/* The client half-closed: answer what it sent before closing. */
+static bool
+router_on_eof(struct conn *c)
+{
+	struct router_sess *s = c->pdata;
+
+	if (s == NULL || s->head == NULL)
+		return false;
+	s->eof = true;
+	return true;
+}
+
 static void
 router_on_close(struct conn *c)
 {
@@ -431,6 +461,7 @@ const struct proto proto_router = {
 	.name = "router",
 	.frame_len = router_frame_len,
 	.on_message = router_on_message,
+	.on_eof = router_on_eof,
 	.on_close = router_on_close,
 	.on_deliver = router_on_deliver,
 	.on_verdict = router_on_verdict,

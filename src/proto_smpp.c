@@ -36,6 +36,9 @@ struct smpp_sess {
 	bool	counted;		/* in its account's bind count */
 	bool	joined;			/* receives for system_id */
 	bool	enq_pending;
+	bool	eof;			/* half-closed: close once answered */
+	bool	unbinding;		/* unbind_resp waits for answers */
+	uint32_t unbind_seq;
 	char	system_id[16];
 	struct route_owner me;
 	uint32_t next_seq;
@@ -259,26 +262,30 @@ bind_take(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	const struct smpp_conf *sc = &c->r->cf->smpp;
 	unsigned max_binds;
 	uint32_t status = bind_check(c->r->cf, pdu, &max_binds);
+	bool receiver;
 
 	if (status != SMPP_ESME_ROK)
 		return status;
-	if (!acct_bind(pdu->system_id, max_binds))
+	receiver = pdu->command_id != SMPP_BIND_TRANSMITTER;
+	s->me.reactor = c->r->id;
+	s->me.slot = c->slot;
+	s->me.gen = c->gen;
+	/* A router client logged in with this address holds it. */
+	if (receiver && route_join(pdu->system_id, &s->me) < 0)
 		return SMPP_ESME_RBINDFAIL;
-	s->counted = true;
+	if (!acct_bind(pdu->system_id, max_binds)) {
+		if (receiver)
+			route_release(pdu->system_id, &s->me);
+		return SMPP_ESME_RBINDFAIL;
+	}
+	/* Only now is anything of this bind kept, for on_close to undo. */
 	snprintf(s->system_id, sizeof(s->system_id), "%s", pdu->system_id);
+	s->counted = true;
+	s->joined = receiver;
 	s->state = pdu->command_id == SMPP_BIND_TRANSMITTER ? SMPP_BOUND_TX :
 	    pdu->command_id == SMPP_BIND_RECEIVER ? SMPP_BOUND_RX :
 	    SMPP_BOUND_TRX;
-	if (is_receiver(s)) {
-		s->me.reactor = c->r->id;
-		s->me.slot = c->slot;
-		s->me.gen = c->gen;
-		/* A router client logged in with this address holds it. */
-		if (route_join(s->system_id, &s->me) < 0) {
-			s->state = SMPP_OPEN;
-			return SMPP_ESME_RBINDFAIL;
-		}
-		s->joined = true;
+	if (receiver) {
 		s->window = sc->window;
 		s->win = xcalloc(s->window, sizeof(*s->win));
 	}
@@ -332,6 +339,8 @@ verdict_status(enum route_verdict v)
 		return SMPP_ESME_RMSGQFUL;
 	case ROUTE_NO_ROUTE:
 		return SMPP_ESME_RINVDSTADR;
+	case ROUTE_UNFIT:
+		return SMPP_ESME_RSUBMITFAIL;
 	default:
 		return SMPP_ESME_RSYSERR;
 	}
@@ -395,6 +404,8 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 static void
 sess_update_hold(struct conn *c, struct smpp_sess *s)
 {
+	if (s->unbinding)
+		return;		/* no more input after an unbind */
 	if (s->npending >= SMPP_MAX_PENDING)
 		conn_hold(c);
 	else if (s->npending < SMPP_MAX_PENDING / 2)
@@ -583,6 +594,51 @@ needs_bind(uint32_t cmd)
 	    cmd == SMPP_QUERY_SM || cmd == SMPP_UNBIND;
 }
 
+/* Stops taking messages for this bind: it is going away. */
+static void
+sess_leave(struct smpp_sess *s)
+{
+	if (s->joined) {
+		route_release(s->system_id, &s->me);
+		s->joined = false;
+	}
+}
+
+/*
+ * unbind: answered once every submit_sm it sent before has had its answer,
+ * then the session closes. Nothing is read after it.
+ */
+static int
+cmd_unbind(struct conn *c, struct smpp_sess *s, uint32_t seq)
+{
+	sess_leave(s);
+	if (s->npending == 0) {
+		smpp_respond(c, SMPP_UNBIND | SMPP_RESP, SMPP_ESME_ROK, seq,
+		    NULL);
+		return -1;
+	}
+	s->unbinding = true;
+	s->unbind_seq = seq;
+	conn_hold(c);
+	return 0;
+}
+
+/* After a verdict: finish an unbind or a half-close once all is answered. */
+static void
+sess_maybe_done(struct conn *c, struct smpp_sess *s)
+{
+	if (s->npending > 0)
+		return;
+	if (s->unbinding) {
+		smpp_respond(c, SMPP_UNBIND | SMPP_RESP, SMPP_ESME_ROK,
+		    s->unbind_seq, NULL);
+		s->unbinding = false;
+		conn_close_after_flush(c, CONN_CLOSE_QUIT);
+	} else if (s->eof && !(c->flags & CONN_F_HELD)) {
+		conn_close_after_flush(c, CONN_CLOSE_PEER);
+	}
+}
+
 static int
 smpp_dispatch(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 {
@@ -618,9 +674,7 @@ smpp_dispatch(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		    seq, NULL);
 		break;
 	case SMPP_UNBIND:
-		smpp_respond(c, SMPP_UNBIND | SMPP_RESP, SMPP_ESME_ROK, seq,
-		    NULL);
-		return -1;
+		return cmd_unbind(c, s, seq);
 	case SMPP_ENQUIRE_LINK | SMPP_RESP:
 	case SMPP_UNBIND | SMPP_RESP:
 		break;
@@ -713,6 +767,20 @@ smpp_on_verdict(struct conn *c, const struct route_msg *m)
 	submit_answer(c, m->sender_cmd, m->sender_ref, m->id, m->verdict);
 	s->npending--;
 	sess_update_hold(c, s);
+	sess_maybe_done(c, s);
+}
+
+/* The ESME half-closed: answer the submits still pending first. */
+static bool
+smpp_on_eof(struct conn *c)
+{
+	struct smpp_sess *s = c->pdata;
+
+	if (s == NULL || s->npending == 0)
+		return false;
+	sess_leave(s);
+	s->eof = true;
+	return true;
 }
 
 /* Gives up on a session that stopped answering: unbind, then close. */
@@ -723,11 +791,18 @@ sess_give_up(struct conn *c, struct smpp_sess *s, const char *why)
 
 	log_info("conn=%u.%u system_id=%s closed reason=timeout (%s)",
 	    c->r->id, c->slot, s->system_id, why);
+	sess_leave(s);
 	memset(&pdu, 0, sizeof(pdu));
 	pdu.command_id = SMPP_UNBIND;
 	pdu.sequence_number = sess_seq(s);
-	smpp_send(c, &pdu, 0);
-	conn_close_after_flush(c, CONN_CLOSE_TIMEOUT);
+	/*
+	 * A courtesy only: the peer is not answering, so it may not read
+	 * either. Whatever the socket takes now goes; then it is closed.
+	 */
+	uint8_t buf[SMPP_HEADER_LEN];
+	if (smpp_encode(&pdu, buf, sizeof(buf)) > 0)
+		conn_write_now(c, buf, sizeof(buf));
+	conn_close(c, CONN_CLOSE_TIMEOUT);
 }
 
 static void
@@ -797,6 +872,7 @@ const struct proto proto_smpp = {
 	.name = "smpp",
 	.frame_len = smpp_proto_frame_len,
 	.on_message = smpp_on_message,
+	.on_eof = smpp_on_eof,
 	.on_close = smpp_on_close,
 	.on_deliver = smpp_on_deliver,
 	.on_verdict = smpp_on_verdict,

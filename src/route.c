@@ -312,6 +312,8 @@ route_verdict_name(enum route_verdict v)
 		return "recipient busy";
 	case ROUTE_REFUSED:
 		return "refused";
+	case ROUTE_UNFIT:
+		return "unfit";
 	}
 	return "?";
 }

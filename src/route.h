@@ -25,7 +25,8 @@ enum route_verdict {
 	ROUTE_OK,		/* queued on the recipient's connection */
 	ROUTE_NO_ROUTE,		/* nobody owns the address (or it left) */
 	ROUTE_BUSY,		/* the recipient's output is over its watermark */
-	ROUTE_REFUSED,		/* the recipient's protocol cannot take it */
+	ROUTE_REFUSED,		/* the recipient's queue for it is full */
+	ROUTE_UNFIT,		/* the recipient's protocol cannot carry it */
 };
 
 /* route_msg flags. */

@@ -509,6 +509,123 @@ START_TEST(test_sigterm_keeps_answered_messages)
 }
 END_TEST
 
+
+/*
+ * Regression: while a SEND's verdict was pending, replies to later commands
+ * queued without bound (300 MB seen), then flooded out at once and got a
+ * client that was reading closed as a slow consumer.
+ */
+START_TEST(test_reply_queue_bounded)
+{
+	/* The test-only hook: SIGUSR2 stalls reactor 0 (bob's) for 2 s. */
+	static const char *const env[] = { "ECHOROUTERD_TEST_STALL=2", NULL };
+	struct daemon_opts o = { .env = env };
+	struct daemon *d = daemon_start(ROUTER_CONF(""), &o);
+	int port = daemon_port(d, "router");
+	int b = login(port, "bob"), a = login(port, "alice");
+	long rss0 = daemon_rss_kib(d);
+	static char junk[200000 * 2];
+	char in[4096];
+	size_t n, sent = 0, have = 0;
+	long rss_max = 0;
+	int oks = 0, errs = 0, lines = 0, fl;
+	uint64_t deadline = harness_now_ms() + 60000;
+
+	n = (size_t)snprintf(junk, sizeof(junk), "SEND bob hello\n");
+	while (n + 2 <= sizeof(junk)) {
+		junk[n++] = 'x';
+		junk[n++] = '\n';
+		lines++;
+	}
+	fl = fcntl(a, F_GETFL);
+	fcntl(a, F_SETFL, fl | O_NONBLOCK);
+	/*
+	 * With bob's reactor stalled the SEND's verdict cannot come back for
+	 * 2 s; everything alice sends meanwhile must not pile up.
+	 */
+	ck_assert_int_eq(daemon_signal(d, SIGUSR2), 0);
+	harness_sleep_ms(100);
+	/* Write it all while reading every reply as it comes. */
+	while ((sent < n || oks + errs < lines + 1) &&
+	    harness_now_ms() < deadline) {
+		ssize_t w = sent < n ? send(a, junk + sent, n - sent,
+		    MSG_NOSIGNAL) : 0;
+		ssize_t r;
+		long rss;
+
+		if (w > 0)
+			sent += (size_t)w;
+		/* Read in bulk and count lines; keep a partial one. */
+		while ((r = recv(a, in + have, sizeof(in) - 1 - have,
+		    MSG_DONTWAIT)) > 0) {
+			char *p = in, *lf;
+
+			have += (size_t)r;
+			while ((lf = memchr(p, '\n', have - (size_t)(p - in)))
+			    != NULL) {
+				if (strncmp(p, "OK ", 3) == 0)
+					oks++;
+				else if (strncmp(p, "ERR 400 ", 8) == 0)
+					errs++;
+				else
+					ck_abort_msg("unexpected \"%.*s\"",
+					    (int)(lf - p), p);
+				p = lf + 1;
+			}
+			have -= (size_t)(p - in);
+			memmove(in, p, have);
+		}
+		if ((rss = daemon_rss_kib(d)) > rss_max)
+			rss_max = rss;
+		if (w <= 0)
+			harness_sleep_ms(1);
+	}
+	ck_assert_msg(oks == 1 && errs == lines, "%d OK, %d ERR 400, %zu of "
+	    "%zu bytes sent", oks, errs, sent, n);
+	ck_assert_msg(rss_max - rss0 < 8 * 1024, "rss grew %ld KiB",
+	    rss_max - rss0);
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+/*
+ * Regression: a client that half-closed right after a SEND to another
+ * reactor lost its OK: the connection closed before the verdict came back,
+ * though the message was delivered.
+ */
+START_TEST(test_half_close_keeps_pending_answers)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	int b = login(port, "bob"), a = login(port, "alice");
+	char line[256];
+	unsigned long long id;
+
+	for (int round = 0; round < 20; round++) {
+		int c = round == 0 ? a : login(port, "alice");
+
+		ck_assert_int_eq(send_all(c, "SEND bob ping\nPING last\n", 24),
+		    0);
+		shutdown(c, SHUT_WR);
+		ck_assert_int_gt(recv_line(c, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		ck_assert_msg(sscanf(line, "OK %llu", &id) == 1, "%s", line);
+		expect(c, NULL, "PONG last\n");
+		ck_assert_int_eq(client_wait_closed(c, HARNESS_IO_MS), 0);
+		close(c);
+		ck_assert_int_gt(recv_line(b, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		ck_assert_msg(strstr(line, " alice ping\n") != NULL, "%s", line);
+	}
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
 #define MESH_CLIENTS	300
 #define MESH_MSGS	200
 #define MESH_WINDOW	8
@@ -767,6 +884,8 @@ router_suite(void)
 	tcase_add_test(tc, test_recipient_never_reads);
 	tcase_add_test(tc, test_sender_never_reads);
 	tcase_add_test(tc, test_sigterm_keeps_answered_messages);
+	tcase_add_test(tc, test_reply_queue_bounded);
+	tcase_add_test(tc, test_half_close_keeps_pending_answers);
 	tcase_add_test(tc, test_mesh_300_clients);
 	suite_add_tcase(s, tc);
 	return s;

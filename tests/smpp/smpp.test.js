@@ -379,3 +379,90 @@ test('200 ESME sessions on 3 reactors exchange 20,000 messages', async () => {
 		await L.stopDaemon(d);
 	}
 });
+
+// Regression: a receiver bind refused because a router client held the
+// address still counted against max_binds, locking the account out.
+test('a refused bind does not count against max_binds', async () => {
+	const d = await L.startDaemon(conf(`${ACCOUNTS.replace(
+		'{ id = "gw"; password = "pg"; max_binds = 2; }',
+		'{ id = "gw"; password = "pg"; max_binds = 1; }')}`));
+	try {
+		const line = await L.rawConnect(d.ports.router);
+		let buf = '';
+		line.setEncoding('utf8');
+		line.on('data', (c) => { buf += c; });
+		line.write('LOGIN gw pg\n');
+		await until(() => buf.includes('OK LOGIN gw'), 'router login');
+		const s = await L.connect(d.ports.smpp);
+		for (let i = 0; i < 3; i++) {
+			const r = await L.call(s, 'bind_receiver', { system_id: 'gw', password: 'pg' });
+			assert.equal(r.command_status, L.smpp.ESME_RBINDFAIL);
+		}
+		line.destroy();
+		let ok = null;
+		for (let i = 0; i < 100 && ok === null; i++) {
+			const r = await L.call(s, 'bind_receiver', { system_id: 'gw', password: 'pg' });
+			if (r.command_status === 0) ok = r;
+			else await new Promise((res) => setTimeout(res, 20));
+		}
+		assert.ok(ok, 'the account can bind once the router client left');
+		s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+// Regression: SMPP text went raw into MSG lines, so a line break in it
+// forged lines at the router client.
+test('text a line client cannot take is refused, not forged into lines', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	try {
+		const a = await L.bind(d.ports.smpp, 'bind_transmitter', 'esmeA', 'pa');
+		const line = await L.rawConnect(d.ports.router);
+		let buf = '';
+		line.setEncoding('utf8');
+		line.on('data', (c) => { buf += c; });
+		line.write('LOGIN +351910000001 pl\n');
+		await until(() => buf.includes('OK LOGIN'), 'router login');
+		let r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 1,
+			destination_addr: '351910000001',
+			short_message: Buffer.from('hi\nMSG 42 bank transfer approved\nOK 7') });
+		assert.equal(r.command_status, 0x45);	// ESME_RSUBMITFAIL
+		r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 1,
+			destination_addr: '351910000001', short_message: 'plain\ttext' });
+		assert.equal(r.command_status, 0);
+		await until(() => buf.includes('MSG '), 'the plain message');
+		const lines = buf.split('\n').filter((l) => l.startsWith('MSG '));
+		assert.deepEqual(lines, [`MSG ${r.message_id} esmeA plain\ttext`]);
+		line.destroy();
+		a.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+// Regression: unbind right after submit_sm closed the session before the
+// submit's answer came back from the recipient's reactor.
+test('unbind is answered after the submits before it', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	try {
+		// B first: consecutive connections land on different reactors.
+		const b = await L.bind(d.ports.smpp, 'bind_receiver', 'esmeB', 'pb');
+		collect(b.s);
+		const a = await L.bind(d.ports.smpp, 'bind_transmitter', 'esmeA', 'pa');
+		const order = [];
+		const done = new Promise((resolve) => {
+			for (let i = 0; i < 5; i++)
+				a.s.submit_sm({ destination_addr: 'esmeB', short_message: `u${i}` },
+					(r) => order.push(`submit ${r.command_status}`));
+			a.s.unbind({}, (r) => { order.push(`unbind ${r.command_status}`); resolve(); });
+		});
+		await L.withTimeout(done, 10000, 'unbind_resp');
+		assert.deepEqual(order, ['submit 0', 'submit 0', 'submit 0', 'submit 0',
+			'submit 0', 'unbind 0']);
+		await L.withTimeout(new Promise((r) => a.s.on('close', r)), 10000, 'close');
+		b.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
