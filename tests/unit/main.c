@@ -16,6 +16,7 @@ main(void)
 		smpp_pdu_suite,
 		iplimit_suite,
 		log_suite,
+		stage_suite,
 	};
 	SRunner *sr;
 	int failed;

@@ -13,5 +13,6 @@ Suite	*route_suite(void);
 Suite	*smpp_pdu_suite(void);
 Suite	*iplimit_suite(void);
 Suite	*log_suite(void);
+Suite	*stage_suite(void);
 
 #endif
