@@ -472,6 +472,24 @@ addr_for_smpp(const char *addr, char *out, uint8_t *ton, uint8_t *npi)
 	}
 }
 
+/*
+ * One address of a deliver_sm: as the submitter wrote it, with its TON and
+ * NPI, when it came over SMPP (raw is set); else made from the route
+ * table address.
+ */
+static void
+deliver_addr(const char *raw, uint8_t ton, uint8_t npi, const char *addr,
+    char *out, uint8_t *oton, uint8_t *onpi)
+{
+	if (raw[0] == '\0') {
+		addr_for_smpp(addr, out, oton, onpi);
+		return;
+	}
+	snprintf(out, 21, "%s", raw);
+	*oton = ton;
+	*onpi = npi;
+}
+
 /* Sends m (which the window slot takes) as a deliver_sm. */
 static void
 send_deliver(struct conn *c, struct smpp_sess *s, struct route_msg *m)
@@ -485,20 +503,10 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct route_msg *m)
 	memset(&pdu, 0, sizeof(pdu));
 	pdu.command_id = SMPP_DELIVER_SM;
 	pdu.sequence_number = sess_seq(s);
-	if (m->src_addr[0] != '\0') {
-		snprintf(pdu.source_addr, 21, "%s", m->src_addr);
-		pdu.source_addr_ton = m->src_ton;
-		pdu.source_addr_npi = m->src_npi;
-	} else
-		addr_for_smpp(m->from, pdu.source_addr, &pdu.source_addr_ton,
-		    &pdu.source_addr_npi);
-	if (m->dst_addr[0] != '\0') {
-		snprintf(pdu.destination_addr, 21, "%s", m->dst_addr);
-		pdu.dest_addr_ton = m->dst_ton;
-		pdu.dest_addr_npi = m->dst_npi;
-	} else
-		addr_for_smpp(m->to, pdu.destination_addr, &pdu.dest_addr_ton,
-		    &pdu.dest_addr_npi);
+	deliver_addr(m->src_addr, m->src_ton, m->src_npi, m->from,
+	    pdu.source_addr, &pdu.source_addr_ton, &pdu.source_addr_npi);
+	deliver_addr(m->dst_addr, m->dst_ton, m->dst_npi, m->to,
+	    pdu.destination_addr, &pdu.dest_addr_ton, &pdu.dest_addr_npi);
 	pdu.esm_class = m->esm_class;
 	pdu.data_coding = m->data_coding;
 	if (m->len <= 254) {
