@@ -43,6 +43,17 @@ async function until(pred, what, ms = 10000) {
 	}
 }
 
+// A router line client logged in as addr; .text() is all it has received.
+async function lineLogin(port, addr, password) {
+	const sock = await L.rawConnect(port);
+	let buf = '';
+	sock.setEncoding('utf8');
+	sock.on('data', (c) => { buf += c; });
+	sock.write(`LOGIN ${addr} ${password}\n`);
+	await until(() => buf.includes(`OK LOGIN ${addr}`), `router login ${addr}`);
+	return { sock, text: () => buf };
+}
+
 test('binds are checked against the accounts', async () => {
 	const d = await L.startDaemon(conf(ACCOUNTS));
 	const port = d.ports.smpp;
@@ -297,22 +308,18 @@ test('SMPP and line router clients message each other both ways', async () => {
 	try {
 		const a = await L.bind(d.ports.smpp, 'bind_transceiver', 'esmeA', 'pa');
 		const atA = collect(a.s);
-		const line = await L.rawConnect(d.ports.router);
-		let buf = '';
-		line.setEncoding('utf8');
-		line.on('data', (c) => { buf += c; });
-		line.write('LOGIN +351910000001 pl\n');
-		await until(() => buf.includes('OK LOGIN'), 'router login');
+		const lc = await lineLogin(d.ports.router, '+351910000001', 'pl');
+		const line = lc.sock;
 		line.write('SEND esmeA hi from the line\n');
 		await until(() => atA.length === 1, 'deliver_sm from a line client');
 		assert.equal(L.text(atA[0]), 'hi from the line');
 		assert.equal(atA[0].source_addr, '351910000001');
 		assert.equal(atA[0].source_addr_ton, 1);
-		await until(() => /OK \d+\n/.test(buf), 'OK for the SEND');
+		await until(() => /OK \d+\n/.test(lc.text()), 'OK for the SEND');
 		const r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 1, dest_addr_npi: 1,
 			destination_addr: '351910000001', short_message: 'hi line' });
 		assert.equal(r.command_status, 0);
-		await until(() => buf.includes(`MSG ${r.message_id} esmeA hi line\n`), 'MSG at the line client');
+		await until(() => lc.text().includes(`MSG ${r.message_id} esmeA hi line\n`), 'MSG at the line client');
 		line.destroy();
 		a.s.destroy();
 	} finally {
@@ -387,12 +394,7 @@ test('a refused bind does not count against max_binds', async () => {
 		'{ id = "gw"; password = "pg"; max_binds = 2; }',
 		'{ id = "gw"; password = "pg"; max_binds = 1; }')}`));
 	try {
-		const line = await L.rawConnect(d.ports.router);
-		let buf = '';
-		line.setEncoding('utf8');
-		line.on('data', (c) => { buf += c; });
-		line.write('LOGIN gw pg\n');
-		await until(() => buf.includes('OK LOGIN gw'), 'router login');
+		const line = (await lineLogin(d.ports.router, 'gw', 'pg')).sock;
 		const s = await L.connect(d.ports.smpp);
 		for (let i = 0; i < 3; i++) {
 			const r = await L.call(s, 'bind_receiver', { system_id: 'gw', password: 'pg' });
@@ -418,12 +420,8 @@ test('text a line client cannot take is refused, not forged into lines', async (
 	const d = await L.startDaemon(conf(ACCOUNTS));
 	try {
 		const a = await L.bind(d.ports.smpp, 'bind_transmitter', 'esmeA', 'pa');
-		const line = await L.rawConnect(d.ports.router);
-		let buf = '';
-		line.setEncoding('utf8');
-		line.on('data', (c) => { buf += c; });
-		line.write('LOGIN +351910000001 pl\n');
-		await until(() => buf.includes('OK LOGIN'), 'router login');
+		const lc = await lineLogin(d.ports.router, '+351910000001', 'pl');
+		const line = lc.sock;
 		let r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 1,
 			destination_addr: '351910000001',
 			short_message: Buffer.from('hi\nMSG 42 bank transfer approved\nOK 7') });
@@ -431,8 +429,8 @@ test('text a line client cannot take is refused, not forged into lines', async (
 		r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 1,
 			destination_addr: '351910000001', short_message: 'plain\ttext' });
 		assert.equal(r.command_status, 0);
-		await until(() => buf.includes('MSG '), 'the plain message');
-		const lines = buf.split('\n').filter((l) => l.startsWith('MSG '));
+		await until(() => lc.text().includes('MSG '), 'the plain message');
+		const lines = lc.text().split('\n').filter((l) => l.startsWith('MSG '));
 		assert.deepEqual(lines, [`MSG ${r.message_id} esmeA plain\ttext`]);
 		line.destroy();
 		a.s.destroy();

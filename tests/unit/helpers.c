@@ -1,10 +1,11 @@
-/* helpers.c: temporary configuration files and clocks for the unit suites. */
+/* helpers.c: temporary configuration files and clocks, guard pages, for the unit suites. */
 #include "helpers.h"
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,4 +83,27 @@ unit_count_lines(const char *s)
 		if (*s == '\n')
 			n++;
 	return n;
+}
+
+uint8_t *
+unit_guarded(const void *p, size_t n, struct unit_guard *g)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = ((n + pg - 1) / pg + 1) * pg;
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ck_assert_int_eq(mprotect(m + len - pg, pg, PROT_NONE), 0);
+	g->map = m;
+	g->len = len;
+	if (n > 0)
+		memcpy(m + len - pg - n, p, n);
+	return m + len - pg - n;
+}
+
+void
+unit_guard_free(struct unit_guard *g)
+{
+	munmap(g->map, g->len);
 }

@@ -25,6 +25,19 @@ uint64_t unit_now_ms(void);
 /* Sleeps ms milliseconds. */
 void	unit_sleep_ms(unsigned ms);
 
+/*
+ * A copy of n bytes ending exactly where a PROT_NONE page begins, so that
+ * any read past them faults (picohttpparser's trick). unit_guard_free
+ * unmaps it.
+ */
+struct unit_guard {
+	void	*map;
+	size_t	len;
+};
+
+uint8_t	*unit_guarded(const void *p, size_t n, struct unit_guard *g);
+void	unit_guard_free(struct unit_guard *g);
+
 /* Number of lines (LF-terminated) in s; 0 for NULL. */
 size_t	unit_count_lines(const char *s);
 

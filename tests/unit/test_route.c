@@ -178,24 +178,6 @@ END_TEST
 
 static const struct limits router_limits = { .max_line = 100 };
 
-/* Places n bytes at the very end of a page followed by a PROT_NONE page. */
-static uint8_t *
-guarded(const void *p, size_t n, void **map, size_t *maplen)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	size_t len = ((n + (size_t)pg - 1) / (size_t)pg + 1) * (size_t)pg;
-	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	ck_assert_ptr_ne(m, MAP_FAILED);
-	ck_assert_int_eq(mprotect(m + len - (size_t)pg, (size_t)pg, PROT_NONE),
-	    0);
-	*map = m;
-	*maplen = len;
-	memcpy(m + len - (size_t)pg - n, p, n);
-	return m + len - (size_t)pg - n;
-}
-
 START_TEST(test_router_frame_bytewise)
 {
 	const struct proto *pr = proto_find("router");
@@ -205,13 +187,12 @@ START_TEST(test_router_frame_bytewise)
 	ck_assert_ptr_nonnull(pr);
 	/* Fed one byte more at a time: 0 until the LF, then the length. */
 	for (size_t k = 1; k <= n; k++) {
-		void *map;
-		size_t maplen;
-		uint8_t *p = guarded(line, k, &map, &maplen);
+		struct unit_guard map;
+		uint8_t *p = unit_guarded(line, k, &map);
 		ssize_t r = pr->frame_len(p, k, &router_limits);
 
 		ck_assert_int_eq(r, k < n ? 0 : (ssize_t)n);
-		munmap(map, maplen);
+		unit_guard_free(&map);
 	}
 }
 END_TEST
@@ -221,20 +202,19 @@ START_TEST(test_router_frame_several_and_long)
 	const struct proto *pr = proto_find("router");
 	const char *two = "PING 1\nPING 2\n";
 	char big[300];
-	void *map;
-	size_t maplen;
+	struct unit_guard map;
 	uint8_t *p;
 
 	ck_assert_int_eq(pr->frame_len((const uint8_t *)two, strlen(two),
 	    &router_limits), 7);
 	/* No LF within max_line + CR LF: the bytes are handed over to skip. */
 	memset(big, 'x', sizeof(big));
-	p = guarded(big, 101, &map, &maplen);
+	p = unit_guarded(big, 101, &map);
 	ck_assert_int_eq(pr->frame_len(p, 101, &router_limits), 0);
-	munmap(map, maplen);
-	p = guarded(big, 102, &map, &maplen);
+	unit_guard_free(&map);
+	p = unit_guarded(big, 102, &map);
 	ck_assert_int_eq(pr->frame_len(p, 102, &router_limits), 102);
-	munmap(map, maplen);
+	unit_guard_free(&map);
 	/* An LF anywhere ends the frame there, however long the line. */
 	big[250] = '\n';
 	ck_assert_int_eq(pr->frame_len((uint8_t *)big, sizeof(big),

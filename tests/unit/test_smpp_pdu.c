@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "smpp_pdu.h"
 #include "suites.h"
 
@@ -200,25 +201,6 @@ START_TEST(test_encode_refuses)
 }
 END_TEST
 
-/* Places n bytes at the end of a page followed by a PROT_NONE page. */
-static uint8_t *
-guarded(const void *src, size_t n, void **map, size_t *maplen)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	size_t len = ((n + (size_t)pg - 1) / (size_t)pg + 1) * (size_t)pg;
-	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	ck_assert_ptr_ne(m, MAP_FAILED);
-	ck_assert_int_eq(mprotect(m + len - (size_t)pg, (size_t)pg, PROT_NONE),
-	    0);
-	*map = m;
-	*maplen = len;
-	if (n > 0)
-		memcpy(m + len - (size_t)pg - n, src, n);
-	return m + len - (size_t)pg - n;
-}
-
 START_TEST(test_frame_bytewise)
 {
 	struct smpp_pdu p;
@@ -229,9 +211,8 @@ START_TEST(test_frame_bytewise)
 	n = smpp_encode(&p, copy, sizeof(copy));
 	ck_assert_int_gt(n, 0);
 	for (ssize_t k = 0; k <= n; k++) {
-		void *map;
-		size_t maplen;
-		uint8_t *at = guarded(copy, (size_t)k, &map, &maplen);
+		struct unit_guard map;
+		uint8_t *at = unit_guarded(copy, (size_t)k, &map);
 		struct smpp_pdu q;
 
 		ck_assert_int_eq(smpp_frame_len(at, (size_t)k, 65536),
@@ -240,7 +221,7 @@ START_TEST(test_frame_bytewise)
 		if (k >= 16 && k < n)
 			ck_assert_uint_ne(smpp_decode(at, (size_t)k, &q),
 			    SMPP_ESME_ROK);
-		munmap(map, maplen);
+		unit_guard_free(&map);
 	}
 }
 END_TEST
@@ -416,8 +397,7 @@ START_TEST(test_decode_garbage)
 		uint8_t g[300];
 		size_t n = 16 + (size_t)(iter % 280);
 		struct smpp_pdu q;
-		void *map;
-		size_t maplen;
+		struct unit_guard map;
 		uint8_t *at;
 
 		for (size_t i = 0; i < n; i++) {
@@ -432,9 +412,9 @@ START_TEST(test_decode_garbage)
 		g[3] = (uint8_t)n;
 		memcpy(g + 4, &(uint32_t){ __builtin_bswap32(ids[iter % 8]) },
 		    4);
-		at = guarded(g, n, &map, &maplen);
+		at = unit_guarded(g, n, &map);
 		(void)smpp_decode(at, n, &q);
-		munmap(map, maplen);
+		unit_guard_free(&map);
 	}
 }
 END_TEST
