@@ -52,6 +52,7 @@ struct smpp_sess {
 	unsigned qhead;
 	unsigned qlen;
 	unsigned qcap;
+	size_t	qbytes;			/* text bytes waiting in q */
 };
 
 /*
@@ -550,6 +551,7 @@ sess_pump(struct conn *c, struct smpp_sess *s)
 
 		s->qhead = (s->qhead + 1) % s->qcap;
 		s->qlen--;
+		s->qbytes -= m->len;
 		send_deliver(c, s, m);
 	}
 }
@@ -748,7 +750,12 @@ smpp_on_deliver(struct conn *c, const struct route_msg *m)
 		send_deliver(c, s, route_msg_dup(m));
 		return ROUTE_OK;
 	}
-	if (s->qlen >= limit)
+	/*
+	 * Bounded in count and in bytes: queue_limit messages, and no more
+	 * text than output_high_watermark, which a connection may hold anyway.
+	 */
+	if (s->qlen >= limit || s->qbytes + m->len >
+	    c->r->cf->limits.output_high_watermark)
 		return ROUTE_REFUSED;
 	if (s->qlen == s->qcap) {
 		unsigned cap = s->qcap ? s->qcap * 2 : 16;
@@ -762,6 +769,7 @@ smpp_on_deliver(struct conn *c, const struct route_msg *m)
 		s->qhead = 0;
 	}
 	s->q[(s->qhead + s->qlen++) % s->qcap] = route_msg_dup(m);
+	s->qbytes += m->len;
 	return ROUTE_OK;
 }
 

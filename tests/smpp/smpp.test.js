@@ -464,3 +464,29 @@ test('unbind is answered after the submits before it', async () => {
 		await L.stopDaemon(d);
 	}
 });
+
+// The per-bind queue is bounded in bytes as well as in messages: long
+// message_payloads must not let one stuck bind hold queue_limit x 64 KiB.
+test('the queue of a stuck bind is bounded in bytes too', async () => {
+	const d = await L.startDaemon(conf(`${ACCOUNTS}
+smpp = { window = 1; queue_limit = 1000; response_timeout = 60; };
+limits = { output_high_watermark = 8192; };`));
+	try {
+		const a = await L.bind(d.ports.smpp, 'bind_transmitter', 'esmeA', 'pa');
+		const b = await L.bind(d.ports.smpp, 'bind_receiver', 'esmeB', 'pb');
+		b.s.on('deliver_sm', () => {});	// never answered: window stays full
+		const status = [];
+		for (let i = 0; i < 12; i++) {
+			const r = await L.call(a.s, 'submit_sm', { destination_addr: 'esmeB',
+				message_payload: Buffer.alloc(1000, 0x61 + (i % 26)) });
+			status.push(r.command_status);
+		}
+		// One in the window, 8 x 1000 bytes queued under 8192, then full.
+		assert.deepEqual(status.slice(0, 9), Array(9).fill(0));
+		assert.deepEqual(status.slice(9), Array(3).fill(L.smpp.ESME_RMSGQFUL));
+		a.s.destroy();
+		b.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
