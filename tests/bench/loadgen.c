@@ -103,6 +103,8 @@ struct lg_conn {
 	bool	want_out;	/* EPOLLOUT armed */
 	uint32_t id;		/* connection index, or pair index */
 	struct lg_conn *peer;	/* the other end of a pair */
+	char	addr[48];	/* pair modes: this end's address (LOGIN, SEND) */
+	uint8_t	addrlen;
 	uint64_t sent;		/* messages (or echo bytes) sent */
 	uint64_t done;		/* messages answered or delivered */
 	uint64_t acked;		/* router: OKs; echo: bytes received */
@@ -131,6 +133,8 @@ struct lg_thread {
 };
 
 static struct lg_thread *thr;
+static char line_req[1024];	/* line mode: the request with CRLF */
+static size_t line_req_len, line_expect_len;
 static atomic_int phase;	/* 0 set-up, 1 run, 2 measure, 3 stop, 4 abort */
 static char run_tag[32];
 
@@ -253,22 +257,59 @@ hist_pct(const uint64_t *h, uint64_t total, double pct)
 
 /* --- payloads ----------------------------------------------------------- */
 
-/* Echo stream byte at offset off of connection id: printable, never LF. */
+/*
+ * Echo stream byte at offset off of connection id: 'a' + (7 off + id) mod 26,
+ * printable, never LF. As 15 is 7's inverse mod 26, that is
+ * echo_pat[(off + 15 id) mod 26] with echo_pat[k] = 'a' + 7k mod 26, so a
+ * run of stream bytes is a slice of the repeating echo_pat: requests are
+ * made with memcpy and replies checked with memcmp.
+ */
+static char echo_pat[26 + LG_SCRATCH];
+
+static void
+echo_pat_init(void)
+{
+	for (size_t k = 0; k < sizeof(echo_pat); k++)
+		echo_pat[k] = (char)('a' + (k * 7) % 26);
+}
+
+static inline const char *
+echo_stream(uint32_t id, uint64_t off)
+{
+	return echo_pat + (off + 15 * (uint64_t)id) % 26;
+}
+
 static inline char
 echo_byte(uint32_t id, uint64_t off)
 {
 	return (char)('a' + (off * 7 + id) % 26);
 }
 
+/* Writes v in decimal at p (no NUL); returns its length. */
+static unsigned
+u64_dec(char *p, uint64_t v)
+{
+	char tmp[20];
+	unsigned n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	for (unsigned i = 0; i < n; i++)
+		p[i] = tmp[n - 1 - i];
+	return n;
+}
+
 /* Router text for message seq of a pair: "<seq>.<filler>", size bytes. */
 static size_t
 pair_text(char *p, uint64_t seq, unsigned size)
 {
-	int n = snprintf(p, 32, "%" PRIu64 ".", seq);
+	unsigned n = u64_dec(p, seq);
 
+	p[n++] = '.';
 	for (unsigned i = (unsigned)n; i < size; i++)
 		p[i] = (char)('a' + (seq + i) % 26);
-	return size > (unsigned)n ? size : (unsigned)n;
+	return size > n ? size : n;
 }
 
 /* Checks a delivered text; returns its sequence number or -1. */
@@ -293,6 +334,34 @@ pair_addr(char *buf, size_t len, const struct lg_conn *c)
 {
 	snprintf(buf, len, "%s%c%u", run_tag,
 	    c->role == LG_SENDER ? 's' : 'r', c->id);
+}
+
+/* Keeps c's pair address in c, for the requests built per message. */
+static void
+pair_addr_cache(struct lg_conn *c)
+{
+	pair_addr(c->addr, sizeof(c->addr), c);
+	c->addrlen = (uint8_t)strlen(c->addr);
+}
+
+/* Appends p to c's pending output without writing (see conn_flush). */
+static bool
+conn_queue(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
+{
+	if (c->wbuf == NULL)
+		c->wbuf = xcalloc(1, LG_SCRATCH);
+	if (c->wlen + n > LG_SCRATCH && c->woff > 0) {
+		memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+		c->wlen -= c->woff;
+		c->woff = 0;
+	}
+	if (c->wlen + n > LG_SCRATCH) {
+		lg_error(t, "conn %u: output backlog overflow", c->id);
+		return false;
+	}
+	memcpy(c->wbuf + c->wlen, p, n);
+	c->wlen += n;
+	return true;
 }
 
 /* --- output ------------------------------------------------------------- */
@@ -357,22 +426,7 @@ conn_send(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
 			n -= (size_t)w;
 		}
 	}
-	if (c->wbuf == NULL)
-		c->wbuf = xcalloc(1, LG_SCRATCH);
-	if (c->wlen + n > LG_SCRATCH) {
-		if (c->woff > 0) {
-			memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
-			c->wlen -= c->woff;
-			c->woff = 0;
-		}
-		if (c->wlen + n > LG_SCRATCH) {
-			lg_error(t, "conn %u: output backlog overflow", c->id);
-			return false;
-		}
-	}
-	memcpy(c->wbuf + c->wlen, p, n);
-	c->wlen += n;
-	return conn_flush(t, c);
+	return conn_queue(t, c, p, n) && conn_flush(t, c);
 }
 
 static bool
@@ -405,23 +459,22 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 
 		switch (opt.mode) {
 		case LG_ECHO:
-			for (unsigned i = 0; i < opt.size; i++)
-				p[len + i] = echo_byte(c->id,
-				    seq * opt.size + i);
+			memcpy(p + len, echo_stream(c->id, seq * opt.size),
+			    opt.size);
 			len += opt.size;
 			break;
 		case LG_LINE:
-			len += (size_t)sprintf(p + len, "%s\r\n", opt.req);
+			memcpy(p + len, line_req, line_req_len);
+			len += line_req_len;
 			break;
-		case LG_ROUTER: {
-			char to[48];
-
-			pair_addr(to, sizeof(to), c->peer);
-			len += (size_t)sprintf(p + len, "SEND %s ", to);
+		case LG_ROUTER:
+			memcpy(p + len, "SEND ", 5);
+			memcpy(p + len + 5, c->peer->addr, c->peer->addrlen);
+			len += 5 + c->peer->addrlen;
+			p[len++] = ' ';
 			len += pair_text(p + len, seq, opt.size);
 			p[len++] = '\n';
 			break;
-		}
 		case LG_REDIS:
 			len += (size_t)sprintf(p + len, "PUBLISH %sc%u ",
 			    run_tag, c->id);
@@ -507,8 +560,8 @@ smpp_bind(char *p, const struct lg_conn *c)
 static size_t
 smpp_submit(char *p, const struct lg_conn *c, uint64_t seq)
 {
-	char *b = p + 16, addr[48];
-	size_t n = 0, tl, al;
+	char *b = p + 16;
+	size_t n = 0, tl;
 
 	b[n++] = '\0';		/* service_type */
 	b[n++] = 0;
@@ -516,10 +569,8 @@ smpp_submit(char *p, const struct lg_conn *c, uint64_t seq)
 	b[n++] = '\0';		/* source_addr: the system_id is used */
 	b[n++] = 5;
 	b[n++] = 0;
-	pair_addr(addr, sizeof(addr), c->peer);
-	al = strlen(addr) + 1;
-	memcpy(b + n, addr, al);
-	n += al;
+	memcpy(b + n, c->peer->addr, c->peer->addrlen + 1u);
+	n += c->peer->addrlen + 1u;
 	memset(b + n, 0, 3);	/* esm_class, protocol_id, priority_flag */
 	n += 3;
 	b[n++] = '\0';		/* schedule_delivery_time */
@@ -585,14 +636,14 @@ smpp_pdu(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
 	} else if (id == 0x5 && c->role == LG_RECEIVER) {
 		smpp_header(resp, 1, 0x80000005, seq);
 		resp[16] = '\0';
-		conn_send(t, c, resp, sizeof(resp));
+		conn_queue(t, c, resp, sizeof(resp));
 		if (!smpp_text(p + 16, p + n, &text, &tl))
 			lg_error(t, "pair %u: bad deliver_sm", c->id);
 		else
 			pair_deliver(t, c, text, tl);
 	} else if (id == 0x15) {
 		smpp_header(resp, 0, 0x80000015, seq);
-		conn_send(t, c, resp, 16);
+		conn_queue(t, c, resp, 16);
 	} else {
 		lg_error(t, "conn %u: unexpected PDU 0x%x status 0x%x", c->id,
 		    id, st);
@@ -634,20 +685,25 @@ complete(struct lg_thread *t, struct lg_conn *sender)
 static void
 echo_input(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
 {
-	for (size_t i = 0; i < n; i++, c->acked++) {
-		if (c->acked >= c->sent * opt.size) {
-			lg_error(t, "conn %u: %zu bytes nobody asked for",
-			    c->id, n - i);
-			return;
-		}
-		if (p[i] != echo_byte(c->id, c->acked)) {
-			lg_error(t, "conn %u: byte %" PRIu64 " differs",
-			    c->id, c->acked);
-			return;
-		}
-		if ((c->acked + 1) % opt.size == 0)
-			complete(t, c);
+	uint64_t want = c->sent * opt.size, before = c->acked / opt.size;
+
+	if (n > want - c->acked) {
+		lg_error(t, "conn %u: %" PRIu64 " bytes nobody asked for",
+		    c->id, n - (want - c->acked));
+		return;
 	}
+	if (memcmp(p, echo_stream(c->id, c->acked), n) != 0) {
+		size_t i = 0;
+
+		while (p[i] == echo_byte(c->id, c->acked + i))
+			i++;
+		lg_error(t, "conn %u: byte %" PRIu64 " differs", c->id,
+		    c->acked + i);
+		return;
+	}
+	c->acked += n;
+	for (uint64_t k = c->acked / opt.size; before < k; before++)
+		complete(t, c);
 }
 
 /* --- input: line protocols ---------------------------------------------- */
@@ -664,7 +720,7 @@ setup_done(struct lg_thread *t, struct lg_conn *c)
 static void
 line_reply(struct lg_thread *t, struct lg_conn *c, const char *l, size_t n)
 {
-	size_t el = strlen(opt.expect);
+	size_t el = line_expect_len;
 
 	if (c->done >= c->sent) {
 		lg_error(t, "conn %u: reply nobody asked for", c->id);
@@ -699,7 +755,6 @@ pair_deliver(struct lg_thread *t, struct lg_conn *c, const char *text,
 		return;
 	}
 	complete(t, s);
-	pump(t, s, false);
 }
 
 static void
@@ -724,11 +779,11 @@ router_line(struct lg_thread *t, struct lg_conn *c, char *l, size_t n)
 		return;
 	}
 	if (c->role == LG_RECEIVER && strncmp(l, "MSG ", 4) == 0) {
-		char *from = strchr(l + 4, ' '), *text;
+		char *from = memchr(l + 4, ' ', n - 4), *text;
 
-		pair_addr(addr, sizeof(addr), c->peer);
-		al = strlen(addr);
-		if (from == NULL || strncmp(from + 1, addr, al) != 0 ||
+		al = c->peer->addrlen;
+		if (from == NULL || (size_t)(l + n - from) < al + 2 ||
+		    memcmp(from + 1, c->peer->addr, al) != 0 ||
 		    from[1 + al] != ' ') {
 			lg_error(t, "pair %u: MSG from wrong sender: %.60s",
 			    c->id, l);
@@ -866,7 +921,7 @@ nats_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
 		}
 		off = (size_t)(lf + 1 - buf);
 		if (strncmp(l, "PING", 4) == 0)
-			conn_send(t, c, "PONG\r\n", 6);
+			conn_queue(t, c, "PONG\r\n", 6);
 		else if (strncmp(l, "PONG", 4) == 0)
 			setup_done(t, c);
 		else if (strncmp(l, "INFO ", 5) != 0 &&
@@ -974,6 +1029,17 @@ conn_readable(struct lg_thread *t, struct lg_conn *c)
 			buffered_input(t, c, t->inbuf, (size_t)n);
 			if (opt.mode == LG_LINE)
 				pump(t, c, false);
+			/*
+			 * Answers queued while parsing (deliver_sm_resp, PONG)
+			 * go out in one write, and a receiver's deliveries
+			 * refill its sender's window with one write, not one
+			 * per message.
+			 */
+			if (c->wlen > c->woff && !c->want_out &&
+			    !conn_flush(t, c))
+				return;
+			if (c->role == LG_RECEIVER)
+				pump(t, c->peer, false);
 		}
 		if (n < LG_SCRATCH)
 			break;
@@ -1211,6 +1277,8 @@ conn_new(int fd, uint32_t id, uint8_t role)
 	c->role = role;
 	if (role != LG_RECEIVER)
 		c->ts = xcalloc(opt.depth, sizeof(uint64_t));
+	if (role != LG_PLAIN)
+		pair_addr_cache(c);
 	return c;
 }
 
@@ -1589,6 +1657,12 @@ main(int argc, char **argv)
 	signal(SIGALRM, on_alarm);
 	alarm((unsigned)(2 * opt.ctimeout + opt.warm + opt.dur + opt.hold +
 	    opt.drain + 15));
+	echo_pat_init();
+	line_req_len = (size_t)snprintf(line_req, sizeof(line_req), "%s\r\n",
+	    opt.req);
+	if (line_req_len >= sizeof(line_req))
+		die("request longer than %zu bytes", sizeof(line_req) - 3);
+	line_expect_len = strlen(opt.expect);
 	snprintf(run_tag, sizeof(run_tag), "lg%ld", (long)getpid());
 
 	/* Router placement follows connect order: one connect at a time. */
