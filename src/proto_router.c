@@ -38,6 +38,7 @@ struct router_sess {
 	struct reply *tail;
 	unsigned npending;
 	unsigned nqueued;
+	size_t	addrlen;
 	char	addr[ROUTE_ADDR_MAX + 1];
 };
 
@@ -158,9 +159,15 @@ static int
 verdict_text(struct conn *c, enum route_verdict v, uint64_t id, char *buf,
     size_t len)
 {
+	size_t n;
+
 	switch (v) {
 	case ROUTE_OK:
-		return snprintf(buf, len, "OK %llu\n", (unsigned long long)id);
+		/* The one per message: no snprintf. len is at least 24. */
+		memcpy(buf, "OK ", 3);
+		n = 3 + u64_to_dec(buf + 3, id);
+		buf[n++] = '\n';
+		return (int)n;
 	case ROUTE_BUSY:
 	case ROUTE_REFUSED:
 		count_err(c, REACTOR_ERR_503);
@@ -252,7 +259,8 @@ cmd_login(struct conn *c, struct router_sess *s, char *args)
 			reply_printf(c, "ERR 409 address in use");
 			return;
 		}
-		snprintf(s->addr, sizeof(s->addr), "%s", addr);
+		s->addrlen = strlen(addr);
+		memcpy(s->addr, addr, s->addrlen + 1);
 		s->logged_in = true;
 		reply_printf(c, "OK LOGIN %s", addr);
 	}
@@ -264,7 +272,7 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 	char *to = next_word(&args), buf[96];
 	struct route_msg *m;
 	enum route_verdict v;
-	size_t len;
+	size_t len, tolen;
 
 	if (!s->logged_in) {
 		count_err(c, REACTOR_ERR_403);
@@ -276,17 +284,18 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 		reply_printf(c, "ERR 400 usage: SEND <to> <text>");
 		return;
 	}
-	if (!route_addr_valid(to, strlen(to)) || !text_valid(args)) {
+	tolen = strlen(to);
+	if (!route_addr_valid(to, tolen) || !text_valid(args)) {
 		count_err(c, REACTOR_ERR_400);
 		reply_printf(c, "ERR 400 bad %s", text_valid(args) ?
 		    "address" : "text");
 		return;
 	}
 	len = strlen(args);
-	m = route_msg_new(len);
+	m = route_msg_new(c->r, len);
 	m->id = route_next_id(c->r);
-	snprintf(m->from, sizeof(m->from), "%s", s->addr);
-	snprintf(m->to, sizeof(m->to), "%s", to);
+	memcpy(m->from, s->addr, s->addrlen + 1);
+	memcpy(m->to, to, tolen + 1);
 	memcpy(m->text, args, len);
 	m->len = len;
 	uint64_t id = m->id;
@@ -391,8 +400,8 @@ router_on_message(struct conn *c, const uint8_t *msg, size_t len)
 static int
 router_on_deliver(struct conn *c, const struct route_msg *m)
 {
-	char head[ROUTE_ADDR_MAX + 48];
-	int n;
+	char line[1024];
+	size_t flen = strlen(m->from), n;
 
 	/*
 	 * A MSG line carries text: a message from SMPP with a line break,
@@ -402,10 +411,21 @@ router_on_deliver(struct conn *c, const struct route_msg *m)
 		if (m->text[i] < 0x20 && m->text[i] != '\t')
 			return ROUTE_UNFIT;
 
-	n = snprintf(head, sizeof(head), "MSG %llu %s ",
-	    (unsigned long long)m->id, m->from);
-	if (!conn_write(c, head, (size_t)n) ||
-	    !conn_write(c, m->text, m->len) || !conn_write(c, "\n", 1))
+	/* "MSG <id> <from> <text>\n", built without snprintf. */
+	memcpy(line, "MSG ", 4);
+	n = 4 + u64_to_dec(line + 4, m->id);
+	line[n++] = ' ';
+	memcpy(line + n, m->from, flen);
+	n += flen;
+	line[n++] = ' ';
+	if (n + m->len + 1 <= sizeof(line)) {
+		memcpy(line + n, m->text, m->len);
+		n += m->len;
+		line[n++] = '\n';
+		return conn_write(c, line, n) ? ROUTE_OK : ROUTE_NO_ROUTE;
+	}
+	if (!conn_write(c, line, n) || !conn_write(c, m->text, m->len) ||
+	    !conn_write(c, "\n", 1))
 		return ROUTE_NO_ROUTE;
 	return ROUTE_OK;
 }

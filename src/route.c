@@ -65,16 +65,22 @@ shard_of(uint32_t hash)
 	return &shards[hash & (ROUTE_SHARDS - 1)];
 }
 
+/* Address bytes: A-Z a-z 0-9 + . _ : @ - (checked once per message). */
+static bool
+addr_char(uint8_t ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	    (ch >= '0' && ch <= '9') || ch == '+' || ch == '.' || ch == '_' ||
+	    ch == ':' || ch == '@' || ch == '-';
+}
+
 bool
 route_addr_valid(const char *s, size_t len)
 {
-	static const char ok[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	    "0123456789+._:@-";
-
 	if (len == 0 || len > ROUTE_ADDR_MAX)
 		return false;
 	for (size_t i = 0; i < len; i++)
-		if (s[i] == '\0' || strchr(ok, s[i]) == NULL)
+		if (!addr_char((uint8_t)s[i]))
 			return false;
 	return true;
 }
@@ -277,18 +283,60 @@ route_resolve(const struct config *cf, const char *addr, bool prefix_first,
 	return NULL;
 }
 
+/*
+ * Messages with room for ROUTE_MSG_SMALL bytes of text are kept on a free
+ * list per reactor, at most ROUTE_MSG_CACHE of them (about 3 MB), so that
+ * routing does not malloc and free each message: with thousands in
+ * flight, glibc's arenas also grow and shrink, and each shrink is an
+ * madvise with a TLB shootdown on every CPU.
+ */
+#define ROUTE_MSG_SMALL	256
+#define ROUTE_MSG_CACHE	4096
+
+_Static_assert(offsetof(struct route_msg, task) == 0,
+    "a cached message is kept as its task");
+
 struct route_msg *
-route_msg_new(size_t len)
+route_msg_new(struct reactor *r, size_t len)
 {
-	return xcalloc(1, sizeof(struct route_msg) + len + 1);
+	struct route_msg *m;
+	size_t cap = len <= ROUTE_MSG_SMALL ? ROUTE_MSG_SMALL : len;
+
+	if (cap == ROUTE_MSG_SMALL && r->msg_cache != NULL) {
+		m = (struct route_msg *)r->msg_cache;
+		r->msg_cache = m->task.next;
+		r->nmsg_cache--;
+		memset(m, 0, sizeof(*m) + len + 1);
+	} else {
+		m = xcalloc(1, sizeof(*m) + cap + 1);
+	}
+	m->cap = cap;
+	return m;
 }
 
 struct route_msg *
-route_msg_dup(const struct route_msg *m)
+route_msg_dup(struct reactor *r, const struct route_msg *m)
 {
-	size_t n = sizeof(*m) + m->len + 1;
+	struct route_msg *d = route_msg_new(r, m->len);
+	size_t cap = d->cap;
 
-	return memcpy(xmalloc(n), m, n);
+	memcpy(d, m, sizeof(*m) + m->len + 1);
+	d->cap = cap;
+	return d;
+}
+
+void
+route_msg_free(struct reactor *r, struct route_msg *m)
+{
+	if (m == NULL)
+		return;
+	if (m->cap != ROUTE_MSG_SMALL || r->nmsg_cache >= ROUTE_MSG_CACHE) {
+		free(m);
+		return;
+	}
+	m->task.next = r->msg_cache;
+	r->msg_cache = &m->task;
+	r->nmsg_cache++;
 }
 
 uint64_t
@@ -352,7 +400,7 @@ route_verdict_task(struct reactor *r, void *arg)
 		    c->proto->on_verdict != NULL)
 			c->proto->on_verdict(c, m);
 	}
-	free(m);
+	route_msg_free(r, m);
 }
 
 /* On the recipient's reactor: deliver, then send the verdict back. */
@@ -363,7 +411,7 @@ route_deliver_task(struct reactor *r, void *arg)
 	struct reactor *back;
 
 	if (r->done) {
-		free(m);	/* shutting down: nobody is left to answer */
+		route_msg_free(r, m);	/* shutting down: nobody answers */
 		return;
 	}
 	m->verdict = route_deliver(r, m);
@@ -371,7 +419,7 @@ route_deliver_task(struct reactor *r, void *arg)
 		REACTOR_STAT_ADD(r->stats.routed_remote, 1);
 	if ((m->flags & ROUTE_F_NO_VERDICT) ||
 	    (back = reactor_get(m->sender.reactor)) == NULL) {
-		free(m);
+		route_msg_free(r, m);
 		return;
 	}
 	m->task.fn = route_verdict_task;
@@ -397,14 +445,14 @@ route_dispatch(struct reactor *r, struct route_msg *m)
 		    (m->flags & ROUTE_F_PREFIX_FIRST) != 0,
 		    &m->recipient) != NULL;
 	if (!found || (dst = reactor_get(m->recipient.reactor)) == NULL) {
-		free(m);
+		route_msg_free(r, m);
 		return ROUTE_NO_ROUTE;
 	}
 	if (dst == r) {
 		v = route_deliver(r, m);
 		if (v == ROUTE_OK)
 			REACTOR_STAT_ADD(r->stats.routed_local, 1);
-		free(m);
+		route_msg_free(r, m);
 		return v;
 	}
 	m->task.fn = route_deliver_task;
@@ -458,7 +506,7 @@ route_receipt(struct reactor *r, const struct route_msg *orig, uint8_t state)
 	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
 	    ok ? "DELIVRD" : "UNDELIV", ok ? "000" : "001",
 	    orig->flags & ROUTE_F_RECEIPT ? "" : (const char *)orig->text);
-	m = route_msg_new((size_t)n);
+	m = route_msg_new(r, (size_t)n);
 	memcpy(m->text, text, (size_t)n);
 	m->len = (size_t)n;
 	m->id = route_next_id(r);

@@ -66,3 +66,17 @@ secret_eq(const char *a, const char *b)
 		d |= (unsigned char)(a[i] ^ b[i]);
 	return d == 0;
 }
+
+size_t
+u64_to_dec(char *buf, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}

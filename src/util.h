@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * Out-of-memory policy: the x* allocators never return NULL. Memory use is
@@ -18,6 +19,13 @@ char	*xstrdup(const char *s);
 
 /* Compares secrets in time that does not depend on where they differ. */
 bool	secret_eq(const char *a, const char *b);
+
+/*
+ * Writes v in decimal at buf, which has room for 20 bytes; no NUL. Returns
+ * the length. For replies built per message, where snprintf costs more
+ * than the rest of the reply.
+ */
+size_t	u64_to_dec(char *buf, uint64_t v);
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -76,6 +76,25 @@ START_TEST(test_login_send_ping_quit)
 	snprintf(want, sizeof(want), "MSG %llu alice hello there\n", id);
 	ck_assert_int_gt(recv_line(b, line, sizeof(line), HARNESS_IO_MS), 0);
 	ck_assert_str_eq(line, want);
+	/*
+	 * Texts around and far past the size the MSG line is built in at
+	 * once (1 KiB), so that both ways of writing it are checked.
+	 */
+	for (size_t tl = 990; tl <= 3000; tl += tl < 1030 ? 1 : 1970) {
+		static char big[3200], got[3200], wantbig[3200];
+
+		memcpy(big, "SEND bob ", 9);
+		for (size_t i = 0; i < tl; i++)
+			big[9 + i] = (char)('a' + (i * 7 + tl) % 26);
+		big[9 + tl] = '\n';
+		ck_assert_int_eq(send_all(a, big, 10 + tl), 0);
+		id = expect_ok_id(a);
+		snprintf(wantbig, sizeof(wantbig), "MSG %llu alice %.*s\n", id,
+		    (int)tl, big + 9);
+		ck_assert_int_gt(recv_line(b, got, sizeof(got), HARNESS_IO_MS),
+		    0);
+		ck_assert_str_eq(got, wantbig);
+	}
 	expect(a, "SEND nobody hi\n", "ERR 404 ");
 	expect(a, "SEND bob\n", "ERR 400 ");
 	expect(a, "SEND bad!addr hi\n", "ERR 400 ");
