@@ -292,7 +292,7 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 		return;
 	}
 	len = strlen(args);
-	m = route_msg_new(c->r, len);
+	m = route_msg_new(len);
 	m->id = route_next_id(c->r);
 	memcpy(m->from, s->addr, s->addrlen + 1);
 	memcpy(m->to, to, tolen + 1);

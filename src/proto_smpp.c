@@ -364,7 +364,7 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 {
 	bool payload = (pdu->tlvs & SMPP_TLV_MESSAGE_PAYLOAD) != 0;
 	size_t len = payload ? pdu->message_payload_len : pdu->sm_length;
-	struct route_msg *m = route_msg_new(c->r, len);
+	struct route_msg *m = route_msg_new(len);
 
 	if (len > 0)
 		memcpy(m->text, payload ? pdu->message_payload :
@@ -569,7 +569,7 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 		if (!(m->flags & ROUTE_F_RECEIPT))
 			route_receipt(c->r, m, status == SMPP_ESME_ROK ?
 			    ROUTE_STATE_DELIVERED : ROUTE_STATE_UNDELIVERABLE);
-		route_msg_free(c->r, m);
+		free(m);
 		s->win[i].m = NULL;
 		s->inflight--;
 		sess_pump(c, s);
@@ -747,7 +747,7 @@ smpp_on_deliver(struct conn *c, const struct route_msg *m)
 	if (m->len > 65535)
 		return ROUTE_REFUSED;
 	if (s->inflight < s->window && s->qlen == 0) {
-		send_deliver(c, s, route_msg_dup(c->r, m));
+		send_deliver(c, s, route_msg_dup(m));
 		return ROUTE_OK;
 	}
 	/*
@@ -768,7 +768,7 @@ smpp_on_deliver(struct conn *c, const struct route_msg *m)
 		s->qcap = cap;
 		s->qhead = 0;
 	}
-	s->q[(s->qhead + s->qlen++) % s->qcap] = route_msg_dup(c->r, m);
+	s->q[(s->qhead + s->qlen++) % s->qcap] = route_msg_dup(m);
 	s->qbytes += m->len;
 	return ROUTE_OK;
 }
@@ -870,13 +870,13 @@ smpp_on_close(struct conn *c)
 		if (s->win[i].m == NULL)
 			continue;
 		route_receipt(c->r, s->win[i].m, ROUTE_STATE_UNDELIVERABLE);
-		route_msg_free(c->r, s->win[i].m);
+		free(s->win[i].m);
 	}
 	for (unsigned i = 0; i < s->qlen; i++) {
 		struct route_msg *m = s->q[(s->qhead + i) % s->qcap];
 
 		route_receipt(c->r, m, ROUTE_STATE_UNDELIVERABLE);
-		route_msg_free(c->r, m);
+		free(m);
 	}
 	free(s->win);
 	free(s->q);

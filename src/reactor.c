@@ -16,7 +16,7 @@
 #include "log.h"
 
 #define REACTOR_MAX_EVENTS	256
-#define REACTOR_POOL_CHUNKS	320	/* spare output chunks kept: 5 MiB */
+#define REACTOR_POOL_CHUNKS	64	/* spare output chunks kept: 1 MiB */
 
 static const char *const close_reason_names[CONN_CLOSE_N] = {
 	[CONN_CLOSE_PEER] = "peer",
@@ -153,12 +153,6 @@ reactor_free(struct reactor *r)
 	mailbox_drain(r);
 	conn_close_all(r);
 	reactor_publish(r);
-	while (r->msg_cache != NULL) {
-		struct reactor_task *t = r->msg_cache;
-
-		r->msg_cache = t->next;
-		free(t);
-	}
 	free(r->stage);
 	free(r->staged);
 	free(r->slots);

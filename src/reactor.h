@@ -114,9 +114,6 @@ struct reactor {
 	uint32_t npaused;		/* connections over the high watermark */
 	uint32_t nlinger;		/* connections lingering before close */
 	uint64_t msg_seq;		/* for route_next_id */
-	/* Spare route messages for reuse (route.c); each starts with its task. */
-	struct reactor_task *msg_cache;
-	uint32_t nmsg_cache;
 	struct config *cf;		/* this reactor's reference */
 	/* Connections by slot; gens[slot] changes each time a slot is freed. */
 	struct conn **slots;

@@ -241,7 +241,8 @@ route_lookup(const char *addr, struct route_owner *owner)
 	pthread_mutex_lock(&sh->lock);
 	pe = shard_find(sh, hash, addr);
 	if (pe != NULL && (e = *pe) != NULL) {
-		*owner = e->owners[e->turn++ % e->n];
+		/* One owner: no turn to advance (and no line to dirty). */
+		*owner = e->n == 1 ? e->owners[0] : e->owners[e->turn++ % e->n];
 		found = true;
 	}
 	pthread_mutex_unlock(&sh->lock);
@@ -283,60 +284,18 @@ route_resolve(const struct config *cf, const char *addr, bool prefix_first,
 	return NULL;
 }
 
-/*
- * Messages with room for ROUTE_MSG_SMALL bytes of text are kept on a free
- * list per reactor, at most ROUTE_MSG_CACHE of them (about 3 MB), so that
- * routing does not malloc and free each message: with thousands in
- * flight, glibc's arenas also grow and shrink, and each shrink is an
- * madvise with a TLB shootdown on every CPU.
- */
-#define ROUTE_MSG_SMALL	256
-#define ROUTE_MSG_CACHE	4096
-
-_Static_assert(offsetof(struct route_msg, task) == 0,
-    "a cached message is kept as its task");
-
 struct route_msg *
-route_msg_new(struct reactor *r, size_t len)
+route_msg_new(size_t len)
 {
-	struct route_msg *m;
-	size_t cap = len <= ROUTE_MSG_SMALL ? ROUTE_MSG_SMALL : len;
-
-	if (cap == ROUTE_MSG_SMALL && r->msg_cache != NULL) {
-		m = (struct route_msg *)r->msg_cache;
-		r->msg_cache = m->task.next;
-		r->nmsg_cache--;
-		memset(m, 0, sizeof(*m) + len + 1);
-	} else {
-		m = xcalloc(1, sizeof(*m) + cap + 1);
-	}
-	m->cap = cap;
-	return m;
+	return xcalloc(1, sizeof(struct route_msg) + len + 1);
 }
 
 struct route_msg *
-route_msg_dup(struct reactor *r, const struct route_msg *m)
+route_msg_dup(const struct route_msg *m)
 {
-	struct route_msg *d = route_msg_new(r, m->len);
-	size_t cap = d->cap;
+	size_t n = sizeof(*m) + m->len + 1;
 
-	memcpy(d, m, sizeof(*m) + m->len + 1);
-	d->cap = cap;
-	return d;
-}
-
-void
-route_msg_free(struct reactor *r, struct route_msg *m)
-{
-	if (m == NULL)
-		return;
-	if (m->cap != ROUTE_MSG_SMALL || r->nmsg_cache >= ROUTE_MSG_CACHE) {
-		free(m);
-		return;
-	}
-	m->task.next = r->msg_cache;
-	r->msg_cache = &m->task;
-	r->nmsg_cache++;
+	return memcpy(xmalloc(n), m, n);
 }
 
 uint64_t
@@ -400,7 +359,7 @@ route_verdict_task(struct reactor *r, void *arg)
 		    c->proto->on_verdict != NULL)
 			c->proto->on_verdict(c, m);
 	}
-	route_msg_free(r, m);
+	free(m);
 }
 
 /* On the recipient's reactor: deliver, then send the verdict back. */
@@ -411,7 +370,7 @@ route_deliver_task(struct reactor *r, void *arg)
 	struct reactor *back;
 
 	if (r->done) {
-		route_msg_free(r, m);	/* shutting down: nobody answers */
+		free(m);	/* shutting down: nobody is left to answer */
 		return;
 	}
 	m->verdict = route_deliver(r, m);
@@ -419,7 +378,7 @@ route_deliver_task(struct reactor *r, void *arg)
 		REACTOR_STAT_ADD(r->stats.routed_remote, 1);
 	if ((m->flags & ROUTE_F_NO_VERDICT) ||
 	    (back = reactor_get(m->sender.reactor)) == NULL) {
-		route_msg_free(r, m);
+		free(m);
 		return;
 	}
 	m->task.fn = route_verdict_task;
@@ -445,14 +404,14 @@ route_dispatch(struct reactor *r, struct route_msg *m)
 		    (m->flags & ROUTE_F_PREFIX_FIRST) != 0,
 		    &m->recipient) != NULL;
 	if (!found || (dst = reactor_get(m->recipient.reactor)) == NULL) {
-		route_msg_free(r, m);
+		free(m);
 		return ROUTE_NO_ROUTE;
 	}
 	if (dst == r) {
 		v = route_deliver(r, m);
 		if (v == ROUTE_OK)
 			REACTOR_STAT_ADD(r->stats.routed_local, 1);
-		route_msg_free(r, m);
+		free(m);
 		return v;
 	}
 	m->task.fn = route_deliver_task;
@@ -506,7 +465,7 @@ route_receipt(struct reactor *r, const struct route_msg *orig, uint8_t state)
 	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
 	    ok ? "DELIVRD" : "UNDELIV", ok ? "000" : "001",
 	    orig->flags & ROUTE_F_RECEIPT ? "" : (const char *)orig->text);
-	m = route_msg_new(r, (size_t)n);
+	m = route_msg_new((size_t)n);
 	memcpy(m->text, text, (size_t)n);
 	m->len = (size_t)n;
 	m->id = route_next_id(r);

@@ -77,7 +77,6 @@ struct route_msg {
 	char	from[ROUTE_ADDR_MAX + 1];
 	char	to[ROUTE_ADDR_MAX + 1];
 	size_t	len;
-	size_t	cap;			/* room in text, without its NUL */
 	uint8_t	text[];
 };
 
@@ -114,20 +113,11 @@ bool	route_lookup(const char *addr, struct route_owner *owner);
 const char *route_resolve(const struct config *cf, const char *addr,
 	    bool prefix_first, struct route_owner *owner);
 
-/*
- * A message with room for len bytes of text (and a NUL); its fields zeroed.
- * Small ones come from r's cache. Owning reactor of r.
- */
-struct route_msg *route_msg_new(struct reactor *r, size_t len);
+/* A message with room for len bytes of text; its fields zeroed. */
+struct route_msg *route_msg_new(size_t len);
 
-/* A copy of m made as route_msg_new(r, ...) does. Owning reactor of r. */
-struct route_msg *route_msg_dup(struct reactor *r, const struct route_msg *m);
-
-/*
- * Frees m, or keeps it in r's cache for the next route_msg_new on r: the
- * reactor whose thread calls this, wherever m was made. NULL is a no-op.
- */
-void	route_msg_free(struct reactor *r, struct route_msg *m);
+/* A copy of m (text included) that the caller owns. */
+struct route_msg *route_msg_dup(const struct route_msg *m);
 
 /* A message id unique within the run. Owning reactor only. */
 uint64_t route_next_id(struct reactor *r);

@@ -10,7 +10,6 @@
 #include "config.h"
 #include "helpers.h"
 #include "proto.h"
-#include "reactor.h"
 #include "route.h"
 #include "suites.h"
 #include "util.h"
@@ -225,76 +224,6 @@ START_TEST(test_router_frame_several_and_long)
 }
 END_TEST
 
-/*
- * Small messages freed on a reactor come back from route_msg_new there,
- * zeroed (text included, up to the length asked for); the cache stops
- * growing at its bound, and large messages are never cached.
- */
-START_TEST(test_msg_cache)
-{
-	struct config *cf = unit_config("listeners = ( { name = \"r\";"
-	    " address = \"127.0.0.1\"; port = 0; protocol = \"router\"; } );\n");
-	struct reactor *r = reactor_new(0, cf);
-	struct route_msg *m, *again, *big, **many;
-	const size_t nmany = 10000;
-	size_t small;
-
-	ck_assert_ptr_nonnull(r);
-	m = route_msg_new(r, 10);
-	small = m->cap;
-	ck_assert_uint_ge(small, 10);
-	ck_assert_uint_eq(r->nmsg_cache, 0);
-	memset(m, 0xA5, sizeof(*m) + small + 1);
-	m->cap = small;
-	route_msg_free(r, m);
-	ck_assert_uint_eq(r->nmsg_cache, 1);
-
-	again = route_msg_new(r, small);
-	ck_assert_ptr_eq(again, m);
-	ck_assert_uint_eq(r->nmsg_cache, 0);
-	ck_assert_uint_eq(again->cap, small);
-	ck_assert_uint_eq(again->id, 0);
-	ck_assert_uint_eq(again->flags, 0);
-	ck_assert_uint_eq(again->len, 0);
-	ck_assert_str_eq(again->from, "");
-	ck_assert_str_eq(again->reply_to, "");
-	for (size_t i = 0; i <= small; i++)
-		ck_assert_uint_eq(again->text[i], 0);
-
-	/* A copy keeps the text and its own capacity. */
-	memcpy(again->text, "hello", 5);
-	again->len = 5;
-	again->id = 42;
-	m = route_msg_dup(r, again);
-	ck_assert_ptr_ne(m, again);
-	ck_assert_uint_eq(m->id, 42);
-	ck_assert_uint_eq(m->cap, small);
-	ck_assert_str_eq((const char *)m->text, "hello");
-	route_msg_free(r, m);
-	route_msg_free(r, again);
-	ck_assert_uint_eq(r->nmsg_cache, 2);
-
-	big = route_msg_new(r, small + 1);
-	ck_assert_uint_eq(r->nmsg_cache, 2);
-	ck_assert_uint_eq(big->cap, small + 1);
-	route_msg_free(r, big);
-	ck_assert_uint_eq(r->nmsg_cache, 2);
-	route_msg_free(r, NULL);
-
-	/* Bounded: freeing many keeps no more than the bound. */
-	many = calloc(nmany, sizeof(*many));
-	for (size_t i = 0; i < nmany; i++)
-		many[i] = route_msg_new(r, 1);
-	for (size_t i = 0; i < nmany; i++)
-		route_msg_free(r, many[i]);
-	ck_assert_uint_gt(r->nmsg_cache, 2);
-	ck_assert_uint_lt(r->nmsg_cache, nmany);
-	free(many);
-	reactor_free(r);	/* frees the cache: LSan and valgrind check */
-	config_unref(cf);
-}
-END_TEST
-
 START_TEST(test_u64_to_dec)
 {
 	static const struct { uint64_t v; const char *s; } cases[] = {
@@ -327,7 +256,6 @@ route_suite(void)
 	tcase_add_test(tc, test_many_addresses);
 	tcase_add_test(tc, test_claim_race);
 	tcase_add_test(tc, test_resolve_longest_prefix);
-	tcase_add_test(tc, test_msg_cache);
 	tcase_add_test(tc, test_u64_to_dec);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("framing");
