@@ -27,7 +27,8 @@ bench-deps:
 		echo "  sudo apt-get install$$missing"; \
 	fi
 
-# The whole suite: about 10 minutes (3 interleaved rounds per cell). BENCH_QUICK=1 for a short smoke run.
+# The whole suite: about 10 minutes (3 interleaved rounds per cell).
+# BENCH_QUICK=1 for a short smoke run.
 # Build dependencies first, like check; the yardsticks are bench-deps.
 bench: deps
 	@$(MAKE) --no-print-directory bench-run

@@ -105,6 +105,8 @@ struct lg_conn {
 	struct lg_conn *peer;	/* the other end of a pair */
 	char	addr[48];	/* pair modes: this end's address (LOGIN, SEND) */
 	uint8_t	addrlen;
+	char	req[96];	/* sender: what precedes each message's text */
+	uint8_t	reqlen;
 	uint64_t sent;		/* messages (or echo bytes) sent */
 	uint64_t done;		/* messages answered or delivered */
 	uint64_t acked;		/* router: OKs; echo: bytes received */
@@ -344,6 +346,36 @@ pair_addr_cache(struct lg_conn *c)
 	c->addrlen = (uint8_t)strlen(c->addr);
 }
 
+/*
+ * Keeps what a sender puts before each message's text ("SEND <to> ",
+ * "PUBLISH <channel> ", "PUB <subject> <size>\r\n"), so that requests to
+ * every server are built the same way, without printf.
+ */
+static void
+pair_req_cache(struct lg_conn *s)
+{
+	int n = 0;
+
+	switch (opt.mode) {
+	case LG_ROUTER:
+		n = snprintf(s->req, sizeof(s->req), "SEND %s ", s->peer->addr);
+		break;
+	case LG_REDIS:
+		n = snprintf(s->req, sizeof(s->req), "PUBLISH %sc%u ", run_tag,
+		    s->id);
+		break;
+	case LG_NATS:
+		n = snprintf(s->req, sizeof(s->req), "PUB %s.%u %u\r\n",
+		    run_tag, s->id, opt.size);
+		break;
+	default:
+		break;
+	}
+	if (n < 0 || (size_t)n >= sizeof(s->req))
+		die("internal: request prefix too long");
+	s->reqlen = (uint8_t)n;
+}
+
 /* Appends p to c's pending output without writing (see conn_flush). */
 static bool
 conn_queue(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
@@ -468,25 +500,14 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 			len += line_req_len;
 			break;
 		case LG_ROUTER:
-			memcpy(p + len, "SEND ", 5);
-			memcpy(p + len + 5, c->peer->addr, c->peer->addrlen);
-			len += 5 + c->peer->addrlen;
-			p[len++] = ' ';
-			len += pair_text(p + len, seq, opt.size);
-			p[len++] = '\n';
-			break;
 		case LG_REDIS:
-			len += (size_t)sprintf(p + len, "PUBLISH %sc%u ",
-			    run_tag, c->id);
-			len += pair_text(p + len, seq, opt.size);
-			p[len++] = '\r';
-			p[len++] = '\n';
-			break;
 		case LG_NATS:
-			len += (size_t)sprintf(p + len, "PUB %s.%u %u\r\n",
-			    run_tag, c->id, opt.size);
+			/* The same work for each server: prefix, text, end. */
+			memcpy(p + len, c->req, c->reqlen);
+			len += c->reqlen;
 			len += pair_text(p + len, seq, opt.size);
-			p[len++] = '\r';
+			if (opt.mode != LG_ROUTER)
+				p[len++] = '\r';
 			p[len++] = '\n';
 			break;
 		case LG_SMPP:
@@ -1322,6 +1343,7 @@ make_pairs(int *fds, unsigned total)
 		r = conn_new(fds[ri], k, LG_RECEIVER);
 		s->peer = r;
 		r->peer = s;
+		pair_req_cache(s);
 		thread_add(t, s);
 		thread_add(t, r);
 	}
