@@ -217,6 +217,13 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 
 		io->fn(r, io, evs[i].events);
 	}
+	/*
+	 * Hand other reactors their tasks before writing this turn's output:
+	 * they work on them while we are in writev, instead of waiting (and
+	 * their CPU idling) until we are done. What the rest of the turn
+	 * stages goes at its end.
+	 */
+	reactor_publish(r);
 	new_second = r->now != r->last_sweep;
 	if (new_second)
 		reactor_tick(r);
