@@ -6,10 +6,11 @@ LOADGEN    := $(BUILD)/loadgen
 BENCH_DEBS := redis-server memcached nats-server gnuplot-nox
 LOADGEN_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 
-$(LOADGEN): tests/bench/loadgen.c
+$(LOADGEN): tests/bench/loadgen.c src/util.c src/util.h
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(LOADGEN_CFLAGS) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $< -lm
+	$(Q)$(CC) $(LOADGEN_CFLAGS) -Isrc $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \
+	    tests/bench/loadgen.c src/util.c -lm
 
 # Installs the yardsticks with apt-get when root; otherwise says how.
 bench-deps:

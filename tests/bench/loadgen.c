@@ -50,6 +50,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"	/* xcalloc, u64_to_dec: the daemon's own */
+
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
 #endif
@@ -167,16 +169,6 @@ die(const char *fmt, ...)
 	exit(2);
 }
 
-static void *
-xcalloc(size_t n, size_t sz)
-{
-	void *p = calloc(n, sz);
-
-	if (p == NULL)
-		die("out of memory");
-	return p;
-}
-
 static void
 on_alarm(int sig)
 {
@@ -287,26 +279,11 @@ echo_byte(uint32_t id, uint64_t off)
 	return (char)('a' + (off * 7 + id) % 26);
 }
 
-/* Writes v in decimal at p (no NUL); returns its length. */
-static unsigned
-u64_dec(char *p, uint64_t v)
-{
-	char tmp[20];
-	unsigned n = 0;
-
-	do
-		tmp[n++] = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	for (unsigned i = 0; i < n; i++)
-		p[i] = tmp[n - 1 - i];
-	return n;
-}
-
 /* Router text for message seq of a pair: "<seq>.<filler>", size bytes. */
 static size_t
 pair_text(char *p, uint64_t seq, unsigned size)
 {
-	unsigned n = u64_dec(p, seq);
+	unsigned n = (unsigned)u64_to_dec(p, seq);
 
 	p[n++] = '.';
 	for (unsigned i = (unsigned)n; i < size; i++)
