@@ -95,9 +95,21 @@ START_TEST(test_login_send_ping_quit)
 		    0);
 		ck_assert_str_eq(got, wantbig);
 	}
-	expect(a, "SEND nobody hi\n", "ERR 404 ");
-	expect(a, "SEND bob\n", "ERR 400 ");
-	expect(a, "SEND bad!addr hi\n", "ERR 400 ");
+	/* A TAB is text; the whole 404 line carries the message's id. */
+	ck_assert_int_eq(send_all(a, "SEND bob a\tb\n", 13), 0);
+	id = expect_ok_id(a);
+	snprintf(want, sizeof(want), "MSG %llu alice a\tb\n", id);
+	ck_assert_int_gt(recv_line(b, line, sizeof(line), HARNESS_IO_MS), 0);
+	ck_assert_str_eq(line, want);
+	ck_assert_int_eq(send_all(a, "SEND nobody hi\n", 15), 0);
+	ck_assert_int_gt(recv_line(a, line, sizeof(line), HARNESS_IO_MS), 0);
+	ck_assert_msg(sscanf(line, "ERR 404 %llu no route\n", &id) == 1 &&
+	    id > 0, "got %s", line);
+	snprintf(want, sizeof(want), "ERR 404 %llu no route\n", id);
+	ck_assert_str_eq(line, want);
+	expect(a, "SEND bob\n", "ERR 400 usage: SEND <to> <text>\n");
+	expect(a, "SEND bad!addr hi\n", "ERR 400 bad address\n");
+	expect(a, "SEND bob a\x01b\n", "ERR 400 bad text\n");
 	expect(a, "LOGIN other\n", "ERR 400 already logged in");
 	expect(a, "FROB\n", "ERR 400 unknown command\n");
 	expect(a, "QUIT\n", "OK BYE\n");

@@ -33,6 +33,8 @@ START_TEST(test_addr_valid)
 	ck_assert(!route_addr_valid("a b", 3));
 	ck_assert(!route_addr_valid("a/b", 3));
 	ck_assert(!route_addr_valid("a\0b", 3));
+	ck_assert(!route_addr_valid("a\x80", 2));
+	ck_assert(!route_addr_valid("\xc3\xa9", 2));
 	memset(long_addr, 'x', sizeof(long_addr));
 	ck_assert(route_addr_valid(long_addr, ROUTE_ADDR_MAX));
 	ck_assert(!route_addr_valid(long_addr, ROUTE_ADDR_MAX + 1));
