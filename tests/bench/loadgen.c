@@ -129,6 +129,7 @@ struct lg_thread {
 	char	*inbuf;		/* what read() returned */
 	uint64_t hist[LG_HIST_N];
 	uint64_t nlat;
+	uint64_t now;		/* clock at the last read (one per read) */
 	_Alignas(64) atomic_uint_fast64_t done;
 	atomic_uint_fast64_t errors;
 	atomic_uint nready;
@@ -230,7 +231,7 @@ hist_add(struct lg_thread *t, uint64_t sent_ns)
 {
 	if (atomic_load_explicit(&phase, memory_order_relaxed) != PH_MEASURE)
 		return;
-	t->hist[hist_index(now_ns() - sent_ns)]++;
+	t->hist[hist_index(t->now - sent_ns)]++;
 	t->nlat++;
 }
 
@@ -456,7 +457,7 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 {
 	char *p = t->scratch;
 	size_t len = 0;
-	uint64_t now = now_ns();
+	uint64_t now = t->now;
 	uint64_t limit = opt.depth;
 
 	if (!force_one && !sending_allowed())
@@ -1018,6 +1019,8 @@ conn_readable(struct lg_thread *t, struct lg_conn *c)
 			epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 			return;
 		}
+		/* Every reply this read returned arrived by now. */
+		t->now = now_ns();
 		if (opt.mode == LG_ECHO) {
 			echo_input(t, c, t->inbuf, (size_t)n);
 			if (!c->ready && opt.hold > 0 && c->done == 1)
@@ -1107,6 +1110,7 @@ thread_main(void *arg)
 	struct epoll_event *evs = xcalloc(LG_MAX_EVENTS, sizeof(*evs));
 	int last = PH_SETUP;
 
+	t->now = now_ns();
 	for (size_t i = 0; i < t->nconns; i++)
 		conn_setup(t, t->conns[i]);
 	for (;;) {
@@ -1114,6 +1118,7 @@ thread_main(void *arg)
 
 		if (ph == PH_ABORT)
 			break;
+		t->now = now_ns();
 		if ((ph == PH_RUN || ph == PH_MEASURE) && last == PH_SETUP)
 			for (size_t i = 0; i < t->nconns; i++)
 				if (t->conns[i]->role != LG_RECEIVER)
