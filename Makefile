@@ -130,7 +130,7 @@ run: deps
 
 check: deps node-deps
 	@$(MAKE) --no-print-directory check-unit check-integ check-smpp \
-		check-fuzz-replay check-dist
+		check-bench check-fuzz-replay check-dist
 
 # The SMPP interop tests drive the daemon with the npm smpp package, pinned
 # in tests/smpp/package-lock.json.

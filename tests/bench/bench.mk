@@ -1,5 +1,5 @@
 # tests/bench/bench.mk: the load generator and `make bench` (included by the Makefile).
-.PHONY: bench bench-run bench-deps
+.PHONY: bench bench-run bench-deps check-bench
 
 LOADGEN    := $(BUILD)/loadgen
 # The yardsticks make bench compares against, and the plotter.
@@ -11,6 +11,13 @@ $(LOADGEN): tests/bench/loadgen.c src/util.c src/util.h
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(LOADGEN_CFLAGS) -Isrc $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \
 	    tests/bench/loadgen.c src/util.c -lm
+
+# The generator against the real daemon, and against fake servers that
+# corrupt, reorder or lose messages: it must fail those runs, in bounded
+# time (part of make check; a few seconds per run).
+check-bench: $(BIN) $(LOADGEN)
+	ECHOROUTERD_BIN=$(CURDIR)/$(BIN) LOADGEN=$(CURDIR)/$(LOADGEN) \
+	    node --test --test-concurrency=1 tests/bench/
 
 # Installs the yardsticks with apt-get when root; otherwise says how.
 bench-deps:
