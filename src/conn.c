@@ -167,6 +167,13 @@ conn_update_interest(struct conn *c)
 		conn_close(c, CONN_CLOSE_RESET);
 }
 
+/* Answers to commands already read are still to come to c. */
+static bool
+conn_owes_answers(const struct conn *c)
+{
+	return c->proto->owes_answers != NULL && c->proto->owes_answers(c);
+}
+
 /* Sends what is queued until done or the socket is full. */
 static void
 conn_flush(struct conn *c)
@@ -194,7 +201,8 @@ conn_flush(struct conn *c)
 		if ((size_t)n < want)
 			break;
 	}
-	if (c->out.bytes == 0 && (c->flags & CONN_F_DRAIN))
+	if (c->out.bytes == 0 && (c->flags & CONN_F_DRAIN) &&
+	    !conn_owes_answers(c))
 		conn_linger(c);
 	conn_update_interest(c);
 }
@@ -284,7 +292,7 @@ conn_close_after_flush(struct conn *c, enum conn_close_reason reason)
 		return;
 	c->flags |= CONN_F_DRAIN;
 	c->drain_reason = (uint8_t)reason;
-	if (c->out.bytes == 0)
+	if (c->out.bytes == 0 && !conn_owes_answers(c))
 		conn_linger(c);
 	else
 		conn_update_interest(c);

@@ -223,8 +223,7 @@ adopt_passed_sockets(struct daemon *d)
 static void
 stop_reactors(struct daemon *d)
 {
-	for (unsigned i = 0; i < d->nrs; i++)
-		reactor_stop(d->rs[i]);
+	reactor_stop_all(d->rs, d->nrs);
 	for (unsigned i = 0; i < d->nrs; i++)
 		reactor_join(d->rs[i]);
 }

@@ -38,6 +38,13 @@ struct proto {
 	bool	(*on_eof)(struct conn *c);
 	void	(*on_close)(struct conn *c);	/* before free; may be NULL */
 	/*
+	 * True while answers to commands already read are still to come
+	 * (verdicts from other reactors). A connection closing once its
+	 * output is written (shutdown, idle timeout) waits for them too.
+	 * May be NULL.
+	 */
+	bool	(*owes_answers)(const struct conn *c);
+	/*
 	 * A routed message for this connection: queue it and return
 	 * ROUTE_OK, or refuse it (ROUTE_BUSY, ROUTE_REFUSED). m is borrowed.
 	 * NULL: the protocol takes no routed messages.

@@ -459,6 +459,14 @@ router_on_eof(struct conn *c)
 	return true;
 }
 
+static bool
+router_owes_answers(const struct conn *c)
+{
+	const struct router_sess *s = c->pdata;
+
+	return s != NULL && s->npending > 0;
+}
+
 static void
 router_on_close(struct conn *c)
 {
@@ -483,6 +491,7 @@ const struct proto proto_router = {
 	.on_message = router_on_message,
 	.on_eof = router_on_eof,
 	.on_close = router_on_close,
+	.owes_answers = router_owes_answers,
 	.on_deliver = router_on_deliver,
 	.on_verdict = router_on_verdict,
 };

@@ -786,6 +786,14 @@ smpp_on_verdict(struct conn *c, const struct route_msg *m)
 	sess_maybe_done(c, s);
 }
 
+static bool
+smpp_owes_answers(const struct conn *c)
+{
+	const struct smpp_sess *s = c->pdata;
+
+	return s != NULL && s->npending > 0;
+}
+
 /* The ESME half-closed: answer the submits still pending first. */
 static bool
 smpp_on_eof(struct conn *c)
@@ -890,6 +898,7 @@ const struct proto proto_smpp = {
 	.on_message = smpp_on_message,
 	.on_eof = smpp_on_eof,
 	.on_close = smpp_on_close,
+	.owes_answers = smpp_owes_answers,
 	.on_deliver = smpp_on_deliver,
 	.on_verdict = smpp_on_verdict,
 	.on_tick = smpp_on_tick,

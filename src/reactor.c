@@ -201,6 +201,25 @@ reactor_tick(struct reactor *r)
 		conn_tick_all(r);
 }
 
+/*
+ * True once no reactor is still draining connections. Until then a quiet
+ * reactor keeps running its mailbox: a draining one may be waiting for
+ * its verdicts (they say no route now), and would otherwise close its
+ * clients with those replies never written.
+ */
+static bool
+reactors_quiet(void)
+{
+	for (unsigned i = 0; i < CONFIG_DISPATCHERS_MAX; i++) {
+		struct reactor *o = reactor_get(i);
+
+		if (o != NULL && atomic_load_explicit(&o->stop_state,
+		    memory_order_acquire) == REACTOR_DRAINING)
+			return false;
+	}
+	return true;
+}
+
 static void
 reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 {
@@ -234,7 +253,9 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 	conn_reap(r);
 	if (r->stopping && (r->nconns == 0 || r->now >= r->stop_deadline)) {
 		conn_close_all(r);
-		r->done = true;
+		atomic_store_explicit(&r->stop_state, REACTOR_QUIET,
+		    memory_order_release);
+		r->done = reactors_quiet();
 	}
 	reactor_publish(r);
 }
@@ -305,9 +326,23 @@ reactor_stop_task(struct reactor *r, void *arg)
 }
 
 void
+reactor_stop_all(struct reactor **rs, unsigned n)
+{
+	/* All draining before any can find the others quiet and end. */
+	for (unsigned i = 0; i < n; i++) {
+		int running = REACTOR_RUNNING;
+
+		atomic_compare_exchange_strong(&rs[i]->stop_state, &running,
+		    REACTOR_DRAINING);
+	}
+	for (unsigned i = 0; i < n; i++)
+		reactor_post(rs[i], reactor_stop_task, NULL);
+}
+
+void
 reactor_stop(struct reactor *r)
 {
-	reactor_post(r, reactor_stop_task, NULL);
+	reactor_stop_all(&r, 1);
 }
 
 static void

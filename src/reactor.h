@@ -94,6 +94,13 @@ struct reactor_stats {
 	atomic_load_explicit(&(field), memory_order_relaxed)
 
 #define REACTOR_SCRATCH_SIZE	65536
+/* Where a reactor is in stopping; other reactors read it. */
+enum reactor_stop_state {
+	REACTOR_RUNNING,
+	REACTOR_DRAINING,	/* asked to stop, connections still open */
+	REACTOR_QUIET,		/* none left; serves its mailbox until all are */
+};
+
 #define REACTOR_LINGER_TIMEOUT	5	/* s a closing connection may linger */
 
 struct reactor {
@@ -108,6 +115,7 @@ struct reactor {
 	bool	cpu_affinity;
 	bool	stopping;
 	bool	done;
+	_Atomic int stop_state;		/* enum reactor_stop_state */
 	uint32_t now;			/* seconds, CLOCK_MONOTONIC, per turn */
 	uint32_t stop_deadline;
 	uint32_t last_sweep;
@@ -173,8 +181,14 @@ void	reactor_join(struct reactor *r);
 /*
  * Asks the reactor to stop reading, flush its connections for up to
  * shutdown_timeout seconds, close them and end its thread. Any thread.
+ * Reactors stopping at the same time end together: one whose connections
+ * are gone keeps answering the others' deliveries (no route) until every
+ * stopping reactor's connections are gone, so that no sender waits for a
+ * verdict from a reactor that has already ended. reactor_stop_all marks
+ * the whole set stopping before any of them can finish.
  */
 void	reactor_stop(struct reactor *r);
+void	reactor_stop_all(struct reactor **rs, unsigned n);
 
 /* Hands cf to the reactor, which drops its old one. Any thread. */
 void	reactor_set_config(struct reactor *r, struct config *cf);

@@ -542,6 +542,67 @@ END_TEST
 
 
 /*
+ * Regression: on SIGTERM a sender was closed as soon as its output was
+ * written, while SENDs it had made to a client of another reactor still
+ * waited for their verdicts; and a reactor whose clients were all gone
+ * ended without answering deliveries still coming to it. The recipient
+ * had messages whose sender was never told. Now a closing connection
+ * waits for the answers it owes (bounded by shutdown_timeout), and
+ * reactors stop together, so every delivered message is answered OK.
+ */
+START_TEST(test_sigterm_answers_delivered_messages)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF("shutdown_timeout = 10;\n"),
+	    NULL);
+	int port = daemon_port(d, "router");
+	/* Round-robin: the two land on different reactors. */
+	int b = login(port, "bob"), a = login(port, "alice");
+	static char cmds[4000 * 24], in[1 << 20];
+	char line[256];
+	size_t n = 0, got = 0;
+	int ok = 0, err = 0, msgs = 0;
+	ssize_t r;
+
+	/*
+	 * 64 KB of SENDs, lines of 16 bytes: the kernel takes it all at
+	 * once, so none is still arriving when alice's connection closes.
+	 */
+	for (int i = 0; i < 4000; i++)
+		n += (size_t)snprintf(cmds + n, sizeof(cmds) - n,
+		    "SEND bob m%05d\n", i);
+	/* SIGTERM while the daemon is busy routing alice's SENDs. */
+	ck_assert_int_eq(send_all(a, cmds, n / 2), 0);
+	ck_assert_int_eq(daemon_signal(d, SIGTERM), 0);
+	ck_assert_int_eq(send_all(a, cmds + n / 2, n - n / 2), 0);
+	/* alice: a reply per SEND the daemon read, then a clean end. */
+	while ((r = recv_line(a, line, sizeof(line), HARNESS_IO_MS)) > 0) {
+		if (strncmp(line, "OK ", 3) == 0)
+			ok++;
+		else if (strncmp(line, "ERR 404 ", 8) == 0 ||
+		    strncmp(line, "ERR 503 ", 8) == 0)
+			err++;
+		else
+			ck_abort_msg("alice got \"%s\"", line);
+	}
+	ck_assert_msg(r == 0, "alice: no end of stream after %d OK, %d ERR",
+	    ok, err);
+	/* bob: every message delivered, then a clean end. */
+	while ((r = recv(b, in + got, sizeof(in) - got, 0)) > 0)
+		got += (size_t)r;
+	ck_assert_msg(r == 0, "bob: %s after %zu bytes", strerror(errno), got);
+	for (char *p = in; (p = memmem(p, got - (size_t)(p - in), "MSG ", 4))
+	    != NULL; p += 4)
+		msgs++;
+	ck_assert_msg(msgs == ok, "bob got %d messages, alice %d OK, %d ERR",
+	    msgs, ok, err);
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_wait_exit(d, 15000), 0);
+	daemon_free(d);
+}
+END_TEST
+
+/*
  * Regression: while a SEND's verdict was pending, replies to later commands
  * queued without bound (300 MB seen), then flooded out at once and got a
  * client that was reading closed as a slow consumer.
@@ -915,6 +976,7 @@ router_suite(void)
 	tcase_add_test(tc, test_recipient_never_reads);
 	tcase_add_test(tc, test_sender_never_reads);
 	tcase_add_test(tc, test_sigterm_keeps_answered_messages);
+	tcase_add_test(tc, test_sigterm_answers_delivered_messages);
 	tcase_add_test(tc, test_reply_queue_bounded);
 	tcase_add_test(tc, test_half_close_keeps_pending_answers);
 	tcase_add_test(tc, test_mesh_300_clients);
