@@ -419,22 +419,34 @@ conn_read(struct conn *c)
 }
 
 /*
- * Reads and drops input; true if the peer has closed (or the socket
- * failed), false once nothing more is there for now.
+ * Reads and drops input until nothing more is there for now: whether there
+ * was none, some, or the peer has closed (or the socket failed).
  */
-static bool
+enum conn_discarded {
+	DISCARD_NONE,
+	DISCARD_SOME,
+	DISCARD_END,
+};
+
+static enum conn_discarded
 conn_discard(struct conn *c)
 {
+	enum conn_discarded d = DISCARD_NONE;
+
 	for (int budget = CONN_READ_BUDGET; budget > 0; budget--) {
 		ssize_t n = read(c->io.fd, c->r->scratch, REACTOR_SCRATCH_SIZE);
 
 		if (n == 0)
-			return true;
-		if (n < 0)
-			return errno != EAGAIN && errno != EWOULDBLOCK &&
-			    errno != EINTR;
+			return DISCARD_END;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN || errno == EWOULDBLOCK ? d :
+			    DISCARD_END;
+		}
+		d = DISCARD_SOME;
 	}
-	return false;
+	return d;
 }
 
 /* Bytes we sent that the peer has not acknowledged yet. */
@@ -448,13 +460,40 @@ conn_unacked(const struct conn *c)
 	return n;
 }
 
+/* A lingering client that sent nothing for this long has stopped. */
+#define CONN_LINGER_QUIET_MS	200
+
+/*
+ * Drops a lingering connection's input; whether it may close now: the
+ * peer has closed, or it has everything we sent and has sent nothing for
+ * CONN_LINGER_QUIET_MS. (Input that arrives after the close makes Linux
+ * answer with a reset, and the peer's kernel then drops what its client
+ * had not read yet.)
+ */
+static bool
+conn_linger_done(struct conn *c)
+{
+	uint32_t now = (uint32_t)c->r->now_ms;
+
+	switch (conn_discard(c)) {
+	case DISCARD_END:
+		return true;
+	case DISCARD_SOME:
+		c->linger_input = now;
+		return false;
+	default:
+		return now - c->linger_input >= CONN_LINGER_QUIET_MS &&
+		    conn_unacked(c) == 0;
+	}
+}
+
 /*
  * All output is written: close gracefully. Closing with unread input, or
  * with data still in the kernel's send queue, makes Linux send a reset
  * and throw that queue away: the client would lose replies it was owed.
- * So drop the input, and if anything is still unacknowledged, half-close
- * and keep dropping input until the peer has taken it all or closes too
- * (lingering close), bounded in time.
+ * So drop the input, and unless the peer has taken everything and is not
+ * sending, half-close and keep dropping input until it has and is not, or
+ * closes too (lingering close), bounded in time.
  */
 static void
 conn_linger(struct conn *c)
@@ -462,9 +501,16 @@ conn_linger(struct conn *c)
 	if (c->flags & (CONN_F_LINGER | CONN_F_CLOSING))
 		return;
 	/* After the peer's EOF there is no input left to turn close into RST. */
-	if ((c->flags & CONN_F_EOF) || c->drain_reason == CONN_CLOSE_PEER ||
-	    conn_discard(c) || conn_unacked(c) == 0 ||
-	    shutdown(c->io.fd, SHUT_WR) < 0) {
+	if ((c->flags & CONN_F_EOF) || c->drain_reason == CONN_CLOSE_PEER) {
+		conn_close(c, c->drain_reason);
+		return;
+	}
+	/*
+	 * Nothing there and everything taken: a client that is not sending,
+	 * the usual case, is closed at once.
+	 */
+	c->linger_input = (uint32_t)c->r->now_ms - CONN_LINGER_QUIET_MS;
+	if (conn_linger_done(c) || shutdown(c->io.fd, SHUT_WR) < 0) {
 		conn_close(c, c->drain_reason);
 		return;
 	}
@@ -483,7 +529,7 @@ conn_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 	if (c->flags & CONN_F_CLOSING)
 		return;
 	if (c->flags & CONN_F_LINGER) {
-		if (conn_discard(c) || conn_unacked(c) == 0)
+		if (conn_linger_done(c))
 			conn_close(c, c->drain_reason);
 		return;
 	}
@@ -610,7 +656,11 @@ conn_sweep_linger(struct reactor *r, unsigned timeout)
 		if (c == NULL || !(c->flags & CONN_F_LINGER) ||
 		    (c->flags & CONN_F_CLOSING))
 			continue;
-		if (conn_unacked(c) == 0 || r->now - c->last_active > timeout)
+		/* Not quiet long enough: not worth a look yet. */
+		if ((uint32_t)r->now_ms - c->linger_input <
+		    CONN_LINGER_QUIET_MS && r->now - c->last_active <= timeout)
+			continue;
+		if (conn_linger_done(c) || r->now - c->last_active > timeout)
 			conn_close(c, c->drain_reason);
 	}
 }

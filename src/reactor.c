@@ -62,13 +62,15 @@ reactor_get(unsigned id)
 	return atomic_load_explicit(&registry[id], memory_order_acquire);
 }
 
-static uint32_t
-mono_seconds(void)
+/* The clock, once per turn (coarse: a few ms is precise enough). */
+static void
+reactor_clock(struct reactor *r)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint32_t)ts.tv_sec;
+	r->now = (uint32_t)ts.tv_sec;
+	r->now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* Runs every task in the mailbox, oldest first. */
@@ -120,7 +122,8 @@ reactor_new(unsigned id, struct config *cf)
 	atomic_init(&r->mailbox, NULL);
 	buf_pool_init(&r->pool, REACTOR_POOL_CHUNKS);
 	r->scratch = xmalloc(REACTOR_SCRATCH_SIZE);
-	r->now = r->last_sweep = mono_seconds();
+	reactor_clock(r);
+	r->last_sweep = r->now;
 	r->evfd = -1;
 	if ((r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
 		goto fail;
@@ -229,7 +232,7 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, timeout);
 	if (n < 0 && errno != EINTR)
 		fatal("reactor=%u epoll_wait", r->id);
-	r->now = mono_seconds();
+	reactor_clock(r);
 	REACTOR_STAT_ADD(r->stats.loops, 1);
 	for (int i = 0; i < n; i++) {
 		struct reactor_io *io = evs[i].data.ptr;

@@ -117,6 +117,7 @@ struct reactor {
 	bool	done;
 	_Atomic int stop_state;		/* enum reactor_stop_state */
 	uint32_t now;			/* seconds, CLOCK_MONOTONIC, per turn */
+	uint64_t now_ms;		/* the same reading in milliseconds */
 	uint32_t stop_deadline;
 	uint32_t last_sweep;
 	uint32_t npaused;		/* connections over the high watermark */
