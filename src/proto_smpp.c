@@ -113,7 +113,13 @@ acct_unbind(const char *id)
 	for (pa = &accts; *pa != NULL; pa = &(*pa)->next) {
 		if (strcmp((*pa)->id, id) != 0)
 			continue;
-		if (--(*pa)->binds == 0) {
+		/*
+		 * The last bind gone: forget the account, unless it has a
+		 * max_tps bucket in use. Dropped, the next bind would start
+		 * with a full one, and unbind-rebind would beat the limit.
+		 * (Only configured accounts have max_tps: few of them.)
+		 */
+		if (--(*pa)->binds == 0 && (*pa)->tokens < 0) {
 			a = *pa;
 			*pa = a->next;
 		}

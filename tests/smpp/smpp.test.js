@@ -243,7 +243,21 @@ test('max_tps: a burst over a second\'s worth gets ESME_RTHROTTLED', async () =>
 		assert.equal(ok + thr, 20);
 		assert.ok(ok >= 5 && ok <= 9, `accepted ${ok}`);
 		assert.ok(thr >= 11, `throttled ${thr}`);
-		a.s.destroy();
+		// Unbinding and binding again does not refill the bucket.
+		const closed = L.withTimeout(new Promise((r) => a.s.once('close', r)),
+			15000, 'close after unbind');
+		await L.call(a.s, 'unbind');
+		await closed;
+		const t0 = Date.now();
+		const a2 = await L.bind(port, 'bind_transmitter', 'slow', 'ps');
+		assert.equal(a2.status, 0);
+		const again = await Promise.all(Array.from({ length: 20 }, (_, i) =>
+			L.call(a2.s, 'submit_sm', { destination_addr: 'esmeB', short_message: `u${i}` })));
+		const ok2 = again.filter((r) => r.command_status === 0).length;
+		// At 5 per second, what refilled since the burst, plus one.
+		const refilled = Math.floor((Date.now() - t0) / 200) + 1;
+		assert.ok(ok2 <= Math.max(refilled, 2) + 1, `accepted ${ok2} after rebinding`);
+		a2.s.destroy();
 		b.s.destroy();
 	} finally {
 		await L.stopDaemon(d);
