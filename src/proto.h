@@ -40,8 +40,8 @@ struct proto {
 	/*
 	 * True while answers to commands already read are still to come
 	 * (verdicts from other reactors). A connection closing once its
-	 * output is written (shutdown, idle timeout) waits for them too.
-	 * May be NULL.
+	 * output is written (SIGTERM, QUIT, the client's half-close) waits
+	 * for them too. May be NULL.
 	 */
 	bool	(*owes_answers)(const struct conn *c);
 	/*
