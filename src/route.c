@@ -2,6 +2,7 @@
 #include "route.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,7 +288,20 @@ route_resolve(const struct config *cf, const char *addr, bool prefix_first,
 struct route_msg *
 route_msg_new(size_t len)
 {
-	return xcalloc(1, sizeof(struct route_msg) + len + 1);
+	struct route_msg *m = xmalloc(sizeof(*m) + len + 1);
+
+	/*
+	 * Not calloc: zeroing the whole message (~430 bytes, most of them
+	 * SMPP strings a line client leaves empty) was 2 % of the time of
+	 * cross-reactor routing. The fixed fields are zeroed, the strings
+	 * emptied; the text is the caller's to fill.
+	 */
+	memset(m, 0, offsetof(struct route_msg, src_addr));
+	m->src_addr[0] = m->dst_addr[0] = m->reply_to[0] = '\0';
+	m->receipted_id[0] = m->from[0] = m->to[0] = '\0';
+	m->len = 0;
+	m->text[len] = '\0';
+	return m;
 }
 
 struct route_msg *

@@ -113,7 +113,10 @@ bool	route_lookup(const char *addr, struct route_owner *owner);
 const char *route_resolve(const struct config *cf, const char *addr,
 	    bool prefix_first, struct route_owner *owner);
 
-/* A message with room for len bytes of text; its fields zeroed. */
+/*
+ * A message with room for len bytes of text (and a NUL after them): its
+ * numbers zero, its strings empty, the text for the caller to fill.
+ */
 struct route_msg *route_msg_new(size_t len);
 
 /* A copy of m (text included) that the caller owns. */
