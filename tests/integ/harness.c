@@ -1017,31 +1017,38 @@ ssize_t
 recv_line(int fd, char *buf, size_t cap, int timeout_ms)
 {
 	uint64_t deadline = harness_now_ms() + (uint64_t)timeout_ms;
+	size_t have = 0;
 
 	for (;;) {
 		ssize_t n;
+		size_t take;
 		char *lf;
 
 		if (!wait_readable(fd, deadline))
 			return -1;
 		/* Peek, so that nothing after the LF is taken from the socket. */
-		n = recv(fd, buf, cap - 1, MSG_PEEK | MSG_DONTWAIT);
+		n = recv(fd, buf + have, cap - 1 - have, MSG_PEEK | MSG_DONTWAIT);
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
 			return n == 0 ? 0 : -1;
-		if ((lf = memchr(buf, '\n', (size_t)n)) != NULL) {
-			size_t len = (size_t)(lf - buf) + 1;
-
-			if (recv_exact(fd, buf, len, timeout_ms) != len)
-				return -1;
-			buf[len] = '\0';
-			return (ssize_t)len;
-		}
-		if ((size_t)n == cap - 1)
+		/*
+		 * Take what was peeked up to the LF, or all of it if there is
+		 * none yet. Peeking again at an unfinished line without taking
+		 * it once returned the same 17 bytes for 10 s while more was
+		 * queued behind them.
+		 */
+		lf = memchr(buf + have, '\n', (size_t)n);
+		take = lf != NULL ? (size_t)(lf - (buf + have)) + 1 : (size_t)n;
+		if (recv_exact(fd, buf + have, take, timeout_ms) != take)
 			return -1;
-		/* A partial line: wait for more than is there now. */
-		harness_sleep_ms(1);
+		have += take;
+		if (lf != NULL) {
+			buf[have] = '\0';
+			return (ssize_t)have;
+		}
+		if (have == cap - 1)
+			return -1;
 	}
 }
 
