@@ -543,6 +543,13 @@ conn_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 		conn_update_interest(c);
 }
 
+bool
+conn_log_allowed(struct conn *c)
+{
+	return log_is_debug() ||
+	    log_limit_take(&c->r->client_log, c->r->now, "reactor", c->r->id);
+}
+
 static void
 conn_log_close(struct conn *c)
 {
@@ -553,6 +560,8 @@ conn_log_close(struct conn *c)
 
 	if (c->close_reason != CONN_CLOSE_SLOW &&
 	    c->close_reason != CONN_CLOSE_PROTOCOL && !log_is_debug())
+		return;
+	if (!conn_log_allowed(c))
 		return;
 	if (getpeername(c->io.fd, (struct sockaddr *)&ss, &sl) == 0) {
 		if (ss.ss_family == AF_INET) {

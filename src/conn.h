@@ -103,6 +103,13 @@ conn_is_closing(const struct conn *c)
 void	conn_hold(struct conn *c);
 void	conn_release(struct conn *c);
 
+/*
+ * True if a record about c (its close, its offence) may be logged now:
+ * within the reactor's share of LOG_LIMIT_PER_SECOND, or at debug level
+ * always. Owning reactor only.
+ */
+bool	conn_log_allowed(struct conn *c);
+
 /* Bytes queued and not yet sent. */
 static inline size_t
 conn_pending(const struct conn *c)

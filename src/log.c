@@ -138,6 +138,34 @@ LOG_DEFINE(log_warnx, LOG_LEVEL_WARNING, false)
 LOG_DEFINE(log_err, LOG_LEVEL_ERROR, false)
 
 void
+log_limit_report(struct log_limit *l, unsigned long long now,
+    const char *who, unsigned id)
+{
+	if (l->dropped == 0 || now == l->second)
+		return;
+	log_notice("%s=%u: client records not logged: %u (over %u a second)",
+	    who, id, l->dropped, LOG_LIMIT_PER_SECOND);
+	l->dropped = 0;
+}
+
+bool
+log_limit_take(struct log_limit *l, unsigned long long now, const char *who,
+    unsigned id)
+{
+	if (now != l->second) {
+		log_limit_report(l, now, who, id);
+		l->second = now;
+		l->used = 0;
+	}
+	if (l->used < LOG_LIMIT_PER_SECOND) {
+		l->used++;
+		return true;
+	}
+	l->dropped++;
+	return false;
+}
+
+void
 fatal(const char *fmt, ...)
 {
 	int saved = errno;

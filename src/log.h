@@ -37,6 +37,33 @@ void	log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * A cap on the records clients can provoke (closes of slow consumers and of
+ * protocol offenders): at most LOG_LIMIT_PER_SECOND a second each; the
+ * rest are counted and reported in one notice once their second is over.
+ * A flood of bad clients then costs the log, and the thread writing it,
+ * little. One thread owns a limit; zero-initialise it.
+ */
+#define LOG_LIMIT_PER_SECOND	20
+
+struct log_limit {
+	unsigned long long second;	/* of the records counted now */
+	unsigned used;			/* written in that second */
+	unsigned dropped;		/* not written, not yet reported */
+};
+
+/*
+ * True if one more record may be written in second now (any clock of
+ * whole seconds); counts it either way. who names the owner in the report
+ * ("reactor=1").
+ */
+bool	log_limit_take(struct log_limit *l, unsigned long long now,
+	    const char *who, unsigned id);
+
+/* Reports records dropped in seconds before now. Once a second. */
+void	log_limit_report(struct log_limit *l, unsigned long long now,
+	    const char *who, unsigned id);
+
 /* Start-up, configuration and broken invariants only: logs and exits 1. */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

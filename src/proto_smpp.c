@@ -727,8 +727,9 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	if (len >= SMPP_HEADER_LEN)
 		smpp_peek_header(msg, &clen, &id, &st, &seq);
 	if (clen != len) {
-		log_info("conn=%u.%u smpp command_length %u is absurd: closing",
-		    c->r->id, c->slot, clen);
+		if (conn_log_allowed(c))
+			log_info("conn=%u.%u smpp command_length %u is "
+			    "absurd: closing", c->r->id, c->slot, clen);
 		smpp_nack(c, SMPP_ESME_RINVCMDLEN, seq);
 		return -1;
 	}
@@ -819,8 +820,9 @@ sess_give_up(struct conn *c, struct smpp_sess *s, const char *why)
 {
 	struct smpp_pdu pdu;
 
-	log_info("conn=%u.%u system_id=%s closed reason=timeout (%s)",
-	    c->r->id, c->slot, s->system_id, why);
+	if (conn_log_allowed(c))
+		log_info("conn=%u.%u system_id=%s closed reason=timeout (%s)",
+		    c->r->id, c->slot, s->system_id, why);
 	sess_leave(s);
 	memset(&pdu, 0, sizeof(pdu));
 	pdu.command_id = SMPP_UNBIND;

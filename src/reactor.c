@@ -196,6 +196,7 @@ static void
 reactor_tick(struct reactor *r)
 {
 	r->last_sweep = r->now;
+	log_limit_report(&r->client_log, r->now, "reactor", r->id);
 	if (!r->stopping && r->cf->idle_timeout > 0)
 		conn_sweep_idle(r, r->cf->idle_timeout);
 	if (r->npaused > 0 && r->cf->limits.output_stall_timeout > 0)
@@ -274,6 +275,9 @@ reactor_main(void *arg)
 	log_debug("reactor=%u running", r->id);
 	while (!r->done)
 		reactor_turn(r, evs, r->stopping ? 100 : 1000);
+	/* What this second dropped: as if it were over. */
+	log_limit_report(&r->client_log, r->client_log.second + 1, "reactor",
+	    r->id);
 	free(evs);
 	log_debug("reactor=%u stopped", r->id);
 	return NULL;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "log.h"
 #include "util.h"
 
 struct reactor;
@@ -135,6 +136,7 @@ struct reactor {
 	struct conn *lru_head;
 	struct conn *lru_tail;
 	struct conn *closing;		/* torn down at the end of the turn */
+	struct log_limit client_log;	/* records about clients (log.h) */
 	struct conn *flush_list;	/* written to during this turn */
 	struct buf_pool pool;
 	uint8_t	*scratch;		/* REACTOR_SCRATCH_SIZE read buffer */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +18,9 @@
 	"listeners = ( { name = \"echo\"; address = \"0.0.0.0\";"	\
 	" port = 0; protocol = \"echo\"; } );\n"			\
 	"limits = { " lim " };\n"
+
+/* The daemon's LOG_LIMIT_PER_SECOND (src/log.h). */
+#define LOG_LIMIT_TEST	20
 
 /* A blocking client from source address src (127.0.0.x), or -1. */
 static int
@@ -122,6 +126,90 @@ START_TEST(test_connection_rate_per_ip)
 }
 END_TEST
 
+#define SMPP_CONF							\
+	"dispatchers = 1;\n"						\
+	"idle_timeout = 0;\n"						\
+	"log = { level = \"info\"; };\n"				\
+	"listeners = ( { name = \"smpp\"; address = \"127.0.0.1\";"	\
+	" port = 0; protocol = \"smpp\"; } );\n"
+
+/* Lines of the daemon's log that contain s. */
+static unsigned
+log_count(struct daemon *d, const char *s)
+{
+	char *log = daemon_log(d), *p = log;
+	unsigned n = 0;
+
+	while ((p = strstr(p, s)) != NULL) {
+		n++;
+		p += strlen(s);
+	}
+	free(log);
+	return n;
+}
+
+/* The records the daemon says it did not log. */
+static unsigned
+log_dropped(struct daemon *d)
+{
+	const char *what = "client records not logged: ";
+	char *log = daemon_log(d), *p = log;
+	unsigned total = 0;
+
+	while ((p = strstr(p, what)) != NULL) {
+		unsigned n;
+
+		p += strlen(what);
+		ck_assert_int_eq(sscanf(p, "%u", &n), 1);
+		total += n;
+	}
+	free(log);
+	return total;
+}
+
+/*
+ * Every client closed for an offence is worth a log record, but a flood of
+ * them must not flood the log (nor hold up the reactor writing it): past
+ * LOG_LIMIT_PER_SECOND a second, records are counted and the count is
+ * logged instead.
+ */
+START_TEST(test_client_records_rate_limited)
+{
+	enum { CLIENTS = 300 };
+	/* command_length 5: absurd; answered generic_nack, then closed. */
+	static const uint8_t bad[16] = { 0, 0, 0, 5, 0, 0, 0, 4 };
+	struct daemon *d = daemon_start(SMPP_CONF, NULL);
+	int port = daemon_port(d, "smpp");
+	uint64_t t0 = harness_now_ms(), secs;
+	unsigned logged, dropped = 0;
+
+	for (int i = 0; i < CLIENTS; i++) {
+		int fd = client_connect(port);
+
+		ck_assert_int_eq(send_all(fd, bad, sizeof(bad)), 0);
+		ck_assert_int_ne(client_wait_closed(fd, HARNESS_IO_MS),
+		    ETIMEDOUT);
+		close(fd);
+	}
+	secs = (harness_now_ms() - t0) / 1000 + 1;
+	/* One record each ("command_length 5 is absurd: closing"). */
+	for (int i = 0; i < 100; i++) {
+		logged = log_count(d, "is absurd");
+		dropped = log_dropped(d);
+		if (logged + dropped >= CLIENTS)
+			break;
+		harness_sleep_ms(50);
+	}
+	ck_assert_msg(logged + dropped == CLIENTS,
+	    "%u logged + %u dropped", logged, dropped);
+	ck_assert_msg(logged <= LOG_LIMIT_TEST * (secs + 1),
+	    "%u logged in %llu s", logged, (unsigned long long)secs);
+	ck_assert_uint_gt(dropped, 0);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
 Suite *
 limits_suite(void)
 {
@@ -131,6 +219,10 @@ limits_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_max_connections_per_ip);
 	tcase_add_test(tc, test_connection_rate_per_ip);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("log");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_client_records_rate_limited);
 	suite_add_tcase(s, tc);
 	return s;
 }

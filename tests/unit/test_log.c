@@ -84,6 +84,36 @@ START_TEST(test_levels)
 }
 END_TEST
 
+START_TEST(test_limit_counts_and_reports)
+{
+	struct log_limit l = { 0 };
+	char path[64], buf[256];
+	int fd = stderr_to_file(path, sizeof(path)), ok = 0;
+
+	unsetenv("JOURNAL_STREAM");
+	log_init(LOG_LEVEL_INFO);
+	for (int i = 0; i < LOG_LIMIT_PER_SECOND + 5; i++)
+		ok += log_limit_take(&l, 100, "reactor", 3);
+	ck_assert_int_eq(ok, LOG_LIMIT_PER_SECOND);
+	/* Not over yet: nothing reported. */
+	log_limit_report(&l, 100, "reactor", 3);
+	read_back(fd, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "");
+	/* Over: the count, once. */
+	log_limit_report(&l, 101, "reactor", 3);
+	log_limit_report(&l, 102, "reactor", 3);
+	read_back(fd, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "reactor=3: client records not logged: 5 "
+	    "(over 20 a second)\n");
+	/* A new second has a full budget; a take in it reports the last. */
+	for (int i = 0; i < LOG_LIMIT_PER_SECOND + 1; i++)
+		log_limit_take(&l, 103, "reactor", 3);
+	ck_assert(log_limit_take(&l, 104, "reactor", 3));
+	read_back(fd, buf, sizeof(buf));
+	ck_assert_ptr_nonnull(strstr(buf, "not logged: 1 "));
+}
+END_TEST
+
 Suite *
 log_suite(void)
 {
@@ -93,6 +123,7 @@ log_suite(void)
 	tcase_add_test(tc, test_journal_stream_matches_stderr);
 	tcase_add_test(tc, test_journal_stream_inherited_elsewhere);
 	tcase_add_test(tc, test_levels);
+	tcase_add_test(tc, test_limit_counts_and_reports);
 	suite_add_tcase(s, tc);
 	return s;
 }
