@@ -731,7 +731,8 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 			log_info("conn=%u.%u smpp command_length %u is "
 			    "absurd: closing", c->r->id, c->slot, clen);
 		smpp_nack(c, SMPP_ESME_RINVCMDLEN, seq);
-		return -1;
+		conn_close_after_flush(c, CONN_CLOSE_PROTOCOL);
+		return 0;
 	}
 	s->last_rx = c->r->now;
 	s->enq_pending = false;

@@ -182,6 +182,7 @@ START_TEST(test_client_records_rate_limited)
 	int port = daemon_port(d, "smpp");
 	uint64_t t0 = harness_now_ms(), secs;
 	unsigned logged, dropped = 0;
+	struct daemon_stats st;
 
 	for (int i = 0; i < CLIENTS; i++) {
 		int fd = client_connect(port);
@@ -192,19 +193,24 @@ START_TEST(test_client_records_rate_limited)
 		close(fd);
 	}
 	secs = (harness_now_ms() - t0) / 1000 + 1;
-	/* One record each ("command_length 5 is absurd: closing"). */
+	/* Two records each: the offence, then the close. */
 	for (int i = 0; i < 100; i++) {
-		logged = log_count(d, "is absurd");
+		logged = log_count(d, "command_length 5 is absurd") +
+		    log_count(d, "closed reason=protocol");
 		dropped = log_dropped(d);
-		if (logged + dropped >= CLIENTS)
+		if (logged + dropped >= 2 * CLIENTS)
 			break;
 		harness_sleep_ms(50);
 	}
-	ck_assert_msg(logged + dropped == CLIENTS,
+	ck_assert_msg(logged + dropped == 2 * CLIENTS,
 	    "%u logged + %u dropped", logged, dropped);
 	ck_assert_msg(logged <= LOG_LIMIT_TEST * (secs + 1),
 	    "%u logged in %llu s", logged, (unsigned long long)secs);
 	ck_assert_uint_gt(dropped, 0);
+	/* Counted as what they were: protocol offences. */
+	daemon_stats(d, &st);
+	ck_assert_msg(daemon_stats_get(&st, "closed_protocol") == CLIENTS,
+	    "%s", st.line);
 	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
 	daemon_free(d);
 }
