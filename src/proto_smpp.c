@@ -52,7 +52,7 @@ struct smpp_sess {
 	unsigned qhead;
 	unsigned qlen;
 	unsigned qcap;
-	size_t	qbytes;			/* text bytes waiting in q */
+	size_t	qbytes;			/* route_msg_size of what is in q */
 };
 
 /*
@@ -557,7 +557,7 @@ sess_pump(struct conn *c, struct smpp_sess *s)
 
 		s->qhead = (s->qhead + 1) % s->qcap;
 		s->qlen--;
-		s->qbytes -= m->len;
+		s->qbytes -= route_msg_size(m);
 		send_deliver(c, s, m);
 	}
 }
@@ -760,9 +760,10 @@ smpp_on_deliver(struct conn *c, const struct route_msg *m)
 	}
 	/*
 	 * Bounded in count and in bytes: queue_limit messages, and no more
-	 * text than output_high_watermark, which a connection may hold anyway.
+	 * memory than output_high_watermark, which a connection may hold
+	 * anyway. A message costs its text and its fields (~430 bytes).
 	 */
-	if (s->qlen >= limit || s->qbytes + m->len >
+	if (s->qlen >= limit || s->qbytes + route_msg_size(m) >
 	    c->r->cf->limits.output_high_watermark)
 		return ROUTE_REFUSED;
 	if (s->qlen == s->qcap) {
@@ -777,7 +778,7 @@ smpp_on_deliver(struct conn *c, const struct route_msg *m)
 		s->qhead = 0;
 	}
 	s->q[(s->qhead + s->qlen++) % s->qcap] = route_msg_dup(m);
-	s->qbytes += m->len;
+	s->qbytes += route_msg_size(m);
 	return ROUTE_OK;
 }
 

@@ -307,7 +307,7 @@ route_msg_new(size_t len)
 struct route_msg *
 route_msg_dup(const struct route_msg *m)
 {
-	size_t n = sizeof(*m) + m->len + 1;
+	size_t n = route_msg_size(m);
 
 	return memcpy(xmalloc(n), m, n);
 }

@@ -119,6 +119,13 @@ const char *route_resolve(const struct config *cf, const char *addr,
  */
 struct route_msg *route_msg_new(size_t len);
 
+/* The bytes m takes: its fields, its text, the NUL after. */
+static inline size_t
+route_msg_size(const struct route_msg *m)
+{
+	return sizeof(*m) + m->len + 1;
+}
+
 /* A copy of m (text included) that the caller owns. */
 struct route_msg *route_msg_dup(const struct route_msg *m);
 
