@@ -67,16 +67,39 @@ secret_eq(const char *a, const char *b)
 	return d == 0;
 }
 
+/* "00" "01" ... "99": two digits per division. */
+static const char dec_pairs[201] =
+	"0001020304050607080910111213141516171819"
+	"2021222324252627282930313233343536373839"
+	"4041424344454647484950515253545556575859"
+	"6061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
 size_t
 u64_to_dec(char *buf, uint64_t v)
 {
-	char tmp[20];
-	size_t n = 0;
+	uint64_t pow = 10;
+	size_t n = 1;
+	char *p;
 
-	do
-		tmp[n++] = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	for (size_t i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
+	/* Digits: 20 for v >= 10^19, where 10^20 would not fit. */
+	while (n < 20 && v >= pow) {
+		n++;
+		pow *= 10;
+	}
+	p = buf + n;
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+
+		v /= 100;
+		*--p = dec_pairs[d + 1];
+		*--p = dec_pairs[d];
+	}
+	if (v >= 10) {
+		*--p = dec_pairs[v * 2 + 1];
+		*--p = dec_pairs[v * 2];
+	} else {
+		*--p = (char)('0' + v);
+	}
 	return n;
 }

@@ -229,7 +229,10 @@ END_TEST
 START_TEST(test_u64_to_dec)
 {
 	static const struct { uint64_t v; const char *s; } cases[] = {
-		{ 0, "0" }, { 7, "7" }, { 10, "10" }, { 1234567890, "1234567890" },
+		{ 0, "0" }, { 7, "7" }, { 10, "10" }, { 99, "99" },
+		{ 100, "100" }, { 909, "909" }, { 1000, "1000" },
+		{ 1234567890, "1234567890" }, { 9999999999, "9999999999" },
+		{ 10000000000000000000u, "10000000000000000000" },
 		{ UINT64_MAX, "18446744073709551615" },
 	};
 	char buf[24];
@@ -242,6 +245,15 @@ START_TEST(test_u64_to_dec)
 		ck_assert_uint_eq(n, strlen(cases[i].s));
 		ck_assert(memcmp(buf, cases[i].s, n) == 0);
 		ck_assert_int_eq(buf[n], 'x');
+	}
+	/* Every value below 10^6 against snprintf. */
+	for (uint64_t v = 0; v < 1000000; v++) {
+		char want[24];
+		size_t n = u64_to_dec(buf, v);
+
+		ck_assert_uint_eq(n, (size_t)snprintf(want, sizeof(want), "%llu",
+		    (unsigned long long)v));
+		ck_assert(memcmp(buf, want, n) == 0);
 	}
 }
 END_TEST
