@@ -546,6 +546,9 @@ conn_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 bool
 conn_log_allowed(struct conn *c)
 {
+	/* Below info these records are not written: nothing to count. */
+	if (log_get_level() < LOG_LEVEL_INFO)
+		return false;
 	return log_is_debug() ||
 	    log_limit_take(&c->r->client_log, c->r->now, "reactor", c->r->id);
 }

@@ -104,9 +104,9 @@ void	conn_hold(struct conn *c);
 void	conn_release(struct conn *c);
 
 /*
- * True if a record about c (its close, its offence) may be logged now:
- * within the reactor's share of LOG_LIMIT_PER_SECOND, or at debug level
- * always. Owning reactor only.
+ * True if an info record about c (its close, its offence) may be logged
+ * now: at info level, while the reactor's own LOG_LIMIT_PER_SECOND lasts;
+ * at debug level always; below info never. Owning reactor only.
  */
 bool	conn_log_allowed(struct conn *c);
 

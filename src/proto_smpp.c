@@ -727,9 +727,9 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	if (len >= SMPP_HEADER_LEN)
 		smpp_peek_header(msg, &clen, &id, &st, &seq);
 	if (clen != len) {
-		if (conn_log_allowed(c))
-			log_info("conn=%u.%u smpp command_length %u is "
-			    "absurd: closing", c->r->id, c->slot, clen);
+		/* The close is logged (reason=protocol); this says why. */
+		log_debug("conn=%u.%u smpp command_length %u is absurd: "
+		    "closing", c->r->id, c->slot, clen);
 		smpp_nack(c, SMPP_ESME_RINVCMDLEN, seq);
 		conn_close_after_flush(c, CONN_CLOSE_PROTOCOL);
 		return 0;
