@@ -761,7 +761,7 @@ smpp_on_deliver(struct conn *c, const struct route_msg *m)
 	/*
 	 * Bounded in count and in bytes: queue_limit messages, and no more
 	 * memory than output_high_watermark, which a connection may hold
-	 * anyway. A message costs its text and its fields (~430 bytes).
+	 * anyway. A message costs its text and its fields (~370 bytes).
 	 */
 	if (s->qlen >= limit || s->qbytes + route_msg_size(m) >
 	    c->r->cf->limits.output_high_watermark)

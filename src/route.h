@@ -47,7 +47,9 @@ enum {
 /*
  * A message on its way. It travels from the sender's reactor to the
  * recipient's and back (for the verdict) as one allocation, posted through
- * the mailboxes; whoever holds it owns it.
+ * the mailboxes; whoever holds it owns it. route_msg_new zeroes what comes
+ * before src_addr and empties the strings: keep every number field above
+ * src_addr.
  */
 struct route_msg {
 	struct reactor_task task;

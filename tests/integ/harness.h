@@ -225,8 +225,9 @@ size_t	recv_exact(int fd, void *p, size_t n, int timeout_ms);
 
 /*
  * Reads one line (through its LF) into buf, NUL-terminated, LF kept, without
- * reading past it. Returns its length, 0 on EOF, -1 on error, timeout, or a
- * line longer than cap - 1.
+ * reading past it. Returns its length; 0 on EOF (also in the middle of a
+ * line); -1 on error, timeout, or a line longer than cap - 1. After 0 or -1
+ * the part of the line read so far is gone from the socket.
  */
 ssize_t	recv_line(int fd, char *buf, size_t cap, int timeout_ms);
 
