@@ -46,7 +46,7 @@ struct conn {
 	uint16_t flags;
 	uint8_t	close_reason;
 	uint8_t	drain_reason;
-	uint32_t linger_input;		/* lingering: reactor ms of the last input */
+	uint32_t linger_input;		/* lingering: ms of the last input */
 };
 
 /* Connections open in the whole process: the acceptor counts them in. */

@@ -39,10 +39,11 @@ void	log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
  * A cap on the records clients can provoke (closes of slow consumers, of
- * protocol offenders, of SMPP binds that stopped answering): at most LOG_LIMIT_PER_SECOND a second each; the
- * rest are counted and reported in one notice once their second is over.
- * A flood of bad clients then costs the log, and the thread writing it,
- * little. One thread owns a limit; zero-initialise it.
+ * protocol offenders, of SMPP binds that stopped answering): at most
+ * LOG_LIMIT_PER_SECOND a second each; the rest are counted and reported in
+ * one notice once their second is over. A flood of bad clients then costs
+ * the log, and the thread writing it, little. One thread owns a limit;
+ * zero-initialise it.
  */
 #define LOG_LIMIT_PER_SECOND	20
 

@@ -26,7 +26,9 @@ struct proto {
 		    const struct limits *lim);
 	/*
 	 * Handles one whole message. msg is borrowed for the call only.
-	 * Returns 0, or -1 to close the connection (after flushing output).
+	 * Returns 0, or -1 to close the connection (after flushing output)
+	 * as the client asked (reason quit). To close for another reason,
+	 * call conn_close_after_flush with it and return 0.
 	 */
 	int	(*on_message)(struct conn *c, const uint8_t *msg, size_t len);
 	void	(*on_open)(struct conn *c);	/* may be NULL */

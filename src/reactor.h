@@ -95,14 +95,14 @@ struct reactor_stats {
 	atomic_load_explicit(&(field), memory_order_relaxed)
 
 #define REACTOR_SCRATCH_SIZE	65536
+#define REACTOR_LINGER_TIMEOUT	5	/* s a closing connection may linger */
+
 /* Where a reactor is in stopping; other reactors read it. */
 enum reactor_stop_state {
 	REACTOR_RUNNING,
 	REACTOR_DRAINING,	/* asked to stop, connections still open */
-	REACTOR_QUIET,		/* none left; serves its mailbox until all are */
+	REACTOR_QUIET,		/* none left; runs its mailbox until all are */
 };
-
-#define REACTOR_LINGER_TIMEOUT	5	/* s a closing connection may linger */
 
 struct reactor {
 	struct reactor_stats stats;

@@ -1027,7 +1027,8 @@ recv_line(int fd, char *buf, size_t cap, int timeout_ms)
 		if (!wait_readable(fd, deadline))
 			return -1;
 		/* Peek, so that nothing after the LF is taken from the socket. */
-		n = recv(fd, buf + have, cap - 1 - have, MSG_PEEK | MSG_DONTWAIT);
+		n = recv(fd, buf + have, cap - 1 - have,
+		    MSG_PEEK | MSG_DONTWAIT);
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
