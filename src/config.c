@@ -568,6 +568,10 @@ parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 		parse_dispatchers(e, k, cf);
 	else if (strcmp(name, "cpu_affinity") == 0)
 		get_bool(e, k, &cf->cpu_affinity);
+	else if (strcmp(name, "io_uring") == 0)
+		get_bool(e, k, &cf->io_uring);
+	else if (strcmp(name, "sched_batch") == 0)
+		get_bool(e, k, &cf->sched_batch);
 	else if (strcmp(name, "max_connections") == 0)
 		get_unsigned(e, k, 1, 10000000, &cf->max_connections);
 	else if (strcmp(name, "idle_timeout") == 0)
@@ -600,6 +604,8 @@ config_defaults(struct config *cf)
 	cf->dispatchers = ncpu < 1 ? 1 : ncpu > CONFIG_DISPATCHERS_MAX ?
 	    CONFIG_DISPATCHERS_MAX : (unsigned)ncpu;
 	cf->cpu_affinity = false;
+	cf->io_uring = true;
+	cf->sched_batch = true;
 	cf->max_connections = 100000;
 	cf->idle_timeout = 600;
 	cf->shutdown_timeout = 10;

@@ -71,6 +71,8 @@ struct config {
 	unsigned dispatchers;		/* resolved: "auto" is online CPUs */
 	bool	dispatchers_auto;
 	bool	cpu_affinity;
+	bool	io_uring;		/* batch each turn's socket I/O */
+	bool	sched_batch;		/* reactor threads under SCHED_BATCH */
 	unsigned max_connections;
 	unsigned idle_timeout;		/* seconds, 0 = never */
 	unsigned shutdown_timeout;	/* seconds */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -161,7 +162,13 @@ conn_update_interest(struct conn *c)
 	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD |
 	    CONN_F_EOF)) || (c->flags & CONN_F_LINGER))
 		events |= EPOLLIN;
-	if (c->out.bytes > 0)
+	/*
+	 * Output queued for this turn's flush may well all go: let the flush
+	 * decide, rather than arm EPOLLOUT now and disarm it after.
+	 */
+	if (c->flags & CONN_F_FLUSH_QUEUED)
+		events |= c->io.events & EPOLLOUT;
+	else if (c->out.bytes > 0)
 		events |= EPOLLOUT;
 	if (reactor_mod_io(c->r, &c->io, events) < 0)
 		conn_close(c, CONN_CLOSE_RESET);
@@ -172,6 +179,25 @@ static bool
 conn_owes_answers(const struct conn *c)
 {
 	return c->proto->owes_answers != NULL && c->proto->owes_answers(c);
+}
+
+/* After a write: a draining connection all sent lingers; interest. */
+static void
+conn_flush_done(struct conn *c)
+{
+	if (c->out.bytes == 0 && (c->flags & CONN_F_DRAIN) &&
+	    !conn_owes_answers(c))
+		conn_linger(c);
+	conn_update_interest(c);
+}
+
+/* Accounts n bytes sent. */
+static void
+conn_sent(struct conn *c, size_t n)
+{
+	outq_consume(&c->out, &c->r->pool, n);
+	REACTOR_STAT_ADD(c->r->stats.bytes_out, (uint64_t)n);
+	conn_touch(c);
 }
 
 /* Sends what is queued until done or the socket is full. */
@@ -195,16 +221,11 @@ conn_flush(struct conn *c)
 				conn_close(c, CONN_CLOSE_RESET);
 			break;
 		}
-		outq_consume(&c->out, &c->r->pool, (size_t)n);
-		REACTOR_STAT_ADD(c->r->stats.bytes_out, (uint64_t)n);
-		conn_touch(c);
+		conn_sent(c, (size_t)n);
 		if ((size_t)n < want)
 			break;
 	}
-	if (c->out.bytes == 0 && (c->flags & CONN_F_DRAIN) &&
-	    !conn_owes_answers(c))
-		conn_linger(c);
-	conn_update_interest(c);
+	conn_flush_done(c);
 }
 
 static void
@@ -257,17 +278,95 @@ conn_write_now(struct conn *c, const void *p, size_t n)
 	return conn_write(c, b, n);
 }
 
+bool
+conn_reply(struct conn *c, const void *p, size_t n)
+{
+	/* With batched I/O the turn's writes go out together at its end. */
+	if (c->r->batch != NULL)
+		return conn_write(c, p, n);
+	return conn_write_now(c, p, n);
+}
+
+static struct conn *
+conn_flush_pop(struct reactor *r)
+{
+	struct conn *c = r->flush_list;
+
+	if (c != NULL) {
+		r->flush_list = c->flush_next;
+		c->flush_next = NULL;
+		c->flags &= ~CONN_F_FLUSH_QUEUED;
+	}
+	return c;
+}
+
+/*
+ * One batch of the flush list: the first sendmsg of each connection, up to
+ * REACTOR_BATCH of them, in one system call; what one call does not take
+ * (more queued than REACTOR_BATCH_IOV chunks) goes by conn_flush.
+ */
+static void
+conn_write_batch(struct reactor *r, struct reactor_batch *b)
+{
+	uint32_t n = 0;
+	uint64_t tag;
+	int32_t res;
+	struct conn *c;
+
+	while (n < REACTOR_BATCH && n < uring_room(&r->ring) &&
+	    (c = conn_flush_pop(r)) != NULL) {
+		int cnt;
+
+		if (c->out.bytes == 0 || (c->flags & CONN_F_CLOSING)) {
+			conn_flush(c);
+			continue;
+		}
+		cnt = outq_iov(&c->out, b->iov[n], REACTOR_BATCH_IOV);
+		b->want[n] = 0;
+		for (int i = 0; i < cnt; i++)
+			b->want[n] += b->iov[n][i].iov_len;
+		memset(&b->msg[n], 0, sizeof(b->msg[n]));
+		b->msg[n].msg_iov = b->iov[n];
+		b->msg[n].msg_iovlen = (size_t)cnt;
+		b->wconn[n] = c;
+		b->res[n] = REACTOR_BATCH_NONE;
+		uring_prep_sendmsg(&r->ring, c->io.fd, &b->msg[n], n);
+		n++;
+	}
+	uring_run(&r->ring);
+	while (uring_next(&r->ring, &tag, &res))
+		if (tag < n)
+			b->res[tag] = res;
+	for (uint32_t i = 0; i < n; i++) {
+		c = b->wconn[i];
+		res = b->res[i];
+		if (res == REACTOR_BATCH_NONE || (res > 0 &&
+		    (size_t)res == b->want[i] && c->out.bytes > b->want[i])) {
+			if (res > 0)
+				conn_sent(c, (size_t)res);
+			conn_flush(c);	/* not run, or more to send */
+			continue;
+		}
+		if (res > 0)
+			conn_sent(c, (size_t)res);
+		else if (res != -EAGAIN && res != -EINTR)
+			conn_close(c, CONN_CLOSE_RESET);
+		conn_flush_done(c);
+	}
+}
+
 void
 conn_flush_queued(struct reactor *r)
 {
 	struct conn *c;
 
-	while ((c = r->flush_list) != NULL) {
-		r->flush_list = c->flush_next;
-		c->flush_next = NULL;
-		c->flags &= ~CONN_F_FLUSH_QUEUED;
-		conn_flush(c);
+	if (r->batch != NULL) {
+		while (r->flush_list != NULL)
+			conn_write_batch(r, r->batch);
+		return;
 	}
+	while ((c = conn_flush_pop(r)) != NULL)
+		conn_flush(c);
 }
 
 void
@@ -418,6 +517,74 @@ conn_read(struct conn *c)
 	}
 }
 
+/* Reads c now, or with the turn's batch. */
+static void
+conn_read_soon(struct conn *c)
+{
+	struct reactor_batch *b = c->r->batch;
+
+	if (b == NULL || b->nread == REACTOR_BATCH)
+		conn_read(c);
+	else
+		b->rconn[b->nread++] = c;
+}
+
+/* What the batched read of c gave: res bytes at p, or -errno. */
+static void
+conn_read_done(struct conn *c, const uint8_t *p, int32_t res)
+{
+	if (res == REACTOR_BATCH_NONE) {
+		/* Not read: unreadable when the batch went, or no ring. */
+		if (conn_can_read(c))
+			conn_read(c);
+	} else if (c->flags & CONN_F_CLOSING) {
+		/* Closed since, by another's input: this input goes too. */
+		return;
+	} else if (res > 0) {
+		REACTOR_STAT_ADD(c->r->stats.bytes_in, (uint64_t)res);
+		conn_touch(c);
+		conn_input(c, p, (size_t)res);
+		conn_queue_flush(c);
+		/* A full buffer: more may be waiting. */
+		if (res == REACTOR_BATCH_READ && conn_can_read(c))
+			conn_read(c);
+	} else if (res == 0) {
+		conn_on_eof(c);
+	} else if (res != -EAGAIN && res != -EINTR) {
+		conn_close(c, CONN_CLOSE_RESET);
+	}
+	if (!(c->flags & CONN_F_CLOSING))
+		conn_update_interest(c);
+}
+
+void
+conn_read_batch(struct reactor *r)
+{
+	struct reactor_batch *b = r->batch;
+	uint32_t n;
+	uint64_t tag;
+	int32_t res;
+
+	if (b == NULL || b->nread == 0)
+		return;
+	n = b->nread;
+	b->nread = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct conn *c = b->rconn[i];
+
+		b->res[i] = REACTOR_BATCH_NONE;
+		if (conn_can_read(c) && uring_room(&r->ring) > 0)
+			uring_prep_recv(&r->ring, c->io.fd, b->in[i],
+			    REACTOR_BATCH_READ, i);
+	}
+	uring_run(&r->ring);
+	while (uring_next(&r->ring, &tag, &res))
+		if (tag < n)
+			b->res[tag] = res;
+	for (uint32_t i = 0; i < n; i++)
+		conn_read_done(b->rconn[i], b->in[i], b->res[i]);
+}
+
 /*
  * Reads and drops input until nothing more is there for now: whether there
  * was none, some, or the peer has closed (or the socket failed).
@@ -536,7 +703,7 @@ conn_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 	if (events & EPOLLOUT)
 		conn_flush(c);
 	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && conn_can_read(c))
-		conn_read(c);
+		conn_read_soon(c);
 	else if (events & (EPOLLHUP | EPOLLERR))
 		conn_close(c, CONN_CLOSE_RESET);
 	if (!(c->flags & CONN_F_CLOSING))

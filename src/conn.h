@@ -78,9 +78,16 @@ bool	conn_write(struct conn *c, const void *p, size_t n);
 /*
  * Like conn_write, but when nothing is queued it writes at once, from p,
  * and queues only what the socket did not take: no copy, and no cork. For
- * protocols that answer one message per read (echo). Owning reactor only.
+ * a last word before conn_close. Owning reactor only.
  */
 bool	conn_write_now(struct conn *c, const void *p, size_t n);
+
+/*
+ * The answer to one message per read (echo): with batched I/O, queued for
+ * the turn's one batched write; without, conn_write_now. Owning reactor
+ * only.
+ */
+bool	conn_reply(struct conn *c, const void *p, size_t n);
 
 /* Marks c closed for reason; it is torn down at the end of the loop turn. */
 void	conn_close(struct conn *c, enum conn_close_reason reason);
@@ -119,6 +126,7 @@ conn_pending(const struct conn *c)
 
 /* For the reactor loop (owning reactor only). */
 void	conn_flush_queued(struct reactor *r);	/* send what the turn queued */
+void	conn_read_batch(struct reactor *r);	/* the turn's batched reads */
 void	conn_reap(struct reactor *r);		/* flush, tear down closed ones */
 void	conn_sweep_idle(struct reactor *r, unsigned idle_timeout);
 /* Calls each connection's protocol on_tick. */

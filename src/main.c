@@ -259,6 +259,11 @@ warn_restart_needed(const struct config *old, const struct config *cf)
 	if (old->cpu_affinity != cf->cpu_affinity)
 		log_warnx("reload: cpu_affinity changed: applies after a "
 		    "restart");
+	if (old->io_uring != cf->io_uring)
+		log_warnx("reload: io_uring changed: applies after a restart");
+	if (old->sched_batch != cf->sched_batch)
+		log_warnx("reload: sched_batch changed: applies after a "
+		    "restart");
 	for (size_t i = 0; !listeners && i < cf->nlisteners; i++) {
 		const struct listener_conf *a = &old->listeners[i];
 		const struct listener_conf *b = &cf->listeners[i];

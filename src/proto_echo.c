@@ -14,8 +14,8 @@ echo_frame_len(const uint8_t *p, size_t n, const struct limits *lim)
 static int
 echo_on_message(struct conn *c, const uint8_t *msg, size_t len)
 {
-	/* One message per read: write it straight from the read buffer. */
-	conn_write_now(c, msg, len);
+	/* One message per read: answer it straight from the read buffer. */
+	conn_reply(c, msg, len);
 	return 0;
 }
 

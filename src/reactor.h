@@ -6,9 +6,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "buf.h"
 #include "log.h"
+#include "uring.h"
 #include "util.h"
 
 struct reactor;
@@ -95,6 +98,10 @@ struct reactor_stats {
 	atomic_load_explicit(&(field), memory_order_relaxed)
 
 #define REACTOR_SCRATCH_SIZE	65536
+#define REACTOR_MAX_EVENTS	256	/* events per epoll_wait */
+#define REACTOR_BATCH		REACTOR_MAX_EVENTS /* requests per ring run */
+#define REACTOR_BATCH_READ	2048	/* bytes per batched read */
+#define REACTOR_BATCH_IOV	8	/* iovecs per batched write */
 #define REACTOR_LINGER_TIMEOUT	5	/* s a closing connection may linger */
 
 /* Where a reactor is in stopping; other reactors read it. */
@@ -103,6 +110,25 @@ enum reactor_stop_state {
 	REACTOR_DRAINING,	/* asked to stop, connections still open */
 	REACTOR_QUIET,		/* none left; runs its mailbox until all are */
 };
+
+/*
+ * One turn's reads and writes, done by the reactor's io_uring with one
+ * system call for each batch (conn.c). Each connection's first read of the
+ * turn goes in `in`; whatever does not fit in one batched read or write is
+ * done with plain system calls.
+ */
+struct reactor_batch {
+	struct conn *rconn[REACTOR_BATCH];	/* readable this turn */
+	uint32_t nread;
+	struct conn *wconn[REACTOR_BATCH];	/* being written */
+	struct msghdr msg[REACTOR_BATCH];
+	struct iovec iov[REACTOR_BATCH][REACTOR_BATCH_IOV];
+	size_t	want[REACTOR_BATCH];		/* bytes in msg[i] */
+	int32_t	res[REACTOR_BATCH];		/* result, or REACTOR_BATCH_NONE */
+	uint8_t	in[REACTOR_BATCH][REACTOR_BATCH_READ];
+};
+
+#define REACTOR_BATCH_NONE	INT32_MIN	/* the ring did not run it */
 
 struct reactor {
 	struct reactor_stats stats;
@@ -114,6 +140,9 @@ struct reactor {
 	pthread_t thread;
 	bool	started;
 	bool	cpu_affinity;
+	bool	use_uring;		/* config: io_uring */
+	bool	sched_batch;		/* config: sched_batch */
+	bool	uring_tried;		/* the ring was asked for */
 	bool	stopping;
 	bool	done;
 	_Atomic int stop_state;		/* enum reactor_stop_state */
@@ -140,6 +169,9 @@ struct reactor {
 	struct conn *flush_list;	/* written to during this turn */
 	struct buf_pool pool;
 	uint8_t	*scratch;		/* REACTOR_SCRATCH_SIZE read buffer */
+	/* Batched I/O: both set, on the reactor's thread, or neither. */
+	struct uring ring;
+	struct reactor_batch *batch;
 	/*
 	 * Tasks for other reactors staged during this turn, one list per
 	 * destination (newest first), published at the end of the turn.

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -334,6 +335,119 @@ START_TEST(echo_1000_clients_100_random_messages)
 	ck_assert_uint_eq(st.bytes_out, l.bytes);
 	eload_free(&l);
 	stop_ok(d);
+}
+END_TEST
+
+/* The scheduling policy of the daemon's thread named name, or -1. */
+static int
+thread_policy(struct daemon *d, const char *name)
+{
+	char path[64], p[400], comm[64], st[1024];
+	int policy = -1;
+	struct dirent *e;
+	DIR *dir;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)d->pid);
+	ck_assert((dir = opendir(path)) != NULL);
+	while (policy < 0 && (e = readdir(dir)) != NULL) {
+		bool match = false;
+		char *q;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/comm", path, e->d_name);
+		if ((f = fopen(p, "re")) == NULL)
+			continue;
+		if (fgets(comm, sizeof(comm), f) != NULL) {
+			comm[strcspn(comm, "\n")] = '\0';
+			match = strcmp(comm, name) == 0;
+		}
+		fclose(f);
+		snprintf(p, sizeof(p), "%s/%s/stat", path, e->d_name);
+		if (!match || (f = fopen(p, "re")) == NULL)
+			continue;
+		/* Field 41 of stat; the fields after comm's ")" start at 3. */
+		if (fgets(st, sizeof(st), f) != NULL &&
+		    (q = strrchr(st, ')')) != NULL) {
+			int field = 2;
+
+			for (q++; *q != '\0' && policy < 0; q++)
+				if (*q == ' ' && ++field == 41)
+					policy = atoi(q + 1);
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	return policy;
+}
+
+/*
+ * 300 clients, 60 messages each of up to 20,000 bytes (more than one
+ * batched read, several output chunks), with io_uring and sched_batch on
+ * or off: every byte back, and the log and the threads show which I/O and
+ * scheduling carried it.
+ */
+static void
+echo_load_with(bool on)
+{
+	const char *v = on ? "true" : "false";
+	uint64_t seed = harness_seed(on ? "echo_batched" : "echo_plain");
+	struct daemon_stats st;
+	struct daemon *d;
+	struct eload l;
+	char *conf;
+
+	ck_assert(asprintf(&conf,
+	    "dispatchers = 2;\n"
+	    "io_uring = %s;\n"
+	    "sched_batch = %s;\n"
+	    "log = { level = \"debug\"; };\n"
+	    "listeners = (\n"
+	    "  { name = \"echo\"; address = \"127.0.0.1\"; port = 0; "
+	    "protocol = \"echo\"; }\n"
+	    ");\n", v, v) > 0);
+	d = daemon_start(conf, NULL);
+	free(conf);
+	eload_start(&l, daemon_port(d, "echo"), 300, 60, 20000, seed);
+	eload_run(&l, 120000);
+	ck_assert_msg(l.errors == 0, "%u errors; first: %s", l.errors,
+	    l.first_error);
+	ck_assert_uint_eq(l.ndone, 300);
+	ck_assert_uint_eq(l.msgs, 300 * 60);
+	ck_assert_msg(daemon_stats_wait(d, "conns", 0, 10000, &st),
+	    "connections left open: %s", st.line);
+	ck_assert_uint_eq(st.bytes_in, l.bytes);
+	ck_assert_uint_eq(st.bytes_out, l.bytes);
+	if (!on) {
+		ck_assert(!daemon_log_contains(d, "io_uring"));
+		ck_assert_int_eq(thread_policy(d, "reactor-0"), SCHED_OTHER);
+	} else if (daemon_log_contains(d, "io_uring unavailable")) {
+		fprintf(stderr, "echo_batched: this kernel refuses io_uring; "
+		    "plain system calls were used\n");
+	} else {
+		ck_assert(daemon_log_contains(d,
+		    "reactor=0 batches reads and writes with io_uring"));
+		ck_assert(daemon_log_contains(d,
+		    "reactor=1 batches reads and writes with io_uring"));
+	}
+	if (on && !daemon_log_contains(d, "SCHED_BATCH refused")) {
+		ck_assert_int_eq(thread_policy(d, "reactor-0"), SCHED_BATCH);
+		ck_assert_int_eq(thread_policy(d, "reactor-1"), SCHED_BATCH);
+	}
+	eload_free(&l);
+	stop_ok(d);
+}
+
+START_TEST(echo_batched_io_and_sched_batch)
+{
+	echo_load_with(true);
+}
+END_TEST
+
+START_TEST(echo_plain_io_default_scheduling)
+{
+	echo_load_with(false);
 }
 END_TEST
 
@@ -1163,6 +1277,8 @@ echo_suite(void)
 
 	ADD_TEST(s, echo_1000_clients_100_random_messages, 170);
 	ADD_TEST(s, echo_16mib_slow_reader_bounded_rss, 150);
+	ADD_TEST(s, echo_batched_io_and_sched_batch, 150);
+	ADD_TEST(s, echo_plain_io_default_scheduling, 150);
 	ADD_TEST(s, dispatchers_3_round_robin_100_each, 60);
 	ADD_TEST(s, faulty_clients_do_not_disturb_others,
 	    90);

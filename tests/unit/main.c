@@ -17,6 +17,7 @@ main(void)
 		iplimit_suite,
 		log_suite,
 		stage_suite,
+		uring_suite,
 	};
 	SRunner *sr;
 	int failed;

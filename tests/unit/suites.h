@@ -14,5 +14,6 @@ Suite	*smpp_pdu_suite(void);
 Suite	*iplimit_suite(void);
 Suite	*log_suite(void);
 Suite	*stage_suite(void);
+Suite	*uring_suite(void);
 
 #endif

@@ -72,6 +72,8 @@ START_TEST(config_sample_loads)
 	ck_assert(cf->dispatchers_auto);
 	ck_assert_uint_eq(cf->dispatchers, online_cpus());
 	ck_assert(!cf->cpu_affinity);
+	ck_assert(cf->io_uring);
+	ck_assert(cf->sched_batch);
 	ck_assert_uint_eq(cf->max_connections, 100000);
 	ck_assert_uint_eq(cf->idle_timeout, 600);
 	ck_assert_uint_eq(cf->shutdown_timeout, 10);
@@ -98,6 +100,8 @@ START_TEST(config_defaults)
 	ck_assert(cf->dispatchers_auto);
 	ck_assert_uint_eq(cf->dispatchers, online_cpus());
 	ck_assert(!cf->cpu_affinity);
+	ck_assert(cf->io_uring);
+	ck_assert(cf->sched_batch);
 	ck_assert_uint_eq(cf->max_connections, 100000);
 	ck_assert_uint_eq(cf->idle_timeout, 600);
 	ck_assert_uint_eq(cf->shutdown_timeout, 10);
@@ -147,7 +151,7 @@ START_TEST(config_every_value)
 {
 	struct config *cf = unit_config(
 	    "dispatchers = 5;\n"
-	    "cpu_affinity = true;\n"
+	    "cpu_affinity = true; io_uring = false; sched_batch = false;\n"
 	    "max_connections = 12;\n"
 	    "idle_timeout = 0;\n"
 	    "shutdown_timeout = 3600;\n"
@@ -166,6 +170,8 @@ START_TEST(config_every_value)
 
 	ck_assert_uint_eq(cf->dispatchers, 5);
 	ck_assert(cf->cpu_affinity);
+	ck_assert(!cf->io_uring);
+	ck_assert(!cf->sched_batch);
 	ck_assert_uint_eq(cf->max_connections, 12);
 	ck_assert_uint_eq(cf->idle_timeout, 0);
 	ck_assert_uint_eq(cf->shutdown_timeout, 3600);
@@ -225,6 +231,10 @@ static const struct bad_case bad_cases[] = {
 	{ LISTENER "dispatchers = 2.0;\n", 2, "dispatchers: expected" },
 	{ LISTENER "cpu_affinity = 1;\n", 2,
 	    "cpu_affinity: expected true or false" },
+	{ LISTENER "io_uring = \"yes\";\n", 2,
+	    "io_uring: expected true or false" },
+	{ LISTENER "sched_batch = 0;\n", 2,
+	    "sched_batch: expected true or false" },
 	{ LISTENER "max_connections = \"lots\";\n", 2,
 	    "max_connections: expected an integer" },
 	{ LISTENER "idle_timeout = 1.5;\n", 2,
