@@ -15,7 +15,7 @@
 #include "conn.h"
 #include "log.h"
 
-/* Spare output chunks kept (5 MiB): a turn's batched writes hold one per client. */
+/* Spare output chunks kept, 5 MiB: batched writes hold one per client. */
 #define REACTOR_POOL_CHUNKS	320
 
 static const char *const close_reason_names[CONN_CLOSE_N] = {
