@@ -281,8 +281,12 @@ conn_write_now(struct conn *c, const void *p, size_t n)
 bool
 conn_reply(struct conn *c, const void *p, size_t n)
 {
-	/* With batched I/O the turn's writes go out together at its end. */
-	if (c->r->batch != NULL)
+	/*
+	 * The answer to a batched read (2 KiB at most) goes with the turn's
+	 * batched writes; a bigger one from a plain read goes now, so that
+	 * it never sits whole in the queue against output_limit.
+	 */
+	if (c->r->batch != NULL && c->r->batch->reading)
 		return conn_write(c, p, n);
 	return conn_write_now(c, p, n);
 }
@@ -300,6 +304,23 @@ conn_flush_pop(struct reactor *r)
 	return c;
 }
 
+/* What one batched sendmsg did for c: res bytes of want, or -errno. */
+static void
+conn_write_done(struct conn *c, int32_t res, size_t want)
+{
+	bool more = res > 0 && (size_t)res == want && c->out.bytes > want;
+
+	if (res > 0)
+		conn_sent(c, (size_t)res);
+	if (res == REACTOR_BATCH_NONE || more) {
+		conn_flush(c);		/* not run, or more to send */
+		return;
+	}
+	if (res < 0 && res != -EAGAIN && res != -EINTR)
+		conn_close(c, CONN_CLOSE_RESET);
+	conn_flush_done(c);
+}
+
 /*
  * One batch of the flush list: the first sendmsg of each connection, up to
  * REACTOR_BATCH of them, in one system call; what one call does not take
@@ -313,7 +334,7 @@ conn_write_batch(struct reactor *r, struct reactor_batch *b)
 	int32_t res;
 	struct conn *c;
 
-	while (n < REACTOR_BATCH && n < uring_room(&r->ring) &&
+	while (n < REACTOR_BATCH && uring_room(&r->ring) > 0 &&
 	    (c = conn_flush_pop(r)) != NULL) {
 		int cnt;
 
@@ -337,22 +358,8 @@ conn_write_batch(struct reactor *r, struct reactor_batch *b)
 	while (uring_next(&r->ring, &tag, &res))
 		if (tag < n)
 			b->res[tag] = res;
-	for (uint32_t i = 0; i < n; i++) {
-		c = b->wconn[i];
-		res = b->res[i];
-		if (res == REACTOR_BATCH_NONE || (res > 0 &&
-		    (size_t)res == b->want[i] && c->out.bytes > b->want[i])) {
-			if (res > 0)
-				conn_sent(c, (size_t)res);
-			conn_flush(c);	/* not run, or more to send */
-			continue;
-		}
-		if (res > 0)
-			conn_sent(c, (size_t)res);
-		else if (res != -EAGAIN && res != -EINTR)
-			conn_close(c, CONN_CLOSE_RESET);
-		conn_flush_done(c);
-	}
+	for (uint32_t i = 0; i < n; i++)
+		conn_write_done(b->wconn[i], b->res[i], b->want[i]);
 }
 
 void
@@ -543,11 +550,19 @@ conn_read_done(struct conn *c, const uint8_t *p, int32_t res)
 	} else if (res > 0) {
 		REACTOR_STAT_ADD(c->r->stats.bytes_in, (uint64_t)res);
 		conn_touch(c);
+		c->r->batch->reading = true;
 		conn_input(c, p, (size_t)res);
+		c->r->batch->reading = false;
 		conn_queue_flush(c);
-		/* A full buffer: more may be waiting. */
-		if (res == REACTOR_BATCH_READ && conn_can_read(c))
-			conn_read(c);
+		/*
+		 * A full buffer: more may be waiting, for plain reads. Their
+		 * answers go at once (conn_reply), after this one's.
+		 */
+		if (res == REACTOR_BATCH_READ && conn_can_read(c)) {
+			conn_flush(c);
+			if (conn_can_read(c))
+				conn_read(c);
+		}
 	} else if (res == 0) {
 		conn_on_eof(c);
 	} else if (res != -EAGAIN && res != -EINTR) {

@@ -15,8 +15,9 @@
 #include "conn.h"
 #include "log.h"
 
-/* Spare output chunks kept, 5 MiB: batched writes hold one per client. */
-#define REACTOR_POOL_CHUNKS	320
+#define REACTOR_POOL_CHUNKS	64	/* spare output chunks kept: 1 MiB */
+/* With batched writes a turn holds a chunk per client written: 5 MiB. */
+#define REACTOR_POOL_CHUNKS_BATCH (REACTOR_BATCH + REACTOR_POOL_CHUNKS)
 
 static const char *const close_reason_names[CONN_CLOSE_N] = {
 	[CONN_CLOSE_PEER] = "peer",
@@ -274,6 +275,8 @@ reactor_batch_start(struct reactor *r)
 	}
 	r->batch = xmalloc(sizeof(*r->batch));
 	r->batch->nread = 0;
+	r->batch->reading = false;
+	r->pool.max = REACTOR_POOL_CHUNKS_BATCH;
 	log_debug("reactor=%u batches reads and writes with io_uring", r->id);
 }
 

@@ -99,7 +99,7 @@ struct reactor_stats {
 
 #define REACTOR_SCRATCH_SIZE	65536
 #define REACTOR_MAX_EVENTS	256	/* events per epoll_wait */
-#define REACTOR_BATCH		REACTOR_MAX_EVENTS /* requests per ring run */
+#define REACTOR_BATCH		REACTOR_MAX_EVENTS /* requests per run */
 #define REACTOR_BATCH_READ	2048	/* bytes per batched read */
 #define REACTOR_BATCH_IOV	8	/* iovecs per batched write */
 #define REACTOR_LINGER_TIMEOUT	5	/* s a closing connection may linger */
@@ -120,11 +120,12 @@ enum reactor_stop_state {
 struct reactor_batch {
 	struct conn *rconn[REACTOR_BATCH];	/* readable this turn */
 	uint32_t nread;
+	bool	reading;			/* handling a batched read */
 	struct conn *wconn[REACTOR_BATCH];	/* being written */
 	struct msghdr msg[REACTOR_BATCH];
 	struct iovec iov[REACTOR_BATCH][REACTOR_BATCH_IOV];
 	size_t	want[REACTOR_BATCH];		/* bytes in msg[i] */
-	int32_t	res[REACTOR_BATCH];		/* result, or REACTOR_BATCH_NONE */
+	int32_t	res[REACTOR_BATCH];		/* bytes, -errno, or _NONE */
 	uint8_t	in[REACTOR_BATCH][REACTOR_BATCH_READ];
 };
 

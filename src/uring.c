@@ -23,14 +23,26 @@ store_release(unsigned *p, unsigned v)
 	atomic_store_explicit((_Atomic unsigned *)p, v, memory_order_release);
 }
 
+/* From Linux 6.0 and 6.1; older headers lack them. */
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER	(1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN	(1U << 13)
+#endif
+
+/*
+ * Only kernels that know SINGLE_ISSUER (6.0) are used: they have every
+ * request used here and complete MSG_DONTWAIT requests inline. Older ones
+ * refuse the flag (EINVAL), and the reactor uses plain system calls.
+ */
 static int
 ring_setup(unsigned entries, struct io_uring_params *p)
 {
-	/* Newest first: fewer wakeups and no task work left behind. */
+	/* DEFER_TASKRUN (6.1) first: no task work run behind our back. */
 	static const unsigned flags[] = {
 		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
 		IORING_SETUP_SINGLE_ISSUER,
-		0,
 	};
 	int fd = -1;
 
@@ -56,8 +68,7 @@ uring_init(struct uring *u, unsigned entries)
 	u->fd = -1;
 	if ((u->fd = ring_setup(entries, &p)) < 0)
 		return -1;
-	/* Kernels without one mapping for both rings predate 5.4: skip. */
-	if (!(p.features & IORING_FEAT_SINGLE_MMAP)) {
+	if (!(p.features & IORING_FEAT_SINGLE_MMAP)) {	/* 5.4; be sure */
 		uring_fini(u);
 		errno = ENOSYS;
 		return -1;

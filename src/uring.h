@@ -39,9 +39,9 @@ struct uring {
 
 /*
  * Makes a ring of at least `entries` requests on the calling thread, the
- * only one that may then use it. 0, or -1 with errno (ENOSYS, EPERM when
- * io_uring is disabled or filtered out: the caller falls back to plain
- * system calls).
+ * only one that may then use it. 0, or -1 with errno: EINVAL before Linux
+ * 6.0, ENOSYS, EPERM when io_uring is disabled or filtered out. The caller
+ * then uses plain system calls.
  */
 int	uring_init(struct uring *u, unsigned entries);
 
@@ -74,8 +74,10 @@ void	uring_prep_sendmsg(struct uring *u, int fd, const struct msghdr *m,
 
 /*
  * Submits what is prepared and waits until all of it is complete. 0, or
- * -1 with errno if the kernel took none of it: the caller then does the
- * work with plain system calls.
+ * -1 with errno if the kernel refused some of it (that part is taken back
+ * and never runs) or the wait failed. Either way the caller drains every
+ * completion with uring_next and does each request that has none with
+ * plain system calls.
  */
 int	uring_run(struct uring *u);
 

@@ -560,6 +560,60 @@ START_TEST(echo_16mib_slow_reader_bounded_rss)
 }
 END_TEST
 
+/*
+ * A client that sends 2 MiB, up to 128 KiB ahead of what it has back (the
+ * sockets hold that), and reads all it can, under an output_limit of
+ * 8 KiB: a read of 64 KiB is answered at once, as far as the socket takes
+ * it, never queued whole against the limit (which would close the client
+ * as a slow consumer).
+ */
+START_TEST(echo_big_reads_under_small_output_limit)
+{
+	const size_t total = 2u << 20;
+	struct slow_reader *s = calloc(1, sizeof(*s));
+	uint64_t seed = harness_seed("echo_big_reads");
+	uint64_t deadline = harness_now_ms() + 60000;
+	uint8_t *data = malloc(total);
+
+	ck_assert(s != NULL && data != NULL);
+	harness_fill(&seed, data, total);
+	s->d = start_echo(2, "limits = { output_high_watermark = 4096; "
+	    "output_limit = 8192; };\n", NULL);
+	s->fd = client_connect(daemon_port(s->d, "echo"));
+	s->data = data;
+	s->total = total;
+	set_nonblock(s->fd);
+	while (s->rcvd < total) {
+		struct pollfd pfd = { s->fd, POLLIN |
+		    (s->sent < total ? POLLOUT : 0), 0 };
+
+		size_t before;
+
+		ck_assert_msg(harness_now_ms() < deadline,
+		    "only %zu of %zu bytes back", s->rcvd, total);
+		if (s->sent < total && s->sent - s->rcvd < 65536) {
+			ssize_t n = send(s->fd, data + s->sent,
+			    total - s->sent < 65536 ? total - s->sent : 65536,
+			    MSG_DONTWAIT | MSG_NOSIGNAL);
+
+			ck_assert_msg(n > 0 || errno == EAGAIN, "send: %s",
+			    strerror(errno));
+			if (n > 0)
+				s->sent += (size_t)n;
+		}
+		do {
+			before = s->rcvd;
+			slow_recv(s);
+		} while (s->rcvd > before);
+		poll(&pfd, 1, 10);
+	}
+	close(s->fd);
+	stop_ok(s->d);
+	free(data);
+	free(s);
+}
+END_TEST
+
 /* Whether /proc/PID/task/<tid>/comm of some thread reads name. */
 static bool
 has_thread(struct daemon *d, const char *name)
@@ -1278,6 +1332,7 @@ echo_suite(void)
 	ADD_TEST(s, echo_1000_clients_100_random_messages, 170);
 	ADD_TEST(s, echo_16mib_slow_reader_bounded_rss, 150);
 	ADD_TEST(s, echo_batched_io_and_sched_batch, 150);
+	ADD_TEST(s, echo_big_reads_under_small_output_limit, 90);
 	ADD_TEST(s, echo_plain_io_default_scheduling, 150);
 	ADD_TEST(s, dispatchers_3_round_robin_100_each, 60);
 	ADD_TEST(s, faulty_clients_do_not_disturb_others,

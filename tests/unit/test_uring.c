@@ -1,4 +1,4 @@
-/* test_uring.c: the reactor's io_uring: batches that never wait, tags, take-back. */
+/* test_uring.c: the reactor's io_uring: batches that never wait, and tags. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
