@@ -1,5 +1,6 @@
 /* main.c: options, start-up order, signals, reload and shutdown. */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,6 +363,24 @@ on_tick(void *arg)
  * Binds or adopts every listener, then tells the service manager it is
  * ready (with a first STATUS=) once every reactor runs.
  */
+/*
+ * Free memory glibc keeps at the top of a heap before giving it back. Its
+ * default, 128 KiB, is far below the swing of routed messages in flight
+ * (1,000 pairs with 16 each in flight are 7 MiB): the reactors' heaps shrank
+ * and grew back thousands of times a second, each shrink a TLB shootdown
+ * across CPUs and each regrowth page faults, and cross-reactor routing ran
+ * about a quarter slower. What is kept is bounded by the busiest moment.
+ */
+#define HEAP_KEEP	(64 << 20)
+
+static void
+tune_malloc(void)
+{
+#ifdef M_TRIM_THRESHOLD
+	mallopt(M_TRIM_THRESHOLD, HEAP_KEEP);
+#endif
+}
+
 static void
 start_service(struct daemon *d)
 {
@@ -397,6 +416,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	log_set_level(d.opt.debug ? LOG_LEVEL_DEBUG : d.cf->log_level);
+	tune_malloc();
 	d.fault_hook = fault_init();
 	d.sigfd = block_signals(d.fault_hook);
 	take_passed_sockets(&d);
