@@ -369,6 +369,10 @@ test_journal() {
 	    eval 'journal_has "listening name=echo" PRIORITY=6'
 	expect "journal: no raw <N> prefixes" \
 	    eval '! journal_has ": <[0-7]>"'
+	# The unit's SystemCallFilter lets the reactors batch and schedule.
+	expect "journal: io_uring and SCHED_BATCH not refused by the unit" \
+	    eval '! journal_has "io_uring unavailable" &&
+	    ! journal_has "SCHED_BATCH refused"'
 	out=$(in_ct 30 journalctl -q -u echorouterd --no-pager -o short \
 	    -p warning | tail -n 5)
 	printf '%s\n' "$out" | sed 's/^/    /'
