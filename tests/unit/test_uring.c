@@ -39,7 +39,7 @@ START_TEST(test_batch_send_then_recv)
 	int sv[8][2];
 	struct iovec iov[8][2];
 	struct msghdr m[8];
-	char out[8][2][8], in[8][32];
+	char out[8][2][16], in[8][32];
 	int32_t got[8];
 	uint64_t tag;
 	int32_t res;
@@ -80,7 +80,7 @@ START_TEST(test_batch_send_then_recv)
 		got[tag] = res;
 	}
 	for (int i = 0; i < 8; i++) {
-		char want[16];
+		char want[32];
 
 		snprintf(want, sizeof(want), "head%dtail%d", i, i);
 		ck_assert_int_eq(got[i], 10);
