@@ -618,31 +618,7 @@ END_TEST
 static bool
 has_thread(struct daemon *d, const char *name)
 {
-	char path[64], comm[64];
-	bool found = false;
-	struct dirent *e;
-	DIR *dir;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)d->pid);
-	dir = opendir(path);
-	ck_assert(dir != NULL);
-	while (!found && (e = readdir(dir)) != NULL) {
-		char cp[400];
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(cp, sizeof(cp), "%s/%s/comm", path, e->d_name);
-		if ((f = fopen(cp, "re")) == NULL)
-			continue;
-		if (fgets(comm, sizeof(comm), f) != NULL) {
-			comm[strcspn(comm, "\n")] = '\0';
-			found = strcmp(comm, name) == 0;
-		}
-		fclose(f);
-	}
-	closedir(dir);
-	return found;
+	return thread_policy(d, name) >= 0;
 }
 
 /* dispatchers = 3: three named reactors, 300 clients placed 100 each. */
