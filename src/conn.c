@@ -304,6 +304,23 @@ conn_flush_pop(struct reactor *r)
 	return c;
 }
 
+/*
+ * Runs the n requests prepared for b (tags 0..n-1) and puts each result in
+ * b->res; a request the ring did not run keeps REACTOR_BATCH_NONE, set by
+ * the caller, and is then done with plain system calls.
+ */
+static void
+conn_batch_run(struct reactor *r, struct reactor_batch *b, uint32_t n)
+{
+	uint64_t tag;
+	int32_t res;
+
+	uring_run(&r->ring);
+	while (uring_next(&r->ring, &tag, &res))
+		if (tag < n)
+			b->res[tag] = res;
+}
+
 /* What one batched sendmsg did for c: res bytes of want, or -errno. */
 static void
 conn_write_done(struct conn *c, int32_t res, size_t want)
@@ -330,8 +347,6 @@ static void
 conn_write_batch(struct reactor *r, struct reactor_batch *b)
 {
 	uint32_t n = 0;
-	uint64_t tag;
-	int32_t res;
 	struct conn *c;
 
 	while (n < REACTOR_BATCH && uring_room(&r->ring) > 0 &&
@@ -354,10 +369,7 @@ conn_write_batch(struct reactor *r, struct reactor_batch *b)
 		uring_prep_sendmsg(&r->ring, c->io.fd, &b->msg[n], n);
 		n++;
 	}
-	uring_run(&r->ring);
-	while (uring_next(&r->ring, &tag, &res))
-		if (tag < n)
-			b->res[tag] = res;
+	conn_batch_run(r, b, n);
 	for (uint32_t i = 0; i < n; i++)
 		conn_write_done(b->wconn[i], b->res[i], b->want[i]);
 }
@@ -577,8 +589,6 @@ conn_read_batch(struct reactor *r)
 {
 	struct reactor_batch *b = r->batch;
 	uint32_t n;
-	uint64_t tag;
-	int32_t res;
 
 	if (b == NULL || b->nread == 0)
 		return;
@@ -592,10 +602,7 @@ conn_read_batch(struct reactor *r)
 			uring_prep_recv(&r->ring, c->io.fd, b->in[i],
 			    REACTOR_BATCH_READ, i);
 	}
-	uring_run(&r->ring);
-	while (uring_next(&r->ring, &tag, &res))
-		if (tag < n)
-			b->res[tag] = res;
+	conn_batch_run(r, b, n);
 	for (uint32_t i = 0; i < n; i++)
 		conn_read_done(b->rconn[i], b->in[i], b->res[i]);
 }

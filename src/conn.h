@@ -83,9 +83,9 @@ bool	conn_write(struct conn *c, const void *p, size_t n);
 bool	conn_write_now(struct conn *c, const void *p, size_t n);
 
 /*
- * The answer to one message per read (echo): with batched I/O, queued for
- * the turn's one batched write; without, conn_write_now. Owning reactor
- * only.
+ * The answer to one message per read (echo): the answer to a batched read
+ * is queued for the turn's batched write; any other goes as by
+ * conn_write_now. Owning reactor only.
  */
 bool	conn_reply(struct conn *c, const void *p, size_t n);
 

@@ -360,10 +360,6 @@ on_tick(void *arg)
 }
 
 /*
- * Binds or adopts every listener, then tells the service manager it is
- * ready (with a first STATUS=) once every reactor runs.
- */
-/*
  * Free memory glibc keeps at the top of a heap before giving it back. Its
  * default, 128 KiB, is far below the swing of routed messages in flight
  * (1,000 pairs with 16 each in flight are 7 MiB): the reactors' heaps shrank
@@ -381,6 +377,10 @@ tune_malloc(void)
 #endif
 }
 
+/*
+ * Binds or adopts every listener, then tells the service manager it is
+ * ready (with a first STATUS=) once every reactor runs.
+ */
 static void
 start_service(struct daemon *d)
 {

@@ -174,12 +174,14 @@ uring_run(struct uring *u)
 	    load_acquire(u->cq_ktail) - *u->cq_khead < want) {
 		n = syscall(__NR_io_uring_enter, u->fd, left, want,
 		    IORING_ENTER_GETEVENTS, NULL, 0);
-		if (n >= 0) {
+		if (n > 0 || (n == 0 && left == 0)) {
 			left -= (unsigned)n < left ? (unsigned)n : left;
 			continue;
 		}
-		if (errno == EINTR)
+		if (n < 0 && errno == EINTR)
 			continue;
+		if (n == 0)		/* took none of what is left: give up */
+			errno = EAGAIN;
 		/*
 		 * What the kernel did not take must never reach it later,
 		 * with buffers long gone: take it back. The kernel reads the

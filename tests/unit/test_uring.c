@@ -32,6 +32,38 @@ pair(int sv[2])
 	    sv), 0);
 }
 
+static void
+unpair(int sv[2])
+{
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/*
+ * Runs what is prepared and puts the result of the request tagged
+ * base + i in got[i], i < n; every tag must come back exactly once.
+ */
+static void
+run_and_collect(struct uring *u, uint64_t base, int32_t *got, unsigned n)
+{
+	bool seen[16] = { false };
+	unsigned count = 0;
+	uint64_t tag;
+	int32_t res;
+
+	ck_assert_uint_le(n, 16);
+	ck_assert_int_eq(uring_run(u), 0);
+	ck_assert_uint_eq(uring_room(u), u->entries);
+	while (uring_next(u, &tag, &res)) {
+		ck_assert(tag >= base && tag < base + n);
+		ck_assert(!seen[tag - base]);
+		seen[tag - base] = true;
+		got[tag - base] = res;
+		count++;
+	}
+	ck_assert_uint_eq(count, n);
+}
+
 /* Sends and receives on 8 sockets in two runs; every tag comes back once. */
 START_TEST(test_batch_send_then_recv)
 {
@@ -41,8 +73,6 @@ START_TEST(test_batch_send_then_recv)
 	struct msghdr m[8];
 	char out[8][2][16], in[8][32];
 	int32_t got[8];
-	uint64_t tag;
-	int32_t res;
 
 	if (!ring_or_skip(&u, 8))
 		return;
@@ -60,33 +90,20 @@ START_TEST(test_batch_send_then_recv)
 		uring_prep_sendmsg(&u, sv[i][0], &m[i], 100 + (uint64_t)i);
 	}
 	ck_assert_uint_eq(uring_room(&u), u.entries - 8);
-	ck_assert_int_eq(uring_run(&u), 0);
-	ck_assert_uint_eq(uring_room(&u), u.entries);
-	memset(got, 0, sizeof(got));
-	while (uring_next(&u, &tag, &res)) {
-		ck_assert(tag >= 100 && tag < 108);
-		ck_assert_int_eq(got[tag - 100], 0);
-		got[tag - 100] = res;
-	}
+	run_and_collect(&u, 100, got, 8);
 	for (int i = 0; i < 8; i++) {
 		ck_assert_int_eq(got[i], 10);
 		uring_prep_recv(&u, sv[i][1], in[i], sizeof(in[i]),
 		    (uint64_t)i);
 	}
-	ck_assert_int_eq(uring_run(&u), 0);
-	memset(got, 0, sizeof(got));
-	while (uring_next(&u, &tag, &res)) {
-		ck_assert_uint_lt(tag, 8);
-		got[tag] = res;
-	}
+	run_and_collect(&u, 0, got, 8);
 	for (int i = 0; i < 8; i++) {
 		char want[32];
 
 		snprintf(want, sizeof(want), "head%dtail%d", i, i);
 		ck_assert_int_eq(got[i], 10);
 		ck_assert(memcmp(in[i], want, 10) == 0);
-		close(sv[i][0]);
-		close(sv[i][1]);
+		unpair(sv[i]);
 	}
 	uring_fini(&u);
 	ck_assert(!uring_ready(&u));
@@ -106,9 +123,7 @@ START_TEST(test_batch_never_waits)
 	char in[16], big[65536];
 	struct iovec iov = { big, sizeof(big) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int32_t got[3] = { 1, 1, 1 };
-	uint64_t tag;
-	int32_t res;
+	int32_t got[3];
 
 	if (!ring_or_skip(&u, 4))
 		return;
@@ -123,18 +138,12 @@ START_TEST(test_batch_never_waits)
 	uring_prep_recv(&u, empty[1], in, sizeof(in), 0);
 	uring_prep_sendmsg(&u, full[0], &m, 1);
 	uring_prep_recv(&u, gone[1], in, sizeof(in), 2);
-	ck_assert_int_eq(uring_run(&u), 0);
-	while (uring_next(&u, &tag, &res)) {
-		ck_assert_uint_lt(tag, 3);
-		got[tag] = res;
-	}
+	run_and_collect(&u, 0, got, 3);
 	ck_assert_int_eq(got[0], -EAGAIN);
 	ck_assert_int_eq(got[1], -EAGAIN);
 	ck_assert_int_eq(got[2], 0);
-	close(empty[0]);
-	close(empty[1]);
-	close(full[0]);
-	close(full[1]);
+	unpair(empty);
+	unpair(full);
 	close(gone[1]);
 	uring_fini(&u);
 }
@@ -146,9 +155,7 @@ START_TEST(test_bad_fd_fails_alone)
 	struct uring u;
 	int sv[2];
 	char in[8];
-	int32_t got[2] = { 1, 1 };
-	uint64_t tag;
-	int32_t res;
+	int32_t got[2];
 
 	if (!ring_or_skip(&u, 2))
 		return;
@@ -156,13 +163,10 @@ START_TEST(test_bad_fd_fails_alone)
 	ck_assert_int_eq(write(sv[0], "ok", 2), 2);
 	uring_prep_recv(&u, 1000000, in, sizeof(in), 0);
 	uring_prep_recv(&u, sv[1], in, sizeof(in), 1);
-	ck_assert_int_eq(uring_run(&u), 0);
-	while (uring_next(&u, &tag, &res))
-		got[tag] = res;
+	run_and_collect(&u, 0, got, 2);
 	ck_assert_int_eq(got[0], -EBADF);
 	ck_assert_int_eq(got[1], 2);
-	close(sv[0]);
-	close(sv[1]);
+	unpair(sv);
 	uring_fini(&u);
 }
 END_TEST
