@@ -14,7 +14,7 @@
 #include "fault.h"
 #include "log.h"
 #include "reactor.h"
-#include "service.h"
+#include "systemd.h"
 #include "stats.h"
 #include "util.h"
 
@@ -36,9 +36,9 @@ struct daemon {
 	struct reactor **rs;
 	unsigned nrs;
 	struct acceptor *acc;
-	struct service_watchdog *wd;	/* NULL: no watchdog asked for */
+	struct systemd_watchdog *wd;	/* NULL: no watchdog asked for */
 	bool	fault_hook;		/* test-only SIGUSR2 stall armed */
-	struct service_socket *socks;	/* passed by socket activation */
+	struct systemd_socket *socks;	/* passed by socket activation */
 	int	nsocks;
 	int	sigfd;
 	unsigned long long last_msgs;
@@ -182,7 +182,7 @@ take_passed_sockets(struct daemon *d)
 {
 	const char *bad = "?";
 
-	d->nsocks = service_listen_fds(&d->socks, &bad);
+	d->nsocks = systemd_listen_fds(&d->socks, &bad);
 	if (d->nsocks < 0 && errno == EPROTOTYPE)
 		fatalx("socket activation: the socket named \"%s\" is not a "
 		    "listening stream socket", bad);
@@ -201,7 +201,7 @@ take_passed_sockets(struct daemon *d)
 static void
 adopt_passed_sockets(struct daemon *d)
 {
-	struct service_socket *ss = d->socks;
+	struct systemd_socket *ss = d->socks;
 
 	for (int i = 0; i < d->nsocks; i++) {
 		if (acceptor_adopt(d->acc, ss[i].name, ss[i].fd) == 0)
@@ -215,7 +215,7 @@ adopt_passed_sockets(struct daemon *d)
 			    "\"%s\" passed", ss[i].name);
 		fatal("socket activation: socket \"%s\"", ss[i].name);
 	}
-	service_sockets_free(ss, d->nsocks);
+	systemd_sockets_free(ss, d->nsocks);
 	d->socks = NULL;
 	d->nsocks = 0;
 }
@@ -283,13 +283,13 @@ reload(struct daemon *d)
 	char *errors = NULL;
 	struct config *cf;
 
-	service_reloading();
+	systemd_reloading();
 	log_notice("reloading %s", d->opt.config_path);
 	if ((cf = config_load(d->opt.config_path, &errors)) == NULL) {
 		log_config_errors(errors);
 		free(errors);
 		log_err("reload failed: the running configuration stays");
-		service_ready();
+		systemd_ready();
 		return;
 	}
 	warn_restart_needed(d->cf, cf);
@@ -301,7 +301,7 @@ reload(struct daemon *d)
 	config_unref(d->cf);
 	d->cf = cf;
 	log_notice("reloaded %s", d->opt.config_path);
-	service_ready();
+	systemd_ready();
 }
 
 static void
@@ -346,7 +346,7 @@ refresh_status(struct daemon *d, bool force)
 	d->last_msgs = msgs;
 	d->last_status = now;
 	stats_format_status(status, sizeof(status), d->rs, d->nrs, rate);
-	service_status(status);
+	systemd_status(status);
 }
 
 static void
@@ -355,7 +355,7 @@ on_tick(void *arg)
 	struct daemon *d = arg;
 
 	if (d->wd != NULL)
-		service_watchdog_tick(d->wd);
+		systemd_watchdog_tick(d->wd);
 	refresh_status(d, false);
 }
 
@@ -394,9 +394,9 @@ start_service(struct daemon *d)
 	log_notice("echorouterd %s started: %u dispatchers%s, config %s",
 	    VERSION, d->nrs, d->cf->cpu_affinity ? " pinned per core" : "",
 	    d->opt.config_path);
-	service_ready();
+	systemd_ready();
 	refresh_status(d, true);
-	d->wd = service_watchdog_new(d->rs, d->nrs);
+	d->wd = systemd_watchdog_new(d->rs, d->nrs);
 }
 
 int
@@ -423,13 +423,13 @@ main(int argc, char **argv)
 	start_reactors(&d);
 	start_service(&d);
 	if (d.wd != NULL)
-		hooks.tick_ms = service_watchdog_tick_ms(d.wd);
+		hooks.tick_ms = systemd_watchdog_tick_ms(d.wd);
 	acceptor_run(d.acc, d.sigfd, &hooks);
-	service_stopping();
+	systemd_stopping();
 	acceptor_close_listeners(d.acc);
 	stop_reactors(&d);
 	log_stats(&d);
-	service_watchdog_free(d.wd);
+	systemd_watchdog_free(d.wd);
 	/* Reactors first: a connection may still hold the acceptor's entries. */
 	free_reactors(&d);
 	acceptor_free(d.acc);

@@ -11,7 +11,7 @@
 #define INTEG_SUITES(X)	\
 	X(echo_suite)	\
 	X(router_suite)	\
-	X(service_suite)	\
+	X(systemd_suite)	\
 	X(limits_suite)
 
 #define INTEG_DECLARE(name) Suite *name(void);

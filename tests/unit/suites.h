@@ -4,16 +4,25 @@
 
 #include <check.h>
 
-Suite	*buf_suite(void);
-Suite	*config_suite(void);
-Suite	*reactor_suite(void);
-Suite	*echo_suite(void);
-Suite	*placement_suite(void);
-Suite	*route_suite(void);
-Suite	*smpp_pdu_suite(void);
-Suite	*iplimit_suite(void);
-Suite	*log_suite(void);
-Suite	*stage_suite(void);
-Suite	*uring_suite(void);
+/*
+ * One X(name) per suite, in the order they run; a suite is
+ * `Suite *<module>_suite(void)` defined in tests/unit/test_<module>.c,
+ * named after the module it tests. Add yours here.
+ */
+#define UNIT_SUITES(X)		\
+	X(buf_suite)		\
+	X(config_suite)		\
+	X(reactor_suite)	\
+	X(proto_echo_suite)	\
+	X(acceptor_suite)	\
+	X(route_suite)		\
+	X(smpp_pdu_suite)	\
+	X(iplimit_suite)	\
+	X(log_suite)		\
+	X(uring_suite)
+
+#define UNIT_DECLARE(name) Suite *name(void);
+UNIT_SUITES(UNIT_DECLARE)
+#undef UNIT_DECLARE
 
 #endif

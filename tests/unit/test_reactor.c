@@ -1,4 +1,4 @@
-/* test_reactor.c: reactor threads, the mailbox (order, once) and slots. */
+/* test_reactor.c: reactor threads, the mailbox (order, once), staged sends and slots. */
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #define NREACTORS	2
 #define NPRODUCERS	4
 #define NTASKS		20000	/* per producer */
+#define STAGE_N		1000	/* staged sends */
 
 static const char *const reactor_conf =
     "dispatchers = 2;\n"
@@ -366,12 +367,102 @@ START_TEST(reactor_slots_growth)
 }
 END_TEST
 
+/* reactor_send: staged per destination, published once a turn. */
+struct stage_order {
+	int	seen[STAGE_N];
+	int	n;
+	struct reactor *ran_on;
+};
+
+struct stage_item {
+	struct reactor_task task;
+	struct stage_order *o;
+	int	k;
+};
+
+static void
+stage_record(struct reactor *r, void *arg)
+{
+	struct stage_item *it = arg;
+
+	it->o->ran_on = r;
+	it->o->seen[it->o->n++] = it->k;
+	free(it);
+}
+
+static struct config *
+two_reactor_config(void)
+{
+	return unit_config("dispatchers = 2;\n"
+	    "listeners = ( { name = \"x\"; address = \"127.0.0.1\"; port = 0;"
+	    " protocol = \"echo\"; } );\n");
+}
+
+/* Staged tasks wait for the publish, then run in order, on the target. */
+START_TEST(test_send_publish_order)
+{
+	struct config *cf = two_reactor_config();
+	struct reactor *a = reactor_new(0, cf), *b = reactor_new(1, cf);
+	struct stage_order o = { .n = 0 };
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	for (int k = 0; k < STAGE_N; k++) {
+		struct stage_item *it = calloc(1, sizeof(*it));
+
+		it->task.fn = stage_record;
+		it->task.arg = it;
+		it->o = &o;
+		it->k = k;
+		reactor_send(a, b, &it->task);
+		if (k == STAGE_N / 2) {
+			/* Nothing reaches b before a publishes. */
+			reactor_run_once(b, 0);
+			ck_assert_int_eq(o.n, 0);
+			reactor_publish(a);
+		}
+	}
+	reactor_publish(a);
+	/* Bounded: each turn drains the whole mailbox. */
+	for (int i = 0; i < 10 && o.n < STAGE_N; i++)
+		reactor_run_once(b, 10);
+	ck_assert_int_eq(o.n, STAGE_N);
+	ck_assert_ptr_eq(o.ran_on, b);
+	for (int k = 0; k < STAGE_N; k++)
+		ck_assert_int_eq(o.seen[k], k);
+	reactor_free(a);
+	reactor_free(b);
+	config_unref(cf);
+}
+END_TEST
+
+/* Freeing a reactor with staged tasks runs them there; nothing leaks. */
+START_TEST(test_staged_at_free)
+{
+	struct config *cf = two_reactor_config();
+	struct reactor *a = reactor_new(0, cf), *b = reactor_new(1, cf);
+	struct stage_order o = { .n = 0 };
+	struct stage_item *it = calloc(1, sizeof(*it));
+
+	it->task.fn = stage_record;
+	it->task.arg = it;
+	it->o = &o;
+	reactor_send(a, b, &it->task);
+	reactor_free(b);	/* the destination is gone first */
+	reactor_free(a);
+	ck_assert_int_eq(o.n, 1);
+	ck_assert_ptr_eq(o.ran_on, a);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 reactor_suite(void)
 {
 	Suite *s = suite_create("reactor");
 	TCase *mb = tcase_create("mailbox");
 	TCase *sl = tcase_create("slots");
+	TCase *stg = tcase_create("send");
 
 	tcase_add_test(mb, reactor_mailbox_many_producers);
 	tcase_add_test(mb, reactor_post_task_embedded);
@@ -384,5 +475,9 @@ reactor_suite(void)
 	tcase_add_test(sl, reactor_slots_growth);
 	tcase_set_timeout(sl, 30);
 	suite_add_tcase(s, sl);
+	tcase_add_test(stg, test_send_publish_order);
+	tcase_add_test(stg, test_staged_at_free);
+	tcase_set_timeout(stg, 30);
+	suite_add_tcase(s, stg);
 	return s;
 }

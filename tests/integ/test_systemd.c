@@ -1,4 +1,4 @@
-/* test_service.c: the systemd contract: notify, watchdog, reload, socket activation. */
+/* test_systemd.c: the systemd contract: notify, watchdog, reload, socket activation. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -690,9 +690,9 @@ START_TEST(test_systemd_socket_activate)
 END_TEST
 
 Suite *
-service_suite(void)
+systemd_suite(void)
 {
-	Suite *s = suite_create("service");
+	Suite *s = suite_create("systemd");
 	TCase *tc = tcase_create("systemd");
 
 	tcase_set_timeout(tc, 40);

@@ -1,6 +1,6 @@
-/* service.h: systemd glue: notifications, the watchdog, socket activation. */
-#ifndef ECHOROUTERD_SERVICE_H
-#define ECHOROUTERD_SERVICE_H
+/* systemd.h: systemd glue: notifications, the watchdog, socket activation. */
+#ifndef ECHOROUTERD_SYSTEMD_H
+#define ECHOROUTERD_SYSTEMD_H
 
 #include <stdint.h>
 
@@ -10,13 +10,13 @@ struct reactor;
  * Each sends one notification to $NOTIFY_SOCKET and is harmless without
  * it. Main thread.
  */
-void	service_ready(void);
-void	service_reloading(void);	/* RELOADING=1 with MONOTONIC_USEC */
-void	service_stopping(void);
-void	service_status(const char *text);
+void	systemd_ready(void);
+void	systemd_reloading(void);	/* RELOADING=1 with MONOTONIC_USEC */
+void	systemd_stopping(void);
+void	systemd_status(const char *text);
 
 /* A socket passed by the service manager and the name it was given. */
-struct service_socket {
+struct systemd_socket {
 	int	fd;
 	char	*name;		/* FileDescriptorName=, "unknown" if none */
 };
@@ -25,23 +25,23 @@ struct service_socket {
  * Takes the sockets passed by socket activation (LISTEN_FDS, LISTEN_PID,
  * LISTEN_FDNAMES) and clears those variables. Returns how many there are
  * (0 without socket activation), *out then an array the caller frees with
- * service_sockets_free; or -1 with errno set, EPROTOTYPE when a passed fd
+ * systemd_sockets_free; or -1 with errno set, EPROTOTYPE when a passed fd
  * is not a listening stream socket (*bad_name then names it, if given).
  * Main thread, once, before any other thread starts.
  */
-int	service_listen_fds(struct service_socket **out, const char **bad_name);
-void	service_sockets_free(struct service_socket *ss, int n);
+int	systemd_listen_fds(struct systemd_socket **out, const char **bad_name);
+void	systemd_sockets_free(struct systemd_socket *ss, int n);
 
 /*
  * The watchdog asked for by WATCHDOG_USEC (and WATCHDOG_PID), or NULL when
  * there is none. It borrows the n reactors in rs. Main thread.
  */
-struct service_watchdog *service_watchdog_new(struct reactor *const *rs,
+struct systemd_watchdog *systemd_watchdog_new(struct reactor *const *rs,
 	    unsigned n);
-void	service_watchdog_free(struct service_watchdog *w);
+void	systemd_watchdog_free(struct systemd_watchdog *w);
 
-/* How often service_watchdog_tick should run, in milliseconds. */
-unsigned service_watchdog_tick_ms(const struct service_watchdog *w);
+/* How often systemd_watchdog_tick should run, in milliseconds. */
+unsigned systemd_watchdog_tick_ms(const struct systemd_watchdog *w);
 
 /*
  * Sends WATCHDOG=1 when half the interval has passed since the last one and
@@ -49,6 +49,6 @@ unsigned service_watchdog_tick_ms(const struct service_watchdog *w);
  * withholds the ping (logged once per stall), so a stuck reactor lets the
  * service manager's timer run out. Main thread.
  */
-void	service_watchdog_tick(struct service_watchdog *w);
+void	systemd_watchdog_tick(struct systemd_watchdog *w);
 
 #endif

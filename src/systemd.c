@@ -1,5 +1,5 @@
-/* service.c: systemd glue: sd_notify, the watchdog, socket activation. */
-#include "service.h"
+/* systemd.c: systemd glue: sd_notify, the watchdog, socket activation. */
+#include "systemd.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +13,7 @@
 #include "reactor.h"
 #include "util.h"
 
-struct service_watchdog {
+struct systemd_watchdog {
 	struct reactor *const *rs;
 	unsigned n;
 	uint64_t half_usec;		/* ping at half the interval */
@@ -32,34 +32,34 @@ mono_usec(void)
 }
 
 void
-service_ready(void)
+systemd_ready(void)
 {
 	sd_notify(0, "READY=1");
 }
 
 void
-service_reloading(void)
+systemd_reloading(void)
 {
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, mono_usec());
 }
 
 void
-service_stopping(void)
+systemd_stopping(void)
 {
 	sd_notify(0, "STOPPING=1");
 }
 
 void
-service_status(const char *text)
+systemd_status(const char *text)
 {
 	sd_notifyf(0, "STATUS=%s", text);
 }
 
 int
-service_listen_fds(struct service_socket **out, const char **bad_name)
+systemd_listen_fds(struct systemd_socket **out, const char **bad_name)
 {
 	char **names = NULL;
-	struct service_socket *ss;
+	struct systemd_socket *ss;
 	int n, err = 0;
 
 	*out = NULL;
@@ -89,7 +89,7 @@ service_listen_fds(struct service_socket **out, const char **bad_name)
 }
 
 void
-service_sockets_free(struct service_socket *ss, int n)
+systemd_sockets_free(struct systemd_socket *ss, int n)
 {
 	if (ss == NULL)
 		return;
@@ -108,7 +108,7 @@ watchdog_nudge_task(struct reactor *r, void *arg)
 
 /* Remembers each reactor's turns and asks every one to turn again. */
 static void
-watchdog_snapshot(struct service_watchdog *w)
+watchdog_snapshot(struct systemd_watchdog *w)
 {
 	for (unsigned i = 0; i < w->n; i++) {
 		w->loops[i] = REACTOR_STAT_GET(w->rs[i]->stats.loops);
@@ -116,10 +116,10 @@ watchdog_snapshot(struct service_watchdog *w)
 	}
 }
 
-struct service_watchdog *
-service_watchdog_new(struct reactor *const *rs, unsigned n)
+struct systemd_watchdog *
+systemd_watchdog_new(struct reactor *const *rs, unsigned n)
 {
-	struct service_watchdog *w;
+	struct systemd_watchdog *w;
 	uint64_t usec = 0;
 
 	if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0)
@@ -138,7 +138,7 @@ service_watchdog_new(struct reactor *const *rs, unsigned n)
 }
 
 void
-service_watchdog_free(struct service_watchdog *w)
+systemd_watchdog_free(struct systemd_watchdog *w)
 {
 	if (w == NULL)
 		return;
@@ -147,7 +147,7 @@ service_watchdog_free(struct service_watchdog *w)
 }
 
 unsigned
-service_watchdog_tick_ms(const struct service_watchdog *w)
+systemd_watchdog_tick_ms(const struct systemd_watchdog *w)
 {
 	uint64_t ms = w->half_usec / 4000;
 
@@ -157,7 +157,7 @@ service_watchdog_tick_ms(const struct service_watchdog *w)
 
 /* The first reactor that has not turned since the last ping, or -1. */
 static int
-watchdog_stuck_reactor(const struct service_watchdog *w)
+watchdog_stuck_reactor(const struct systemd_watchdog *w)
 {
 	for (unsigned i = 0; i < w->n; i++)
 		if (REACTOR_STAT_GET(w->rs[i]->stats.loops) == w->loops[i])
@@ -166,7 +166,7 @@ watchdog_stuck_reactor(const struct service_watchdog *w)
 }
 
 void
-service_watchdog_tick(struct service_watchdog *w)
+systemd_watchdog_tick(struct systemd_watchdog *w)
 {
 	uint64_t now = mono_usec();
 	int stuck;

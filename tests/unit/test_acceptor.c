@@ -1,4 +1,4 @@
-/* test_placement.c: the acceptor hands clients to reactors round-robin. */
+/* test_acceptor.c: the acceptor hands clients to reactors round-robin. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -305,9 +305,9 @@ START_TEST(placement_max_connections)
 END_TEST
 
 Suite *
-placement_suite(void)
+acceptor_suite(void)
 {
-	Suite *s = suite_create("placement");
+	Suite *s = suite_create("acceptor");
 	TCase *tc = tcase_create("round-robin");
 
 	tcase_add_test(tc, placement_round_robin_30);

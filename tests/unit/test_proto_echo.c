@@ -1,4 +1,4 @@
-/* test_echo.c: echo framing at a guard page, the registry, a round trip. */
+/* test_proto_echo.c: echo framing at a guard page, the registry, a round trip. */
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
@@ -216,9 +216,9 @@ START_TEST(echo_round_trip_on_reactor)
 END_TEST
 
 Suite *
-echo_suite(void)
+proto_echo_suite(void)
 {
-	Suite *s = suite_create("echo");
+	Suite *s = suite_create("proto_echo");
 	TCase *fr = tcase_create("frame");
 	TCase *io = tcase_create("io");
 
