@@ -1,4 +1,4 @@
-/* conn.c: generic connection I/O: reads, framing, queued writes, watermarks, close. */
+/* conn.c: connections and each reactor's set of them: I/O through a transport, framing, queued writes, watermarks, close. */
 #include "conn.h"
 
 #include <arpa/inet.h>
@@ -9,26 +9,84 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <linux/sockios.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "iplimit.h"
 #include "log.h"
 #include "proto.h"
+#include "transport.h"
+#include "uring.h"
 
 #define CONN_READ_BUDGET	16	/* reads per wakeup, then others' turn */
 #define CONN_IOV_MAX		64
 /* Input held for an unfinished message, whatever the protocol allows. */
 #define CONN_INPUT_MAX		((size_t)(1 << 20) + 65536)
+#define CONN_SCRATCH_SIZE	65536	/* the set's plain read buffer */
+#define CONN_BATCH		REACTOR_MAX_EVENTS /* requests per run */
+#define CONN_BATCH_READ		2048	/* bytes per batched read */
+#define CONN_BATCH_IOV		8	/* iovecs per batched write */
+#define CONN_BATCH_NONE		INT32_MIN /* the ring did not run it */
+#define CONN_LINGER_TIMEOUT	5	/* s a closing connection may linger */
+#define CONN_POOL_CHUNKS	64	/* spare output chunks kept: 1 MiB */
+/* With batched writes a turn holds a chunk per client written: 5 MiB. */
+#define CONN_POOL_CHUNKS_BATCH	(CONN_BATCH + CONN_POOL_CHUNKS)
 
 atomic_uint conn_live;
 
+/*
+ * One turn's reads and writes, done by the set's io_uring with one system
+ * call for each batch. Each connection's first read of the turn goes in
+ * `in`; whatever does not fit in one batched read or write is done with
+ * plain calls through the transport.
+ */
+struct conn_batch {
+	struct conn *rconn[CONN_BATCH];		/* readable this turn */
+	uint32_t nread;
+	bool	reading;			/* handling a batched read */
+	struct conn *wconn[CONN_BATCH];		/* being written */
+	struct msghdr msg[CONN_BATCH];
+	struct iovec iov[CONN_BATCH][CONN_BATCH_IOV];
+	size_t	want[CONN_BATCH];		/* bytes in msg[i] */
+	int32_t	res[CONN_BATCH];		/* bytes, -errno, or _NONE */
+	uint8_t	in[CONN_BATCH][CONN_BATCH_READ];
+};
+
+/*
+ * A reactor's connections and what they share; hooked into its loop.
+ * Owning reactor only, every field.
+ */
+struct conn_set {
+	struct reactor *r;
+	/* Connections by slot; gens[slot] changes each time a slot is freed. */
+	struct conn **slots;
+	uint32_t *gens;
+	uint32_t *free_slots;
+	uint32_t nslots;
+	uint32_t nfree;
+	uint32_t nconns;
+	/* Least recently active first, for idle_timeout. */
+	struct conn *lru_head;
+	struct conn *lru_tail;
+	struct conn *closing;		/* torn down at the end of the turn */
+	struct conn *flush_list;	/* written to during this turn */
+	struct conn *pending;		/* their transports hold input */
+	uint32_t npaused;		/* over the high watermark */
+	uint32_t nlinger;		/* lingering before close */
+	bool	draining;		/* the reactor is stopping */
+	bool	use_uring;		/* config io_uring, at creation */
+	struct log_limit client_log;	/* records about clients (log.h) */
+	struct buf_pool pool;
+	uint8_t	*scratch;		/* CONN_SCRATCH_SIZE read buffer */
+	/* Batched I/O: both set, on the reactor's thread, or neither. */
+	struct uring ring;
+	struct conn_batch *batch;
+};
+
 struct handoff {
-	struct reactor_task task;
+	struct mailbox_task task;
 	int	fd;
 	const struct proto *proto;
 	struct iplimit_entry *ip;
@@ -37,68 +95,113 @@ struct handoff {
 static void conn_on_io(struct reactor *r, struct reactor_io *io,
 	    uint32_t events);
 static void conn_linger(struct conn *c);
+static const struct reactor_hooks conn_set_hooks;
 
 static void
-lru_unlink(struct reactor *r, struct conn *c)
+lru_unlink(struct conn_set *set, struct conn *c)
 {
 	if (c->lru_prev != NULL)
 		c->lru_prev->lru_next = c->lru_next;
 	else
-		r->lru_head = c->lru_next;
+		set->lru_head = c->lru_next;
 	if (c->lru_next != NULL)
 		c->lru_next->lru_prev = c->lru_prev;
 	else
-		r->lru_tail = c->lru_prev;
+		set->lru_tail = c->lru_prev;
 	c->lru_prev = c->lru_next = NULL;
 }
 
 static void
-lru_append(struct reactor *r, struct conn *c)
+lru_append(struct conn_set *set, struct conn *c)
 {
 	c->lru_next = NULL;
-	c->lru_prev = r->lru_tail;
-	if (r->lru_tail != NULL)
-		r->lru_tail->lru_next = c;
+	c->lru_prev = set->lru_tail;
+	if (set->lru_tail != NULL)
+		set->lru_tail->lru_next = c;
 	else
-		r->lru_head = c;
-	r->lru_tail = c;
+		set->lru_head = c;
+	set->lru_tail = c;
 }
 
 /* Marks activity; the list stays ordered by last_active. */
 static void
 conn_touch(struct conn *c)
 {
-	struct reactor *r = c->r;
+	struct conn_set *set = c->set;
 
-	if (c->last_active == r->now)
+	if (c->last_active == c->r->now)
 		return;
-	c->last_active = r->now;
-	if (r->lru_tail != c) {
-		lru_unlink(r, c);
-		lru_append(r, c);
+	c->last_active = c->r->now;
+	if (set->lru_tail != c) {
+		lru_unlink(set, c);
+		lru_append(set, c);
 	}
 }
 
+static uint32_t
+slot_add(struct conn_set *set, struct conn *c)
+{
+	uint32_t slot;
+
+	if (set->nfree > 0) {
+		slot = set->free_slots[--set->nfree];
+	} else {
+		uint32_t n = set->nslots ? set->nslots * 2 : 64;
+
+		set->slots = xrealloc(set->slots, n * sizeof(*set->slots));
+		set->gens = xrealloc(set->gens, n * sizeof(*set->gens));
+		set->free_slots = xrealloc(set->free_slots,
+		    n * sizeof(*set->free_slots));
+		/* Hand out low slots first: push the new ones high to low. */
+		for (uint32_t i = n; i-- > set->nslots + 1;) {
+			set->gens[i] = 0;
+			set->slots[i] = NULL;
+			set->free_slots[set->nfree++] = i;
+		}
+		slot = set->nslots;
+		set->gens[slot] = 0;
+		set->nslots = n;
+	}
+	set->slots[slot] = c;
+	set->nconns++;
+	return slot;
+}
+
+static void
+slot_del(struct conn_set *set, uint32_t slot)
+{
+	set->slots[slot] = NULL;
+	set->gens[slot]++;
+	set->free_slots[set->nfree++] = slot;
+	set->nconns--;
+}
+
 struct conn *
-conn_new(struct reactor *r, int fd, const struct proto *proto)
+conn_new_with(struct reactor *r, int fd, const struct proto *proto,
+    const struct transport *xp, void *xpdata)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 
 	c->r = r;
+	c->set = conn_set_of(r);
 	c->proto = proto;
+	c->xp = xp;
+	c->xpdata = xpdata;
 	c->io.fd = fd;
 	c->io.fn = conn_on_io;
 	c->last_active = r->now;
 	if (reactor_add_io(r, &c->io, EPOLLIN) < 0) {
 		log_warn("reactor=%u cannot watch fd %d", r->id, fd);
+		if (xp->close != NULL)
+			xp->close(c);
 		close(fd);
 		atomic_fetch_sub(&conn_live, 1);
 		free(c);
 		return NULL;
 	}
-	c->slot = reactor_slot_add(r, c);
-	c->gen = r->gens[c->slot];
-	lru_append(r, c);
+	c->slot = slot_add(c->set, c);
+	c->gen = c->set->gens[c->slot];
+	lru_append(c->set, c);
 	REACTOR_STAT_ADD(r->stats.conns, 1);
 	REACTOR_STAT_ADD(r->stats.accepted, 1);
 	if (proto->on_open != NULL)
@@ -106,14 +209,52 @@ conn_new(struct reactor *r, int fd, const struct proto *proto)
 	return c;
 }
 
-static void
-handoff_task(struct reactor *r, void *arg)
+struct conn *
+conn_new(struct reactor *r, int fd, const struct proto *proto)
 {
-	struct handoff *h = arg;
+	return conn_new_with(r, fd, proto, &transport_plain, NULL);
+}
 
+struct conn_handle
+conn_handle(const struct conn *c)
+{
+	return (struct conn_handle){ .reactor = c->r->id, .slot = c->slot,
+	    .gen = c->gen };
+}
+
+struct conn *
+conn_resolve(struct reactor *r, const struct conn_handle *h)
+{
+	struct conn_set *set = reactor_hook_arg(r, &conn_set_hooks);
+	struct conn *c;
+
+	if (set == NULL || h->reactor != r->id || h->slot >= set->nslots ||
+	    set->gens[h->slot] != h->gen)
+		return NULL;
+	c = set->slots[h->slot];
+	return c != NULL && !(c->flags & CONN_F_CLOSING) ? c : NULL;
+}
+
+uint32_t
+conn_count(struct reactor *r)
+{
+	struct conn_set *set = reactor_hook_arg(r, &conn_set_hooks);
+
+	return set != NULL ? set->nconns : 0;
+}
+
+/*
+ * A client the acceptor handed over. Adopted unless the reactor is
+ * draining (it takes no new clients) or is freed at exit (cancelled).
+ */
+static void
+handoff_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct reactor *r = owner;
+	struct handoff *h = arg;
 	struct conn *c = NULL;
 
-	if (!r->stopping)
+	if (st == MAILBOX_RUN && !conn_set_of(r)->draining)
 		c = conn_new(r, h->fd, h->proto);
 	else {
 		close(h->fd);
@@ -151,13 +292,13 @@ conn_update_interest(struct conn *c)
 	if (!(c->flags & CONN_F_PAUSED) &&
 	    c->out.bytes >= lim->output_high_watermark) {
 		c->flags |= CONN_F_PAUSED;
-		c->r->npaused++;
+		c->set->npaused++;
 		/* The stall timeout counts from here at the earliest. */
 		conn_touch(c);
 	} else if ((c->flags & CONN_F_PAUSED) &&
 	    c->out.bytes <= lim->output_high_watermark / 2) {
 		c->flags &= ~CONN_F_PAUSED;
-		c->r->npaused--;
+		c->set->npaused--;
 	}
 	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD |
 	    CONN_F_EOF)) || (c->flags & CONN_F_LINGER))
@@ -170,6 +311,8 @@ conn_update_interest(struct conn *c)
 		events |= c->io.events & EPOLLOUT;
 	else if (c->out.bytes > 0)
 		events |= EPOLLOUT;
+	if (c->xp->wants != NULL)
+		events |= c->xp->wants(c);
 	if (reactor_mod_io(c->r, &c->io, events) < 0)
 		conn_close(c, CONN_CLOSE_RESET);
 }
@@ -195,7 +338,7 @@ conn_flush_done(struct conn *c)
 static void
 conn_sent(struct conn *c, size_t n)
 {
-	outq_consume(&c->out, &c->r->pool, n);
+	outq_consume(&c->out, &c->set->pool, n);
 	REACTOR_STAT_ADD(c->r->stats.bytes_out, (uint64_t)n);
 	conn_touch(c);
 }
@@ -213,10 +356,8 @@ conn_flush(struct conn *c)
 
 		for (int i = 0; i < cnt; i++)
 			want += iov[i].iov_len;
-		n = writev(c->io.fd, iov, cnt);
+		n = c->xp->writev(c, iov, cnt);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				conn_close(c, CONN_CLOSE_RESET);
 			break;
@@ -234,8 +375,8 @@ conn_queue_flush(struct conn *c)
 	if (c->flags & CONN_F_FLUSH_QUEUED)
 		return;
 	c->flags |= CONN_F_FLUSH_QUEUED;
-	c->flush_next = c->r->flush_list;
-	c->r->flush_list = c;
+	c->flush_next = c->set->flush_list;
+	c->set->flush_list = c;
 }
 
 bool
@@ -245,7 +386,7 @@ conn_write(struct conn *c, const void *p, size_t n)
 
 	if (c->flags & CONN_F_CLOSING)
 		return false;
-	outq_append(&c->out, &c->r->pool, p, n);
+	outq_append(&c->out, &c->set->pool, p, n);
 	if (c->out.bytes > lim->output_limit) {
 		conn_close(c, CONN_CLOSE_SLOW);
 		return false;
@@ -262,13 +403,14 @@ conn_write_now(struct conn *c, const void *p, size_t n)
 	ssize_t w;
 
 	if (c->out.bytes == 0 && !(c->flags & CONN_F_CLOSING)) {
-		w = write(c->io.fd, b, n);
+		struct iovec iov = { .iov_base = (void *)b, .iov_len = n };
+
+		w = c->xp->writev(c, &iov, 1);
 		if (w > 0) {
 			REACTOR_STAT_ADD(c->r->stats.bytes_out, (uint64_t)w);
 			b += w;
 			n -= (size_t)w;
-		} else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-		    errno != EINTR) {
+		} else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
 			conn_close(c, CONN_CLOSE_RESET);
 			return false;
 		}
@@ -286,18 +428,18 @@ conn_reply(struct conn *c, const void *p, size_t n)
 	 * batched writes; a bigger one from a plain read goes now, so that
 	 * it never sits whole in the queue against output_limit.
 	 */
-	if (c->r->batch != NULL && c->r->batch->reading)
+	if (c->set->batch != NULL && c->set->batch->reading)
 		return conn_write(c, p, n);
 	return conn_write_now(c, p, n);
 }
 
 static struct conn *
-conn_flush_pop(struct reactor *r)
+conn_flush_pop(struct conn_set *set)
 {
-	struct conn *c = r->flush_list;
+	struct conn *c = set->flush_list;
 
 	if (c != NULL) {
-		r->flush_list = c->flush_next;
+		set->flush_list = c->flush_next;
 		c->flush_next = NULL;
 		c->flags &= ~CONN_F_FLUSH_QUEUED;
 	}
@@ -306,17 +448,17 @@ conn_flush_pop(struct reactor *r)
 
 /*
  * Runs the n requests prepared for b (tags 0..n-1) and puts each result in
- * b->res; a request the ring did not run keeps REACTOR_BATCH_NONE, set by
+ * b->res; a request the ring did not run keeps CONN_BATCH_NONE, set by
  * the caller, and is then done with plain system calls.
  */
 static void
-conn_batch_run(struct reactor *r, struct reactor_batch *b, uint32_t n)
+conn_batch_run(struct conn_set *set, struct conn_batch *b, uint32_t n)
 {
 	uint64_t tag;
 	int32_t res;
 
-	uring_run(&r->ring);
-	while (uring_next(&r->ring, &tag, &res))
+	uring_run(&set->ring);
+	while (uring_next(&set->ring, &tag, &res))
 		if (tag < n)
 			b->res[tag] = res;
 }
@@ -329,7 +471,7 @@ conn_write_done(struct conn *c, int32_t res, size_t want)
 
 	if (res > 0)
 		conn_sent(c, (size_t)res);
-	if (res == REACTOR_BATCH_NONE || more) {
+	if (res == CONN_BATCH_NONE || more) {
 		conn_flush(c);		/* not run, or more to send */
 		return;
 	}
@@ -340,24 +482,26 @@ conn_write_done(struct conn *c, int32_t res, size_t want)
 
 /*
  * One batch of the flush list: the first sendmsg of each connection, up to
- * REACTOR_BATCH of them, in one system call; what one call does not take
- * (more queued than REACTOR_BATCH_IOV chunks) goes by conn_flush.
+ * CONN_BATCH of them, in one system call; what one call does not take
+ * (more queued than CONN_BATCH_IOV chunks) goes by conn_flush, and so
+ * does a connection whose transport cannot join a batch.
  */
 static void
-conn_write_batch(struct reactor *r, struct reactor_batch *b)
+conn_write_batch(struct conn_set *set, struct conn_batch *b)
 {
 	uint32_t n = 0;
 	struct conn *c;
 
-	while (n < REACTOR_BATCH && uring_room(&r->ring) > 0 &&
-	    (c = conn_flush_pop(r)) != NULL) {
+	while (n < CONN_BATCH && uring_room(&set->ring) > 0 &&
+	    (c = conn_flush_pop(set)) != NULL) {
 		int cnt;
 
-		if (c->out.bytes == 0 || (c->flags & CONN_F_CLOSING)) {
+		if (c->out.bytes == 0 || (c->flags & CONN_F_CLOSING) ||
+		    !c->xp->batchable) {
 			conn_flush(c);
 			continue;
 		}
-		cnt = outq_iov(&c->out, b->iov[n], REACTOR_BATCH_IOV);
+		cnt = outq_iov(&c->out, b->iov[n], CONN_BATCH_IOV);
 		b->want[n] = 0;
 		for (int i = 0; i < cnt; i++)
 			b->want[n] += b->iov[n][i].iov_len;
@@ -365,42 +509,43 @@ conn_write_batch(struct reactor *r, struct reactor_batch *b)
 		b->msg[n].msg_iov = b->iov[n];
 		b->msg[n].msg_iovlen = (size_t)cnt;
 		b->wconn[n] = c;
-		b->res[n] = REACTOR_BATCH_NONE;
-		uring_prep_sendmsg(&r->ring, c->io.fd, &b->msg[n], n);
+		b->res[n] = CONN_BATCH_NONE;
+		uring_prep_sendmsg(&set->ring, c->io.fd, &b->msg[n], n);
 		n++;
 	}
-	conn_batch_run(r, b, n);
+	conn_batch_run(set, b, n);
 	for (uint32_t i = 0; i < n; i++)
 		conn_write_done(b->wconn[i], b->res[i], b->want[i]);
 }
 
-void
-conn_flush_queued(struct reactor *r)
+/* Sends what the turn queued. */
+static void
+conn_flush_queued(struct conn_set *set)
 {
 	struct conn *c;
 
-	if (r->batch != NULL) {
-		while (r->flush_list != NULL)
-			conn_write_batch(r, r->batch);
+	if (set->batch != NULL) {
+		while (set->flush_list != NULL)
+			conn_write_batch(set, set->batch);
 		return;
 	}
-	while ((c = conn_flush_pop(r)) != NULL)
+	while ((c = conn_flush_pop(set)) != NULL)
 		conn_flush(c);
 }
 
 void
 conn_close(struct conn *c, enum conn_close_reason reason)
 {
-	struct reactor *r = c->r;
+	struct conn_set *set = c->set;
 
 	if (c->flags & CONN_F_CLOSING)
 		return;
 	c->flags |= CONN_F_CLOSING;
 	c->close_reason = (uint8_t)reason;
 	/* Off the activity list and onto the closing list. */
-	lru_unlink(r, c);
-	c->lru_next = r->closing;
-	r->closing = c;
+	lru_unlink(set, c);
+	c->lru_next = set->closing;
+	set->closing = c;
 }
 
 void
@@ -475,6 +620,34 @@ conn_can_read(const struct conn *c)
 	    CONN_F_HELD | CONN_F_EOF));
 }
 
+bool
+conn_can_take(const struct conn *c)
+{
+	return !conn_is_closing(c) && !(c->flags & CONN_F_PAUSED) &&
+	    c->out.bytes < c->r->cf->limits.output_high_watermark;
+}
+
+bool
+conn_is_held(const struct conn *c)
+{
+	return (c->flags & CONN_F_HELD) != 0;
+}
+
+/*
+ * After a read: if the transport still holds input the socket will not
+ * announce, read c again before the reactor sleeps.
+ */
+static void
+conn_check_pending(struct conn *c)
+{
+	if (c->xp->has_pending == NULL || (c->flags & CONN_F_PENDING) ||
+	    !conn_can_read(c) || !c->xp->has_pending(c))
+		return;
+	c->flags |= CONN_F_PENDING;
+	c->pending_next = c->set->pending;
+	c->set->pending = c;
+}
+
 void
 conn_hold(struct conn *c)
 {
@@ -511,38 +684,39 @@ conn_on_eof(struct conn *c)
 static void
 conn_read(struct conn *c)
 {
-	struct reactor *r = c->r;
+	struct conn_set *set = c->set;
 	ssize_t n;
 
 	for (int budget = CONN_READ_BUDGET; budget > 0 && conn_can_read(c);
 	    budget--) {
-		n = read(c->io.fd, r->scratch, REACTOR_SCRATCH_SIZE);
+		n = c->xp->read(c, set->scratch, CONN_SCRATCH_SIZE);
 		if (n > 0) {
-			REACTOR_STAT_ADD(r->stats.bytes_in, (uint64_t)n);
+			REACTOR_STAT_ADD(c->r->stats.bytes_in, (uint64_t)n);
 			conn_touch(c);
-			conn_input(c, r->scratch, (size_t)n);
+			conn_input(c, set->scratch, (size_t)n);
 			conn_flush(c);
 			/* A short read most likely emptied the socket. */
-			if (n < REACTOR_SCRATCH_SIZE)
+			if (n < CONN_SCRATCH_SIZE)
 				break;
 		} else if (n == 0) {
 			conn_on_eof(c);
 			break;
-		} else if (errno != EINTR) {
+		} else {
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				conn_close(c, CONN_CLOSE_RESET);
 			break;
 		}
 	}
+	conn_check_pending(c);
 }
 
 /* Reads c now, or with the turn's batch. */
 static void
 conn_read_soon(struct conn *c)
 {
-	struct reactor_batch *b = c->r->batch;
+	struct conn_batch *b = c->set->batch;
 
-	if (b == NULL || b->nread == REACTOR_BATCH)
+	if (b == NULL || b->nread == CONN_BATCH || !c->xp->batchable)
 		conn_read(c);
 	else
 		b->rconn[b->nread++] = c;
@@ -552,7 +726,7 @@ conn_read_soon(struct conn *c)
 static void
 conn_read_done(struct conn *c, const uint8_t *p, int32_t res)
 {
-	if (res == REACTOR_BATCH_NONE) {
+	if (res == CONN_BATCH_NONE) {
 		/* Not read: unreadable when the batch went, or no ring. */
 		if (conn_can_read(c))
 			conn_read(c);
@@ -562,15 +736,15 @@ conn_read_done(struct conn *c, const uint8_t *p, int32_t res)
 	} else if (res > 0) {
 		REACTOR_STAT_ADD(c->r->stats.bytes_in, (uint64_t)res);
 		conn_touch(c);
-		c->r->batch->reading = true;
+		c->set->batch->reading = true;
 		conn_input(c, p, (size_t)res);
-		c->r->batch->reading = false;
+		c->set->batch->reading = false;
 		conn_queue_flush(c);
 		/*
 		 * A full buffer: more may be waiting, for plain reads. Their
 		 * answers go at once (conn_reply), after this one's.
 		 */
-		if (res == REACTOR_BATCH_READ && conn_can_read(c)) {
+		if (res == CONN_BATCH_READ && conn_can_read(c)) {
 			conn_flush(c);
 			if (conn_can_read(c))
 				conn_read(c);
@@ -584,10 +758,11 @@ conn_read_done(struct conn *c, const uint8_t *p, int32_t res)
 		conn_update_interest(c);
 }
 
-void
-conn_read_batch(struct reactor *r)
+/* The reads the turn's handlers asked for, all in one system call. */
+static void
+conn_read_batch(struct conn_set *set)
 {
-	struct reactor_batch *b = r->batch;
+	struct conn_batch *b = set->batch;
 	uint32_t n;
 
 	if (b == NULL || b->nread == 0)
@@ -597,12 +772,12 @@ conn_read_batch(struct reactor *r)
 	for (uint32_t i = 0; i < n; i++) {
 		struct conn *c = b->rconn[i];
 
-		b->res[i] = REACTOR_BATCH_NONE;
-		if (conn_can_read(c) && uring_room(&r->ring) > 0)
-			uring_prep_recv(&r->ring, c->io.fd, b->in[i],
-			    REACTOR_BATCH_READ, i);
+		b->res[i] = CONN_BATCH_NONE;
+		if (conn_can_read(c) && uring_room(&set->ring) > 0)
+			uring_prep_recv(&set->ring, c->io.fd, b->in[i],
+			    CONN_BATCH_READ, i);
 	}
-	conn_batch_run(r, b, n);
+	conn_batch_run(set, b, n);
 	for (uint32_t i = 0; i < n; i++)
 		conn_read_done(b->rconn[i], b->in[i], b->res[i]);
 }
@@ -623,30 +798,16 @@ conn_discard(struct conn *c)
 	enum conn_discarded d = DISCARD_NONE;
 
 	for (int budget = CONN_READ_BUDGET; budget > 0; budget--) {
-		ssize_t n = read(c->io.fd, c->r->scratch, REACTOR_SCRATCH_SIZE);
+		ssize_t n = c->xp->read(c, c->set->scratch, CONN_SCRATCH_SIZE);
 
 		if (n == 0)
 			return DISCARD_END;
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
+		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? d :
 			    DISCARD_END;
-		}
 		d = DISCARD_SOME;
 	}
 	return d;
-}
-
-/* Bytes we sent that the peer has not acknowledged yet. */
-static int
-conn_unacked(const struct conn *c)
-{
-	int n = 0;
-
-	if (ioctl(c->io.fd, SIOCOUTQ, &n) < 0)
-		return 0;
-	return n;
 }
 
 /* A lingering client that sent nothing for this long has stopped. */
@@ -672,7 +833,7 @@ conn_linger_done(struct conn *c)
 		return false;
 	default:
 		return now - c->linger_input >= CONN_LINGER_QUIET_MS &&
-		    conn_unacked(c) == 0;
+		    c->xp->unsent(c) == 0;
 	}
 }
 
@@ -699,13 +860,13 @@ conn_linger(struct conn *c)
 	 * the usual case, is closed at once.
 	 */
 	c->linger_input = (uint32_t)c->r->now_ms - CONN_LINGER_QUIET_MS;
-	if (conn_linger_done(c) || shutdown(c->io.fd, SHUT_WR) < 0) {
+	if (conn_linger_done(c) || c->xp->shutdown(c) < 0) {
 		conn_close(c, c->drain_reason);
 		return;
 	}
 	c->flags |= CONN_F_LINGER;
 	c->last_active = c->r->now;
-	c->r->nlinger++;
+	c->set->nlinger++;
 	conn_update_interest(c);
 }
 
@@ -739,7 +900,7 @@ conn_log_allowed(struct conn *c)
 	if (log_get_level() < LOG_LEVEL_INFO)
 		return false;
 	return log_is_debug() ||
-	    log_limit_take(&c->r->client_log, c->r->now, "reactor", c->r->id);
+	    log_limit_take(&c->set->client_log, c->r->now, "reactor", c->r->id);
 }
 
 static void
@@ -779,32 +940,52 @@ conn_log_close(struct conn *c)
 		    conn_close_reason_name(c->close_reason));
 }
 
+/* Takes c off the list of connections whose transport holds input. */
+static void
+pending_unlink(struct conn_set *set, struct conn *c)
+{
+	struct conn **pp;
+
+	for (pp = &set->pending; *pp != NULL; pp = &(*pp)->pending_next)
+		if (*pp == c) {
+			*pp = c->pending_next;
+			break;
+		}
+	c->pending_next = NULL;
+	c->flags &= ~CONN_F_PENDING;
+}
+
 static void
 conn_free(struct conn *c)
 {
-	struct reactor *r = c->r;
+	struct conn_set *set = c->set;
 
 	conn_log_close(c);
 	if (c->proto->on_close != NULL)
 		c->proto->on_close(c);
+	if (c->xp->close != NULL)
+		c->xp->close(c);
+	if (c->flags & CONN_F_PENDING)
+		pending_unlink(set, c);
 	/* Closing the fd also takes it out of the epoll set. */
 	close(c->io.fd);
-	reactor_slot_del(r, c->slot);
+	slot_del(set, c->slot);
 	buf_free(c->in);
-	outq_clear(&c->out, &r->pool);
+	outq_clear(&c->out, &set->pool);
 	if (c->flags & CONN_F_PAUSED)
-		r->npaused--;
+		set->npaused--;
 	if (c->flags & CONN_F_LINGER)
-		r->nlinger--;
-	REACTOR_STAT_ADD(r->stats.conns, -1);
-	REACTOR_STAT_ADD(r->stats.closed[c->close_reason], 1);
+		set->nlinger--;
+	REACTOR_STAT_ADD(c->r->stats.conns, -1);
+	REACTOR_STAT_ADD(c->r->stats.closed[c->close_reason], 1);
 	atomic_fetch_sub(&conn_live, 1);
 	iplimit_release(c->ip);
 	free(c);
 }
 
-void
-conn_reap(struct reactor *r)
+/* Sends what the turn queued and tears down the connections closed. */
+static void
+conn_reap(struct conn_set *set)
 {
 	struct conn *c;
 
@@ -814,33 +995,35 @@ conn_reap(struct reactor *r)
 	 * lists are empty.
 	 */
 	for (;;) {
-		conn_flush_queued(r);
-		if ((c = r->closing) == NULL)
+		conn_flush_queued(set);
+		if ((c = set->closing) == NULL)
 			break;
-		r->closing = c->lru_next;
+		set->closing = c->lru_next;
 		conn_free(c);
 	}
 }
 
-void
-conn_sweep_idle(struct reactor *r, unsigned idle_timeout)
+static void
+conn_sweep_idle(struct conn_set *set, unsigned idle_timeout)
 {
+	uint32_t now = set->r->now;
 	struct conn *c;
 
 	/*
 	 * Times are whole seconds: a difference of idle_timeout may mean only
 	 * a few milliseconds idle, so close only beyond it.
 	 */
-	while ((c = r->lru_head) != NULL &&
-	    r->now - c->last_active > idle_timeout)
+	while ((c = set->lru_head) != NULL &&
+	    now - c->last_active > idle_timeout)
 		conn_close(c, CONN_CLOSE_IDLE);
 }
 
-void
-conn_tick_all(struct reactor *r)
+/* Calls each connection's protocol on_tick. */
+static void
+conn_tick_all(struct conn_set *set)
 {
-	for (uint32_t i = 0; i < r->nslots; i++) {
-		struct conn *c = r->slots[i];
+	for (uint32_t i = 0; i < set->nslots; i++) {
+		struct conn *c = set->slots[i];
 
 		if (c != NULL && c->proto->on_tick != NULL &&
 		    !conn_is_closing(c))
@@ -848,11 +1031,17 @@ conn_tick_all(struct reactor *r)
 	}
 }
 
-void
-conn_sweep_linger(struct reactor *r, unsigned timeout)
+/*
+ * Closes lingering connections whose peer has taken everything, or that
+ * have lingered for timeout seconds.
+ */
+static void
+conn_sweep_linger(struct conn_set *set, unsigned timeout)
 {
-	for (uint32_t i = 0; i < r->nslots && r->nlinger > 0; i++) {
-		struct conn *c = r->slots[i];
+	struct reactor *r = set->r;
+
+	for (uint32_t i = 0; i < set->nslots && set->nlinger > 0; i++) {
+		struct conn *c = set->slots[i];
 
 		if (c == NULL || !(c->flags & CONN_F_LINGER) ||
 		    (c->flags & CONN_F_CLOSING))
@@ -866,39 +1055,216 @@ conn_sweep_linger(struct reactor *r, unsigned timeout)
 	}
 }
 
-void
-conn_sweep_stalled(struct reactor *r, unsigned timeout)
+/* Closes connections paused on output that sent nothing for timeout s. */
+static void
+conn_sweep_stalled(struct conn_set *set, unsigned timeout)
 {
-	for (uint32_t i = 0; i < r->nslots && r->npaused > 0; i++) {
-		struct conn *c = r->slots[i];
+	uint32_t now = set->r->now;
+
+	for (uint32_t i = 0; i < set->nslots && set->npaused > 0; i++) {
+		struct conn *c = set->slots[i];
 
 		/* Paused connections are not read: activity means output. */
 		if (c != NULL && (c->flags & CONN_F_PAUSED) &&
 		    !(c->flags & CONN_F_CLOSING) &&
-		    r->now - c->last_active > timeout)
+		    now - c->last_active > timeout)
 			conn_close(c, CONN_CLOSE_SLOW);
 	}
 }
 
-void
-conn_shutdown_all(struct reactor *r)
+/* Closes every connection at once and frees them. */
+static void
+conn_set_close_all(struct conn_set *set)
 {
-	for (uint32_t i = 0; i < r->nslots; i++) {
-		struct conn *c = r->slots[i];
+	for (uint32_t i = 0; i < set->nslots; i++) {
+		struct conn *c = set->slots[i];
+
+		if (c != NULL)
+			conn_close(c, CONN_CLOSE_SHUTDOWN);
+	}
+	conn_reap(set);
+}
+
+void
+conn_close_all(struct reactor *r)
+{
+	struct conn_set *set = reactor_hook_arg(r, &conn_set_hooks);
+
+	if (set != NULL)
+		conn_set_close_all(set);
+}
+
+/*
+ * The set's hooks into the reactor's loop. Each turn: the batched reads,
+ * then (before sleeping) the reads a transport owes, lingering closes,
+ * and the flush and teardown of the turn's output and closes.
+ */
+
+/* Makes the ring on the reactor's own thread, the only one that may use
+ * it. Without it (old kernel, io_uring disabled or filtered out) every
+ * read and write is its own system call, as with io_uring = false. */
+static void
+conn_set_start(struct reactor *r, void *arg)
+{
+	static atomic_bool told;
+	struct conn_set *set = arg;
+
+	if (!set->use_uring || set->batch != NULL)
+		return;
+	if (uring_init(&set->ring, CONN_BATCH) < 0) {
+		if (!atomic_exchange(&told, true))
+			log_notice("io_uring unavailable (%s): one system call "
+			    "per read and per write", strerror(errno));
+		return;
+	}
+	set->batch = xmalloc(sizeof(*set->batch));
+	set->batch->nread = 0;
+	set->batch->reading = false;
+	set->pool.max = CONN_POOL_CHUNKS_BATCH;
+	log_debug("reactor=%u batches reads and writes with io_uring", r->id);
+}
+
+static void
+conn_set_after_events(struct reactor *r, void *arg)
+{
+	(void)r;
+	conn_read_batch(arg);
+}
+
+/* Reads what transports hold; true if some still hold more. */
+static bool
+conn_read_pending(struct conn_set *set)
+{
+	struct conn *c, *next;
+
+	c = set->pending;
+	set->pending = NULL;
+	for (; c != NULL; c = next) {
+		next = c->pending_next;
+		c->pending_next = NULL;
+		c->flags &= ~CONN_F_PENDING;
+		if (conn_can_read(c)) {
+			conn_read(c);
+			if (!(c->flags & CONN_F_CLOSING))
+				conn_update_interest(c);
+		}
+	}
+	return set->pending != NULL;
+}
+
+static bool
+conn_set_before_sleep(struct reactor *r, void *arg)
+{
+	struct conn_set *set = arg;
+	bool busy = conn_read_pending(set);
+
+	(void)r;
+	/*
+	 * Stopping: every turn (100 ms), not once a second, so that exit
+	 * waits no longer than the lingering connections need.
+	 */
+	if (set->nlinger > 0 && set->draining)
+		conn_sweep_linger(set, CONN_LINGER_TIMEOUT);
+	conn_reap(set);
+	return busy;
+}
+
+static void
+conn_set_every_second(struct reactor *r, void *arg)
+{
+	struct conn_set *set = arg;
+	const struct config *cf = r->cf;
+
+	log_limit_report(&set->client_log, r->now, "reactor", r->id);
+	if (!set->draining && cf->idle_timeout > 0)
+		conn_sweep_idle(set, cf->idle_timeout);
+	if (set->npaused > 0 && cf->limits.output_stall_timeout > 0)
+		conn_sweep_stalled(set, cf->limits.output_stall_timeout);
+	if (!set->draining)
+		conn_tick_all(set);
+	if (set->nlinger > 0)
+		conn_sweep_linger(set, CONN_LINGER_TIMEOUT);
+}
+
+/* Stop: no new clients; every connection closes once its output is out. */
+static void
+conn_set_stop(struct reactor *r, void *arg)
+{
+	struct conn_set *set = arg;
+
+	(void)r;
+	set->draining = true;
+	for (uint32_t i = 0; i < set->nslots; i++) {
+		struct conn *c = set->slots[i];
 
 		if (c != NULL && !(c->flags & CONN_F_CLOSING))
 			conn_close_after_flush(c, CONN_CLOSE_SHUTDOWN);
 	}
 }
 
-void
-conn_close_all(struct reactor *r)
+static bool
+conn_set_drained(struct reactor *r, void *arg)
 {
-	for (uint32_t i = 0; i < r->nslots; i++) {
-		struct conn *c = r->slots[i];
+	(void)r;
+	return ((struct conn_set *)arg)->nconns == 0;
+}
 
-		if (c != NULL)
-			conn_close(c, CONN_CLOSE_SHUTDOWN);
-	}
-	conn_reap(r);
+static void
+conn_set_finish(struct reactor *r, void *arg)
+{
+	struct conn_set *set = arg;
+
+	conn_set_close_all(set);
+	/* What this second dropped: as if it were over. */
+	log_limit_report(&set->client_log, set->client_log.second + 1,
+	    "reactor", r->id);
+}
+
+/* At reactor_free, after its thread: the last flush by plain calls. */
+static void
+conn_set_free(struct reactor *r, void *arg)
+{
+	struct conn_set *set = arg;
+
+	(void)r;
+	uring_fini(&set->ring);
+	free(set->batch);
+	set->batch = NULL;
+	set->draining = true;
+	conn_set_close_all(set);
+	free(set->slots);
+	free(set->gens);
+	free(set->free_slots);
+	buf_pool_fini(&set->pool);
+	free(set->scratch);
+	free(set);
+}
+
+static const struct reactor_hooks conn_set_hooks = {
+	.start = conn_set_start,
+	.after_events = conn_set_after_events,
+	.every_second = conn_set_every_second,
+	.before_sleep = conn_set_before_sleep,
+	.stop = conn_set_stop,
+	.drained = conn_set_drained,
+	.finish = conn_set_finish,
+	.free = conn_set_free,
+};
+
+struct conn_set *
+conn_set_of(struct reactor *r)
+{
+	struct conn_set *set = reactor_hook_arg(r, &conn_set_hooks);
+
+	if (set != NULL)
+		return set;
+	set = xcalloc(1, sizeof(*set));
+	set->r = r;
+	set->use_uring = r->cf->io_uring;
+	set->ring.fd = -1;
+	buf_pool_init(&set->pool, CONN_POOL_CHUNKS);
+	set->scratch = xmalloc(CONN_SCRATCH_SIZE);
+	if (reactor_hook_add(r, &conn_set_hooks, set) < 0)
+		fatal("reactor=%u cannot hook in its connections", r->id);
+	return set;
 }

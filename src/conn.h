@@ -1,4 +1,4 @@
-/* conn.h: a client connection: buffers, framing driver, output queue, closing. */
+/* conn.h: client connections and each reactor's set of them: buffers, framing, output, closing. */
 #ifndef ECHOROUTERD_CONN_H
 #define ECHOROUTERD_CONN_H
 
@@ -8,10 +8,13 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "handle.h"
 #include "reactor.h"
 
 struct proto;
 struct iplimit_entry;
+struct transport;
+struct conn_set;
 
 enum {
 	CONN_F_CLOSING = 1 << 0,	/* torn down at the end of the turn */
@@ -22,21 +25,27 @@ enum {
 	CONN_F_HELD = 1 << 5,		/* the protocol asked: no input now */
 	CONN_F_LINGER = 1 << 6,		/* all sent, half-closed, input dropped */
 	CONN_F_EOF = 1 << 7,		/* the peer half-closed: read no more */
+	CONN_F_PENDING = 1 << 8,	/* on the set's list: transport has input */
 };
 
 /*
  * Owned by one reactor for its whole life: only that reactor's thread reads
  * or writes any field. An idle connection holds no buffer: in is NULL and
- * out holds no chunk.
+ * out holds no chunk. Outside conn.c and the transports, only r, proto,
+ * pdata and slot are to be read; flags and the fd are conn.c's.
  */
 struct conn {
 	struct reactor_io io;
 	struct reactor *r;
+	struct conn_set *set;		/* r's connections */
 	const struct proto *proto;
 	void	*pdata;			/* the protocol's state */
+	const struct transport *xp;
+	void	*xpdata;		/* the transport's state */
 	struct conn *lru_prev;		/* by last activity; closing list */
 	struct conn *lru_next;
 	struct conn *flush_next;
+	struct conn *pending_next;	/* the transport holds input */
 	struct buf *in;			/* part of a message, or NULL */
 	struct outq out;
 	struct iplimit_entry *ip;	/* its address's count, or NULL */
@@ -61,11 +70,36 @@ void	conn_handoff(struct reactor *r, int fd, const struct proto *proto,
 	    struct iplimit_entry *ip);
 
 /*
- * Adopts fd as a connection speaking proto, watched for input. The caller
- * has counted it in conn_live. NULL (fd closed, count dropped) if it cannot
- * be watched. Owning reactor only; conn_handoff is the way in from others.
+ * Adopts fd as a connection speaking proto over the plain transport
+ * (conn_new) or over xp with its state xpdata (conn_new_with; xp->close
+ * frees xpdata), watched for input. The caller has counted it in
+ * conn_live. NULL (fd closed, xpdata freed, count dropped) if it cannot be
+ * watched. Owning reactor only; conn_handoff is the way in from others.
  */
 struct conn *conn_new(struct reactor *r, int fd, const struct proto *proto);
+struct conn *conn_new_with(struct reactor *r, int fd, const struct proto *proto,
+	    const struct transport *xp, void *xpdata);
+
+/* The handle by which other threads name c. Owning reactor only. */
+struct conn_handle conn_handle(const struct conn *c);
+
+/*
+ * The connection h names, if it is on r and still open (not closing).
+ * NULL otherwise. Owning reactor (r) only.
+ */
+struct conn *conn_resolve(struct reactor *r, const struct conn_handle *h);
+
+/*
+ * Whether c takes more routed output now: open, not paused and below
+ * output_high_watermark. Owning reactor only.
+ */
+bool	conn_can_take(const struct conn *c);
+
+/*
+ * Whether the protocol has held c's input (conn_hold) and not released
+ * it. Owning reactor only.
+ */
+bool	conn_is_held(const struct conn *c);
 
 /*
  * Queues n bytes for the client. They are sent before the reactor waits
@@ -124,21 +158,18 @@ conn_pending(const struct conn *c)
 	return c->out.bytes;
 }
 
-/* For the reactor loop (owning reactor only). */
-void	conn_flush_queued(struct reactor *r);	/* send what the turn queued */
-void	conn_read_batch(struct reactor *r);	/* the turn's batched reads */
-void	conn_reap(struct reactor *r);		/* flush, tear down closed ones */
-void	conn_sweep_idle(struct reactor *r, unsigned idle_timeout);
-/* Calls each connection's protocol on_tick. */
-void	conn_tick_all(struct reactor *r);
 /*
- * Closes lingering connections whose peer has taken everything, or that
- * have lingered for timeout seconds.
+ * r's connection set, made (and hooked into r's loop) on first use: every
+ * turn it sends what the turn queued, reads what the turn's batch asked
+ * for, closes idle and stalled clients, and on stop drains them. Owning
+ * reactor only (or the main thread before r starts).
  */
-void	conn_sweep_linger(struct reactor *r, unsigned timeout);
-/* Closes connections paused on output that sent nothing for timeout s. */
-void	conn_sweep_stalled(struct reactor *r, unsigned timeout);
-void	conn_shutdown_all(struct reactor *r);	/* drain everything */
-void	conn_close_all(struct reactor *r);	/* close and reap all */
+struct conn_set *conn_set_of(struct reactor *r);
+
+/* Connections open on r now. Owning reactor only. */
+uint32_t conn_count(struct reactor *r);
+
+/* Closes every connection of r at once and frees them. Owning reactor. */
+void	conn_close_all(struct reactor *r);
 
 #endif

@@ -40,11 +40,14 @@ fault_init(void)
  * whole point is a reactor that stops turning its loop.
  */
 static void
-fault_stall_task(struct reactor *r, void *arg)
+fault_stall_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct timespec ts = { .tv_sec = fault_stall_seconds };
+	struct reactor *r = owner;
 
 	(void)arg;
+	if (st == MAILBOX_CANCELLED)
+		return;
 	log_warnx("reactor=%u TEST FAULT: stalling for %u s", r->id,
 	    fault_stall_seconds);
 	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)

@@ -14,6 +14,7 @@
 #include "fault.h"
 #include "log.h"
 #include "reactor.h"
+#include "service.h"
 #include "systemd.h"
 #include "stats.h"
 #include "util.h"
@@ -23,6 +24,7 @@
 #endif
 
 #define STATUS_INTERVAL	5	/* seconds between STATUS= updates */
+#define DAEMON_SERVICES_MAX 4	/* service threads the daemon may run */
 
 struct options {
 	const char *config_path;
@@ -35,6 +37,9 @@ struct daemon {
 	struct config *cf;
 	struct reactor **rs;
 	unsigned nrs;
+	/* Service threads (the store, the cluster bridge), in start order. */
+	struct service *svcs[DAEMON_SERVICES_MAX];
+	unsigned nsvcs;
 	struct acceptor *acc;
 	struct systemd_watchdog *wd;	/* NULL: no watchdog asked for */
 	bool	fault_hook;		/* test-only SIGUSR2 stall armed */
@@ -148,10 +153,11 @@ start_reactors(struct daemon *d)
 }
 
 static void
-nudge_task(struct reactor *r, void *arg)
+nudge_task(void *owner, void *arg, enum mailbox_status st)
 {
-	(void)r;
+	(void)owner;
 	(void)arg;
+	(void)st;
 }
 
 /*
@@ -218,6 +224,31 @@ adopt_passed_sockets(struct daemon *d)
 	systemd_sockets_free(ss, d->nsocks);
 	d->socks = NULL;
 	d->nsocks = 0;
+}
+
+/*
+ * Starts the service threads the configuration asks for. None yet: the
+ * store (issue 15) and the cluster bridge (issue 16) are the first; each
+ * is made with service_new and added to d->svcs here.
+ */
+static void
+start_services(struct daemon *d)
+{
+	for (unsigned i = 0; i < d->nsvcs; i++)
+		if (service_start(d->svcs[i]) < 0)
+			fatal("cannot start service %s",
+			    service_name(d->svcs[i]));
+}
+
+/* Runs what each was posted, in reverse start order, and frees it. */
+static void
+stop_services(struct daemon *d)
+{
+	for (unsigned i = d->nsvcs; i-- > 0;) {
+		service_stop(d->svcs[i]);
+		service_free(d->svcs[i]);
+	}
+	d->nsvcs = 0;
 }
 
 /* Lets every reactor drain for up to shutdown_timeout, then waits for it. */
@@ -382,7 +413,7 @@ tune_malloc(void)
  * ready (with a first STATUS=) once every reactor runs.
  */
 static void
-start_service(struct daemon *d)
+start_accepting(struct daemon *d)
 {
 	d->acc = acceptor_new(d->cf, d->rs, d->nrs);
 	adopt_passed_sockets(d);
@@ -399,6 +430,14 @@ start_service(struct daemon *d)
 	d->wd = systemd_watchdog_new(d->rs, d->nrs);
 }
 
+/*
+ * The order of start and stop follows who posts to whom. Service threads
+ * start first, since reactors post to them; then the reactors, since the
+ * acceptor hands them clients; then the acceptor, and READY=1. On stop,
+ * the reverse: the acceptor stops taking clients, the reactors drain
+ * (still posting to the service threads and waiting for their answers),
+ * and only then do the service threads run what is left and end.
+ */
 int
 main(int argc, char **argv)
 {
@@ -420,14 +459,16 @@ main(int argc, char **argv)
 	d.fault_hook = fault_init();
 	d.sigfd = block_signals(d.fault_hook);
 	take_passed_sockets(&d);
+	start_services(&d);
 	start_reactors(&d);
-	start_service(&d);
+	start_accepting(&d);
 	if (d.wd != NULL)
 		hooks.tick_ms = systemd_watchdog_tick_ms(d.wd);
 	acceptor_run(d.acc, d.sigfd, &hooks);
 	systemd_stopping();
 	acceptor_close_listeners(d.acc);
 	stop_reactors(&d);
+	stop_services(&d);
 	log_stats(&d);
 	systemd_watchdog_free(d.wd);
 	/* Reactors first: a connection may still hold the acceptor's entries. */

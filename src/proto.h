@@ -9,7 +9,7 @@
 
 struct conn;
 struct limits;
-struct route_msg;
+struct deliver_msg;
 
 /*
  * A protocol frames and handles messages; conn.c does all the I/O. Every
@@ -48,17 +48,17 @@ struct proto {
 	bool	(*owes_answers)(const struct conn *c);
 	/*
 	 * A routed message for this connection: queue it and return
-	 * ROUTE_OK, or refuse it (ROUTE_BUSY, ROUTE_REFUSED). m is borrowed.
+	 * DELIVER_OK, or refuse it (DELIVER_BUSY, DELIVER_REFUSED). m is borrowed.
 	 * NULL: the protocol takes no routed messages.
 	 */
-	int	(*on_deliver)(struct conn *c, const struct route_msg *m);
+	int	(*on_deliver)(struct conn *c, const struct deliver_msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */
-	void	(*on_verdict)(struct conn *c, const struct route_msg *m);
+	void	(*on_verdict)(struct conn *c, const struct deliver_msg *m);
 	/* About once a second, for timers of the protocol's own. */
 	void	(*on_tick)(struct conn *c);
 	/*
 	 * The protocol sends delivery receipts itself once the client
-	 * confirms (SMPP's deliver_sm_resp); otherwise route.c sends them
+	 * confirms (SMPP's deliver_sm_resp); otherwise deliver.c sends them
 	 * as soon as a message is queued.
 	 */
 	bool	confirms_delivery;

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "deliver.h"
 #include "proto.h"
 #include "route.h"
 #include "util.h"
@@ -150,30 +151,30 @@ sess_drain(struct conn *c, struct router_sess *s)
 	}
 	sess_update_hold(c, s);
 	/* Half-closed and every command answered (or none can complete). */
-	if (s->eof && s->head == NULL && !(c->flags & CONN_F_HELD))
+	if (s->eof && s->head == NULL && !conn_is_held(c))
 		conn_close_after_flush(c, CONN_CLOSE_PEER);
 }
 
 /* "OK <id>" or the error, for a SEND's verdict. */
 static int
-verdict_text(struct conn *c, enum route_verdict v, uint64_t id, char *buf,
+verdict_text(struct conn *c, enum deliver_verdict v, uint64_t id, char *buf,
     size_t len)
 {
 	size_t n;
 
 	switch (v) {
-	case ROUTE_OK:
+	case DELIVER_OK:
 		/* The one per message: no snprintf. len is at least 24. */
 		memcpy(buf, "OK ", 3);
 		n = 3 + u64_to_dec(buf + 3, id);
 		buf[n++] = '\n';
 		return (int)n;
-	case ROUTE_BUSY:
-	case ROUTE_REFUSED:
+	case DELIVER_BUSY:
+	case DELIVER_REFUSED:
 		count_err(c, REACTOR_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu recipient busy\n",
 		    (unsigned long long)id);
-	case ROUTE_UNFIT:
+	case DELIVER_UNFIT:
 		count_err(c, REACTOR_ERR_400);
 		return snprintf(buf, len, "ERR 400 %llu recipient cannot take "
 		    "this text\n", (unsigned long long)id);
@@ -251,9 +252,7 @@ cmd_login(struct conn *c, struct router_sess *s, char *args)
 		count_err(c, REACTOR_ERR_401);
 		reply_printf(c, "ERR 401 bad credentials");
 	} else {
-		s->me.reactor = c->r->id;
-		s->me.slot = c->slot;
-		s->me.gen = c->gen;
+		s->me = route_owner_conn(conn_handle(c));
 		if (route_claim(addr, &s->me) < 0) {
 			count_err(c, REACTOR_ERR_409);
 			reply_printf(c, "ERR 409 address in use");
@@ -270,8 +269,8 @@ static void
 cmd_send(struct conn *c, struct router_sess *s, char *args)
 {
 	char *to = next_word(&args), buf[96];
-	struct route_msg *m;
-	enum route_verdict v;
+	struct deliver_msg *m;
+	enum deliver_verdict v;
 	size_t len, tolen;
 
 	if (!s->logged_in) {
@@ -292,14 +291,14 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 		return;
 	}
 	len = strlen(args);
-	m = route_msg_new(len);
-	m->id = route_next_id(c->r);
+	m = deliver_msg_new(len);
+	m->id = deliver_next_id(c->r);
 	memcpy(m->from, s->addr, s->addrlen + 1);
 	memcpy(m->to, to, tolen + 1);
 	memcpy(m->text, args, len);
 	m->len = len;
 	uint64_t id = m->id;
-	if ((v = route_send(c, m)) != ROUTE_PENDING) {
+	if ((v = deliver_send(c, m)) != DELIVER_PENDING) {
 		int n = verdict_text(c, v, id, buf, sizeof(buf));
 
 		reply_emit(c, buf, (size_t)n);
@@ -398,7 +397,7 @@ router_on_message(struct conn *c, const uint8_t *msg, size_t len)
 }
 
 static int
-router_on_deliver(struct conn *c, const struct route_msg *m)
+router_on_deliver(struct conn *c, const struct deliver_msg *m)
 {
 	char line[1024];
 	size_t flen = strlen(m->from), n;
@@ -409,7 +408,7 @@ router_on_deliver(struct conn *c, const struct route_msg *m)
 	 */
 	for (size_t i = 0; i < m->len; i++)
 		if (m->text[i] < 0x20 && m->text[i] != '\t')
-			return ROUTE_UNFIT;
+			return DELIVER_UNFIT;
 
 	/* "MSG <id> <from> <text>\n", built without snprintf. */
 	memcpy(line, "MSG ", 4);
@@ -422,16 +421,16 @@ router_on_deliver(struct conn *c, const struct route_msg *m)
 		memcpy(line + n, m->text, m->len);
 		n += m->len;
 		line[n++] = '\n';
-		return conn_write(c, line, n) ? ROUTE_OK : ROUTE_NO_ROUTE;
+		return conn_write(c, line, n) ? DELIVER_OK : DELIVER_NO_ROUTE;
 	}
 	if (!conn_write(c, line, n) || !conn_write(c, m->text, m->len) ||
 	    !conn_write(c, "\n", 1))
-		return ROUTE_NO_ROUTE;
-	return ROUTE_OK;
+		return DELIVER_NO_ROUTE;
+	return DELIVER_OK;
 }
 
 static void
-router_on_verdict(struct conn *c, const struct route_msg *m)
+router_on_verdict(struct conn *c, const struct deliver_msg *m)
 {
 	struct router_sess *s = sess_of(c);
 	struct reply *rp;

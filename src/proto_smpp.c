@@ -7,10 +7,12 @@
 
 #include "config.h"
 #include "conn.h"
+#include "deliver.h"
 #include "log.h"
 #include "proto.h"
 #include "route.h"
 #include "smpp_pdu.h"
+#include "smpp_receipt.h"
 #include "util.h"
 
 /* Submits awaiting a verdict from another reactor before input is held. */
@@ -28,7 +30,7 @@ enum smpp_state {
 struct smpp_slot {
 	uint32_t seq;
 	uint32_t sent_at;
-	struct route_msg *m;
+	struct deliver_msg *m;
 };
 
 struct smpp_sess {
@@ -48,11 +50,11 @@ struct smpp_sess {
 	unsigned window;
 	unsigned inflight;
 	struct smpp_slot *win;
-	struct route_msg **q;		/* ring of messages waiting for window */
+	struct deliver_msg **q;		/* ring of messages waiting for window */
 	unsigned qhead;
 	unsigned qlen;
 	unsigned qcap;
-	size_t	qbytes;			/* route_msg_size of what is in q */
+	size_t	qbytes;			/* deliver_msg_size of what is in q */
 };
 
 /*
@@ -274,9 +276,7 @@ bind_take(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	if (status != SMPP_ESME_ROK)
 		return status;
 	receiver = pdu->command_id != SMPP_BIND_TRANSMITTER;
-	s->me.reactor = c->r->id;
-	s->me.slot = c->slot;
-	s->me.gen = c->gen;
+	s->me = route_owner_conn(conn_handle(c));
 	/* A router client logged in with this address holds it. */
 	if (receiver && route_join(pdu->system_id, &s->me) < 0)
 		return SMPP_ESME_RBINDFAIL;
@@ -336,17 +336,17 @@ addr_normalise(const char *addr, uint8_t ton, char *out, size_t len)
 }
 
 static uint32_t
-verdict_status(enum route_verdict v)
+verdict_status(enum deliver_verdict v)
 {
 	switch (v) {
-	case ROUTE_OK:
+	case DELIVER_OK:
 		return SMPP_ESME_ROK;
-	case ROUTE_BUSY:
-	case ROUTE_REFUSED:
+	case DELIVER_BUSY:
+	case DELIVER_REFUSED:
 		return SMPP_ESME_RMSGQFUL;
-	case ROUTE_NO_ROUTE:
+	case DELIVER_NO_ROUTE:
 		return SMPP_ESME_RINVDSTADR;
-	case ROUTE_UNFIT:
+	case DELIVER_UNFIT:
 		return SMPP_ESME_RSUBMITFAIL;
 	default:
 		return SMPP_ESME_RSYSERR;
@@ -355,7 +355,7 @@ verdict_status(enum route_verdict v)
 
 static void
 submit_answer(struct conn *c, uint32_t cmd, uint32_t seq, uint64_t id,
-    enum route_verdict v)
+    enum deliver_verdict v)
 {
 	char mid[24];
 
@@ -363,21 +363,21 @@ submit_answer(struct conn *c, uint32_t cmd, uint32_t seq, uint64_t id,
 	smpp_respond(c, cmd | SMPP_RESP, verdict_status(v), seq, mid);
 }
 
-/* Fills a route_msg from a submit_sm or data_sm. */
-static struct route_msg *
+/* Fills a deliver_msg from a submit_sm or data_sm. */
+static struct deliver_msg *
 submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
     const char *from, const char *to)
 {
 	bool payload = (pdu->tlvs & SMPP_TLV_MESSAGE_PAYLOAD) != 0;
 	size_t len = payload ? pdu->message_payload_len : pdu->sm_length;
-	struct route_msg *m = route_msg_new(len);
+	struct deliver_msg *m = deliver_msg_new(len);
 
 	if (len > 0)
 		memcpy(m->text, payload ? pdu->message_payload :
 		    pdu->short_message, len);
 	m->len = len;
-	m->id = route_next_id(c->r);
-	m->flags = ROUTE_F_PREFIX_FIRST;
+	m->id = deliver_next_id(c->r);
+	m->flags = DELIVER_F_PREFIX_FIRST;
 	m->sender_ref = pdu->sequence_number;
 	m->sender_cmd = pdu->command_id;
 	m->submitted = (uint64_t)time(NULL);
@@ -396,11 +396,11 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	snprintf(m->from, sizeof(m->from), "%.64s", from);
 	snprintf(m->to, sizeof(m->to), "%.64s", to);
 	if (pdu->tlvs & SMPP_TLV_USER_MESSAGE_REFERENCE) {
-		m->flags |= ROUTE_F_UMR;
+		m->flags |= DELIVER_F_UMR;
 		m->umr = pdu->user_message_reference;
 	}
 	if (pdu->tlvs & SMPP_TLV_SAR) {
-		m->flags |= ROUTE_F_SAR;
+		m->flags |= DELIVER_F_SAR;
 		m->sar_ref = pdu->sar_msg_ref_num;
 		m->sar_total = pdu->sar_total_segments;
 		m->sar_seq = pdu->sar_segment_seqnum;
@@ -425,8 +425,8 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	const struct account_conf *acct;
 	char from[ROUTE_ADDR_MAX + 2], to[ROUTE_ADDR_MAX + 2];
 	uint32_t cmd = pdu->command_id, seq = pdu->sequence_number;
-	struct route_msg *m;
-	enum route_verdict v;
+	struct deliver_msg *m;
+	enum deliver_verdict v;
 	uint64_t id;
 
 	if (!is_transmitter(s)) {
@@ -453,7 +453,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	}
 	m = submit_msg(c, s, pdu, from, to);
 	id = m->id;
-	if ((v = route_send(c, m)) != ROUTE_PENDING) {
+	if ((v = deliver_send(c, m)) != DELIVER_PENDING) {
 		submit_answer(c, cmd, seq, id, v);
 		return;
 	}
@@ -499,7 +499,7 @@ deliver_addr(const char *raw, uint8_t ton, uint8_t npi, const char *addr,
 
 /* Sends m (which the window slot takes) as a deliver_sm. */
 static void
-send_deliver(struct conn *c, struct smpp_sess *s, struct route_msg *m)
+send_deliver(struct conn *c, struct smpp_sess *s, struct deliver_msg *m)
 {
 	struct smpp_slot *slot = NULL;
 	struct smpp_pdu pdu;
@@ -524,17 +524,17 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct route_msg *m)
 		pdu.message_payload = m->text;
 		pdu.message_payload_len = (uint16_t)m->len;
 	}
-	if (m->flags & ROUTE_F_UMR) {
+	if (m->flags & DELIVER_F_UMR) {
 		pdu.tlvs |= SMPP_TLV_USER_MESSAGE_REFERENCE;
 		pdu.user_message_reference = m->umr;
 	}
-	if (m->flags & ROUTE_F_SAR) {
+	if (m->flags & DELIVER_F_SAR) {
 		pdu.tlvs |= SMPP_TLV_SAR;
 		pdu.sar_msg_ref_num = m->sar_ref;
 		pdu.sar_total_segments = m->sar_total;
 		pdu.sar_segment_seqnum = m->sar_seq;
 	}
-	if (m->flags & ROUTE_F_RECEIPT) {
+	if (m->flags & DELIVER_F_RECEIPT) {
 		pdu.tlvs |= SMPP_TLV_RECEIPTED_MESSAGE_ID |
 		    SMPP_TLV_MESSAGE_STATE;
 		snprintf(pdu.receipted_message_id,
@@ -553,11 +553,11 @@ static void
 sess_pump(struct conn *c, struct smpp_sess *s)
 {
 	while (s->inflight < s->window && s->qlen > 0 && !conn_is_closing(c)) {
-		struct route_msg *m = s->q[s->qhead];
+		struct deliver_msg *m = s->q[s->qhead];
 
 		s->qhead = (s->qhead + 1) % s->qcap;
 		s->qlen--;
-		s->qbytes -= route_msg_size(m);
+		s->qbytes -= deliver_msg_size(m);
 		send_deliver(c, s, m);
 	}
 }
@@ -568,13 +568,13 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
     uint32_t status)
 {
 	for (unsigned i = 0; i < s->window; i++) {
-		struct route_msg *m = s->win[i].m;
+		struct deliver_msg *m = s->win[i].m;
 
 		if (m == NULL || s->win[i].seq != seq)
 			continue;
-		if (!(m->flags & ROUTE_F_RECEIPT))
-			route_receipt(c->r, m, status == SMPP_ESME_ROK ?
-			    ROUTE_STATE_DELIVERED : ROUTE_STATE_UNDELIVERABLE);
+		if (!(m->flags & DELIVER_F_RECEIPT))
+			smpp_receipt_send(c->r, m, status == SMPP_ESME_ROK ?
+			    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
 		free(m);
 		s->win[i].m = NULL;
 		s->inflight--;
@@ -650,7 +650,7 @@ sess_maybe_done(struct conn *c, struct smpp_sess *s)
 		    s->unbind_seq, NULL);
 		s->unbinding = false;
 		conn_close_after_flush(c, CONN_CLOSE_QUIT);
-	} else if (s->eof && !(c->flags & CONN_F_HELD)) {
+	} else if (s->eof && !conn_is_held(c)) {
 		conn_close_after_flush(c, CONN_CLOSE_PEER);
 	}
 }
@@ -745,30 +745,30 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 }
 
 static int
-smpp_on_deliver(struct conn *c, const struct route_msg *m)
+smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 {
 	struct smpp_sess *s = c->pdata;
 	unsigned limit = c->r->cf->smpp.queue_limit;
 
 	if (s == NULL || !is_receiver(s) || s->win == NULL)
-		return ROUTE_NO_ROUTE;
+		return DELIVER_NO_ROUTE;
 	if (m->len > 65535)
-		return ROUTE_REFUSED;
+		return DELIVER_REFUSED;
 	if (s->inflight < s->window && s->qlen == 0) {
-		send_deliver(c, s, route_msg_dup(m));
-		return ROUTE_OK;
+		send_deliver(c, s, deliver_msg_dup(m));
+		return DELIVER_OK;
 	}
 	/*
 	 * Bounded in count and in bytes: queue_limit messages, and no more
 	 * memory than output_high_watermark, which a connection may hold
 	 * anyway. A message costs its text and its fields (~370 bytes).
 	 */
-	if (s->qlen >= limit || s->qbytes + route_msg_size(m) >
+	if (s->qlen >= limit || s->qbytes + deliver_msg_size(m) >
 	    c->r->cf->limits.output_high_watermark)
-		return ROUTE_REFUSED;
+		return DELIVER_REFUSED;
 	if (s->qlen == s->qcap) {
 		unsigned cap = s->qcap ? s->qcap * 2 : 16;
-		struct route_msg **q = xcalloc(cap, sizeof(*q));
+		struct deliver_msg **q = xcalloc(cap, sizeof(*q));
 
 		for (unsigned i = 0; i < s->qlen; i++)
 			q[i] = s->q[(s->qhead + i) % s->qcap];
@@ -777,13 +777,13 @@ smpp_on_deliver(struct conn *c, const struct route_msg *m)
 		s->qcap = cap;
 		s->qhead = 0;
 	}
-	s->q[(s->qhead + s->qlen++) % s->qcap] = route_msg_dup(m);
-	s->qbytes += route_msg_size(m);
-	return ROUTE_OK;
+	s->q[(s->qhead + s->qlen++) % s->qcap] = deliver_msg_dup(m);
+	s->qbytes += deliver_msg_size(m);
+	return DELIVER_OK;
 }
 
 static void
-smpp_on_verdict(struct conn *c, const struct route_msg *m)
+smpp_on_verdict(struct conn *c, const struct deliver_msg *m)
 {
 	struct smpp_sess *s = c->pdata;
 
@@ -887,13 +887,13 @@ smpp_on_close(struct conn *c)
 	for (unsigned i = 0; i < s->window; i++) {
 		if (s->win[i].m == NULL)
 			continue;
-		route_receipt(c->r, s->win[i].m, ROUTE_STATE_UNDELIVERABLE);
+		smpp_receipt_send(c->r, s->win[i].m, SMPP_STATE_UNDELIVERABLE);
 		free(s->win[i].m);
 	}
 	for (unsigned i = 0; i < s->qlen; i++) {
-		struct route_msg *m = s->q[(s->qhead + i) % s->qcap];
+		struct deliver_msg *m = s->q[(s->qhead + i) % s->qcap];
 
-		route_receipt(c->r, m, ROUTE_STATE_UNDELIVERABLE);
+		smpp_receipt_send(c->r, m, SMPP_STATE_UNDELIVERABLE);
 		free(m);
 	}
 	free(s->win);

@@ -1,4 +1,4 @@
-/* reactor.c: the per-thread epoll loop, its mailbox and its connection slots. */
+/* reactor.c: the per-thread epoll loop, its mailbox, staged sends and hooks. */
 #include "reactor.h"
 
 #include <errno.h>
@@ -7,17 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config.h"
-#include "conn.h"
 #include "log.h"
-
-#define REACTOR_POOL_CHUNKS	64	/* spare output chunks kept: 1 MiB */
-/* With batched writes a turn holds a chunk per client written: 5 MiB. */
-#define REACTOR_POOL_CHUNKS_BATCH (REACTOR_BATCH + REACTOR_POOL_CHUNKS)
 
 static const char *const close_reason_names[CONN_CLOSE_N] = {
 	[CONN_CLOSE_PEER] = "peer",
@@ -74,39 +68,12 @@ reactor_clock(struct reactor *r)
 	r->now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Runs every task in the mailbox, oldest first. */
-static void
-mailbox_drain(struct reactor *r)
-{
-	struct reactor_task *t, *next, *fifo = NULL;
-
-	t = atomic_exchange_explicit(&r->mailbox, NULL, memory_order_acquire);
-	/* The mailbox is a stack; reverse it to run tasks in posting order. */
-	for (; t != NULL; t = next) {
-		next = t->next;
-		t->next = fifo;
-		fifo = t;
-	}
-	for (t = fifo; t != NULL; t = next) {
-		next = t->next;
-		t->fn(r, t->arg);
-	}
-}
-
 static void
 mailbox_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 {
-	uint64_t v;
-
+	(void)io;
 	(void)events;
-	/*
-	 * Read the eventfd before taking the tasks: a poster that finds the
-	 * mailbox empty after our exchange writes it again, so no wakeup is
-	 * lost.
-	 */
-	while (read(io->fd, &v, sizeof(v)) < 0 && errno == EINTR)
-		;
-	mailbox_drain(r);
+	mailbox_drain(&r->mb, r, MAILBOX_RUN);
 }
 
 struct reactor *
@@ -120,22 +87,17 @@ reactor_new(unsigned id, struct config *cf)
 	r->id = id;
 	r->cf = config_ref(cf);
 	r->cpu_affinity = cf->cpu_affinity;
-	r->use_uring = cf->io_uring;
 	r->sched_batch = cf->sched_batch;
-	r->ring.fd = -1;
-	atomic_init(&r->mailbox, NULL);
-	buf_pool_init(&r->pool, REACTOR_POOL_CHUNKS);
-	r->scratch = xmalloc(REACTOR_SCRATCH_SIZE);
 	reactor_clock(r);
-	r->last_sweep = r->now;
-	r->evfd = -1;
+	r->last_second = r->now;
+	r->mb.evfd = -1;
 	if ((r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
 		goto fail;
-	if ((r->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+	if (mailbox_init(&r->mb) < 0)
 		goto fail;
-	r->evio.fd = r->evfd;
-	r->evio.fn = mailbox_on_io;
-	if (reactor_add_io(r, &r->evio, EPOLLIN) < 0)
+	r->mbio.fd = mailbox_fd(&r->mb);
+	r->mbio.fn = mailbox_on_io;
+	if (reactor_add_io(r, &r->mbio, EPOLLIN) < 0)
 		goto fail;
 	if (id < CONFIG_DISPATCHERS_MAX)
 		atomic_store_explicit(&registry[id], r, memory_order_release);
@@ -155,24 +117,15 @@ reactor_free(struct reactor *r)
 	if (r->id < CONFIG_DISPATCHERS_MAX && reactor_get(r->id) == r)
 		atomic_store_explicit(&registry[r->id], NULL,
 		    memory_order_release);
-	/* The ring is its thread's alone: what is left goes by plain calls. */
-	uring_fini(&r->ring);
-	free(r->batch);
-	r->batch = NULL;
-	/* Tasks still queued see a stopped reactor and only clean up. */
+	/* Tasks still queued are told they are cancelled: they clean up. */
 	r->stopping = r->done = true;
-	mailbox_drain(r);
-	conn_close_all(r);
+	mailbox_fini(&r->mb, r);
+	for (unsigned i = r->nhooks; i-- > 0;)
+		if (r->hooks[i].h->free != NULL)
+			r->hooks[i].h->free(r, r->hooks[i].arg);
 	reactor_publish(r);
 	free(r->stage);
 	free(r->staged);
-	free(r->slots);
-	free(r->gens);
-	free(r->free_slots);
-	buf_pool_fini(&r->pool);
-	free(r->scratch);
-	if (r->evfd >= 0)
-		close(r->evfd);
 	if (r->epfd >= 0)
 		close(r->epfd);
 	config_unref(r->cf);
@@ -199,18 +152,62 @@ reactor_pin(struct reactor *r)
 	}
 }
 
-/* Once a second: idle connections, and the stop deadline. */
-static void
-reactor_tick(struct reactor *r)
+/* Runs the hooks' fn of one kind, in the order they were added. */
+#define REACTOR_HOOKS_RUN(r, fn)					\
+	do {								\
+		for (unsigned i_ = 0; i_ < (r)->nhooks; i_++)		\
+			if ((r)->hooks[i_].h->fn != NULL)		\
+				(r)->hooks[i_].h->fn((r),		\
+				    (r)->hooks[i_].arg);		\
+	} while (0)
+
+/* Whether every hooked module has drained. */
+static bool
+reactor_drained(struct reactor *r)
 {
-	r->last_sweep = r->now;
-	log_limit_report(&r->client_log, r->now, "reactor", r->id);
-	if (!r->stopping && r->cf->idle_timeout > 0)
-		conn_sweep_idle(r, r->cf->idle_timeout);
-	if (r->npaused > 0 && r->cf->limits.output_stall_timeout > 0)
-		conn_sweep_stalled(r, r->cf->limits.output_stall_timeout);
-	if (!r->stopping)
-		conn_tick_all(r);
+	for (unsigned i = 0; i < r->nhooks; i++)
+		if (r->hooks[i].h->drained != NULL &&
+		    !r->hooks[i].h->drained(r, r->hooks[i].arg))
+			return false;
+	return true;
+}
+
+/* Whether a hook has work it can do at once. */
+static bool
+reactor_before_sleep(struct reactor *r)
+{
+	bool busy = false;
+
+	for (unsigned i = 0; i < r->nhooks; i++)
+		if (r->hooks[i].h->before_sleep != NULL &&
+		    r->hooks[i].h->before_sleep(r, r->hooks[i].arg))
+			busy = true;
+	return busy;
+}
+
+int
+reactor_hook_add(struct reactor *r, const struct reactor_hooks *h, void *arg)
+{
+	if (r->nhooks == REACTOR_MAX_HOOKS) {
+		errno = ENOSPC;
+		return -1;
+	}
+	r->hooks[r->nhooks].h = h;
+	r->hooks[r->nhooks].arg = arg;
+	r->nhooks++;
+	/* Added on a running reactor: its start hook runs now. */
+	if (r->hooks_started && h->start != NULL)
+		h->start(r, arg);
+	return 0;
+}
+
+void *
+reactor_hook_arg(const struct reactor *r, const struct reactor_hooks *h)
+{
+	for (unsigned i = 0; i < r->nhooks; i++)
+		if (r->hooks[i].h == h)
+			return r->hooks[i].arg;
+	return NULL;
 }
 
 /*
@@ -254,39 +251,34 @@ reactor_sched_batch(struct reactor *r)
 		    "default scheduling", strerror(err));
 }
 
-/*
- * Makes the ring on the reactor's own thread, the only one that may use
- * it. Without it (old kernel, io_uring disabled or filtered out) every
- * read and write is its own system call, as with io_uring = false.
- */
+/* The start hooks, once, on the thread that runs the loop. */
 static void
-reactor_batch_start(struct reactor *r)
+reactor_hooks_start(struct reactor *r)
 {
-	static atomic_bool told;
+	if (r->hooks_started)
+		return;
+	r->hooks_started = true;
+	REACTOR_HOOKS_RUN(r, start);
+}
 
-	if (!r->use_uring || r->uring_tried)
+/* Stopping: once every module has drained, or time is up, end. */
+static void
+reactor_check_stop(struct reactor *r)
+{
+	if (!r->stopping || (!reactor_drained(r) && r->now < r->stop_deadline))
 		return;
-	r->uring_tried = true;
-	if (uring_init(&r->ring, REACTOR_BATCH) < 0) {
-		if (!atomic_exchange(&told, true))
-			log_notice("io_uring unavailable (%s): one system call "
-			    "per read and per write", strerror(errno));
-		return;
-	}
-	r->batch = xmalloc(sizeof(*r->batch));
-	r->batch->nread = 0;
-	r->batch->reading = false;
-	r->pool.max = REACTOR_POOL_CHUNKS_BATCH;
-	log_debug("reactor=%u batches reads and writes with io_uring", r->id);
+	REACTOR_HOOKS_RUN(r, finish);
+	atomic_store_explicit(&r->stop_state, REACTOR_QUIET,
+	    memory_order_release);
+	r->done = reactors_quiet();
 }
 
 static void
 reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 {
-	bool new_second;
 	int n;
 
-	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, timeout);
+	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, r->busy ? 0 : timeout);
 	if (n < 0 && errno != EINTR)
 		fatal("reactor=%u epoll_wait", r->id);
 	reactor_clock(r);
@@ -296,29 +288,20 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 
 		io->fn(r, io, evs[i].events);
 	}
-	/* The reads the handlers asked for, all in one system call. */
-	conn_read_batch(r);
+	REACTOR_HOOKS_RUN(r, after_events);
 	/*
-	 * Hand other reactors their tasks before writing this turn's output:
-	 * they work on them while we are in writev, instead of waiting (and
-	 * their CPU idling) until we are done. What the rest of the turn
-	 * stages goes at its end.
+	 * Hand other reactors their tasks before this turn's writes: they
+	 * work on them while we are in writev, instead of waiting (and their
+	 * CPU idling) until we are done. What the rest of the turn stages
+	 * goes at its end.
 	 */
 	reactor_publish(r);
-	new_second = r->now != r->last_sweep;
-	if (new_second)
-		reactor_tick(r);
-	/* Stopping: every turn (100 ms), so that exit waits no longer than
-	 * the lingering connections need. */
-	if (r->nlinger > 0 && (r->stopping || new_second))
-		conn_sweep_linger(r, REACTOR_LINGER_TIMEOUT);
-	conn_reap(r);
-	if (r->stopping && (r->nconns == 0 || r->now >= r->stop_deadline)) {
-		conn_close_all(r);
-		atomic_store_explicit(&r->stop_state, REACTOR_QUIET,
-		    memory_order_release);
-		r->done = reactors_quiet();
+	if (r->now != r->last_second) {
+		r->last_second = r->now;
+		REACTOR_HOOKS_RUN(r, every_second);
 	}
+	r->busy = reactor_before_sleep(r);
+	reactor_check_stop(r);
 	reactor_publish(r);
 }
 
@@ -331,13 +314,11 @@ reactor_main(void *arg)
 	if (r->cpu_affinity)
 		reactor_pin(r);
 	reactor_sched_batch(r);
-	reactor_batch_start(r);
+	reactor_hooks_start(r);
 	log_debug("reactor=%u running", r->id);
+	/* Stopping: every 100 ms, so exit waits no longer than needed. */
 	while (!r->done)
 		reactor_turn(r, evs, r->stopping ? 100 : 1000);
-	/* What this second dropped: as if it were over. */
-	log_limit_report(&r->client_log, r->client_log.second + 1, "reactor",
-	    r->id);
 	free(evs);
 	log_debug("reactor=%u stopped", r->id);
 	return NULL;
@@ -348,7 +329,7 @@ reactor_run_once(struct reactor *r, int timeout_ms)
 {
 	struct epoll_event evs[REACTOR_MAX_EVENTS];
 
-	reactor_batch_start(r);
+	reactor_hooks_start(r);
 	reactor_turn(r, evs, timeout_ms);
 }
 
@@ -378,10 +359,12 @@ reactor_join(struct reactor *r)
 }
 
 static void
-reactor_stop_task(struct reactor *r, void *arg)
+reactor_stop_task(void *owner, void *arg, enum mailbox_status st)
 {
+	struct reactor *r = owner;
+
 	(void)arg;
-	if (r->stopping)
+	if (st == MAILBOX_CANCELLED || r->stopping)
 		return;
 	r->stopping = true;
 	/*
@@ -390,7 +373,7 @@ reactor_stop_task(struct reactor *r, void *arg)
 	 */
 	r->stop_deadline = r->now + r->cf->shutdown_timeout +
 	    (r->cf->shutdown_timeout > 0);
-	conn_shutdown_all(r);
+	REACTOR_HOOKS_RUN(r, stop);
 }
 
 void
@@ -414,8 +397,15 @@ reactor_stop(struct reactor *r)
 }
 
 static void
-reactor_config_task(struct reactor *r, void *arg)
+reactor_config_task(void *owner, void *arg, enum mailbox_status st)
 {
+	struct reactor *r = owner;
+
+	/* Cancelled: the reactor keeps its own; this reference goes. */
+	if (st == MAILBOX_CANCELLED) {
+		config_unref(arg);
+		return;
+	}
 	config_unref(r->cf);
 	r->cf = arg;
 }
@@ -426,64 +416,20 @@ reactor_set_config(struct reactor *r, struct config *cf)
 	reactor_post(r, reactor_config_task, config_ref(cf));
 }
 
-/* A task posted by reactor_post: the entry and the caller's fn and arg. */
-struct heap_task {
-	struct reactor_task task;
-	reactor_task_fn *fn;
-	void	*arg;
-};
-
-static void
-reactor_heap_task(struct reactor *r, void *arg)
+void
+reactor_post(struct reactor *r, mailbox_task_fn *fn, void *arg)
 {
-	struct heap_task *ht = arg;
-
-	ht->fn(r, ht->arg);
-	free(ht);
+	mailbox_post_fn(&r->mb, fn, arg);
 }
 
 void
-reactor_post(struct reactor *r, reactor_task_fn *fn, void *arg)
+reactor_post_task(struct reactor *r, struct mailbox_task *t)
 {
-	struct heap_task *ht = xmalloc(sizeof(*ht));
-
-	ht->fn = fn;
-	ht->arg = arg;
-	ht->task.fn = reactor_heap_task;
-	ht->task.arg = ht;
-	reactor_post_task(r, &ht->task);
-}
-
-/*
- * Pushes the chain head..tail (newest first) onto r's mailbox, and wakes r
- * if the mailbox was empty.
- */
-static void
-mailbox_push(struct reactor *r, struct reactor_task *head,
-    struct reactor_task *tail)
-{
-	struct reactor_task *old = atomic_load_explicit(&r->mailbox,
-	    memory_order_relaxed);
-	uint64_t one = 1;
-
-	do {
-		tail->next = old;
-	} while (!atomic_compare_exchange_weak_explicit(&r->mailbox, &old,
-	    head, memory_order_release, memory_order_relaxed));
-	if (old != NULL)
-		return;
-	while (write(r->evfd, &one, sizeof(one)) < 0 && errno == EINTR)
-		;
+	mailbox_post(&r->mb, t);
 }
 
 void
-reactor_post_task(struct reactor *r, struct reactor_task *t)
-{
-	mailbox_push(r, t, t);
-}
-
-void
-reactor_send(struct reactor *from, struct reactor *to, struct reactor_task *t)
+reactor_send(struct reactor *from, struct reactor *to, struct mailbox_task *t)
 {
 	struct reactor_stage *st;
 
@@ -510,18 +456,14 @@ reactor_publish(struct reactor *r)
 		struct reactor *to = reactor_get(r->staged[i]);
 
 		if (to != NULL) {
-			mailbox_push(to, st->head, st->tail);
+			mailbox_push(&to->mb, st->head, st->tail);
 		} else {
 			/*
 			 * The destination is gone (only while freeing at exit):
-			 * run the tasks here, where r->done makes them clean up.
+			 * the tasks are cancelled, here. Newest first, as
+			 * staged: nobody runs them in order any more.
 			 */
-			struct reactor_task *t, *next;
-
-			for (t = st->head; t != NULL; t = next) {
-				next = t->next;
-				t->fn(r, t->arg);
-			}
+			mailbox_run_chain(st->head, r, MAILBOX_CANCELLED);
 		}
 		st->head = st->tail = NULL;
 	}
@@ -548,55 +490,9 @@ reactor_mod_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 	return epoll_ctl(r->epfd, EPOLL_CTL_MOD, io->fd, &ev);
 }
 
-void
+int
 reactor_del_io(struct reactor *r, struct reactor_io *io)
 {
-	epoll_ctl(r->epfd, EPOLL_CTL_DEL, io->fd, NULL);
 	io->events = 0;
-}
-
-uint32_t
-reactor_slot_add(struct reactor *r, struct conn *c)
-{
-	uint32_t slot;
-
-	if (r->nfree > 0) {
-		slot = r->free_slots[--r->nfree];
-	} else {
-		uint32_t n = r->nslots ? r->nslots * 2 : 64;
-
-		r->slots = xrealloc(r->slots, n * sizeof(*r->slots));
-		r->gens = xrealloc(r->gens, n * sizeof(*r->gens));
-		r->free_slots = xrealloc(r->free_slots,
-		    n * sizeof(*r->free_slots));
-		/* Hand out low slots first: push the new ones high to low. */
-		for (uint32_t i = n; i-- > r->nslots + 1;) {
-			r->gens[i] = 0;
-			r->slots[i] = NULL;
-			r->free_slots[r->nfree++] = i;
-		}
-		slot = r->nslots;
-		r->gens[slot] = 0;
-		r->nslots = n;
-	}
-	r->slots[slot] = c;
-	r->nconns++;
-	return slot;
-}
-
-void
-reactor_slot_del(struct reactor *r, uint32_t slot)
-{
-	r->slots[slot] = NULL;
-	r->gens[slot]++;
-	r->free_slots[r->nfree++] = slot;
-	r->nconns--;
-}
-
-struct conn *
-reactor_slot_get(struct reactor *r, uint32_t slot, uint32_t gen)
-{
-	if (slot >= r->nslots || r->gens[slot] != gen)
-		return NULL;
-	return r->slots[slot];
+	return epoll_ctl(r->epfd, EPOLL_CTL_DEL, io->fd, NULL);
 }

@@ -1,4 +1,4 @@
-/* reactor.h: one epoll loop per thread, owning its fds, connections and mailbox. */
+/* reactor.h: one epoll loop per thread, owning its fds and mailbox; modules hook into it. */
 #ifndef ECHOROUTERD_REACTOR_H
 #define ECHOROUTERD_REACTOR_H
 
@@ -9,21 +9,17 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "buf.h"
 #include "log.h"
-#include "uring.h"
+#include "mailbox.h"
 #include "util.h"
 
 struct reactor;
 struct reactor_io;
 struct config;
-struct conn;
 
 /* Called on the owning reactor when io's fd is ready. */
 typedef void reactor_io_fn(struct reactor *r, struct reactor_io *io,
     uint32_t events);
-/* Work posted to a reactor; runs on that reactor's thread. */
-typedef void reactor_task_fn(struct reactor *r, void *arg);
 
 /*
  * An fd in a reactor's epoll set. It is embedded in the object that owns the
@@ -33,13 +29,6 @@ struct reactor_io {
 	int	fd;
 	uint32_t events;	/* the interest now registered */
 	reactor_io_fn *fn;
-};
-
-/* A mailbox entry. Embed it to post without an allocation. */
-struct reactor_task {
-	struct reactor_task *next;
-	reactor_task_fn *fn;
-	void	*arg;
 };
 
 enum conn_close_reason {
@@ -97,82 +86,79 @@ struct reactor_stats {
 #define REACTOR_STAT_GET(field)						\
 	atomic_load_explicit(&(field), memory_order_relaxed)
 
-#define REACTOR_SCRATCH_SIZE	65536
 #define REACTOR_MAX_EVENTS	256	/* events per epoll_wait */
-#define REACTOR_BATCH		REACTOR_MAX_EVENTS /* requests per run */
-#define REACTOR_BATCH_READ	2048	/* bytes per batched read */
-#define REACTOR_BATCH_IOV	8	/* iovecs per batched write */
-#define REACTOR_LINGER_TIMEOUT	5	/* s a closing connection may linger */
+#define REACTOR_MAX_HOOKS	4	/* modules hooked into one reactor */
 
 /* Where a reactor is in stopping; other reactors read it. */
 enum reactor_stop_state {
 	REACTOR_RUNNING,
-	REACTOR_DRAINING,	/* asked to stop, connections still open */
-	REACTOR_QUIET,		/* none left; runs its mailbox until all are */
+	REACTOR_DRAINING,	/* asked to stop, its hooks still busy */
+	REACTOR_QUIET,		/* done; runs its mailbox until all are */
 };
 
 /*
- * One turn's reads and writes, done by the reactor's io_uring with one
- * system call for each batch (conn.c). Each connection's first read of the
- * turn goes in `in`; whatever does not fit in one batched read or write is
- * done with plain system calls.
+ * What a module (the connection set, later TLS) does at each point of a
+ * reactor's loop: Redis's beforeSleep, generalised. Every hook runs on the
+ * reactor's thread; any may be NULL; arg is the one given to
+ * reactor_hook_add.
  */
-struct reactor_batch {
-	struct conn *rconn[REACTOR_BATCH];	/* readable this turn */
-	uint32_t nread;
-	bool	reading;			/* handling a batched read */
-	struct conn *wconn[REACTOR_BATCH];	/* being written */
-	struct msghdr msg[REACTOR_BATCH];
-	struct iovec iov[REACTOR_BATCH][REACTOR_BATCH_IOV];
-	size_t	want[REACTOR_BATCH];		/* bytes in msg[i] */
-	int32_t	res[REACTOR_BATCH];		/* bytes, -errno, or _NONE */
-	uint8_t	in[REACTOR_BATCH][REACTOR_BATCH_READ];
+struct reactor_hooks {
+	/* On the thread, before its first turn (or the first run_once). */
+	void	(*start)(struct reactor *r, void *arg);
+	/* After the turn's events were handled: batched work goes here. */
+	void	(*after_events)(struct reactor *r, void *arg);
+	/* About once a second, on the turn's clock. */
+	void	(*every_second)(struct reactor *r, void *arg);
+	/*
+	 * At the end of each turn. Returns true if it has work it could do
+	 * at once (a transport's pending data): the next wait does not block.
+	 */
+	bool	(*before_sleep)(struct reactor *r, void *arg);
+	/* The reactor was asked to stop: stop taking work, start draining. */
+	void	(*stop)(struct reactor *r, void *arg);
+	/* Stopping: whether the module is done (nothing left to drain). */
+	bool	(*drained)(struct reactor *r, void *arg);
+	/* Stopping, drained or out of time: end what is left. */
+	void	(*finish)(struct reactor *r, void *arg);
+	/* reactor_free, after the thread ended: free everything. */
+	void	(*free)(struct reactor *r, void *arg);
 };
 
-#define REACTOR_BATCH_NONE	INT32_MIN	/* the ring did not run it */
-
+/*
+ * Fields are grouped by who may touch them. A reactor's connections and
+ * their state belong to the modules hooked into it (conn.c), not to it.
+ */
 struct reactor {
+	/* Any thread: atomics, and fields fixed before the thread starts. */
 	struct reactor_stats stats;
-	_Atomic(struct reactor_task *) mailbox;	/* LIFO; reversed on drain */
+	struct mailbox mb;
+	_Atomic int stop_state;		/* enum reactor_stop_state */
 	unsigned id;
-	int	epfd;
-	int	evfd;
-	struct reactor_io evio;
+
+	/* Main thread (reactor_new, _start, _join, _free). */
 	pthread_t thread;
 	bool	started;
-	bool	cpu_affinity;
-	bool	use_uring;		/* config: io_uring */
-	bool	sched_batch;		/* config: sched_batch */
-	bool	uring_tried;		/* the ring was asked for */
+
+	/* Owning reactor only. */
+	int	epfd;
+	struct reactor_io mbio;		/* the mailbox's eventfd */
+	bool	cpu_affinity;		/* config, at reactor_new */
+	bool	sched_batch;
+	bool	hooks_started;		/* the start hooks have run */
 	bool	stopping;
 	bool	done;
-	_Atomic int stop_state;		/* enum reactor_stop_state */
+	bool	busy;			/* a hook has work: do not block */
 	uint32_t now;			/* seconds, CLOCK_MONOTONIC, per turn */
 	uint64_t now_ms;		/* the same reading in milliseconds */
 	uint32_t stop_deadline;
-	uint32_t last_sweep;
-	uint32_t npaused;		/* connections over the high watermark */
-	uint32_t nlinger;		/* connections lingering before close */
+	uint32_t last_second;
 	uint64_t msg_seq;		/* for route_next_id */
 	struct config *cf;		/* this reactor's reference */
-	/* Connections by slot; gens[slot] changes each time a slot is freed. */
-	struct conn **slots;
-	uint32_t *gens;
-	uint32_t *free_slots;
-	uint32_t nslots;
-	uint32_t nfree;
-	uint32_t nconns;
-	/* Least recently active first, for idle_timeout. */
-	struct conn *lru_head;
-	struct conn *lru_tail;
-	struct conn *closing;		/* torn down at the end of the turn */
-	struct log_limit client_log;	/* records about clients (log.h) */
-	struct conn *flush_list;	/* written to during this turn */
-	struct buf_pool pool;
-	uint8_t	*scratch;		/* REACTOR_SCRATCH_SIZE read buffer */
-	/* Batched I/O: both set, on the reactor's thread, or neither. */
-	struct uring ring;
-	struct reactor_batch *batch;
+	struct {
+		const struct reactor_hooks *h;
+		void	*arg;
+	} hooks[REACTOR_MAX_HOOKS];
+	unsigned nhooks;
 	/*
 	 * Tasks for other reactors staged during this turn, one list per
 	 * destination (newest first), published at the end of the turn.
@@ -183,8 +169,8 @@ struct reactor {
 };
 
 struct reactor_stage {
-	struct reactor_task *head;
-	struct reactor_task *tail;
+	struct mailbox_task *head;
+	struct mailbox_task *tail;
 };
 
 /*
@@ -230,13 +216,15 @@ void	reactor_stop_all(struct reactor **rs, unsigned n);
 void	reactor_set_config(struct reactor *r, struct config *cf);
 
 /*
- * Queues fn(r, arg) to run on r's thread in the order posted by this thread.
- * Only the first task into an empty mailbox writes the eventfd, so a burst
- * costs one wakeup. reactor_post allocates the entry; reactor_post_task
- * takes one the caller embedded (its fn and arg already set). Any thread.
+ * Queues fn(r, arg, status) to run on r's thread in the order posted by
+ * this thread (mailbox.h): status is MAILBOX_RUN, or MAILBOX_CANCELLED if
+ * r is freed at exit before running it. Only the first task into an empty
+ * mailbox writes the eventfd, so a burst costs one wakeup. reactor_post
+ * allocates the entry; reactor_post_task takes one the caller embedded
+ * (its fn and arg already set). Any thread.
  */
-void	reactor_post(struct reactor *r, reactor_task_fn *fn, void *arg);
-void	reactor_post_task(struct reactor *r, struct reactor_task *t);
+void	reactor_post(struct reactor *r, mailbox_task_fn *fn, void *arg);
+void	reactor_post_task(struct reactor *r, struct mailbox_task *t);
 
 /*
  * Queues t for reactor to, from reactor from (the caller's own): tasks to
@@ -246,21 +234,32 @@ void	reactor_post_task(struct reactor *r, struct reactor_task *t);
  * order is kept. Owning reactor (from) only.
  */
 void	reactor_send(struct reactor *from, struct reactor *to,
-	    struct reactor_task *t);
+	    struct mailbox_task *t);
 
 /* Publishes what reactor_send staged. Owning reactor only. */
 void	reactor_publish(struct reactor *r);
 
-/* Adds, changes or removes io's fd in the epoll set. Owning reactor only. */
+/*
+ * Adds, changes or removes io's fd in the epoll set: 0, or -1 with errno
+ * from epoll_ctl (the caller decides what a failure means). Closing an fd
+ * also removes it. Owning reactor only.
+ */
 int	reactor_add_io(struct reactor *r, struct reactor_io *io,
 	    uint32_t events);
 int	reactor_mod_io(struct reactor *r, struct reactor_io *io,
 	    uint32_t events);
-void	reactor_del_io(struct reactor *r, struct reactor_io *io);
+int	reactor_del_io(struct reactor *r, struct reactor_io *io);
 
-/* Slot bookkeeping for connections. Owning reactor only. */
-uint32_t reactor_slot_add(struct reactor *r, struct conn *c);
-void	reactor_slot_del(struct reactor *r, uint32_t slot);
-struct conn *reactor_slot_get(struct reactor *r, uint32_t slot, uint32_t gen);
+/*
+ * Hooks h (with arg) into r's loop, after those added before. 0, or -1
+ * with errno ENOSPC when REACTOR_MAX_HOOKS are in. Owning reactor only
+ * (or the main thread before the reactor starts).
+ */
+int	reactor_hook_add(struct reactor *r, const struct reactor_hooks *h,
+	    void *arg);
+
+/* The arg hooked in with h, or NULL if h is not. Owning reactor only. */
+void	*reactor_hook_arg(const struct reactor *r,
+	    const struct reactor_hooks *h);
 
 #endif

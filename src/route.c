@@ -1,4 +1,4 @@
-/* route.c: the sharded address table, prefix routes, and cross-reactor delivery. */
+/* route.c: the sharded address table and prefix routes; any thread, no I/O. */
 #include "route.h"
 
 #include <pthread.h>
@@ -6,11 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "config.h"
-#include "conn.h"
-#include "proto.h"
 #include "util.h"
 
 #define ROUTE_SHARDS	64	/* a power of two */
@@ -123,13 +120,6 @@ shard_grow_locked(struct route_shard *sh)
 	sh->nbuckets = n;
 }
 
-static bool
-owner_eq(const struct route_owner *a, const struct route_owner *b)
-{
-	return a->reactor == b->reactor && a->slot == b->slot &&
-	    a->gen == b->gen;
-}
-
 /* Adds an entry for addr held by owner. Shard lock held. */
 static void
 shard_insert_locked(struct route_shard *sh, struct route_entry **pe,
@@ -198,7 +188,7 @@ static bool
 entry_drop_locked(struct route_entry *e, const struct route_owner *owner)
 {
 	for (uint32_t i = 0; i < e->n; i++) {
-		if (!owner_eq(&e->owners[i], owner))
+		if (!route_owner_eq(&e->owners[i], owner))
 			continue;
 		e->owners[i] = e->owners[--e->n];
 		break;
@@ -283,219 +273,4 @@ route_resolve(const struct config *cf, const char *addr, bool prefix_first,
 	if (prefix_first && route_lookup(addr, owner))
 		return addr;
 	return NULL;
-}
-
-struct route_msg *
-route_msg_new(size_t len)
-{
-	struct route_msg *m = xmalloc(sizeof(*m) + len + 1);
-
-	/*
-	 * Not calloc: zeroing the whole message (368 bytes and the text, most
-	 * of them SMPP strings a line client leaves empty) was 2 % of the time
-	 * of cross-reactor routing. The fixed fields are zeroed, the strings
-	 * emptied; the text is the caller's to fill.
-	 */
-	memset(m, 0, offsetof(struct route_msg, src_addr));
-	m->src_addr[0] = m->dst_addr[0] = m->reply_to[0] = '\0';
-	m->receipted_id[0] = m->from[0] = m->to[0] = '\0';
-	m->len = 0;
-	m->text[len] = '\0';
-	return m;
-}
-
-struct route_msg *
-route_msg_dup(const struct route_msg *m)
-{
-	size_t n = route_msg_size(m);
-
-	return memcpy(xmalloc(n), m, n);
-}
-
-uint64_t
-route_next_id(struct reactor *r)
-{
-	/* Reactor ids are below 1024: the low bits keep ids apart. */
-	return (++r->msg_seq << 10) | r->id;
-}
-
-const char *
-route_verdict_name(enum route_verdict v)
-{
-	switch (v) {
-	case ROUTE_PENDING:
-		return "pending";
-	case ROUTE_OK:
-		return "ok";
-	case ROUTE_NO_ROUTE:
-		return "no route";
-	case ROUTE_BUSY:
-		return "recipient busy";
-	case ROUTE_REFUSED:
-		return "refused";
-	case ROUTE_UNFIT:
-		return "unfit";
-	}
-	return "?";
-}
-
-/* Hands m to the recipient's protocol on its own reactor. */
-static enum route_verdict
-route_deliver(struct reactor *r, struct route_msg *m)
-{
-	struct conn *c = reactor_slot_get(r, m->recipient.slot,
-	    m->recipient.gen);
-	const struct limits *lim = &r->cf->limits;
-	enum route_verdict v;
-
-	if (c == NULL || conn_is_closing(c) || c->proto->on_deliver == NULL)
-		return ROUTE_NO_ROUTE;
-	if ((c->flags & CONN_F_PAUSED) ||
-	    conn_pending(c) >= lim->output_high_watermark)
-		return ROUTE_BUSY;
-	v = (enum route_verdict)c->proto->on_deliver(c, m);
-	/* Protocols that hear back from the client confirm later. */
-	if (v == ROUTE_OK && !c->proto->confirms_delivery)
-		route_receipt(r, m, ROUTE_STATE_DELIVERED);
-	return v;
-}
-
-/* On the sender's reactor: the verdict came back. */
-static void
-route_verdict_task(struct reactor *r, void *arg)
-{
-	struct route_msg *m = arg;
-	struct conn *c;
-
-	if (!r->done) {
-		c = reactor_slot_get(r, m->sender.slot, m->sender.gen);
-		if (c != NULL && !(c->flags & CONN_F_CLOSING) &&
-		    c->proto->on_verdict != NULL)
-			c->proto->on_verdict(c, m);
-	}
-	free(m);
-}
-
-/* On the recipient's reactor: deliver, then send the verdict back. */
-static void
-route_deliver_task(struct reactor *r, void *arg)
-{
-	struct route_msg *m = arg;
-	struct reactor *back;
-
-	if (r->done) {
-		free(m);	/* shutting down: nobody is left to answer */
-		return;
-	}
-	m->verdict = route_deliver(r, m);
-	if (m->verdict == ROUTE_OK)
-		REACTOR_STAT_ADD(r->stats.routed_remote, 1);
-	if ((m->flags & ROUTE_F_NO_VERDICT) ||
-	    (back = reactor_get(m->sender.reactor)) == NULL) {
-		free(m);
-		return;
-	}
-	m->task.fn = route_verdict_task;
-	m->task.arg = m;
-	reactor_send(r, back, &m->task);
-}
-
-/*
- * Finds m's recipient and delivers m on this reactor or posts it to the
- * recipient's. Returns the verdict, or ROUTE_PENDING once posted.
- */
-static enum route_verdict
-route_dispatch(struct reactor *r, struct route_msg *m)
-{
-	struct reactor *dst;
-	enum route_verdict v;
-	bool found;
-
-	if (m->flags & ROUTE_F_EXACT)
-		found = route_lookup(m->to, &m->recipient);
-	else
-		found = route_resolve(r->cf, m->to,
-		    (m->flags & ROUTE_F_PREFIX_FIRST) != 0,
-		    &m->recipient) != NULL;
-	if (!found || (dst = reactor_get(m->recipient.reactor)) == NULL) {
-		free(m);
-		return ROUTE_NO_ROUTE;
-	}
-	if (dst == r) {
-		v = route_deliver(r, m);
-		if (v == ROUTE_OK)
-			REACTOR_STAT_ADD(r->stats.routed_local, 1);
-		free(m);
-		return v;
-	}
-	m->task.fn = route_deliver_task;
-	m->task.arg = m;
-	reactor_send(r, dst, &m->task);
-	return ROUTE_PENDING;
-}
-
-enum route_verdict
-route_send(struct conn *c, struct route_msg *m)
-{
-	m->sender.reactor = c->r->id;
-	m->sender.slot = c->slot;
-	m->sender.gen = c->gen;
-	return route_dispatch(c->r, m);
-}
-
-void
-route_forward(struct reactor *r, struct route_msg *m)
-{
-	m->flags |= ROUTE_F_NO_VERDICT;
-	m->sender.reactor = ROUTE_NO_REACTOR;
-	route_dispatch(r, m);
-}
-
-/* "YYMMDDhhmm" in UTC, as receipts write dates. */
-static void
-receipt_date(uint64_t t, char *buf, size_t len)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	gmtime_r(&tt, &tm);
-	strftime(buf, len, "%y%m%d%H%M", &tm);
-}
-
-void
-route_receipt(struct reactor *r, const struct route_msg *orig, uint8_t state)
-{
-	char sub[16], done[16], text[200];
-	struct route_msg *m;
-	bool ok = state == ROUTE_STATE_DELIVERED;
-	int n;
-
-	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
-		return;
-	receipt_date(orig->submitted, sub, sizeof(sub));
-	receipt_date((uint64_t)time(NULL), done, sizeof(done));
-	n = snprintf(text, sizeof(text), "id:%llu sub:001 dlvrd:%s submit "
-	    "date:%s done date:%s stat:%s err:%s text:%.20s",
-	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
-	    ok ? "DELIVRD" : "UNDELIV", ok ? "000" : "001",
-	    orig->flags & ROUTE_F_RECEIPT ? "" : (const char *)orig->text);
-	m = route_msg_new((size_t)n);
-	memcpy(m->text, text, (size_t)n);
-	m->len = (size_t)n;
-	m->id = route_next_id(r);
-	m->flags = ROUTE_F_EXACT | ROUTE_F_RECEIPT;
-	m->esm_class = ROUTE_ESM_RECEIPT;
-	m->message_state = state;
-	snprintf(m->receipted_id, sizeof(m->receipted_id), "%llu",
-	    (unsigned long long)orig->id);
-	/* The receipt travels back: from the recipient to the submitter. */
-	snprintf(m->from, sizeof(m->from), "%s", orig->to);
-	snprintf(m->to, sizeof(m->to), "%s", orig->reply_to);
-	memcpy(m->src_addr, orig->dst_addr, sizeof(m->src_addr));
-	memcpy(m->dst_addr, orig->src_addr, sizeof(m->dst_addr));
-	m->src_ton = orig->dst_ton;
-	m->src_npi = orig->dst_npi;
-	m->dst_ton = orig->src_ton;
-	m->dst_npi = orig->src_npi;
-	route_forward(r, m);
 }

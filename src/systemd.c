@@ -100,10 +100,11 @@ systemd_sockets_free(struct systemd_socket *ss, int n)
 
 /* Makes a reactor turn its loop: an empty task through its mailbox. */
 static void
-watchdog_nudge_task(struct reactor *r, void *arg)
+watchdog_nudge_task(void *owner, void *arg, enum mailbox_status st)
 {
-	(void)r;
+	(void)owner;
 	(void)arg;
+	(void)st;
 }
 
 /* Remembers each reactor's turns and asks every one to turn again. */

@@ -91,17 +91,17 @@ fuzz_session(const struct proto *proto, const uint8_t *data, size_t size)
 		drain(sv[1]);
 	}
 	shutdown(sv[1], SHUT_WR);
-	for (int i = 0; i < 1000 && reactor->nconns > 0; i++) {
+	for (int i = 0; i < 1000 && conn_count(reactor) > 0; i++) {
 		reactor_run_once(reactor, 0);
 		drain(sv[1]);
 	}
 	close(sv[1]);
 	/* Whatever is left (held, paused) is closed now. */
-	for (int i = 0; i < 10 && reactor->nconns > 0; i++)
+	for (int i = 0; i < 10 && conn_count(reactor) > 0; i++)
 		reactor_run_once(reactor, 0);
-	if (reactor->nconns > 0) {
+	if (conn_count(reactor) > 0) {
 		conn_close_all(reactor);
 	}
-	if (reactor->nconns != 0 || atomic_load(&conn_live) != 0)
+	if (conn_count(reactor) != 0 || atomic_load(&conn_live) != 0)
 		abort();
 }

@@ -1,4 +1,4 @@
-/* test_reactor.c: reactor threads, the mailbox (order, once), staged sends and slots. */
+/* test_reactor.c: reactor threads, the mailbox (order, once), and staged sends. */
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -46,11 +46,15 @@ struct mailbox_test {
 static struct mailbox_test mt;
 
 static void
-record_task(struct reactor *r, void *arg)
+record_task(void *owner, void *arg, enum mailbox_status st)
 {
+	struct reactor *r = owner;
 	struct task_rec *rec = arg;
 	struct order *o = &mt.order[r->id];
 
+	/* Run by the reactor, not cancelled: counted as out of order. */
+	if (st != MAILBOX_RUN)
+		o->out_of_order++;
 	rec->ran++;
 	rec->ran_on = r;
 	rec->thread = pthread_self();
@@ -139,7 +143,7 @@ END_TEST
 
 /* Tasks the caller embedded, posted with reactor_post_task. */
 struct embedded {
-	struct reactor_task task;
+	struct mailbox_task task;
 	unsigned value;
 	unsigned ran;
 };
@@ -147,11 +151,12 @@ struct embedded {
 static unsigned embedded_sum;
 
 static void
-embedded_run(struct reactor *r, void *arg)
+embedded_run(void *owner, void *arg, enum mailbox_status st)
 {
 	struct embedded *e = arg;
 
-	(void)r;
+	(void)owner;
+	(void)st;
 	e->ran++;
 	embedded_sum = embedded_sum * 31 + e->value;
 }
@@ -184,11 +189,12 @@ START_TEST(reactor_post_task_embedded)
 END_TEST
 
 static void
-name_task(struct reactor *r, void *arg)
+name_task(void *owner, void *arg, enum mailbox_status st)
 {
 	char *name = arg;
 
-	(void)r;
+	(void)owner;
+	(void)st;
 	pthread_getname_np(pthread_self(), name, 16);
 }
 
@@ -217,11 +223,13 @@ START_TEST(reactor_thread_names)
 }
 END_TEST
 
-/* A reactor never started is freed cleanly, running what was posted. */
+/* A reactor never started is freed cleanly; what was posted is cancelled. */
 static void
-count_task(struct reactor *r, void *arg)
+count_task(void *owner, void *arg, enum mailbox_status st)
 {
-	(void)r;
+	(void)owner;
+	/* Never run by a thread: only told it is cancelled. */
+	ck_assert_int_eq(st, MAILBOX_CANCELLED);
 	(*(unsigned *)arg)++;
 }
 
@@ -246,8 +254,11 @@ END_TEST
 
 /* The new configuration is what the reactor holds afterwards. */
 static void
-cf_probe(struct reactor *r, void *arg)
+cf_probe(void *owner, void *arg, enum mailbox_status st)
 {
+	struct reactor *r = owner;
+
+	(void)st;
 	*(unsigned *)arg = r->cf->max_connections;
 }
 
@@ -274,118 +285,28 @@ START_TEST(reactor_set_config_swaps)
 }
 END_TEST
 
-START_TEST(reactor_slots_generations)
-{
-	struct config *cf = unit_config(reactor_conf);
-	struct reactor *r = reactor_new(0, cf);
-	struct conn *fake[3] = {
-		(struct conn *)&fake[0], (struct conn *)&fake[1],
-		(struct conn *)&fake[2],
-	};
-	uint32_t s0, s1, s2, g0, g2;
-
-	/* Not started: this thread is the owner. */
-	s0 = reactor_slot_add(r, fake[0]);
-	g0 = r->gens[s0];
-	s1 = reactor_slot_add(r, fake[1]);
-	ck_assert_uint_ne(s0, s1);
-	ck_assert_uint_eq(r->nconns, 2);
-	ck_assert_ptr_eq(reactor_slot_get(r, s0, g0), fake[0]);
-	ck_assert_ptr_eq(reactor_slot_get(r, s1, r->gens[s1]), fake[1]);
-	ck_assert_ptr_null(reactor_slot_get(r, s0, g0 + 1));
-	reactor_slot_del(r, s0);
-	ck_assert_uint_eq(r->nconns, 1);
-	ck_assert_ptr_null(reactor_slot_get(r, s0, g0));
-	/* The freed slot is reused, under a new generation. */
-	s2 = reactor_slot_add(r, fake[2]);
-	g2 = r->gens[s2];
-	ck_assert_uint_eq(s2, s0);
-	ck_assert_uint_ne(g2, g0);
-	ck_assert_ptr_null(reactor_slot_get(r, s2, g0));
-	ck_assert_ptr_eq(reactor_slot_get(r, s2, g2), fake[2]);
-	ck_assert_ptr_eq(reactor_slot_get(r, s1, r->gens[s1]), fake[1]);
-	/* Out of range. */
-	ck_assert_ptr_null(reactor_slot_get(r, r->nslots, 0));
-	ck_assert_ptr_null(reactor_slot_get(r, UINT32_MAX, 0));
-	reactor_slot_del(r, s1);
-	reactor_slot_del(r, s2);
-	ck_assert_uint_eq(r->nconns, 0);
-	reactor_free(r);
-	config_unref(cf);
-}
-END_TEST
-
-#define MANY_SLOTS	1000
-
-/* Growth past the first allocation keeps every slot distinct and found. */
-START_TEST(reactor_slots_growth)
-{
-	struct config *cf = unit_config(reactor_conf);
-	struct reactor *r = reactor_new(0, cf);
-	static char objs[MANY_SLOTS];
-	uint32_t slot[MANY_SLOTS], gen[MANY_SLOTS];
-	unsigned char *used;
-
-	for (unsigned i = 0; i < MANY_SLOTS; i++) {
-		slot[i] = reactor_slot_add(r, (struct conn *)&objs[i]);
-		gen[i] = r->gens[slot[i]];
-	}
-	ck_assert_uint_eq(r->nconns, MANY_SLOTS);
-	ck_assert_uint_ge(r->nslots, MANY_SLOTS);
-	used = calloc(r->nslots, 1);
-	for (unsigned i = 0; i < MANY_SLOTS; i++) {
-		ck_assert_uint_lt(slot[i], r->nslots);
-		ck_assert_msg(!used[slot[i]], "slot %u handed out twice",
-		    slot[i]);
-		used[slot[i]] = 1;
-		ck_assert_ptr_eq(reactor_slot_get(r, slot[i], gen[i]),
-		    (struct conn *)&objs[i]);
-	}
-	/* Low slots first: the first MANY_SLOTS are exactly 0..N-1. */
-	for (unsigned i = 0; i < MANY_SLOTS; i++)
-		ck_assert(used[i]);
-	free(used);
-	/* Free every other one, reuse them, and check stale handles fail. */
-	for (unsigned i = 0; i < MANY_SLOTS; i += 2)
-		reactor_slot_del(r, slot[i]);
-	for (unsigned i = 0; i < MANY_SLOTS; i += 2) {
-		uint32_t s = reactor_slot_add(r, (struct conn *)&objs[i]);
-
-		ck_assert_ptr_null(reactor_slot_get(r, s, r->gens[s] - 1));
-		ck_assert_ptr_eq(reactor_slot_get(r, s, r->gens[s]),
-		    (struct conn *)&objs[i]);
-	}
-	for (unsigned i = 0; i < MANY_SLOTS; i += 2)
-		ck_assert_ptr_null(reactor_slot_get(r, slot[i], gen[i]));
-	ck_assert_uint_eq(r->nconns, MANY_SLOTS);
-	for (uint32_t s = 0; s < r->nslots; s++)
-		if (r->slots[s] != NULL)
-			reactor_slot_del(r, s);
-	ck_assert_uint_eq(r->nconns, 0);
-	reactor_free(r);
-	config_unref(cf);
-}
-END_TEST
-
 /* reactor_send: staged per destination, published once a turn. */
 struct stage_order {
 	int	seen[STAGE_N];
 	int	n;
+	int	cancelled;	/* runs told MAILBOX_CANCELLED */
 	struct reactor *ran_on;
 };
 
 struct stage_item {
-	struct reactor_task task;
+	struct mailbox_task task;
 	struct stage_order *o;
 	int	k;
 };
 
 static void
-stage_record(struct reactor *r, void *arg)
+stage_record(void *owner, void *arg, enum mailbox_status st)
 {
+	struct reactor *r = owner;
 	struct stage_item *it = arg;
 
 	it->o->ran_on = r;
+	it->o->cancelled += st == MAILBOX_CANCELLED;
 	it->o->seen[it->o->n++] = it->k;
 	free(it);
 }
@@ -436,7 +357,7 @@ START_TEST(test_send_publish_order)
 }
 END_TEST
 
-/* Freeing a reactor with staged tasks runs them there; nothing leaks. */
+/* Freeing a reactor with staged tasks cancels them there; nothing leaks. */
 START_TEST(test_staged_at_free)
 {
 	struct config *cf = two_reactor_config();
@@ -451,6 +372,7 @@ START_TEST(test_staged_at_free)
 	reactor_free(b);	/* the destination is gone first */
 	reactor_free(a);
 	ck_assert_int_eq(o.n, 1);
+	ck_assert_int_eq(o.cancelled, 1);
 	ck_assert_ptr_eq(o.ran_on, a);
 	config_unref(cf);
 }
@@ -461,7 +383,6 @@ reactor_suite(void)
 {
 	Suite *s = suite_create("reactor");
 	TCase *mb = tcase_create("mailbox");
-	TCase *sl = tcase_create("slots");
 	TCase *stg = tcase_create("send");
 
 	tcase_add_test(mb, reactor_mailbox_many_producers);
@@ -471,10 +392,6 @@ reactor_suite(void)
 	tcase_add_test(mb, reactor_set_config_swaps);
 	tcase_set_timeout(mb, 60);
 	suite_add_tcase(s, mb);
-	tcase_add_test(sl, reactor_slots_generations);
-	tcase_add_test(sl, reactor_slots_growth);
-	tcase_set_timeout(sl, 30);
-	suite_add_tcase(s, sl);
 	tcase_add_test(stg, test_send_publish_order);
 	tcase_add_test(stg, test_staged_at_free);
 	tcase_set_timeout(stg, 30);

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "helpers.h"
 #include "proto.h"
+#include "deliver.h"
 #include "route.h"
 #include "suites.h"
 #include "util.h"
@@ -18,9 +19,8 @@
 static struct route_owner
 owner(uint32_t r, uint32_t slot, uint32_t gen)
 {
-	struct route_owner o = { r, slot, gen };
-
-	return o;
+	return route_owner_conn((struct conn_handle){ .reactor = r,
+	    .slot = slot, .gen = gen });
 }
 
 START_TEST(test_addr_valid)
@@ -50,9 +50,9 @@ START_TEST(test_claim_lookup_release)
 	ck_assert_int_eq(route_claim("t-alice", &a), 0);
 	ck_assert_int_eq(route_claim("t-alice", &b), -1);
 	ck_assert(route_lookup("t-alice", &got));
-	ck_assert_uint_eq(got.reactor, 1);
-	ck_assert_uint_eq(got.slot, 2);
-	ck_assert_uint_eq(got.gen, 3);
+	ck_assert_uint_eq(got.conn.reactor, 1);
+	ck_assert_uint_eq(got.conn.slot, 2);
+	ck_assert_uint_eq(got.conn.gen, 3);
 	/* A stale owner (another generation) cannot release it. */
 	route_release("t-alice", &b);
 	ck_assert(route_lookup("t-alice", &got));
@@ -77,8 +77,8 @@ START_TEST(test_many_addresses)
 	for (uint32_t i = 0; i < 20000; i++) {
 		snprintf(name, sizeof(name), "many-%u", i);
 		ck_assert(route_lookup(name, &got));
-		ck_assert_uint_eq(got.slot, i);
-		ck_assert_uint_eq(got.gen, i * 3);
+		ck_assert_uint_eq(got.conn.slot, i);
+		ck_assert_uint_eq(got.conn.gen, i * 3);
 	}
 	for (uint32_t i = 0; i < 20000; i++) {
 		struct route_owner o = owner(i % 7, i, i * 3);
@@ -161,7 +161,7 @@ START_TEST(test_resolve_longest_prefix)
 	to = route_resolve(cf, "+351210000000", false, &got);
 	ck_assert_ptr_nonnull(to);
 	ck_assert_str_eq(to, "gw-pt");
-	ck_assert_uint_eq(got.reactor, 0);
+	ck_assert_uint_eq(got.conn.reactor, 0);
 	to = route_resolve(cf, "+351912345678", false, &got);
 	ck_assert_ptr_nonnull(to);
 	ck_assert_str_eq(to, "gw-voda");
@@ -172,7 +172,7 @@ START_TEST(test_resolve_longest_prefix)
 	ck_assert_int_eq(route_claim("+351912345678", &direct), 0);
 	to = route_resolve(cf, "+351912345678", false, &got);
 	ck_assert_str_eq(to, "+351912345678");
-	ck_assert_uint_eq(got.reactor, 2);
+	ck_assert_uint_eq(got.conn.reactor, 2);
 	route_release("+351912345678", &direct);
 	route_release("gw-pt", &pt);
 	route_release("gw-voda", &voda);
@@ -230,18 +230,18 @@ END_TEST
 /* Not calloc, so on memory just freed dirty, as malloc often hands back. */
 START_TEST(test_route_msg_new_clean)
 {
-	static const struct route_msg zero;
+	static const struct deliver_msg zero;
 	enum { LEN = 64 };
 
 	for (int i = 0; i < 8; i++) {
-		size_t n = sizeof(struct route_msg) + LEN + 1;
-		struct route_msg *m;
+		size_t n = sizeof(struct deliver_msg) + LEN + 1;
+		struct deliver_msg *m;
 		void *dirty = xmalloc(n);
 
 		memset(dirty, 0xAA, n);
 		free(dirty);
-		m = route_msg_new(LEN);
-		ck_assert(memcmp(m, &zero, offsetof(struct route_msg,
+		m = deliver_msg_new(LEN);
+		ck_assert(memcmp(m, &zero, offsetof(struct deliver_msg,
 		    src_addr)) == 0);
 		ck_assert_str_eq(m->src_addr, "");
 		ck_assert_str_eq(m->dst_addr, "");
@@ -251,7 +251,7 @@ START_TEST(test_route_msg_new_clean)
 		ck_assert_str_eq(m->to, "");
 		ck_assert_uint_eq(m->len, 0);
 		ck_assert_int_eq(m->text[LEN], '\0');
-		ck_assert_uint_eq(route_msg_size(m), sizeof(*m) + 1);
+		ck_assert_uint_eq(deliver_msg_size(m), sizeof(*m) + 1);
 		free(m);
 	}
 }

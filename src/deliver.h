@@ -1,0 +1,118 @@
+/*
+ * deliver.h: messages and their delivery: from a sender's connection to
+ * the recipient's, on the same reactor or through the recipient's
+ * mailbox, and the verdict back. This is where "stored" and "on another
+ * node" plug in; the address table itself is route.h.
+ */
+#ifndef ECHOROUTERD_DELIVER_H
+#define ECHOROUTERD_DELIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handle.h"
+#include "mailbox.h"
+#include "route.h"
+
+struct conn;
+struct reactor;
+
+enum deliver_verdict {
+	DELIVER_PENDING = 0,	/* posted to another reactor; answer follows */
+	DELIVER_OK,		/* queued on the recipient's connection */
+	DELIVER_NO_ROUTE,		/* nobody owns the address (or it left) */
+	DELIVER_BUSY,		/* the recipient's output is over its watermark */
+	DELIVER_REFUSED,		/* the recipient's queue for it is full */
+	DELIVER_UNFIT,		/* the recipient's protocol cannot carry it */
+};
+
+/* route_msg flags. */
+enum {
+	DELIVER_F_PREFIX_FIRST = 1 << 0,	/* routes before logged-in owners */
+	DELIVER_F_EXACT = 1 << 1,		/* only the owner of the address */
+	DELIVER_F_NO_VERDICT = 1 << 2,	/* nobody waits for the verdict */
+	DELIVER_F_RECEIPT = 1 << 3,	/* a delivery receipt */
+	DELIVER_F_UMR = 1 << 4,		/* user_message_reference is set */
+	DELIVER_F_SAR = 1 << 5,		/* the sar_* fields are set */
+};
+
+#define DELIVER_NO_REACTOR	UINT32_MAX
+
+/*
+ * A message on its way. It travels from the sender's reactor to the
+ * recipient's and back (for the verdict) as one allocation, posted through
+ * the mailboxes; whoever holds it owns it. deliver_msg_new zeroes what comes
+ * before src_addr and empties the strings: keep every number field above
+ * src_addr.
+ */
+struct deliver_msg {
+	struct mailbox_task task;
+	uint64_t id;
+	struct conn_handle sender;
+	struct route_owner recipient;
+	enum deliver_verdict verdict;
+	uint32_t flags;
+	uint32_t sender_ref;		/* the sender's own reference */
+	uint32_t sender_cmd;		/* and what it was answering */
+	uint64_t submitted;		/* wall clock seconds, for receipts */
+	/* SMPP details, carried through untouched; zero from line clients. */
+	uint8_t	src_ton, src_npi;
+	uint8_t	dst_ton, dst_npi;
+	uint8_t	esm_class;
+	uint8_t	data_coding;
+	uint8_t	registered_delivery;
+	uint8_t	message_state;		/* receipts */
+	uint16_t umr;
+	uint16_t sar_ref;
+	uint8_t	sar_total;
+	uint8_t	sar_seq;
+	char	src_addr[21];		/* as submitted, without normalising */
+	char	dst_addr[21];
+	char	reply_to[ROUTE_ADDR_MAX + 1];	/* receipts go here */
+	char	receipted_id[24];
+	char	from[ROUTE_ADDR_MAX + 1];
+	char	to[ROUTE_ADDR_MAX + 1];
+	size_t	len;
+	uint8_t	text[];
+};
+
+/*
+ * A message with room for len bytes of text (and a NUL after them): its
+ * numbers zero, its strings empty, the text for the caller to fill.
+ */
+struct deliver_msg *deliver_msg_new(size_t len);
+
+/* The bytes m takes: its fields, its text, the NUL after. */
+static inline size_t
+deliver_msg_size(const struct deliver_msg *m)
+{
+	return sizeof(*m) + m->len + 1;
+}
+
+/* A copy of m (text included) that the caller owns. */
+struct deliver_msg *deliver_msg_dup(const struct deliver_msg *m);
+
+/* A message id unique within the run. Owning reactor only. */
+uint64_t deliver_next_id(struct reactor *r);
+
+/*
+ * Sends m from connection c (the sender, on its owning reactor) to m->to.
+ * Returns the verdict when it is known at once (the recipient is on the
+ * same reactor, or there is no route) and frees m; returns DELIVER_PENDING
+ * when m went to the recipient's reactor, in which case the sender's
+ * protocol gets on_verdict(c, m) later, unless c has closed by then.
+ */
+enum deliver_verdict deliver_send(struct conn *c, struct deliver_msg *m);
+
+/*
+ * Sends m from reactor r with nobody waiting for a verdict (delivery
+ * receipts): to the owner of m->to only when DELIVER_F_EXACT. Takes m.
+ * Owning reactor of whatever made m.
+ */
+void	deliver_forward(struct reactor *r, struct deliver_msg *m);
+
+/* The verdict's name: "ok", "no route", ... */
+const char *deliver_verdict_name(enum deliver_verdict v);
+
+#endif

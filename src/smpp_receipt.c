@@ -1,0 +1,58 @@
+/* smpp_receipt.c: SMPP delivery receipts: their text, and sending them back to the submitter. */
+#include "smpp_receipt.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "deliver.h"
+
+/* "YYMMDDhhmm" in UTC, as receipts write dates. */
+static void
+receipt_date(uint64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, "%y%m%d%H%M", &tm);
+}
+
+void
+smpp_receipt_send(struct reactor *r, const struct deliver_msg *orig,
+    uint8_t state)
+{
+	char sub[16], done[16], text[200];
+	struct deliver_msg *m;
+	bool ok = state == SMPP_STATE_DELIVERED;
+	int n;
+
+	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
+		return;
+	receipt_date(orig->submitted, sub, sizeof(sub));
+	receipt_date((uint64_t)time(NULL), done, sizeof(done));
+	n = snprintf(text, sizeof(text), "id:%llu sub:001 dlvrd:%s submit "
+	    "date:%s done date:%s stat:%s err:%s text:%.20s",
+	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
+	    ok ? "DELIVRD" : "UNDELIV", ok ? "000" : "001",
+	    orig->flags & DELIVER_F_RECEIPT ? "" : (const char *)orig->text);
+	m = deliver_msg_new((size_t)n);
+	memcpy(m->text, text, (size_t)n);
+	m->len = (size_t)n;
+	m->id = deliver_next_id(r);
+	m->flags = DELIVER_F_EXACT | DELIVER_F_RECEIPT;
+	m->esm_class = SMPP_ESM_RECEIPT;
+	m->message_state = state;
+	snprintf(m->receipted_id, sizeof(m->receipted_id), "%llu",
+	    (unsigned long long)orig->id);
+	/* The receipt travels back: from the recipient to the submitter. */
+	snprintf(m->from, sizeof(m->from), "%s", orig->to);
+	snprintf(m->to, sizeof(m->to), "%s", orig->reply_to);
+	memcpy(m->src_addr, orig->dst_addr, sizeof(m->src_addr));
+	memcpy(m->dst_addr, orig->src_addr, sizeof(m->dst_addr));
+	m->src_ton = orig->dst_ton;
+	m->src_npi = orig->dst_npi;
+	m->dst_ton = orig->src_ton;
+	m->dst_npi = orig->src_npi;
+	deliver_forward(r, m);
+}

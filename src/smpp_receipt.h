@@ -1,0 +1,23 @@
+/* smpp_receipt.h: SMPP delivery receipts for messages that asked for one. */
+#ifndef ECHOROUTERD_SMPP_RECEIPT_H
+#define ECHOROUTERD_SMPP_RECEIPT_H
+
+#include <stdint.h>
+
+struct reactor;
+struct deliver_msg;
+
+#define SMPP_ESM_RECEIPT	0x04	/* esm_class of a delivery receipt */
+#define SMPP_STATE_DELIVERED	2	/* SMPP message_state values */
+#define SMPP_STATE_UNDELIVERABLE 5
+
+/*
+ * Makes and forwards the delivery receipt for orig, if orig asked for one
+ * (registered_delivery), to orig->reply_to: "id:... stat:DELIVRD ...".
+ * state: SMPP message_state. Owning reactor of the connection that ends
+ * orig's delivery (the recipient's), or of whatever holds orig.
+ */
+void	smpp_receipt_send(struct reactor *r, const struct deliver_msg *orig,
+	    uint8_t state);
+
+#endif
