@@ -186,11 +186,13 @@ acceptor_log_refusal(struct acceptor *a, const char *why)
 	    (unsigned long long)a->stats.refused_rate);
 }
 
+/*
+ * Stops watching the listeners for PAUSE_MS. Also when already paused: a
+ * resume that could not watch every listener leaves the others watched.
+ */
 static void
 acceptor_pause(struct acceptor *a)
 {
-	if (a->paused)
-		return;
 	for (size_t i = 0; i < a->nls; i++)
 		if (a->ls[i].fd >= 0)
 			epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->ls[i].fd, NULL);
@@ -198,13 +200,26 @@ acceptor_pause(struct acceptor *a)
 	a->resume_ms = now_ms() + PAUSE_MS;
 }
 
+/*
+ * Watches the listeners again. One that cannot be watched is logged and
+ * tried again PAUSE_MS later, so that no listener stays off silently.
+ */
 static void
 acceptor_resume(struct acceptor *a)
 {
-	a->paused = false;
-	for (size_t i = 0; i < a->nls; i++)
-		if (a->ls[i].fd >= 0)
-			listener_watch(a, i, EPOLL_CTL_ADD);
+	bool failed = false;
+
+	for (size_t i = 0; i < a->nls; i++) {
+		if (a->ls[i].fd < 0 || listener_watch(a, i, EPOLL_CTL_ADD) == 0 ||
+		    errno == EEXIST)
+			continue;
+		log_warn("listener %s: cannot watch it again, retrying in %d ms",
+		    a->ls[i].name, PAUSE_MS);
+		failed = true;
+	}
+	a->paused = failed;
+	if (failed)
+		a->resume_ms = now_ms() + PAUSE_MS;
 }
 
 /*
