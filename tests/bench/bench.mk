@@ -36,10 +36,14 @@ bench-deps:
 	fi
 
 # The whole suite: about 10 minutes (3 interleaved rounds per cell).
-# BENCH_QUICK=1 for a short smoke run.
+# BENCH_QUICK=1 for a short smoke run. BENCH_BASELINE=/path/echorouterd
+# (from the environment or the make command line) also runs every
+# echorouterd cell on that binary, in the same rounds (tests/bench/README.md).
 # Build dependencies first, like check; the yardsticks are bench-deps.
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: $(BIN) $(LOADGEN)
-	ECHOROUTERD_BIN=$(BIN) LOADGEN=$(LOADGEN) tests/bench/run-bench
+	ECHOROUTERD_BIN=$(BIN) LOADGEN=$(LOADGEN) \
+	    $(if $(BENCH_BASELINE),BENCH_BASELINE=$(abspath $(BENCH_BASELINE))) \
+	    tests/bench/run-bench

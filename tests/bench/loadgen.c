@@ -23,6 +23,10 @@
  * With -I SECS (echo and line) each connection does one request, then all
  * stay open and idle for SECS: the caller measures the server's memory.
  *
+ * With -S PID the RESULT line gets srv_cpu_us=: that process's user +
+ * system CPU (/proc/PID/stat) over the measured period, read at its start
+ * and end (clock ticks: 10 ms).
+ *
  * Prints one line "RESULT key=value ..." on stdout; exits 0 only when no
  * reply was wrong or missing, 1 otherwise, 2 on bad usage, 3 on the hard
  * time limit.
@@ -86,6 +90,7 @@ struct lg_opts {
 	unsigned reactors;
 	bool	same;		/* router: same-reactor pairs */
 	double	warm, dur, hold, ctimeout, drain;
+	long	srv_pid;	/* -S: report this process's CPU; 0 = none */
 };
 
 static struct lg_opts opt = {
@@ -1428,6 +1433,36 @@ wait_ready(unsigned total)
 	}
 }
 
+/* -S: the server's CPU (user + system) over the measured period, in
+ * clock ticks read from /proc/PID/stat at its start and end. */
+static long long srv_ticks0 = -1, srv_ticks1 = -1;
+
+/* utime + stime of process PID in clock ticks, or -1. */
+static long long
+proc_cpu_ticks(long pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* After "pid (comm) ", whose comm may hold spaces: field 3 on;
+	 * utime and stime are fields 14 and 15. */
+	if ((p = strrchr(buf, ')')) == NULL ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+	    "%llu %llu", &ut, &st) != 2)
+		return -1;
+	return (long long)(ut + st);
+}
+
 /* Runs warm-up and measurement; returns the measured seconds. */
 static double
 run_phases(uint64_t *measured)
@@ -1445,11 +1480,15 @@ run_phases(uint64_t *measured)
 			sleep_until(tm);
 			d0 = sum_done();
 			atomic_store(&phase, PH_MEASURE);
+			if (opt.srv_pid > 0)
+				srv_ticks0 = proc_cpu_ticks(opt.srv_pid);
 		}
 		if (at >= tend) {
 			sleep_until(tend);
 			*measured = sum_done() - d0;
 			atomic_store(&phase, PH_STOP);
+			if (opt.srv_pid > 0)
+				srv_ticks1 = proc_cpu_ticks(opt.srv_pid);
 			return (double)(now_ns() - tm) / 1e9;
 		}
 		sleep_until(at);
@@ -1504,12 +1543,19 @@ report(unsigned total, uint64_t msgs, double secs, uint64_t lost)
 		fprintf(stderr, "loadgen: %" PRIu64 " replies lost\n", lost);
 	printf("RESULT label=%s mode=%s conns=%u n=%u pairs=%u d=%u size=%u "
 	    "threads=%u secs=%.2f msgs=%" PRIu64 " rate=%.0f p50_us=%.1f "
-	    "p99_us=%.1f p999_us=%.1f errors=%" PRIu64 " lost=%" PRIu64 "\n",
+	    "p99_us=%.1f p999_us=%.1f errors=%" PRIu64 " lost=%" PRIu64,
 	    opt.label, opt.hold > 0 ? "idle" : mode_names[opt.mode], total,
 	    opt.n, (opt.mode >= LG_ROUTER ? opt.pairs : 0), opt.depth,
 	    opt.size, opt.threads, secs, msgs, secs > 0 ? msgs / secs : 0,
 	    hist_pct(h, n, 50), hist_pct(h, n, 99), hist_pct(h, n, 99.9),
 	    errors, lost);
+	/* -S: one field more, the server's CPU over the measured period
+	 * (-1 when its /proc/PID/stat could not be read). */
+	if (opt.srv_pid > 0 && opt.hold == 0)
+		printf(" srv_cpu_us=%.0f", srv_ticks0 >= 0 &&
+		    srv_ticks1 >= srv_ticks0 ? (double)(srv_ticks1 -
+		    srv_ticks0) * 1e6 / (double)sysconf(_SC_CLK_TCK) : -1.0);
+	printf("\n");
 	fflush(stdout);
 	free(h);
 }
@@ -1538,7 +1584,9 @@ usage(void)
 	    "  -c C         concurrent connects               [256]\n"
 	    "  -C SECS      connect + set-up time limit       [60]\n"
 	    "  -T SECS      drain time limit                  [5]\n"
-	    "  -L LABEL     label echoed in the RESULT line\n");
+	    "  -L LABEL     label echoed in the RESULT line\n"
+	    "  -S PID       also report PID's user+system CPU over the measured\n"
+	    "               period (srv_cpu_us=, from /proc/PID/stat)\n");
 	exit(2);
 }
 
@@ -1579,7 +1627,7 @@ parse_opts(int argc, char **argv)
 	int ch;
 
 	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:"
-	    "C:T:L:")) != -1) {
+	    "C:T:L:S:")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
 		case 'h': opt.host = optarg; break;
@@ -1605,6 +1653,7 @@ parse_opts(int argc, char **argv)
 		case 'C': opt.ctimeout = secs(optarg); break;
 		case 'T': opt.drain = secs(optarg); break;
 		case 'L': opt.label = optarg; break;
+		case 'S': opt.srv_pid = (long)num(optarg, 1, 4194304); break;
 		default: usage();
 		}
 	}

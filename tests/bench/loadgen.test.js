@@ -145,7 +145,15 @@ test('every mode runs clean against the real daemon', async () => {
 			assertClean(run);
 			assert.equal(run.result.mode, 'echo');
 			assert.equal(run.result.d, d16);
+			assert.equal(run.result.srv_cpu_us, undefined);
 		}
+		// -S: the server's CPU over the measured period (run-bench's
+		// cpu_us/msg against a baseline).
+		const cpu = await loadgen(['-m', 'echo', '-p', d.ports.echo,
+			'-n', '20', '-s', '16', '-S', String(d.child.pid), ...SHORT]);
+		assertClean(cpu);
+		assert.match(cpu.result.srv_cpu_us, /^[0-9]+$/);
+		assert.ok(Number(cpu.result.srv_cpu_us) > 0, cpu.out);
 		for (const where of ['same', 'cross']) {
 			const run = await loadgen(['-m', 'router', '-p', d.ports.router,
 				'-P', '8', '-d', '4', '-x', where, '-R', '2', ...SHORT]);
