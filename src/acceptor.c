@@ -50,7 +50,7 @@ struct acceptor {
 	size_t	nls;
 	struct iplimit *ips;
 	uint64_t last_gc_ms;
-	struct acceptor_stats stats;
+	struct counter_block counters;	/* read by any thread */
 };
 
 static uint64_t
@@ -65,7 +65,8 @@ now_ms(void)
 struct acceptor *
 acceptor_new(struct config *cf, struct reactor **rs, unsigned n)
 {
-	struct acceptor *a = xcalloc(1, sizeof(*a));
+	/* Aligned for its counters, which have cache lines of their own. */
+	struct acceptor *a = xzalloc_aligned(CACHE_LINE, sizeof(*a));
 
 	a->cf = config_ref(cf);
 	a->rs = rs;
@@ -172,6 +173,7 @@ acceptor_close_listeners(struct acceptor *a)
 static void
 acceptor_log_refusal(struct acceptor *a, const char *why)
 {
+	const struct counter_block *k = &a->counters;
 	uint64_t now = now_ms();
 
 	if (now - a->last_refuse_log_ms < 1000)
@@ -180,10 +182,10 @@ acceptor_log_refusal(struct acceptor *a, const char *why)
 	log_warnx("refusing clients: %s (refused so far: %llu at "
 	    "max_connections, %llu out of descriptors, %llu per address, "
 	    "%llu by rate)", why,
-	    (unsigned long long)a->stats.refused_max,
-	    (unsigned long long)a->stats.refused_fd,
-	    (unsigned long long)a->stats.refused_ip,
-	    (unsigned long long)a->stats.refused_rate);
+	    (unsigned long long)counter_get(k, COUNTER_REFUSED_MAX),
+	    (unsigned long long)counter_get(k, COUNTER_REFUSED_FD),
+	    (unsigned long long)counter_get(k, COUNTER_REFUSED_IP),
+	    (unsigned long long)counter_get(k, COUNTER_REFUSED_RATE));
 }
 
 /*
@@ -233,7 +235,7 @@ acceptor_shed(struct acceptor *a, struct listener *l)
 {
 	int fd;
 
-	a->stats.refused_fd++;
+	counter_add(&a->counters, COUNTER_REFUSED_FD, 1);
 	acceptor_log_refusal(a, "out of file descriptors");
 	if (a->spare_fd >= 0) {
 		close(a->spare_fd);
@@ -262,10 +264,10 @@ acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
 		return true;
 	close(fd);
 	if (v == IPLIMIT_TOO_MANY) {
-		a->stats.refused_ip++;
+		counter_add(&a->counters, COUNTER_REFUSED_IP, 1);
 		acceptor_log_refusal(a, "max_connections_per_ip reached");
 	} else {
-		a->stats.refused_rate++;
+		counter_add(&a->counters, COUNTER_REFUSED_RATE, 1);
 		acceptor_log_refusal(a, "connection_rate_per_ip exceeded");
 	}
 	return false;
@@ -281,7 +283,7 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 	if (atomic_load_explicit(&conn_live, memory_order_relaxed) >=
 	    a->cf->max_connections) {
 		close(fd);
-		a->stats.refused_max++;
+		counter_add(&a->counters, COUNTER_REFUSED_MAX, 1);
 		acceptor_log_refusal(a, "max_connections reached");
 		return;
 	}
@@ -290,7 +292,7 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 	/* Replies are small and already batched: send them at once. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	atomic_fetch_add_explicit(&conn_live, 1, memory_order_relaxed);
-	a->stats.accepted++;
+	counter_add(&a->counters, COUNTER_ACCEPTOR_ACCEPTED, 1);
 	conn_handoff(a->rs[a->next], fd, l->proto, ip);
 	a->next = (a->next + 1) % a->nrs;
 }
@@ -395,8 +397,8 @@ acceptor_set_config(struct acceptor *a, struct config *cf)
 	a->cf = config_ref(cf);
 }
 
-const struct acceptor_stats *
-acceptor_get_stats(const struct acceptor *a)
+const struct counter_block *
+acceptor_counters(const struct acceptor *a)
 {
-	return &a->stats;
+	return &a->counters;
 }

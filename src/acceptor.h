@@ -5,18 +5,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "counter.h"
+
 struct acceptor;
 struct config;
 struct reactor;
-
-/* Counters kept by the acceptor; main thread only. */
-struct acceptor_stats {
-	uint64_t accepted;	/* handed to a reactor */
-	uint64_t refused_max;	/* closed at once: max_connections */
-	uint64_t refused_fd;	/* closed at once: out of descriptors */
-	uint64_t refused_ip;	/* closed at once: max_connections_per_ip */
-	uint64_t refused_rate;	/* closed at once: connection_rate_per_ip */
-};
 
 struct acceptor_hooks {
 	void	(*on_signal)(int signo, void *arg);
@@ -61,6 +54,11 @@ void	acceptor_close_listeners(struct acceptor *a);
 /* Takes a new configuration (max_connections applies at once). */
 void	acceptor_set_config(struct acceptor *a, struct config *cf);
 
-const struct acceptor_stats *acceptor_get_stats(const struct acceptor *a);
+/*
+ * The acceptor's counters (COUNTER_SCOPE_ACCEPTOR: accepted, refused_*),
+ * written by the main thread; any thread may read them with counter_get
+ * for as long as a lives.
+ */
+const struct counter_block *acceptor_counters(const struct acceptor *a);
 
 #endif

@@ -36,6 +36,26 @@
 
 atomic_uint conn_live;
 
+/* Each close reason's counter, whose label is also the reason's name. */
+static const enum counter_id close_counter[CONN_CLOSE_N] = {
+	[CONN_CLOSE_PEER] = COUNTER_CLOSED_PEER,
+	[CONN_CLOSE_RESET] = COUNTER_CLOSED_RESET,
+	[CONN_CLOSE_IDLE] = COUNTER_CLOSED_IDLE,
+	[CONN_CLOSE_SLOW] = COUNTER_CLOSED_SLOW,
+	[CONN_CLOSE_PROTOCOL] = COUNTER_CLOSED_PROTOCOL,
+	[CONN_CLOSE_QUIT] = COUNTER_CLOSED_QUIT,
+	[CONN_CLOSE_SHUTDOWN] = COUNTER_CLOSED_SHUTDOWN,
+	[CONN_CLOSE_TIMEOUT] = COUNTER_CLOSED_TIMEOUT,
+};
+
+const char *
+conn_close_reason_name(enum conn_close_reason reason)
+{
+	if (reason >= CONN_CLOSE_N)
+		return "?";
+	return counter_info(close_counter[reason])->label_value;
+}
+
 /*
  * One turn's reads and writes, done by the set's io_uring with one system
  * call for each batch. Each connection's first read of the turn goes in
@@ -202,8 +222,8 @@ conn_new_with(struct reactor *r, int fd, const struct proto *proto,
 	c->slot = slot_add(c->set, c);
 	c->gen = c->set->gens[c->slot];
 	lru_append(c->set, c);
-	REACTOR_STAT_ADD(r->stats.conns, 1);
-	REACTOR_STAT_ADD(r->stats.accepted, 1);
+	counter_add(&r->counters, COUNTER_CONNS, 1);
+	counter_add(&r->counters, COUNTER_ACCEPTED, 1);
 	if (proto->on_open != NULL)
 		proto->on_open(c);
 	return c;
@@ -339,7 +359,7 @@ static void
 conn_sent(struct conn *c, size_t n)
 {
 	outq_consume(&c->out, &c->set->pool, n);
-	REACTOR_STAT_ADD(c->r->stats.bytes_out, (uint64_t)n);
+	counter_add(&c->r->counters, COUNTER_BYTES_OUT, (uint64_t)n);
 	conn_touch(c);
 }
 
@@ -407,7 +427,8 @@ conn_write_now(struct conn *c, const void *p, size_t n)
 
 		w = c->xp->writev(c, &iov, 1);
 		if (w > 0) {
-			REACTOR_STAT_ADD(c->r->stats.bytes_out, (uint64_t)w);
+			counter_add(&c->r->counters, COUNTER_BYTES_OUT,
+			    (uint64_t)w);
 			b += w;
 			n -= (size_t)w;
 		} else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -577,7 +598,7 @@ conn_frames(struct conn *c, const uint8_t *p, size_t n)
 			conn_close(c, CONN_CLOSE_PROTOCOL);
 			break;
 		}
-		REACTOR_STAT_ADD(c->r->stats.messages, 1);
+		counter_add(&c->r->counters, COUNTER_MESSAGES, 1);
 		if (c->proto->on_message(c, p + off, (size_t)len) < 0)
 			conn_close_after_flush(c, CONN_CLOSE_QUIT);
 		off += (size_t)len;
@@ -691,7 +712,8 @@ conn_read(struct conn *c)
 	    budget--) {
 		n = c->xp->read(c, set->scratch, CONN_SCRATCH_SIZE);
 		if (n > 0) {
-			REACTOR_STAT_ADD(c->r->stats.bytes_in, (uint64_t)n);
+			counter_add(&c->r->counters, COUNTER_BYTES_IN,
+			    (uint64_t)n);
 			conn_touch(c);
 			conn_input(c, set->scratch, (size_t)n);
 			conn_flush(c);
@@ -734,7 +756,7 @@ conn_read_done(struct conn *c, const uint8_t *p, int32_t res)
 		/* Closed since, by another's input: this input goes too. */
 		return;
 	} else if (res > 0) {
-		REACTOR_STAT_ADD(c->r->stats.bytes_in, (uint64_t)res);
+		counter_add(&c->r->counters, COUNTER_BYTES_IN, (uint64_t)res);
 		conn_touch(c);
 		c->set->batch->reading = true;
 		conn_input(c, p, (size_t)res);
@@ -976,8 +998,8 @@ conn_free(struct conn *c)
 		set->npaused--;
 	if (c->flags & CONN_F_LINGER)
 		set->nlinger--;
-	REACTOR_STAT_ADD(c->r->stats.conns, -1);
-	REACTOR_STAT_ADD(c->r->stats.closed[c->close_reason], 1);
+	counter_add(&c->r->counters, COUNTER_CONNS, (uint64_t)-1);
+	counter_add(&c->r->counters, close_counter[c->close_reason], 1);
 	atomic_fetch_sub(&conn_live, 1);
 	iplimit_release(c->ip);
 	free(c);

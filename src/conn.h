@@ -16,6 +16,24 @@ struct iplimit_entry;
 struct transport;
 struct conn_set;
 
+enum conn_close_reason {
+	CONN_CLOSE_PEER,	/* orderly EOF from the client */
+	CONN_CLOSE_RESET,	/* the socket failed: reset, broken pipe */
+	CONN_CLOSE_IDLE,	/* idle_timeout passed */
+	CONN_CLOSE_SLOW,	/* output over output_limit */
+	CONN_CLOSE_PROTOCOL,	/* malformed input */
+	CONN_CLOSE_QUIT,	/* the protocol ended the session */
+	CONN_CLOSE_SHUTDOWN,	/* the daemon stopped */
+	CONN_CLOSE_TIMEOUT,	/* the client stopped answering (keep-alive) */
+	CONN_CLOSE_N
+};
+
+/*
+ * The reason's name in logs, the same as its closed_total label ("peer",
+ * "slow-consumer"); "?" if out of range. Any thread.
+ */
+const char *conn_close_reason_name(enum conn_close_reason reason);
+
 enum {
 	CONN_F_CLOSING = 1 << 0,	/* torn down at the end of the turn */
 	CONN_F_DRAIN = 1 << 1,		/* no more input; close once flushed */

@@ -117,7 +117,7 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 	}
 	m->verdict = deliver_here(r, m);
 	if (m->verdict == DELIVER_OK)
-		REACTOR_STAT_ADD(r->stats.routed_remote, 1);
+		counter_add(&r->counters, COUNTER_ROUTED_REMOTE, 1);
 	if ((m->flags & DELIVER_F_NO_VERDICT) ||
 	    (back = reactor_get(m->sender.reactor)) == NULL) {
 		free(m);
@@ -156,7 +156,7 @@ deliver_dispatch(struct reactor *r, struct deliver_msg *m)
 	if (dst == r) {
 		v = deliver_here(r, m);
 		if (v == DELIVER_OK)
-			REACTOR_STAT_ADD(r->stats.routed_local, 1);
+			counter_add(&r->counters, COUNTER_ROUTED_LOCAL, 1);
 		free(m);
 		return v;
 	}

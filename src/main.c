@@ -11,6 +11,7 @@
 
 #include "acceptor.h"
 #include "config.h"
+#include "counter.h"
 #include "fault.h"
 #include "log.h"
 #include "reactor.h"
@@ -46,7 +47,7 @@ struct daemon {
 	struct systemd_socket *socks;	/* passed by socket activation */
 	int	nsocks;
 	int	sigfd;
-	unsigned long long last_msgs;
+	struct counter_totals last_totals;	/* at the last STATUS= */
 	struct timespec last_status;
 };
 
@@ -173,7 +174,8 @@ wait_reactors_running(struct daemon *d)
 		reactor_post(d->rs[i], nudge_task, NULL);
 	for (unsigned i = 0; i < d->nrs; i++) {
 		for (unsigned ms = 0;
-		    REACTOR_STAT_GET(d->rs[i]->stats.loops) == 0; ms++) {
+		    counter_get(&d->rs[i]->counters, COUNTER_LOOPS) == 0;
+		    ms++) {
 			if (ms >= 10000)
 				fatalx("reactor %u did not start within 10 s",
 				    i);
@@ -275,7 +277,7 @@ log_stats(struct daemon *d)
 	char line[1024];
 
 	stats_format(line, sizeof(line), d->rs, d->nrs,
-	    acceptor_get_stats(d->acc));
+	    acceptor_counters(d->acc));
 	log_notice("%s", line);
 }
 
@@ -363,9 +365,8 @@ on_signal(int signo, void *arg)
 static void
 refresh_status(struct daemon *d, bool force)
 {
-	unsigned long long msgs = stats_messages(d->rs, d->nrs);
 	struct timespec now;
-	double secs, rate;
+	double secs;
 	char status[512];
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
@@ -373,10 +374,9 @@ refresh_status(struct daemon *d, bool force)
 	    (double)(now.tv_nsec - d->last_status.tv_nsec) / 1e9;
 	if (secs < STATUS_INTERVAL && !force)
 		return;
-	rate = secs > 0 ? (double)(msgs - d->last_msgs) / secs : 0;
-	d->last_msgs = msgs;
 	d->last_status = now;
-	stats_format_status(status, sizeof(status), d->rs, d->nrs, rate);
+	stats_format_status(status, sizeof(status), d->rs, d->nrs,
+	    &d->last_totals, secs);
 	systemd_status(status);
 }
 
@@ -421,7 +421,7 @@ start_accepting(struct daemon *d)
 		exit(1);
 	wait_reactors_running(d);
 	clock_gettime(CLOCK_MONOTONIC, &d->last_status);
-	d->last_msgs = stats_messages(d->rs, d->nrs);
+	stats_totals(&d->last_totals, d->rs, d->nrs);
 	log_notice("echorouterd %s started: %u dispatchers%s, config %s",
 	    VERSION, d->nrs, d->cf->cpu_affinity ? " pinned per core" : "",
 	    d->opt.config_path);

@@ -44,9 +44,9 @@ struct router_sess {
 };
 
 static void
-count_err(struct conn *c, enum reactor_err e)
+count_err(struct conn *c, enum counter_id e)
 {
-	REACTOR_STAT_ADD(c->r->stats.errors[e], 1);
+	counter_add(&c->r->counters, e, 1);
 }
 
 static struct router_sess *
@@ -171,15 +171,15 @@ verdict_text(struct conn *c, enum deliver_verdict v, uint64_t id, char *buf,
 		return (int)n;
 	case DELIVER_BUSY:
 	case DELIVER_REFUSED:
-		count_err(c, REACTOR_ERR_503);
+		count_err(c, COUNTER_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu recipient busy\n",
 		    (unsigned long long)id);
 	case DELIVER_UNFIT:
-		count_err(c, REACTOR_ERR_400);
+		count_err(c, COUNTER_ERR_400);
 		return snprintf(buf, len, "ERR 400 %llu recipient cannot take "
 		    "this text\n", (unsigned long long)id);
 	default:
-		count_err(c, REACTOR_ERR_404);
+		count_err(c, COUNTER_ERR_404);
 		return snprintf(buf, len, "ERR 404 %llu no route\n",
 		    (unsigned long long)id);
 	}
@@ -238,23 +238,23 @@ cmd_login(struct conn *c, struct router_sess *s, char *args)
 	const struct account_conf *acct;
 
 	if (addr == NULL || next_word(&args) != NULL) {
-		count_err(c, REACTOR_ERR_400);
+		count_err(c, COUNTER_ERR_400);
 		reply_printf(c, "ERR 400 usage: LOGIN <address> [<password>]");
 	} else if (s->logged_in) {
-		count_err(c, REACTOR_ERR_400);
+		count_err(c, COUNTER_ERR_400);
 		reply_printf(c, "ERR 400 already logged in as %s", s->addr);
 	} else if (!route_addr_valid(addr, strlen(addr))) {
-		count_err(c, REACTOR_ERR_400);
+		count_err(c, COUNTER_ERR_400);
 		reply_printf(c, "ERR 400 bad address");
 	} else if (cf->naccounts > 0 &&
 	    ((acct = config_find_account(cf, addr)) == NULL ||
 	    pass == NULL || !secret_eq(pass, acct->password))) {
-		count_err(c, REACTOR_ERR_401);
+		count_err(c, COUNTER_ERR_401);
 		reply_printf(c, "ERR 401 bad credentials");
 	} else {
 		s->me = route_owner_conn(conn_handle(c));
 		if (route_claim(addr, &s->me) < 0) {
-			count_err(c, REACTOR_ERR_409);
+			count_err(c, COUNTER_ERR_409);
 			reply_printf(c, "ERR 409 address in use");
 			return;
 		}
@@ -274,18 +274,18 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 	size_t len, tolen;
 
 	if (!s->logged_in) {
-		count_err(c, REACTOR_ERR_403);
+		count_err(c, COUNTER_ERR_403);
 		reply_printf(c, "ERR 403 login first");
 		return;
 	}
 	if (to == NULL || *args == '\0') {
-		count_err(c, REACTOR_ERR_400);
+		count_err(c, COUNTER_ERR_400);
 		reply_printf(c, "ERR 400 usage: SEND <to> <text>");
 		return;
 	}
 	tolen = strlen(to);
 	if (!route_addr_valid(to, tolen) || !text_valid(args)) {
-		count_err(c, REACTOR_ERR_400);
+		count_err(c, COUNTER_ERR_400);
 		reply_printf(c, "ERR 400 bad %s", text_valid(args) ?
 		    "address" : "text");
 		return;
@@ -351,7 +351,7 @@ router_command(struct conn *c, struct router_sess *s, char *line)
 	else if (strcasecmp(verb, "QUIT") == 0)
 		return cmd_quit(c, s);
 	else {
-		count_err(c, REACTOR_ERR_400);
+		count_err(c, COUNTER_ERR_400);
 		reply_printf(c, "ERR 400 unknown command");
 	}
 	return 0;
@@ -377,12 +377,12 @@ router_on_message(struct conn *c, const uint8_t *msg, size_t len)
 		len--;
 	if (!whole || len > lim->max_line) {
 		s->skipping = !whole;
-		count_err(c, REACTOR_ERR_413);
+		count_err(c, COUNTER_ERR_413);
 		reply_printf(c, "ERR 413 line too long");
 		return 0;
 	}
 	if (memchr(msg, '\0', len) != NULL) {
-		count_err(c, REACTOR_ERR_400);
+		count_err(c, COUNTER_ERR_400);
 		reply_printf(c, "ERR 400 unknown command");
 		return 0;
 	}

@@ -13,39 +13,6 @@
 #include "config.h"
 #include "log.h"
 
-static const char *const close_reason_names[CONN_CLOSE_N] = {
-	[CONN_CLOSE_PEER] = "peer",
-	[CONN_CLOSE_RESET] = "reset",
-	[CONN_CLOSE_IDLE] = "idle",
-	[CONN_CLOSE_SLOW] = "slow-consumer",
-	[CONN_CLOSE_PROTOCOL] = "protocol",
-	[CONN_CLOSE_QUIT] = "quit",
-	[CONN_CLOSE_SHUTDOWN] = "shutdown",
-	[CONN_CLOSE_TIMEOUT] = "timeout",
-};
-
-const char *
-conn_close_reason_name(enum conn_close_reason reason)
-{
-	return reason < CONN_CLOSE_N ? close_reason_names[reason] : "?";
-}
-
-static const int err_codes[REACTOR_ERR_N] = {
-	[REACTOR_ERR_400] = 400,
-	[REACTOR_ERR_401] = 401,
-	[REACTOR_ERR_403] = 403,
-	[REACTOR_ERR_404] = 404,
-	[REACTOR_ERR_409] = 409,
-	[REACTOR_ERR_413] = 413,
-	[REACTOR_ERR_503] = 503,
-};
-
-int
-reactor_err_code(enum reactor_err e)
-{
-	return e < REACTOR_ERR_N ? err_codes[e] : 0;
-}
-
 /* Reactors by id, for posting to a connection's owner. */
 static struct reactor *_Atomic registry[CONFIG_DISPATCHERS_MAX];
 
@@ -282,7 +249,7 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 	if (n < 0 && errno != EINTR)
 		fatal("reactor=%u epoll_wait", r->id);
 	reactor_clock(r);
-	REACTOR_STAT_ADD(r->stats.loops, 1);
+	counter_add(&r->counters, COUNTER_LOOPS, 1);
 	for (int i = 0; i < n; i++) {
 		struct reactor_io *io = evs[i].data.ptr;
 

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "counter.h"
 #include "log.h"
 #include "mailbox.h"
 #include "util.h"
@@ -30,61 +31,6 @@ struct reactor_io {
 	uint32_t events;	/* the interest now registered */
 	reactor_io_fn *fn;
 };
-
-enum conn_close_reason {
-	CONN_CLOSE_PEER,	/* orderly EOF from the client */
-	CONN_CLOSE_RESET,	/* the socket failed: reset, broken pipe */
-	CONN_CLOSE_IDLE,	/* idle_timeout passed */
-	CONN_CLOSE_SLOW,	/* output over output_limit */
-	CONN_CLOSE_PROTOCOL,	/* malformed input */
-	CONN_CLOSE_QUIT,	/* the protocol ended the session */
-	CONN_CLOSE_SHUTDOWN,	/* the daemon stopped */
-	CONN_CLOSE_TIMEOUT,	/* the client stopped answering (keep-alive) */
-	CONN_CLOSE_N
-};
-
-const char *conn_close_reason_name(enum conn_close_reason reason);
-
-/* Error replies counted by code, for the stats line. */
-enum reactor_err {
-	REACTOR_ERR_400,	/* bad request, unknown command */
-	REACTOR_ERR_401,	/* bad credentials */
-	REACTOR_ERR_403,	/* login first */
-	REACTOR_ERR_404,	/* no route */
-	REACTOR_ERR_409,	/* address in use */
-	REACTOR_ERR_413,	/* line too long */
-	REACTOR_ERR_503,	/* recipient busy */
-	REACTOR_ERR_N
-};
-
-/* The numeric code of e: 400, 401, ... */
-int	reactor_err_code(enum reactor_err e);
-
-/*
- * Counters kept by one reactor and read by any thread without locks. Only
- * the owner writes them (REACTOR_STAT_ADD), so plain relaxed loads and
- * stores suffice; the struct has cache lines of its own.
- */
-struct reactor_stats {
-	_Atomic uint64_t conns;		/* open now */
-	_Atomic uint64_t accepted;
-	_Atomic uint64_t closed[CONN_CLOSE_N];
-	_Atomic uint64_t bytes_in;
-	_Atomic uint64_t bytes_out;
-	_Atomic uint64_t messages;	/* whole messages handled */
-	_Atomic uint64_t routed_local;	/* delivered on the sender's reactor */
-	_Atomic uint64_t routed_remote;	/* delivered through a mailbox */
-	_Atomic uint64_t errors[REACTOR_ERR_N];
-	_Atomic uint64_t loops;		/* loop turns, for the watchdog */
-} __attribute__((aligned(CACHE_LINE)));
-
-#define REACTOR_STAT_ADD(field, n)					\
-	atomic_store_explicit(&(field),					\
-	    atomic_load_explicit(&(field), memory_order_relaxed) + (n),	\
-	    memory_order_relaxed)
-
-#define REACTOR_STAT_GET(field)						\
-	atomic_load_explicit(&(field), memory_order_relaxed)
 
 #define REACTOR_MAX_EVENTS	256	/* events per epoll_wait */
 #define REACTOR_MAX_HOOKS	4	/* modules hooked into one reactor */
@@ -130,7 +76,11 @@ struct reactor_hooks {
  */
 struct reactor {
 	/* Any thread: atomics, and fields fixed before the thread starts. */
-	struct reactor_stats stats;
+	/*
+	 * Written by this reactor's thread only (counter_add): what the
+	 * modules hooked in count, and the loop's turns (COUNTER_LOOPS).
+	 */
+	struct counter_block counters;
 	struct mailbox mb;
 	_Atomic int stop_state;		/* enum reactor_stop_state */
 	unsigned id;

@@ -1,10 +1,11 @@
-/* stats.c: formats counter snapshots for the log and for systemd. */
+/* stats.c: the stats line and STATUS=, written by walking the counter table. */
 #include "stats.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "acceptor.h"
+#include "counter.h"
 #include "reactor.h"
 
 struct out {
@@ -32,78 +33,78 @@ out_add(struct out *o, const char *fmt, ...)
 }
 
 static void
-out_per_reactor(struct out *o, struct reactor *const *rs, unsigned n)
+out_per_reactor(struct out *o, struct reactor *const *rs, unsigned n,
+    enum counter_id id)
 {
 	for (unsigned i = 0; i < n; i++)
 		out_add(o, "%s%llu", i ? "," : "",
-		    (unsigned long long)REACTOR_STAT_GET(rs[i]->stats.conns));
+		    (unsigned long long)counter_get(&rs[i]->counters, id));
+}
+
+void
+stats_totals(struct counter_totals *t, struct reactor *const *rs,
+    unsigned n)
+{
+	memset(t, 0, sizeof(*t));
+	for (unsigned i = 0; i < n; i++)
+		counter_totals_add(t, &rs[i]->counters);
 }
 
 void
 stats_format(char *buf, size_t len, struct reactor *const *rs, unsigned n,
-    const struct acceptor_stats *as)
+    const struct counter_block *acceptor)
 {
-	unsigned long long conns = 0, in = 0, outb = 0, msgs = 0;
-	unsigned long long local = 0, remote = 0;
-	unsigned long long closed[CONN_CLOSE_N] = { 0 };
-	unsigned long long errs[REACTOR_ERR_N] = { 0 };
+	struct counter_totals t;
 	struct out o = { buf, len, 0 };
 
 	buf[0] = '\0';
-	for (unsigned i = 0; i < n; i++) {
-		const struct reactor_stats *s = &rs[i]->stats;
+	stats_totals(&t, rs, n);
+	if (acceptor != NULL)
+		counter_totals_add(&t, acceptor);
+	out_add(&o, "stats");
+	for (unsigned id = 0; id < COUNTER_N; id++) {
+		const struct counter_info *ci = counter_info(id);
 
-		conns += REACTOR_STAT_GET(s->conns);
-		in += REACTOR_STAT_GET(s->bytes_in);
-		outb += REACTOR_STAT_GET(s->bytes_out);
-		msgs += REACTOR_STAT_GET(s->messages);
-		local += REACTOR_STAT_GET(s->routed_local);
-		remote += REACTOR_STAT_GET(s->routed_remote);
-		for (int k = 0; k < CONN_CLOSE_N; k++)
-			closed[k] += REACTOR_STAT_GET(s->closed[k]);
-		for (int k = 0; k < REACTOR_ERR_N; k++)
-			errs[k] += REACTOR_STAT_GET(s->errors[k]);
+		if (ci->key == NULL)
+			continue;
+		out_add(&o, " %s=%llu", ci->key, (unsigned long long)t.v[id]);
+		if (ci->flags & COUNTER_F_PER_REACTOR) {
+			out_add(&o, " per_reactor=");
+			out_per_reactor(&o, rs, n, id);
+		}
 	}
-	out_add(&o, "stats conns=%llu per_reactor=", conns);
-	out_per_reactor(&o, rs, n);
-	out_add(&o, " accepted=%llu refused_max=%llu refused_fd=%llu "
-	    "refused_ip=%llu refused_rate=%llu",
-	    (unsigned long long)as->accepted,
-	    (unsigned long long)as->refused_max,
-	    (unsigned long long)as->refused_fd,
-	    (unsigned long long)as->refused_ip,
-	    (unsigned long long)as->refused_rate);
-	for (int k = 0; k < CONN_CLOSE_N; k++)
-		out_add(&o, " closed_%s=%llu", conn_close_reason_name(k),
-		    closed[k]);
-	out_add(&o, " messages=%llu bytes_in=%llu bytes_out=%llu", msgs, in,
-	    outb);
-	out_add(&o, " routed_local=%llu routed_remote=%llu", local, remote);
-	for (int k = 0; k < REACTOR_ERR_N; k++)
-		out_add(&o, " err_%d=%llu", reactor_err_code(k), errs[k]);
 }
 
 void
 stats_format_status(char *buf, size_t len, struct reactor *const *rs,
-    unsigned n, double msgs_per_sec)
+    unsigned n, struct counter_totals *last, double secs)
 {
-	unsigned long long conns = 0;
+	struct counter_totals t;
 	struct out o = { buf, len, 0 };
+	const char *sep = "";
 
 	buf[0] = '\0';
-	for (unsigned i = 0; i < n; i++)
-		conns += REACTOR_STAT_GET(rs[i]->stats.conns);
-	out_add(&o, "%llu connections (per reactor: ", conns);
-	out_per_reactor(&o, rs, n);
-	out_add(&o, "), %.0f messages/s", msgs_per_sec);
-}
+	stats_totals(&t, rs, n);
+	for (unsigned id = 0; id < COUNTER_N; id++) {
+		const struct counter_info *ci = counter_info(id);
+		double rate;
 
-unsigned long long
-stats_messages(struct reactor *const *rs, unsigned n)
-{
-	unsigned long long msgs = 0;
-
-	for (unsigned i = 0; i < n; i++)
-		msgs += REACTOR_STAT_GET(rs[i]->stats.messages);
-	return msgs;
+		if (ci->status == NULL)
+			continue;
+		if (ci->kind == COUNTER_KIND_GAUGE) {
+			out_add(&o, "%s%llu %s", sep,
+			    (unsigned long long)t.v[id], ci->status);
+		} else {
+			rate = secs > 0 ?
+			    (double)(t.v[id] - last->v[id]) / secs : 0;
+			out_add(&o, "%s%.0f %s/s", sep, rate, ci->status);
+		}
+		if (ci->flags & COUNTER_F_PER_REACTOR) {
+			out_add(&o, " (per reactor: ");
+			out_per_reactor(&o, rs, n, id);
+			out_add(&o, ")");
+		}
+		sep = ", ";
+	}
+	*last = t;
 }

@@ -112,7 +112,7 @@ static void
 watchdog_snapshot(struct systemd_watchdog *w)
 {
 	for (unsigned i = 0; i < w->n; i++) {
-		w->loops[i] = REACTOR_STAT_GET(w->rs[i]->stats.loops);
+		w->loops[i] = counter_get(&w->rs[i]->counters, COUNTER_LOOPS);
 		reactor_post(w->rs[i], watchdog_nudge_task, NULL);
 	}
 }
@@ -161,7 +161,8 @@ static int
 watchdog_stuck_reactor(const struct systemd_watchdog *w)
 {
 	for (unsigned i = 0; i < w->n; i++)
-		if (REACTOR_STAT_GET(w->rs[i]->stats.loops) == w->loops[i])
+		if (counter_get(&w->rs[i]->counters, COUNTER_LOOPS) ==
+		    w->loops[i])
 			return (int)i;
 	return -1;
 }

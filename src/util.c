@@ -39,6 +39,17 @@ xcalloc(size_t n, size_t size)
 }
 
 void *
+xzalloc_aligned(size_t align, size_t size)
+{
+	void *p;
+
+	if (posix_memalign(&p, align, size ? size : 1) != 0)
+		oom(size);
+	memset(p, 0, size);
+	return p;
+}
+
+void *
 xrealloc(void *p, size_t size)
 {
 	void *q = realloc(p, size ? size : 1);

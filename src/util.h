@@ -16,6 +16,8 @@ void	*xmalloc(size_t size);
 void	*xcalloc(size_t n, size_t size);
 void	*xrealloc(void *p, size_t size);
 char	*xstrdup(const char *s);
+/* Zeroed memory aligned to align (a power of two), for free(). */
+void	*xzalloc_aligned(size_t align, size_t size);
 
 /* Compares secrets in time that does not depend on where they differ. */
 bool	secret_eq(const char *a, const char *b);

@@ -19,7 +19,8 @@
 	X(smpp_pdu_suite)	\
 	X(iplimit_suite)	\
 	X(log_suite)		\
-	X(uring_suite)
+	X(uring_suite)		\
+	X(counter_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);
 UNIT_SUITES(UNIT_DECLARE)

@@ -174,9 +174,15 @@ rig_connect(struct rig *rig)
 }
 
 static uint64_t
+acceptor_count(struct rig *rig, enum counter_id id)
+{
+	return counter_get(acceptor_counters(rig->a), id);
+}
+
+static uint64_t
 conns_of(struct rig *rig, unsigned i)
 {
-	return REACTOR_STAT_GET(rig->rs[i]->stats.conns);
+	return counter_get(&rig->rs[i]->counters, COUNTER_CONNS);
 }
 
 /* Waits up to ms until reactor i holds want connections; true if so. */
@@ -212,13 +218,13 @@ START_TEST(placement_round_robin_30)
 	    (unsigned long long)conns_of(&rig, 1),
 	    (unsigned long long)conns_of(&rig, 2));
 	for (unsigned i = 0; i < 3; i++)
-		ck_assert_uint_eq(REACTOR_STAT_GET(rig.rs[i]->stats.accepted),
-		    10);
+		ck_assert_uint_eq(counter_get(&rig.rs[i]->counters,
+		    COUNTER_ACCEPTED), 10);
 	ck_assert_uint_eq(atomic_load(&conn_live), 30);
 	rig_stop_acceptor(&rig);
-	ck_assert_uint_eq(acceptor_get_stats(rig.a)->accepted, 30);
-	ck_assert_uint_eq(acceptor_get_stats(rig.a)->refused_max, 0);
-	ck_assert_uint_eq(acceptor_get_stats(rig.a)->refused_fd, 0);
+	ck_assert_uint_eq(acceptor_count(&rig, COUNTER_ACCEPTOR_ACCEPTED), 30);
+	ck_assert_uint_eq(acceptor_count(&rig, COUNTER_REFUSED_MAX), 0);
+	ck_assert_uint_eq(acceptor_count(&rig, COUNTER_REFUSED_FD), 0);
 	rig_finish(&rig);
 }
 END_TEST
@@ -240,7 +246,7 @@ START_TEST(placement_order)
 		    (unsigned long long)conns_of(&rig, 2));
 	}
 	rig_stop_acceptor(&rig);
-	ck_assert_uint_eq(acceptor_get_stats(rig.a)->accepted, 7);
+	ck_assert_uint_eq(acceptor_count(&rig, COUNTER_ACCEPTOR_ACCEPTED), 7);
 	rig_finish(&rig);
 }
 END_TEST
@@ -298,8 +304,8 @@ START_TEST(placement_max_connections)
 	ck_assert_uint_eq(eofs, 3);
 	ck_assert_uint_eq(atomic_load(&conn_live), 5);
 	rig_stop_acceptor(&rig);
-	ck_assert_uint_eq(acceptor_get_stats(rig.a)->accepted, 5);
-	ck_assert_uint_eq(acceptor_get_stats(rig.a)->refused_max, 3);
+	ck_assert_uint_eq(acceptor_count(&rig, COUNTER_ACCEPTOR_ACCEPTED), 5);
+	ck_assert_uint_eq(acceptor_count(&rig, COUNTER_REFUSED_MAX), 3);
 	rig_finish(&rig);
 }
 END_TEST

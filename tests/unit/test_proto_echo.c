@@ -191,8 +191,8 @@ START_TEST(echo_round_trip_on_reactor)
 			    POLLIN | POLLOUT : POLLIN, 5000);
 	}
 	ck_assert_mem_eq(in, out, ROUND_TRIP_BYTES);
-	ck_assert_uint_eq(REACTOR_STAT_GET(r->stats.conns), 1);
-	ck_assert_uint_eq(REACTOR_STAT_GET(r->stats.bytes_in),
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_CONNS), 1);
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_BYTES_IN),
 	    ROUND_TRIP_BYTES);
 	/* Our close is seen as EOF: the connection goes. */
 	close(sv[0]);
@@ -201,12 +201,12 @@ START_TEST(echo_round_trip_on_reactor)
 	while (atomic_load(&conn_live) != 0 && unit_now_ms() < deadline)
 		unit_sleep_ms(5);
 	ck_assert_uint_eq(atomic_load(&conn_live), 0);
-	ck_assert_uint_eq(REACTOR_STAT_GET(r->stats.conns), 0);
-	ck_assert_uint_eq(REACTOR_STAT_GET(r->stats.closed[CONN_CLOSE_PEER]),
-	    1);
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_CONNS), 0);
+	ck_assert_uint_eq(counter_get(&r->counters,
+	    COUNTER_CLOSED_PEER), 1);
 	reactor_stop(r);
 	reactor_join(r);
-	ck_assert_uint_eq(REACTOR_STAT_GET(r->stats.bytes_out),
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_BYTES_OUT),
 	    ROUND_TRIP_BYTES);
 	reactor_free(r);
 	free(out);

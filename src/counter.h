@@ -1,0 +1,116 @@
+/* counter.h: every counter, declared once in a table that the stats line, STATUS= and /metrics walk. */
+#ifndef ECHOROUTERD_COUNTER_H
+#define ECHOROUTERD_COUNTER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/*
+ * One id per time series, in the order of the stats line (counter.c holds
+ * the table that says what each means). A labelled family (closed_total
+ * by reason) is a run of ids, one per label value.
+ */
+enum counter_id {
+	COUNTER_CONNS,			/* reactors: open now */
+	COUNTER_ACCEPTOR_ACCEPTED,	/* acceptor: handed to a reactor */
+	COUNTER_REFUSED_MAX,		/* acceptor: closed at once, by limit */
+	COUNTER_REFUSED_FD,
+	COUNTER_REFUSED_IP,
+	COUNTER_REFUSED_RATE,
+	COUNTER_CLOSED_PEER,		/* reactors: closed, by reason */
+	COUNTER_CLOSED_RESET,
+	COUNTER_CLOSED_IDLE,
+	COUNTER_CLOSED_SLOW,
+	COUNTER_CLOSED_PROTOCOL,
+	COUNTER_CLOSED_QUIT,
+	COUNTER_CLOSED_SHUTDOWN,
+	COUNTER_CLOSED_TIMEOUT,
+	COUNTER_MESSAGES,		/* reactors: whole messages handled */
+	COUNTER_BYTES_IN,
+	COUNTER_BYTES_OUT,
+	COUNTER_ROUTED_LOCAL,		/* delivered on the sender's reactor */
+	COUNTER_ROUTED_REMOTE,		/* delivered through a mailbox */
+	COUNTER_ERR_400,		/* router error replies, by code */
+	COUNTER_ERR_401,
+	COUNTER_ERR_403,
+	COUNTER_ERR_404,
+	COUNTER_ERR_409,
+	COUNTER_ERR_413,
+	COUNTER_ERR_503,
+	COUNTER_ACCEPTED,		/* reactors: connections taken on */
+	COUNTER_LOOPS,			/* reactors: loop turns (watchdog) */
+	COUNTER_N
+};
+
+enum counter_kind {
+	COUNTER_KIND_COUNTER,		/* only goes up */
+	COUNTER_KIND_GAUGE,		/* goes up and down */
+};
+
+/* Who writes a counter: each reactor its own block, or the acceptor. */
+enum counter_scope {
+	COUNTER_SCOPE_REACTOR,
+	COUNTER_SCOPE_ACCEPTOR,
+};
+
+/* The stats line and STATUS= also list each reactor's value. */
+#define COUNTER_F_PER_REACTOR	0x1
+
+struct counter_info {
+	const char *name;	/* Prometheus family: "closed_total" */
+	const char *label;	/* its label's name ("reason"), or NULL */
+	const char *label_value; /* this series' value ("peer"), or NULL */
+	const char *help;	/* one sentence, the same for a family */
+	const char *key;	/* in the stats line ("closed_peer"), or NULL */
+	const char *status;	/* noun in STATUS= ("connections"), or NULL */
+	enum counter_kind kind;
+	enum counter_scope scope;
+	unsigned flags;		/* COUNTER_F_* */
+};
+
+/* What counter id is. Any thread. */
+const struct counter_info *counter_info(enum counter_id id);
+
+/*
+ * One writer's counters, on cache lines of their own: a reactor's, or the
+ * acceptor's. Only the writer changes them (counter_add), so a relaxed load
+ * and store is enough, with no lock and no read-modify-write; any thread
+ * reads them with relaxed loads. Ids outside the writer's scope stay 0,
+ * so summing every block gives each counter's total.
+ */
+struct counter_block {
+	_Atomic uint64_t v[COUNTER_N];
+} __attribute__((aligned(CACHE_LINE)));
+
+/* Adds n to id (n may be (uint64_t)-1 for a gauge). The writer only. */
+static inline void
+counter_add(struct counter_block *b, enum counter_id id, uint64_t n)
+{
+	atomic_store_explicit(&b->v[id],
+	    atomic_load_explicit(&b->v[id], memory_order_relaxed) + n,
+	    memory_order_relaxed);
+}
+
+/* The value of id in b. Any thread. */
+static inline uint64_t
+counter_get(const struct counter_block *b, enum counter_id id)
+{
+	return atomic_load_explicit(&b->v[id], memory_order_relaxed);
+}
+
+/* Every counter summed over some blocks: a snapshot to walk or compare. */
+struct counter_totals {
+	uint64_t v[COUNTER_N];
+};
+
+/* Adds b's values into t (zero t first). Any thread. */
+void	counter_totals_add(struct counter_totals *t,
+	    const struct counter_block *b);
+
+/* id summed over the n blocks in bs. Any thread. */
+uint64_t counter_sum(const struct counter_block *const *bs, unsigned n,
+	    enum counter_id id);
+
+#endif
