@@ -16,6 +16,9 @@
 	X(proto_echo_suite)	\
 	X(acceptor_suite)	\
 	X(route_suite)		\
+	X(proto_router_suite)	\
+	X(deliver_suite)	\
+	X(util_suite)		\
 	X(smpp_pdu_suite)	\
 	X(iplimit_suite)	\
 	X(log_suite)		\

@@ -1,17 +1,14 @@
-/* test_route.c: the route table, prefix routes, and the router's line framer. */
+/* test_route.c: the address table (claim, join, release) and prefix routes. */
 #include <check.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "helpers.h"
-#include "proto.h"
-#include "deliver.h"
 #include "route.h"
 #include "suites.h"
 #include "util.h"
@@ -180,119 +177,6 @@ START_TEST(test_resolve_longest_prefix)
 }
 END_TEST
 
-static const struct limits router_limits = { .max_line = 100 };
-
-START_TEST(test_router_frame_bytewise)
-{
-	const struct proto *pr = proto_find("router");
-	const char *line = "SEND bob hello there\r\n";
-	size_t n = strlen(line);
-
-	ck_assert_ptr_nonnull(pr);
-	/* Fed one byte more at a time: 0 until the LF, then the length. */
-	for (size_t k = 1; k <= n; k++) {
-		struct unit_guard map;
-		uint8_t *p = unit_guarded(line, k, &map);
-		ssize_t r = pr->frame_len(p, k, &router_limits);
-
-		ck_assert_int_eq(r, k < n ? 0 : (ssize_t)n);
-		unit_guard_free(&map);
-	}
-}
-END_TEST
-
-START_TEST(test_router_frame_several_and_long)
-{
-	const struct proto *pr = proto_find("router");
-	const char *two = "PING 1\nPING 2\n";
-	char big[300];
-	struct unit_guard map;
-	uint8_t *p;
-
-	ck_assert_int_eq(pr->frame_len((const uint8_t *)two, strlen(two),
-	    &router_limits), 7);
-	/* No LF within max_line + CR LF: the bytes are handed over to skip. */
-	memset(big, 'x', sizeof(big));
-	p = unit_guarded(big, 101, &map);
-	ck_assert_int_eq(pr->frame_len(p, 101, &router_limits), 0);
-	unit_guard_free(&map);
-	p = unit_guarded(big, 102, &map);
-	ck_assert_int_eq(pr->frame_len(p, 102, &router_limits), 102);
-	unit_guard_free(&map);
-	/* An LF anywhere ends the frame there, however long the line. */
-	big[250] = '\n';
-	ck_assert_int_eq(pr->frame_len((uint8_t *)big, sizeof(big),
-	    &router_limits), 251);
-	ck_assert_ptr_null(proto_find("nope"));
-}
-END_TEST
-
-/* Not calloc, so on memory just freed dirty, as malloc often hands back. */
-START_TEST(test_route_msg_new_clean)
-{
-	static const struct deliver_msg zero;
-	enum { LEN = 64 };
-
-	for (int i = 0; i < 8; i++) {
-		size_t n = sizeof(struct deliver_msg) + LEN + 1;
-		struct deliver_msg *m;
-		void *dirty = xmalloc(n);
-
-		memset(dirty, 0xAA, n);
-		free(dirty);
-		m = deliver_msg_new(LEN);
-		ck_assert(memcmp(m, &zero, offsetof(struct deliver_msg,
-		    src_addr)) == 0);
-		ck_assert_str_eq(m->src_addr, "");
-		ck_assert_str_eq(m->dst_addr, "");
-		ck_assert_str_eq(m->reply_to, "");
-		ck_assert_str_eq(m->receipted_id, "");
-		ck_assert_str_eq(m->from, "");
-		ck_assert_str_eq(m->to, "");
-		ck_assert_uint_eq(m->len, 0);
-		ck_assert_int_eq(m->text[LEN], '\0');
-		ck_assert_uint_eq(deliver_msg_size(m), sizeof(*m) + 1);
-		free(m);
-	}
-}
-END_TEST
-
-START_TEST(test_u64_to_dec)
-{
-	static const struct { uint64_t v; const char *s; } cases[] = {
-		{ 0, "0" }, { 7, "7" }, { 10, "10" }, { 99, "99" },
-		{ 100, "100" }, { 909, "909" }, { 1000, "1000" },
-		{ 1234567890, "1234567890" }, { 9999999999, "9999999999" },
-		{ 1000000000000000000u, "1000000000000000000" },
-		{ 9999999999999999999u, "9999999999999999999" },
-		{ 10000000000000000000u, "10000000000000000000" },
-		{ UINT64_MAX, "18446744073709551615" },
-	};
-	char buf[24];
-
-	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
-		size_t n;
-
-		memset(buf, 'x', sizeof(buf));
-		n = u64_to_dec(buf, cases[i].v);
-		ck_assert_uint_eq(n, strlen(cases[i].s));
-		ck_assert(memcmp(buf, cases[i].s, n) == 0);
-		ck_assert_int_eq(buf[n], 'x');
-	}
-	/* Every value below 10^6 against snprintf (no ck_assert per value:
-	 * each one costs Check a write). */
-	for (uint64_t v = 0; v < 1000000; v++) {
-		char want[24];
-		size_t n = u64_to_dec(buf, v);
-
-		if (n != (size_t)snprintf(want, sizeof(want), "%llu",
-		    (unsigned long long)v) || memcmp(buf, want, n) != 0)
-			ck_abort_msg("u64_to_dec(%llu) wrong",
-			    (unsigned long long)v);
-	}
-}
-END_TEST
-
 Suite *
 route_suite(void)
 {
@@ -305,12 +189,6 @@ route_suite(void)
 	tcase_add_test(tc, test_many_addresses);
 	tcase_add_test(tc, test_claim_race);
 	tcase_add_test(tc, test_resolve_longest_prefix);
-	tcase_add_test(tc, test_u64_to_dec);
-	tcase_add_test(tc, test_route_msg_new_clean);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("framing");
-	tcase_add_test(tc, test_router_frame_bytewise);
-	tcase_add_test(tc, test_router_frame_several_and_long);
 	suite_add_tcase(s, tc);
 	return s;
 }
