@@ -12,6 +12,7 @@
 #define UNIT_SUITES(X)		\
 	X(buf_suite)		\
 	X(config_suite)		\
+	X(mailbox_suite)	\
 	X(reactor_suite)	\
 	X(proto_echo_suite)	\
 	X(acceptor_suite)	\
