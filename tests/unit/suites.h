@@ -13,6 +13,7 @@
 	X(buf_suite)		\
 	X(config_suite)		\
 	X(mailbox_suite)	\
+	X(service_suite)	\
 	X(reactor_suite)	\
 	X(proto_echo_suite)	\
 	X(acceptor_suite)	\
