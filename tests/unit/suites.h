@@ -15,6 +15,7 @@
 	X(mailbox_suite)	\
 	X(service_suite)	\
 	X(reactor_suite)	\
+	X(conn_suite)		\
 	X(proto_echo_suite)	\
 	X(acceptor_suite)	\
 	X(route_suite)		\
