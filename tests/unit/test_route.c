@@ -177,6 +177,174 @@ START_TEST(test_resolve_longest_prefix)
 }
 END_TEST
 
+/* Owners sharing an address (route_join) are looked up in turn. */
+START_TEST(test_join_shared_in_turn)
+{
+	struct route_owner o[3] = { owner(0, 1, 1), owner(1, 5, 2),
+	    owner(2, 9, 3) }, got;
+	unsigned seen[3] = { 0, 0, 0 };
+
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(route_join("t-shared", &o[i]), 0);
+	/* Every three lookups take each owner once. */
+	for (unsigned round = 0; round < 4; round++) {
+		bool in_round[3] = { false, false, false };
+
+		for (unsigned k = 0; k < 3; k++) {
+			ck_assert(route_lookup("t-shared", &got));
+			for (unsigned i = 0; i < 3; i++)
+				if (route_owner_eq(&got, &o[i])) {
+					ck_assert_msg(!in_round[i], "owner %u "
+					    "twice in round %u", i, round);
+					in_round[i] = true;
+					seen[i]++;
+				}
+		}
+	}
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_uint_eq(seen[i], 4);
+	/* One leaves: the other two alternate. */
+	route_release("t-shared", &o[1]);
+	for (unsigned k = 0; k < 4; k++) {
+		struct route_owner next;
+
+		ck_assert(route_lookup("t-shared", &got));
+		ck_assert(!route_owner_eq(&got, &o[1]));
+		ck_assert(route_lookup("t-shared", &next));
+		ck_assert(!route_owner_eq(&got, &next));
+	}
+	route_release("t-shared", &o[0]);
+	ck_assert(route_lookup("t-shared", &got));
+	ck_assert(route_owner_eq(&got, &o[2]));
+	ck_assert(route_lookup("t-shared", &got));
+	ck_assert(route_owner_eq(&got, &o[2]));
+	route_release("t-shared", &o[2]);
+	ck_assert(!route_lookup("t-shared", &got));
+}
+END_TEST
+
+/* An address is held alone or shared, never both. */
+START_TEST(test_claim_and_join_exclude)
+{
+	struct route_owner a = owner(0, 1, 1), b = owner(1, 2, 1), got;
+
+	ck_assert_int_eq(route_join("t-sh", &a), 0);
+	ck_assert_int_eq(route_claim("t-sh", &b), -1);
+	ck_assert_int_eq(route_claim("t-sh", &a), -1);
+	ck_assert_int_eq(route_join("t-sh", &b), 0);
+	ck_assert_int_eq(route_claim("t-one", &a), 0);
+	ck_assert_int_eq(route_join("t-one", &b), -1);
+	ck_assert_int_eq(route_join("t-one", &a), -1);
+	ck_assert(route_lookup("t-one", &got));
+	ck_assert(route_owner_eq(&got, &a));
+	ck_assert(route_lookup("t-one", &got));
+	ck_assert(route_owner_eq(&got, &a));
+	route_release("t-one", &a);
+	route_release("t-sh", &a);
+	route_release("t-sh", &b);
+	ck_assert(!route_lookup("t-one", &got));
+	ck_assert(!route_lookup("t-sh", &got));
+}
+END_TEST
+
+/*
+ * A stale owner (its slot's connection closed, the slot reused: another
+ * generation), or another reactor's same slot, cannot release an entry.
+ */
+START_TEST(test_release_stale_owner)
+{
+	struct route_owner a = owner(1, 7, 3), b = owner(2, 8, 1), got;
+	struct route_owner stale = owner(1, 7, 4), elsewhere = owner(0, 7, 3);
+
+	ck_assert_int_eq(route_claim("t-stale", &a), 0);
+	route_release("t-stale", &stale);
+	route_release("t-stale", &elsewhere);
+	ck_assert(route_lookup("t-stale", &got));
+	ck_assert(route_owner_eq(&got, &a));
+	route_release("t-stale", &a);
+	ck_assert(!route_lookup("t-stale", &got));
+	/* Shared: the stale one's release leaves both owners. */
+	ck_assert_int_eq(route_join("t-stale-sh", &a), 0);
+	ck_assert_int_eq(route_join("t-stale-sh", &b), 0);
+	route_release("t-stale-sh", &stale);
+	ck_assert(route_lookup("t-stale-sh", &got));
+	route_release("t-stale-sh", &a);
+	ck_assert(route_lookup("t-stale-sh", &got));
+	ck_assert(route_owner_eq(&got, &b));
+	route_release("t-stale-sh", &b);
+	ck_assert(!route_lookup("t-stale-sh", &got));
+}
+END_TEST
+
+/*
+ * prefix_first: the prefix route is tried before the address's own
+ * owner; with nobody on the route, the owner still gets it.
+ */
+START_TEST(test_resolve_prefix_first)
+{
+	struct config *cf = unit_config(
+	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = 0;"
+	    " protocol = \"router\"; } );\n"
+	    "routes = ( { prefix = \"+351\"; to = \"gw-pf\"; } );\n");
+	struct route_owner gw = owner(0, 1, 1), direct = owner(1, 2, 2), got;
+	const char *to;
+
+	ck_assert_int_eq(route_claim("gw-pf", &gw), 0);
+	ck_assert_int_eq(route_claim("+351911", &direct), 0);
+	to = route_resolve(cf, "+351911", false, &got);
+	ck_assert_ptr_nonnull(to);
+	ck_assert_str_eq(to, "+351911");
+	ck_assert(route_owner_eq(&got, &direct));
+	to = route_resolve(cf, "+351911", true, &got);
+	ck_assert_ptr_nonnull(to);
+	ck_assert_str_eq(to, "gw-pf");
+	ck_assert(route_owner_eq(&got, &gw));
+	/* The route's gateway gone: the owner of the address after all. */
+	route_release("gw-pf", &gw);
+	to = route_resolve(cf, "+351911", true, &got);
+	ck_assert_ptr_nonnull(to);
+	ck_assert_str_eq(to, "+351911");
+	ck_assert(route_owner_eq(&got, &direct));
+	route_release("+351911", &direct);
+	ck_assert_ptr_null(route_resolve(cf, "+351911", true, &got));
+	ck_assert_ptr_null(route_resolve(cf, "+351911", false, &got));
+	config_unref(cf);
+}
+END_TEST
+
+/*
+ * Emptied, the table finds nothing, and fills again: a shard that gave
+ * its buckets back on its last release makes new ones (ASan would see a
+ * use after free, a crash a missing reset).
+ */
+START_TEST(test_table_empties_and_refills)
+{
+	char name[32];
+	struct route_owner got;
+
+	for (unsigned cycle = 0; cycle < 3; cycle++) {
+		for (uint32_t i = 0; i < 500; i++) {
+			struct route_owner o = owner(0, i, cycle);
+
+			snprintf(name, sizeof(name), "t-cycle-%u", i);
+			ck_assert_int_eq(route_claim(name, &o), 0);
+		}
+		for (uint32_t i = 0; i < 500; i++) {
+			struct route_owner o = owner(0, i, cycle);
+
+			snprintf(name, sizeof(name), "t-cycle-%u", i);
+			ck_assert(route_lookup(name, &got));
+			ck_assert(route_owner_eq(&got, &o));
+			route_release(name, &o);
+		}
+		for (uint32_t i = 0; i < 500; i++) {
+			snprintf(name, sizeof(name), "t-cycle-%u", i);
+			ck_assert(!route_lookup(name, &got));
+		}
+	}
+}
+END_TEST
+
 Suite *
 route_suite(void)
 {
@@ -189,6 +357,11 @@ route_suite(void)
 	tcase_add_test(tc, test_many_addresses);
 	tcase_add_test(tc, test_claim_race);
 	tcase_add_test(tc, test_resolve_longest_prefix);
+	tcase_add_test(tc, test_join_shared_in_turn);
+	tcase_add_test(tc, test_claim_and_join_exclude);
+	tcase_add_test(tc, test_release_stale_owner);
+	tcase_add_test(tc, test_resolve_prefix_first);
+	tcase_add_test(tc, test_table_empties_and_refills);
 	suite_add_tcase(s, tc);
 	return s;
 }
