@@ -21,11 +21,17 @@ struct service {
 	void	*arg;
 	/* The thread that made it. */
 	pthread_t thread;
-	bool	started;
+	bool	started;	/* not for the service's own thread to read */
 	/* Its own thread. */
 	bool	stopping;
 	struct mailbox_task stop_task;
 };
+
+/*
+ * The service whose thread this is, set by that thread first thing: its
+ * own tasks and hooks may run before service_start has returned.
+ */
+static _Thread_local const struct service *service_self;
 
 struct service *
 service_new(const char *name, const struct service_hooks *h, void *arg)
@@ -54,7 +60,7 @@ service_name(const struct service *s)
 bool
 service_is_current(const struct service *s)
 {
-	return s->started && pthread_equal(s->thread, pthread_self());
+	return s != NULL && service_self == s;
 }
 
 void
@@ -124,6 +130,9 @@ service_main(void *arg)
 	struct pollfd pfd = { .fd = mailbox_fd(&s->mb), .events = POLLIN };
 	uint64_t next_tick = now_ms() + s->h->tick_ms;
 
+	/* Named before any hook or task runs: they may look. */
+	service_self = s;
+	pthread_setname_np(pthread_self(), s->name);
 	if (s->h->start != NULL)
 		s->h->start(s, s->arg);
 	log_debug("service=%s running", s->name);
@@ -151,7 +160,6 @@ service_start(struct service *s)
 		return -1;
 	}
 	s->started = true;
-	pthread_setname_np(s->thread, s->name);
 	return 0;
 }
 

@@ -12,10 +12,16 @@
 #define UNIT_SUITES(X)		\
 	X(buf_suite)		\
 	X(config_suite)		\
+	X(mailbox_suite)	\
+	X(service_suite)	\
 	X(reactor_suite)	\
+	X(conn_suite)		\
 	X(proto_echo_suite)	\
 	X(acceptor_suite)	\
 	X(route_suite)		\
+	X(proto_router_suite)	\
+	X(deliver_suite)	\
+	X(util_suite)		\
 	X(smpp_pdu_suite)	\
 	X(iplimit_suite)	\
 	X(log_suite)		\

@@ -1,17 +1,14 @@
-/* test_route.c: the route table, prefix routes, and the router's line framer. */
+/* test_route.c: the address table (claim, join, release) and prefix routes. */
 #include <check.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "helpers.h"
-#include "proto.h"
-#include "deliver.h"
 #include "route.h"
 #include "suites.h"
 #include "util.h"
@@ -180,115 +177,170 @@ START_TEST(test_resolve_longest_prefix)
 }
 END_TEST
 
-static const struct limits router_limits = { .max_line = 100 };
-
-START_TEST(test_router_frame_bytewise)
+/* Owners sharing an address (route_join) are looked up in turn. */
+START_TEST(test_join_shared_in_turn)
 {
-	const struct proto *pr = proto_find("router");
-	const char *line = "SEND bob hello there\r\n";
-	size_t n = strlen(line);
+	struct route_owner o[3] = { owner(0, 1, 1), owner(1, 5, 2),
+	    owner(2, 9, 3) }, got;
+	unsigned seen[3] = { 0, 0, 0 };
 
-	ck_assert_ptr_nonnull(pr);
-	/* Fed one byte more at a time: 0 until the LF, then the length. */
-	for (size_t k = 1; k <= n; k++) {
-		struct unit_guard map;
-		uint8_t *p = unit_guarded(line, k, &map);
-		ssize_t r = pr->frame_len(p, k, &router_limits);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(route_join("t-shared", &o[i]), 0);
+	/* Every three lookups take each owner once. */
+	for (unsigned round = 0; round < 4; round++) {
+		bool in_round[3] = { false, false, false };
 
-		ck_assert_int_eq(r, k < n ? 0 : (ssize_t)n);
-		unit_guard_free(&map);
+		for (unsigned k = 0; k < 3; k++) {
+			ck_assert(route_lookup("t-shared", &got));
+			for (unsigned i = 0; i < 3; i++)
+				if (route_owner_eq(&got, &o[i])) {
+					ck_assert_msg(!in_round[i], "owner %u "
+					    "twice in round %u", i, round);
+					in_round[i] = true;
+					seen[i]++;
+				}
+		}
 	}
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_uint_eq(seen[i], 4);
+	/* One leaves: the other two alternate. */
+	route_release("t-shared", &o[1]);
+	for (unsigned k = 0; k < 4; k++) {
+		struct route_owner next;
+
+		ck_assert(route_lookup("t-shared", &got));
+		ck_assert(!route_owner_eq(&got, &o[1]));
+		ck_assert(route_lookup("t-shared", &next));
+		ck_assert(!route_owner_eq(&got, &next));
+	}
+	route_release("t-shared", &o[0]);
+	ck_assert(route_lookup("t-shared", &got));
+	ck_assert(route_owner_eq(&got, &o[2]));
+	ck_assert(route_lookup("t-shared", &got));
+	ck_assert(route_owner_eq(&got, &o[2]));
+	route_release("t-shared", &o[2]);
+	ck_assert(!route_lookup("t-shared", &got));
 }
 END_TEST
 
-START_TEST(test_router_frame_several_and_long)
+/* An address is held alone or shared, never both. */
+START_TEST(test_claim_and_join_exclude)
 {
-	const struct proto *pr = proto_find("router");
-	const char *two = "PING 1\nPING 2\n";
-	char big[300];
-	struct unit_guard map;
-	uint8_t *p;
+	struct route_owner a = owner(0, 1, 1), b = owner(1, 2, 1), got;
 
-	ck_assert_int_eq(pr->frame_len((const uint8_t *)two, strlen(two),
-	    &router_limits), 7);
-	/* No LF within max_line + CR LF: the bytes are handed over to skip. */
-	memset(big, 'x', sizeof(big));
-	p = unit_guarded(big, 101, &map);
-	ck_assert_int_eq(pr->frame_len(p, 101, &router_limits), 0);
-	unit_guard_free(&map);
-	p = unit_guarded(big, 102, &map);
-	ck_assert_int_eq(pr->frame_len(p, 102, &router_limits), 102);
-	unit_guard_free(&map);
-	/* An LF anywhere ends the frame there, however long the line. */
-	big[250] = '\n';
-	ck_assert_int_eq(pr->frame_len((uint8_t *)big, sizeof(big),
-	    &router_limits), 251);
-	ck_assert_ptr_null(proto_find("nope"));
+	ck_assert_int_eq(route_join("t-sh", &a), 0);
+	ck_assert_int_eq(route_claim("t-sh", &b), -1);
+	ck_assert_int_eq(route_claim("t-sh", &a), -1);
+	ck_assert_int_eq(route_join("t-sh", &b), 0);
+	ck_assert_int_eq(route_claim("t-one", &a), 0);
+	ck_assert_int_eq(route_join("t-one", &b), -1);
+	ck_assert_int_eq(route_join("t-one", &a), -1);
+	ck_assert(route_lookup("t-one", &got));
+	ck_assert(route_owner_eq(&got, &a));
+	ck_assert(route_lookup("t-one", &got));
+	ck_assert(route_owner_eq(&got, &a));
+	route_release("t-one", &a);
+	route_release("t-sh", &a);
+	route_release("t-sh", &b);
+	ck_assert(!route_lookup("t-one", &got));
+	ck_assert(!route_lookup("t-sh", &got));
 }
 END_TEST
 
-/* Not calloc, so on memory just freed dirty, as malloc often hands back. */
-START_TEST(test_route_msg_new_clean)
+/*
+ * A stale owner (its slot's connection closed, the slot reused: another
+ * generation), or another reactor's same slot, cannot release an entry.
+ */
+START_TEST(test_release_stale_owner)
 {
-	static const struct deliver_msg zero;
-	enum { LEN = 64 };
+	struct route_owner a = owner(1, 7, 3), b = owner(2, 8, 1), got;
+	struct route_owner stale = owner(1, 7, 4), elsewhere = owner(0, 7, 3);
 
-	for (int i = 0; i < 8; i++) {
-		size_t n = sizeof(struct deliver_msg) + LEN + 1;
-		struct deliver_msg *m;
-		void *dirty = xmalloc(n);
-
-		memset(dirty, 0xAA, n);
-		free(dirty);
-		m = deliver_msg_new(LEN);
-		ck_assert(memcmp(m, &zero, offsetof(struct deliver_msg,
-		    src_addr)) == 0);
-		ck_assert_str_eq(m->src_addr, "");
-		ck_assert_str_eq(m->dst_addr, "");
-		ck_assert_str_eq(m->reply_to, "");
-		ck_assert_str_eq(m->receipted_id, "");
-		ck_assert_str_eq(m->from, "");
-		ck_assert_str_eq(m->to, "");
-		ck_assert_uint_eq(m->len, 0);
-		ck_assert_int_eq(m->text[LEN], '\0');
-		ck_assert_uint_eq(deliver_msg_size(m), sizeof(*m) + 1);
-		free(m);
-	}
+	ck_assert_int_eq(route_claim("t-stale", &a), 0);
+	route_release("t-stale", &stale);
+	route_release("t-stale", &elsewhere);
+	ck_assert(route_lookup("t-stale", &got));
+	ck_assert(route_owner_eq(&got, &a));
+	route_release("t-stale", &a);
+	ck_assert(!route_lookup("t-stale", &got));
+	/* Shared: the stale one's release leaves both owners. */
+	ck_assert_int_eq(route_join("t-stale-sh", &a), 0);
+	ck_assert_int_eq(route_join("t-stale-sh", &b), 0);
+	route_release("t-stale-sh", &stale);
+	ck_assert(route_lookup("t-stale-sh", &got));
+	route_release("t-stale-sh", &a);
+	ck_assert(route_lookup("t-stale-sh", &got));
+	ck_assert(route_owner_eq(&got, &b));
+	route_release("t-stale-sh", &b);
+	ck_assert(!route_lookup("t-stale-sh", &got));
 }
 END_TEST
 
-START_TEST(test_u64_to_dec)
+/*
+ * prefix_first: the prefix route is tried before the address's own
+ * owner; with nobody on the route, the owner still gets it.
+ */
+START_TEST(test_resolve_prefix_first)
 {
-	static const struct { uint64_t v; const char *s; } cases[] = {
-		{ 0, "0" }, { 7, "7" }, { 10, "10" }, { 99, "99" },
-		{ 100, "100" }, { 909, "909" }, { 1000, "1000" },
-		{ 1234567890, "1234567890" }, { 9999999999, "9999999999" },
-		{ 1000000000000000000u, "1000000000000000000" },
-		{ 9999999999999999999u, "9999999999999999999" },
-		{ 10000000000000000000u, "10000000000000000000" },
-		{ UINT64_MAX, "18446744073709551615" },
-	};
-	char buf[24];
+	struct config *cf = unit_config(
+	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = 0;"
+	    " protocol = \"router\"; } );\n"
+	    "routes = ( { prefix = \"+351\"; to = \"gw-pf\"; } );\n");
+	struct route_owner gw = owner(0, 1, 1), direct = owner(1, 2, 2), got;
+	const char *to;
 
-	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
-		size_t n;
+	ck_assert_int_eq(route_claim("gw-pf", &gw), 0);
+	ck_assert_int_eq(route_claim("+351911", &direct), 0);
+	to = route_resolve(cf, "+351911", false, &got);
+	ck_assert_ptr_nonnull(to);
+	ck_assert_str_eq(to, "+351911");
+	ck_assert(route_owner_eq(&got, &direct));
+	to = route_resolve(cf, "+351911", true, &got);
+	ck_assert_ptr_nonnull(to);
+	ck_assert_str_eq(to, "gw-pf");
+	ck_assert(route_owner_eq(&got, &gw));
+	/* The route's gateway gone: the owner of the address after all. */
+	route_release("gw-pf", &gw);
+	to = route_resolve(cf, "+351911", true, &got);
+	ck_assert_ptr_nonnull(to);
+	ck_assert_str_eq(to, "+351911");
+	ck_assert(route_owner_eq(&got, &direct));
+	route_release("+351911", &direct);
+	ck_assert_ptr_null(route_resolve(cf, "+351911", true, &got));
+	ck_assert_ptr_null(route_resolve(cf, "+351911", false, &got));
+	config_unref(cf);
+}
+END_TEST
 
-		memset(buf, 'x', sizeof(buf));
-		n = u64_to_dec(buf, cases[i].v);
-		ck_assert_uint_eq(n, strlen(cases[i].s));
-		ck_assert(memcmp(buf, cases[i].s, n) == 0);
-		ck_assert_int_eq(buf[n], 'x');
-	}
-	/* Every value below 10^6 against snprintf (no ck_assert per value:
-	 * each one costs Check a write). */
-	for (uint64_t v = 0; v < 1000000; v++) {
-		char want[24];
-		size_t n = u64_to_dec(buf, v);
+/*
+ * Emptied, the table finds nothing, and fills again: a shard that gave
+ * its buckets back on its last release makes new ones (ASan would see a
+ * use after free, a crash a missing reset).
+ */
+START_TEST(test_table_empties_and_refills)
+{
+	char name[32];
+	struct route_owner got;
 
-		if (n != (size_t)snprintf(want, sizeof(want), "%llu",
-		    (unsigned long long)v) || memcmp(buf, want, n) != 0)
-			ck_abort_msg("u64_to_dec(%llu) wrong",
-			    (unsigned long long)v);
+	for (unsigned cycle = 0; cycle < 3; cycle++) {
+		for (uint32_t i = 0; i < 500; i++) {
+			struct route_owner o = owner(0, i, cycle);
+
+			snprintf(name, sizeof(name), "t-cycle-%u", i);
+			ck_assert_int_eq(route_claim(name, &o), 0);
+		}
+		for (uint32_t i = 0; i < 500; i++) {
+			struct route_owner o = owner(0, i, cycle);
+
+			snprintf(name, sizeof(name), "t-cycle-%u", i);
+			ck_assert(route_lookup(name, &got));
+			ck_assert(route_owner_eq(&got, &o));
+			route_release(name, &o);
+		}
+		for (uint32_t i = 0; i < 500; i++) {
+			snprintf(name, sizeof(name), "t-cycle-%u", i);
+			ck_assert(!route_lookup(name, &got));
+		}
 	}
 }
 END_TEST
@@ -305,12 +357,11 @@ route_suite(void)
 	tcase_add_test(tc, test_many_addresses);
 	tcase_add_test(tc, test_claim_race);
 	tcase_add_test(tc, test_resolve_longest_prefix);
-	tcase_add_test(tc, test_u64_to_dec);
-	tcase_add_test(tc, test_route_msg_new_clean);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("framing");
-	tcase_add_test(tc, test_router_frame_bytewise);
-	tcase_add_test(tc, test_router_frame_several_and_long);
+	tcase_add_test(tc, test_join_shared_in_turn);
+	tcase_add_test(tc, test_claim_and_join_exclude);
+	tcase_add_test(tc, test_release_stale_owner);
+	tcase_add_test(tc, test_resolve_prefix_first);
+	tcase_add_test(tc, test_table_empties_and_refills);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,51 @@
+/* test_deliver.c: messages on their way: a new one is clean on dirty memory. */
+#include <check.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deliver.h"
+#include "suites.h"
+#include "util.h"
+
+/* Not calloc, so on memory just freed dirty, as malloc often hands back. */
+START_TEST(test_deliver_msg_new_clean)
+{
+	static const struct deliver_msg zero;
+	enum { LEN = 64 };
+
+	for (int i = 0; i < 8; i++) {
+		size_t n = sizeof(struct deliver_msg) + LEN + 1;
+		struct deliver_msg *m;
+		void *dirty = xmalloc(n);
+
+		memset(dirty, 0xAA, n);
+		free(dirty);
+		m = deliver_msg_new(LEN);
+		ck_assert(memcmp(m, &zero, offsetof(struct deliver_msg,
+		    src_addr)) == 0);
+		ck_assert_str_eq(m->src_addr, "");
+		ck_assert_str_eq(m->dst_addr, "");
+		ck_assert_str_eq(m->reply_to, "");
+		ck_assert_str_eq(m->receipted_id, "");
+		ck_assert_str_eq(m->from, "");
+		ck_assert_str_eq(m->to, "");
+		ck_assert_uint_eq(m->len, 0);
+		ck_assert_int_eq(m->text[LEN], '\0');
+		ck_assert_uint_eq(deliver_msg_size(m), sizeof(*m) + 1);
+		free(m);
+	}
+}
+END_TEST
+
+Suite *
+deliver_suite(void)
+{
+	Suite *s = suite_create("deliver");
+	TCase *tc = tcase_create("msg");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_deliver_msg_new_clean);
+	suite_add_tcase(s, tc);
+	return s;
+}

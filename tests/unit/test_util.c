@@ -1,0 +1,56 @@
+/* test_util.c: small helpers: u64_to_dec against snprintf. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "suites.h"
+#include "util.h"
+
+START_TEST(test_u64_to_dec)
+{
+	static const struct { uint64_t v; const char *s; } cases[] = {
+		{ 0, "0" }, { 7, "7" }, { 10, "10" }, { 99, "99" },
+		{ 100, "100" }, { 909, "909" }, { 1000, "1000" },
+		{ 1234567890, "1234567890" }, { 9999999999, "9999999999" },
+		{ 1000000000000000000u, "1000000000000000000" },
+		{ 9999999999999999999u, "9999999999999999999" },
+		{ 10000000000000000000u, "10000000000000000000" },
+		{ UINT64_MAX, "18446744073709551615" },
+	};
+	char buf[24];
+
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		size_t n;
+
+		memset(buf, 'x', sizeof(buf));
+		n = u64_to_dec(buf, cases[i].v);
+		ck_assert_uint_eq(n, strlen(cases[i].s));
+		ck_assert(memcmp(buf, cases[i].s, n) == 0);
+		ck_assert_int_eq(buf[n], 'x');
+	}
+	/* Every value below 10^6 against snprintf (no ck_assert per value:
+	 * each one costs Check a write). */
+	for (uint64_t v = 0; v < 1000000; v++) {
+		char want[24];
+		size_t n = u64_to_dec(buf, v);
+
+		if (n != (size_t)snprintf(want, sizeof(want), "%llu",
+		    (unsigned long long)v) || memcmp(buf, want, n) != 0)
+			ck_abort_msg("u64_to_dec(%llu) wrong",
+			    (unsigned long long)v);
+	}
+}
+END_TEST
+
+Suite *
+util_suite(void)
+{
+	Suite *s = suite_create("util");
+	TCase *tc = tcase_create("dec");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_u64_to_dec);
+	suite_add_tcase(s, tc);
+	return s;
+}
