@@ -277,7 +277,11 @@ reactor_main(void *arg)
 {
 	struct reactor *r = arg;
 	struct epoll_event *evs = xcalloc(REACTOR_MAX_EVENTS, sizeof(*evs));
+	char name[16];
 
+	/* Named before any hook or task runs on it. */
+	snprintf(name, sizeof(name), "reactor-%u", r->id);
+	pthread_setname_np(pthread_self(), name);
 	if (r->cpu_affinity)
 		reactor_pin(r);
 	reactor_sched_batch(r);
@@ -303,7 +307,6 @@ reactor_run_once(struct reactor *r, int timeout_ms)
 int
 reactor_start(struct reactor *r)
 {
-	char name[16];
 	int err;
 
 	if ((err = pthread_create(&r->thread, NULL, reactor_main, r)) != 0) {
@@ -311,8 +314,6 @@ reactor_start(struct reactor *r)
 		return -1;
 	}
 	r->started = true;
-	snprintf(name, sizeof(name), "reactor-%u", r->id);
-	pthread_setname_np(r->thread, name);
 	return 0;
 }
 
