@@ -307,6 +307,7 @@ reactor_run_once(struct reactor *r, int timeout_ms)
 int
 reactor_start(struct reactor *r)
 {
+	char name[16];
 	int err;
 
 	if ((err = pthread_create(&r->thread, NULL, reactor_main, r)) != 0) {
@@ -314,6 +315,9 @@ reactor_start(struct reactor *r)
 		return -1;
 	}
 	r->started = true;
+	/* Named here too: from now on, whoever looks sees the name. */
+	snprintf(name, sizeof(name), "reactor-%u", r->id);
+	pthread_setname_np(r->thread, name);
 	return 0;
 }
 

@@ -453,7 +453,7 @@ START_TEST(conn_eof_closes_after_flush)
 	ck_assert_uint_eq(fk.nout, 4);
 	ck_assert_mem_eq(fk.out, "bye\n", 4);
 	ck_assert_int_eq(lp.reason, CONN_CLOSE_PEER);
-	ck_assert_uint_eq(REACTOR_STAT_GET(r->stats.closed[CONN_CLOSE_PEER]),
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_CLOSED_PEER),
 	    1);
 	ck_assert_uint_eq(fk.closes, 1);
 	ck_assert_uint_eq(conn_count(r), 0);
@@ -473,7 +473,7 @@ START_TEST(conn_transport_error_resets)
 	ck_assert_uint_eq(lp.n, 1);
 	ck_assert_uint_eq(lp.closed, 1);
 	ck_assert_int_eq(lp.reason, CONN_CLOSE_RESET);
-	ck_assert_uint_eq(REACTOR_STAT_GET(r->stats.closed[CONN_CLOSE_RESET]),
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_CLOSED_RESET),
 	    1);
 	ck_assert_uint_eq(fk.closes, 1);
 	ck_assert_uint_eq(conn_count(r), 0);
