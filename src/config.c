@@ -432,6 +432,30 @@ parse_group_list(struct cferr *e, config_setting_t *s, const char *what,
 	return true;
 }
 
+/* source_addrs: a list or array of address prefixes. */
+static void
+get_source_addrs(struct cferr *e, const config_setting_t *k,
+    struct account_conf *a)
+{
+	int t = config_setting_type(k), n = config_setting_length(k);
+
+	if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST) {
+		cferr_add(e, k, "source_addrs: expected a list of address "
+		    "prefixes, like [ \"+1555\", \"shop\" ]");
+		return;
+	}
+	if (n < 1 || n > CONFIG_SOURCE_ADDRS_MAX) {
+		cferr_add(e, k, "source_addrs: give 1 to %d prefixes",
+		    CONFIG_SOURCE_ADDRS_MAX);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		if (get_addr(e, config_setting_get_elem(k, (unsigned)i),
+		    "source_addrs prefix", a->source_addrs[a->nsource_addrs],
+		    sizeof(a->source_addrs[0])))
+			a->nsource_addrs++;
+}
+
 static void
 account_key(struct cferr *e, config_setting_t *k, void *elem, unsigned *seen)
 {
@@ -446,6 +470,8 @@ account_key(struct cferr *e, config_setting_t *k, void *elem, unsigned *seen)
 		get_unsigned(e, k, 1, 1024, &a->max_binds);
 	} else if (strcmp(name, "max_tps") == 0) {
 		get_unsigned(e, k, 0, 10000000, &a->max_tps);
+	} else if (strcmp(name, "source_addrs") == 0) {
+		get_source_addrs(e, k, a);
 	} else if (strcmp(name, "password") == 0) {
 		*seen |= 2;
 		if ((v = get_string(e, k)) == NULL)

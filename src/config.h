@@ -44,6 +44,7 @@ struct listener_conf {
 
 #define CONFIG_ADDR_MAX		64	/* router and SMPP addresses */
 #define CONFIG_PASSWORD_MAX	64
+#define CONFIG_SOURCE_ADDRS_MAX	32	/* source_addrs prefixes per account */
 
 /* A login for router and SMPP clients. */
 struct account_conf {
@@ -51,6 +52,12 @@ struct account_conf {
 	char	password[CONFIG_PASSWORD_MAX + 1];
 	unsigned max_binds;		/* SMPP binds at once */
 	unsigned max_tps;		/* SMPP submits per second; 0 = no limit */
+	/*
+	 * Prefixes an SMPP source_addr of this account must start with,
+	 * besides its own id; none: any that no one else owns.
+	 */
+	char	source_addrs[CONFIG_SOURCE_ADDRS_MAX][CONFIG_ADDR_MAX + 1];
+	unsigned nsource_addrs;
 	int	line;
 };
 

@@ -133,6 +133,22 @@ reply_printf(struct conn *c, const char *fmt, ...)
 	reply_emit(c, line, (size_t)n);
 }
 
+/* "PONG <token>", the token whole: lines are bounded by max_line. */
+static void
+reply_pong(struct conn *c, const char *token)
+{
+	size_t n = strlen(token);
+	char small[256], *line = n + 6 <= sizeof(small) ? small :
+	    xmalloc(n + 6);
+
+	memcpy(line, "PONG ", 5);
+	memcpy(line + 5, token, n);
+	line[n + 5] = '\n';
+	reply_emit(c, line, n + 6);
+	if (line != small)
+		free(line);
+}
+
 /* Writes the replies at the head of the queue that are ready. */
 static void
 sess_drain(struct conn *c, struct router_sess *s)
@@ -220,12 +236,53 @@ next_word(char **line)
 	return w;
 }
 
-/* Printable text: no control characters but TAB. */
-static bool
-text_valid(const char *t)
+/*
+ * The bytes of one UTF-8 character at p (n > 0 bytes there), or 0 if it
+ * is not well-formed (RFC 3629: no overlong forms, no surrogates, nothing
+ * above U+10FFFF) or is a control character: C0 but TAB, DEL, or C1
+ * (U+0080-U+009F, whose encodings C2 80-C2 9F a line client may take for
+ * a line break or a terminal command).
+ */
+static size_t
+text_char(const uint8_t *p, size_t n)
 {
-	for (; *t != '\0'; t++)
-		if ((uint8_t)*t < 0x20 && *t != '\t')
+	uint8_t b = p[0];
+	size_t len;
+	uint32_t cp;
+
+	if (b < 0x80)
+		return (b < 0x20 && b != '\t') || b == 0x7f ? 0 : 1;
+	if (b >= 0xc2 && b <= 0xdf)
+		len = 2, cp = b & 0x1f;
+	else if (b >= 0xe0 && b <= 0xef)
+		len = 3, cp = b & 0x0f;
+	else if (b >= 0xf0 && b <= 0xf4)
+		len = 4, cp = b & 0x07;
+	else
+		return 0;	/* a continuation byte, C0, C1, F5-FF */
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || cp <= 0x9f)
+		return 0;
+	return len;
+}
+
+/*
+ * What a line carries: UTF-8 text without control characters but TAB
+ * (see text_char). Anything else would forge or break lines, or reach a
+ * terminal as a command.
+ */
+static bool
+text_valid(const uint8_t *t, size_t n)
+{
+	for (size_t i = 0, k; i < n; i += k)
+		if ((k = text_char(t + i, n - i)) == 0)
 			return false;
 	return true;
 }
@@ -284,13 +341,14 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 		return;
 	}
 	tolen = strlen(to);
-	if (!route_addr_valid(to, tolen) || !text_valid(args)) {
+	len = strlen(args);
+	if (!route_addr_valid(to, tolen) ||
+	    !text_valid((const uint8_t *)args, len)) {
 		count_err(c, COUNTER_ERR_400);
-		reply_printf(c, "ERR 400 bad %s", text_valid(args) ?
-		    "address" : "text");
+		reply_printf(c, "ERR 400 bad %s",
+		    text_valid((const uint8_t *)args, len) ? "address" : "text");
 		return;
 	}
-	len = strlen(args);
 	m = deliver_msg_new(len);
 	m->id = deliver_next_id(c->r);
 	memcpy(m->from, s->addr, s->addrlen + 1);
@@ -312,11 +370,25 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 	sess_update_hold(c, s);
 }
 
+/*
+ * Gives the address back at once: a client that logs in again on a new
+ * connection must not wait for this one's close (lingering, flushing).
+ */
+static void
+sess_logout(struct router_sess *s)
+{
+	if (!s->logged_in)
+		return;
+	route_release(s->addr, &s->me);
+	s->logged_in = false;
+}
+
 static int
 cmd_quit(struct conn *c, struct router_sess *s)
 {
 	struct reply *rp;
 
+	sess_logout(s);
 	if (s->head == NULL) {
 		conn_write(c, "OK BYE\n", 7);
 		return -1;
@@ -343,7 +415,7 @@ router_command(struct conn *c, struct router_sess *s, char *line)
 		char *token = next_word(&args);
 
 		if (token != NULL)
-			reply_printf(c, "PONG %.200s", token);
+			reply_pong(c, token);
 		else
 			reply_printf(c, "PONG");
 	} else if (strcasecmp(verb, "LOGIN") == 0)
@@ -399,16 +471,19 @@ router_on_message(struct conn *c, const uint8_t *msg, size_t len)
 static int
 router_on_deliver(struct conn *c, const struct deliver_msg *m)
 {
+	const struct router_sess *s = c->pdata;
 	char line[1024];
 	size_t flen = strlen(m->from), n;
 
 	/*
 	 * A MSG line carries text: a message from SMPP with a line break,
-	 * NUL or other control byte would forge or break lines.
+	 * NUL, other control or bytes that are not UTF-8 would forge or
+	 * break lines. And nothing more for a client that said goodbye.
 	 */
-	for (size_t i = 0; i < m->len; i++)
-		if (m->text[i] < 0x20 && m->text[i] != '\t')
-			return DELIVER_UNFIT;
+	if (!text_valid(m->text, m->len))
+		return DELIVER_UNFIT;
+	if (s != NULL && s->quitting)
+		return DELIVER_NO_ROUTE;
 
 	/* "MSG <id> <from> <text>\n", built without snprintf. */
 	memcpy(line, "MSG ", 4);
@@ -474,8 +549,7 @@ router_on_close(struct conn *c)
 
 	if (s == NULL)
 		return;
-	if (s->logged_in)
-		route_release(s->addr, &s->me);
+	sess_logout(s);
 	while ((rp = s->head) != NULL) {
 		s->head = rp->next;
 		free(rp);

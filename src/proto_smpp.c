@@ -335,6 +335,33 @@ addr_normalise(const char *addr, uint8_t ton, char *out, size_t len)
 	return route_addr_valid(out, strlen(out));
 }
 
+/*
+ * Whether this session may send as addr. Its own system_id, always. Never
+ * another account, nor an address someone else holds now (a line client
+ * logged in, another account's binds): nobody speaks as an address they
+ * do not own. Free-form sender ids and numbers that belong to nobody
+ * pass, unless the account lists source_addrs: then only those prefixes.
+ */
+static bool
+source_allowed(const struct config *cf, const struct smpp_sess *s,
+    const char *addr)
+{
+	const struct account_conf *own;
+
+	if (strcmp(addr, s->system_id) == 0)
+		return true;
+	if (config_find_account(cf, addr) != NULL || route_is_held(addr))
+		return false;
+	own = config_find_account(cf, s->system_id);
+	if (own == NULL || own->nsource_addrs == 0)
+		return true;
+	for (unsigned i = 0; i < own->nsource_addrs; i++)
+		if (strncmp(addr, own->source_addrs[i],
+		    strlen(own->source_addrs[i])) == 0)
+			return true;
+	return false;
+}
+
 static uint32_t
 verdict_status(enum deliver_verdict v)
 {
@@ -412,7 +439,7 @@ static void
 sess_update_hold(struct conn *c, struct smpp_sess *s)
 {
 	if (s->unbinding)
-		return;		/* no more input after an unbind */
+		return;		/* only answers are taken after an unbind */
 	if (s->npending >= SMPP_MAX_PENDING)
 		conn_hold(c);
 	else if (s->npending < SMPP_MAX_PENDING / 2)
@@ -441,7 +468,9 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	if (pdu->source_addr[0] == '\0')
 		snprintf(from, sizeof(from), "%s", s->system_id);
 	else if (!addr_normalise(pdu->source_addr, pdu->source_addr_ton, from,
-	    sizeof(from))) {
+	    sizeof(from)) || !source_allowed(c->r->cf, s, from) ||
+	    !source_allowed(c->r->cf, s, pdu->source_addr)) {
+		/* Both as the recipient may see it: raw and normalised. */
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVSRCADR, seq, NULL);
 		return;
 	}
@@ -552,7 +581,8 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct deliver_msg *m)
 static void
 sess_pump(struct conn *c, struct smpp_sess *s)
 {
-	while (s->inflight < s->window && s->qlen > 0 && !conn_is_closing(c)) {
+	while (s->inflight < s->window && s->qlen > 0 && !conn_is_closing(c) &&
+	    !s->unbinding) {
 		struct deliver_msg *m = s->q[s->qhead];
 
 		s->qhead = (s->qhead + 1) % s->qcap;
@@ -561,6 +591,8 @@ sess_pump(struct conn *c, struct smpp_sess *s)
 		send_deliver(c, s, m);
 	}
 }
+
+static void sess_maybe_done(struct conn *c, struct smpp_sess *s);
 
 /* deliver_sm_resp, or a generic_nack, for one of our deliver_sm. */
 static void
@@ -579,6 +611,7 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 		s->win[i].m = NULL;
 		s->inflight--;
 		sess_pump(c, s);
+		sess_maybe_done(c, s);
 		return;
 	}
 }
@@ -610,7 +643,11 @@ needs_bind(uint32_t cmd)
 	    cmd == SMPP_QUERY_SM || cmd == SMPP_UNBIND;
 }
 
-/* Stops taking messages for this bind: it is going away. */
+/*
+ * Stops taking messages for this bind and gives back its place: the
+ * address and the account's bind count, so that the ESME can bind again
+ * at once, before this connection has closed.
+ */
 static void
 sess_leave(struct smpp_sess *s)
 {
@@ -618,34 +655,40 @@ sess_leave(struct smpp_sess *s)
 		route_release(s->system_id, &s->me);
 		s->joined = false;
 	}
+	if (s->counted) {
+		acct_unbind(s->system_id);
+		s->counted = false;
+	}
 }
 
 /*
- * unbind: answered once every submit_sm it sent before has had its answer,
- * then the session closes. Nothing is read after it.
+ * unbind: the bind takes no more messages at once. It is answered, and
+ * the session closed, once every submit_sm it sent before has had its
+ * answer and every deliver_sm we sent has had the ESME's (or
+ * response_timeout passed: on_tick gives up). Until then only answers
+ * and enquire_link are taken; other requests get ESME_RINVBNDSTS.
  */
-static int
+static void
 cmd_unbind(struct conn *c, struct smpp_sess *s, uint32_t seq)
 {
 	sess_leave(s);
-	if (s->npending == 0) {
-		smpp_respond(c, SMPP_UNBIND | SMPP_RESP, SMPP_ESME_ROK, seq,
-		    NULL);
-		return -1;
-	}
 	s->unbinding = true;
 	s->unbind_seq = seq;
-	conn_hold(c);
-	return 0;
+	sess_maybe_done(c, s);
 }
 
-/* After a verdict: finish an unbind or a half-close once all is answered. */
+/*
+ * After a verdict or an answer: finish an unbind or a half-close once all
+ * is answered.
+ */
 static void
 sess_maybe_done(struct conn *c, struct smpp_sess *s)
 {
 	if (s->npending > 0)
 		return;
 	if (s->unbinding) {
+		if (s->inflight > 0)
+			return;
 		smpp_respond(c, SMPP_UNBIND | SMPP_RESP, SMPP_ESME_ROK,
 		    s->unbind_seq, NULL);
 		s->unbinding = false;
@@ -663,6 +706,13 @@ smpp_dispatch(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	if (s->state == SMPP_OPEN && needs_bind(pdu->command_id)) {
 		smpp_respond(c, pdu->command_id | SMPP_RESP,
 		    SMPP_ESME_RINVBNDSTS, seq, NULL);
+		return 0;
+	}
+	if (s->unbinding && !(pdu->command_id & SMPP_RESP) &&
+	    pdu->command_id != SMPP_GENERIC_NACK &&
+	    pdu->command_id != SMPP_ENQUIRE_LINK) {
+		/* The bind is ending: it only answers what we sent. */
+		smpp_reject(c, pdu, SMPP_ESME_RINVBNDSTS);
 		return 0;
 	}
 	switch (pdu->command_id) {
@@ -690,7 +740,8 @@ smpp_dispatch(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		    seq, NULL);
 		break;
 	case SMPP_UNBIND:
-		return cmd_unbind(c, s, seq);
+		cmd_unbind(c, s, seq);
+		break;
 	case SMPP_ENQUIRE_LINK | SMPP_RESP:
 	case SMPP_UNBIND | SMPP_RESP:
 		break;
@@ -750,7 +801,7 @@ smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 	struct smpp_sess *s = c->pdata;
 	unsigned limit = c->r->cf->smpp.queue_limit;
 
-	if (s == NULL || !is_receiver(s) || s->win == NULL)
+	if (s == NULL || !is_receiver(s) || s->win == NULL || s->unbinding)
 		return DELIVER_NO_ROUTE;
 	if (m->len > 65535)
 		return DELIVER_REFUSED;

@@ -240,6 +240,21 @@ route_lookup(const char *addr, struct route_owner *owner)
 	return found;
 }
 
+bool
+route_is_held(const char *addr)
+{
+	uint32_t hash = route_hash(addr);
+	struct route_shard *sh = shard_of(hash);
+	struct route_entry **pe;
+	bool held;
+
+	pthread_mutex_lock(&sh->lock);
+	pe = shard_find(sh, hash, addr);
+	held = pe != NULL && *pe != NULL;
+	pthread_mutex_unlock(&sh->lock);
+	return held;
+}
+
 /* The "to" of the longest route whose prefix starts addr, or NULL. */
 static const char *
 route_by_prefix(const struct config *cf, const char *addr)

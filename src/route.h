@@ -62,6 +62,12 @@ void	route_release(const char *addr, const struct route_owner *owner);
 bool	route_lookup(const char *addr, struct route_owner *owner);
 
 /*
+ * Whether anyone holds addr now, without taking a turn among those
+ * sharing it. Any thread.
+ */
+bool	route_is_held(const char *addr);
+
+/*
  * The address a message to addr goes to, and its owner: the owner of addr
  * itself, else the "to" of the longest matching prefix route in cf (with
  * prefix_first, the route is tried first), else NULL. Any thread (cf is
