@@ -992,6 +992,91 @@ START_TEST(test_mesh_300_clients)
 }
 END_TEST
 
+/* Regression: PONG cut the token to 200 bytes, silently. */
+START_TEST(test_ping_token_whole)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int a = client_connect(daemon_port(d, "router"));
+	char cmd[3100], want[3100];
+	size_t n = 3000;
+
+	memcpy(cmd, "PING ", 5);
+	for (size_t i = 0; i < n; i++)
+		cmd[5 + i] = (char)('a' + i % 26);
+	memcpy(cmd + 5 + n, "\n", 2);
+	snprintf(want, sizeof(want), "PONG %.*s\n", (int)n, cmd + 5);
+	expect(a, cmd, want);
+	close(a);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+/*
+ * Regression: after OK BYE the address stayed claimed until the lingering
+ * close ended, so logging in again at once got ERR 409.
+ */
+START_TEST(test_quit_releases_address_at_once)
+{
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	int a = login(port, "alice"), b = login(port, "bob"), a2;
+
+	/* The old connection stays open (the daemon lingers on it). */
+	expect(a, "QUIT\n", "OK BYE\n");
+	a2 = client_connect(port);
+	expect(a2, "LOGIN alice\n", "OK LOGIN alice\n");
+	expect(b, "SEND alice again\n", "OK ");
+	expect(a2, NULL, "MSG ");
+	close(a);
+	close(a2);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
+/*
+ * Regression: DEL and U+0085 (C2 85) reached line clients. A line
+ * carries UTF-8 text without control characters but TAB.
+ */
+START_TEST(test_send_text_is_utf8_without_controls)
+{
+	static const char *const bad[] = {
+		"SEND bob a\x7f" "b\n",		/* DEL */
+		"SEND bob a\xc2\x85" "b\n",	/* U+0085 NEXT LINE */
+		"SEND bob a\xc2\x9b" "b\n",	/* U+009B CSI */
+		"SEND bob caf\xe9\n",		/* Latin-1, not UTF-8 */
+		"SEND bob a\xc0\xaf" "b\n",	/* an overlong '/' */
+		"SEND bob a\xed\xa0\x80" "b\n",	/* a surrogate */
+		"SEND bob a\x1b[2J\n",		/* ESC */
+	};
+	static const char utf8[] = "SEND bob ol\xc3\xa1 \xe2\x82\xac\ty\n";
+	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
+	int port = daemon_port(d, "router");
+	int a = login(port, "alice"), b = login(port, "bob");
+	char line[256];
+	unsigned long long id;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect(a, bad[i], "ERR 400 bad text\n");
+	ck_assert_int_eq(send_all(a, utf8, strlen(utf8)), 0);
+	id = expect_ok_id(a);
+	ck_assert_int_gt(recv_line(b, line, sizeof(line), HARNESS_IO_MS), 0);
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want),
+		    "MSG %llu alice ol\xc3\xa1 \xe2\x82\xac\ty\n", id);
+		ck_assert_str_eq(line, want);
+	}
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+}
+END_TEST
+
 Suite *
 router_suite(void)
 {
@@ -1005,6 +1090,9 @@ router_suite(void)
 	tcase_add_test(tc, test_bad_lines);
 	tcase_add_test(tc, test_split_and_batched_commands);
 	tcase_add_test(tc, test_ordered_replies_across_reactors);
+	tcase_add_test(tc, test_ping_token_whole);
+	tcase_add_test(tc, test_quit_releases_address_at_once);
+	tcase_add_test(tc, test_send_text_is_utf8_without_controls);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("delivery");
 	tcase_set_timeout(tc, 180);
