@@ -21,7 +21,7 @@ VARIANT := $(if $(SANITIZE),san-$(subst $(comma),-,$(SANITIZE)),default)
 BUILD   ?= build/$(VARIANT)
 BIN     := $(BUILD)/echorouterd
 
-PKGS := libconfig libsystemd
+PKGS := libconfig libsystemd liburing
 # Project flags first; the user's CFLAGS/LDFLAGS come after so they add.
 ER_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -pthread -MMD -MP \
 	-DVERSION='"$(VERSION)"'
@@ -54,8 +54,8 @@ Q := @
 endif
 
 # Debian packages the build and the tests need.
-DEB_DEPS := build-essential pkg-config libconfig-dev libsystemd-dev check \
-	mandoc man-db netcat-openbsd systemd
+DEB_DEPS := build-essential pkg-config libconfig-dev libsystemd-dev liburing-dev \
+	check mandoc man-db netcat-openbsd systemd
 # What `make check-system` adds (it installs them itself when root).
 SYSTEM_DEPS := systemd-container debootstrap
 
