@@ -135,7 +135,8 @@ UNIT_SED := -e 's|/usr/local/sbin/echorouterd|$(SBINDIR)/echorouterd|g' \
 	-e 's|/etc/echorouterd/|$(SYSCONFDIR)/echorouterd/|g'
 
 .PHONY: all run check check-unit check-integ check-smpp check-dist \
-	check-system lint deps node-deps clean install uninstall help FORCE
+	check-build check-system lint deps node-deps clean install uninstall \
+	help FORCE
 
 all: $(BIN)
 
@@ -221,7 +222,7 @@ run: deps
 
 check: deps node-deps
 	@$(MAKE) --no-print-directory check-unit check-integ check-smpp \
-		check-bench check-fuzz-replay check-dist
+		check-bench check-fuzz-replay check-dist check-build
 
 # The SMPP interop tests drive the daemon with the npm smpp package, pinned
 # in tests/smpp/package-lock.json.
@@ -253,6 +254,12 @@ check-integ: $(BIN) $(BUILD)/integ-tests
 check-dist: $(BIN)
 	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
 		tests/system/check-dist.sh
+
+# The build options and the settings that rebuild (part of make check):
+# builds with every option off, at -O0, into $(BUILD)/check-build.
+check-build: $(BIN)
+	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
+		tests/system/check-build.sh
 
 lint:
 	mandoc -Tlint -Wwarning $(MANPAGES)
