@@ -261,7 +261,8 @@ check-build: $(BIN)
 	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
 		tests/system/check-build.sh
 
-lint:
+# systemd-analyze verify checks the unit's ExecStart: the binary must exist.
+lint: $(BIN)
 	mandoc -Tlint -Wwarning $(MANPAGES)
 	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
 		tests/system/check-dist.sh --units-only
