@@ -21,7 +21,50 @@ VARIANT := $(if $(SANITIZE),san-$(subst $(comma),-,$(SANITIZE)),default)
 BUILD   ?= build/$(VARIANT)
 BIN     := $(BUILD)/echorouterd
 
-PKGS := libconfig libsystemd
+# Optional libraries: auto (the default) builds a feature in when
+# pkg-config finds its library, yes requires it (the build fails, saying
+# which, if it is missing), no leaves it out. A feature's modules are
+# compiled only when it is in (% stands for any text: src/tls.c,
+# src/tls_ktls.c, ...), and it is told to the code as ER_WITH_<NAME>=1 or 0.
+WITH_SQLITE ?= auto
+WITH_NATS   ?= auto
+WITH_TLS    ?= auto
+OPTIONS     := SQLITE NATS TLS
+SQLITE_PKG  := sqlite3
+SQLITE_DEB  := libsqlite3-dev
+SQLITE_SRCS := src/store_sqlite.c
+NATS_PKG    := libnats
+NATS_DEB    := libnats-dev
+NATS_SRCS   := src/store_jetstream.c src/cluster_nats.c
+TLS_PKG     := openssl
+TLS_DEB     := libssl-dev
+TLS_SRCS    := src/tls%.c
+
+$(foreach o,$(OPTIONS),$(if $(filter auto yes no,$(WITH_$o)),,\
+	$(error WITH_$o=$(WITH_$o): use auto, yes or no)))
+# $(call option_on,NAME): yes or no, what WITH_NAME comes to on this machine
+# (auto asks pkg-config whether the library is there: a probe, not an error).
+option_on = $(if $(filter auto,$(WITH_$1)),$(if $(shell \
+	$(PKG_CONFIG) --exists $($1_PKG) 2>/dev/null && echo y),yes,no),$(WITH_$1))
+$(foreach o,$(OPTIONS),$(eval $o_ON := $(call option_on,$o)))
+OPTIONS_ON  := $(foreach o,$(OPTIONS),$(if $(filter yes,$($o_ON)),$o))
+OPTIONS_OFF := $(filter-out $(OPTIONS_ON),$(OPTIONS))
+
+BASE_PKGS := libconfig libsystemd liburing
+PKGS := $(BASE_PKGS) $(foreach o,$(OPTIONS_ON),$($o_PKG))
+# What pkg-config says is missing, kept to be reported when something is
+# compiled or linked (pkg_report), not here: make deps, help and clean need
+# none of it, and on a fresh machine make run and make check install the
+# libraries (deps) only after this file was read; their sub-make reads it
+# again.
+yes_missing = $(if $(shell $(PKG_CONFIG) --exists $($1_PKG) 2>/dev/null || \
+	echo n),WITH_$1=yes but pkg-config finds no $($1_PKG) (Debian: $($1_DEB)).)
+PKG_ERRORS := $(strip $(shell $(PKG_CONFIG) --print-errors --short-errors \
+	--exists $(BASE_PKGS) 2>&1) $(foreach o,$(OPTIONS),\
+	$(if $(filter yes,$(WITH_$o)),$(call yes_missing,$o))))
+CHECK_ERRORS := $(shell $(PKG_CONFIG) --print-errors --short-errors \
+	--exists check 2>&1)
+
 # Project flags first; the user's CFLAGS/LDFLAGS come after so they add.
 ER_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -pthread -MMD -MP \
 	-DVERSION='"$(VERSION)"'
@@ -34,12 +77,36 @@ export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp
 ER_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
 ER_LDFLAGS += -fsanitize=$(SANITIZE)
 endif
-ER_CFLAGS += $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+# Failures here are in PKG_ERRORS; the flags are then simply incomplete.
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+# What -V and the start-up line name (liburing 2.3 has no version macros).
+OPT_CFLAGS := $(foreach o,$(OPTIONS),-DER_WITH_$o=$(if \
+	$(filter yes,$($o_ON)),1,0)) -DER_LIBURING_VERSION='"$(shell \
+	$(PKG_CONFIG) --modversion liburing 2>/dev/null)"'
+ER_CFLAGS += $(OPT_CFLAGS) $(PKG_CFLAGS)
 ER_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -pthread
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
-SRCS := $(wildcard src/*.c)
+# '$1' for the shell, whatever quotes it holds.
+sq = '$(subst ','\'',$(strip $1))'
+# $(call pkg_report,ERRORS): a recipe line that fails with pkg-config's
+# words and the way out when ERRORS is not empty; nothing otherwise.
+pkg_report = $(if $(strip $1),@printf '%s\n' $(call sq,pkg-config: $1) \
+	$(call sq,make deps (as root) installs what the build needs: $(DEB_DEPS)) \
+	>&2; exit 1)
+
+# Everything that decides what the compiler makes. $(BUILD)/.make-settings
+# holds it, rewritten only when it changes, and every object depends on
+# it: a new CFLAGS or WITH_... rebuilds, where make once said "Nothing to
+# be done".
+SETTINGS := $(foreach v,CC ER_CFLAGS CFLAGS CPPFLAGS ER_LDFLAGS LDFLAGS \
+	ER_LIBS CHECK_CFLAGS CHECK_LIBS,$(call sq,$v = $($v))) \
+	$(foreach o,$(OPTIONS),$(call sq,WITH_$o = $(WITH_$o): $($o_ON)))
+
+# The modules of the options that are off are left out.
+SRCS := $(filter-out $(foreach o,$(OPTIONS_OFF),$($o_SRCS)),\
+	$(wildcard src/*.c))
 OBJS := $(SRCS:src/%.c=$(BUILD)/src/%.o)
 LIB_OBJS := $(filter-out $(BUILD)/src/main.o,$(OBJS))
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -53,9 +120,11 @@ else
 Q := @
 endif
 
-# Debian packages the build and the tests need.
-DEB_DEPS := build-essential pkg-config libconfig-dev libsystemd-dev check \
-	mandoc man-db netcat-openbsd systemd
+# Debian packages the build and the tests need, with the libraries of the
+# options not set to no.
+DEB_DEPS := build-essential pkg-config libconfig-dev libsystemd-dev \
+	liburing-dev check mandoc man-db netcat-openbsd systemd \
+	$(foreach o,$(OPTIONS),$(if $(filter no,$(WITH_$o)),,$($o_DEB)))
 # What `make check-system` adds (it installs them itself when root).
 SYSTEM_DEPS := systemd-container debootstrap
 
@@ -66,7 +135,8 @@ UNIT_SED := -e 's|/usr/local/sbin/echorouterd|$(SBINDIR)/echorouterd|g' \
 	-e 's|/etc/echorouterd/|$(SYSCONFDIR)/echorouterd/|g'
 
 .PHONY: all run check check-unit check-integ check-smpp check-dist \
-	check-system lint deps node-deps clean install uninstall help
+	check-build check-system lint deps node-deps clean install uninstall \
+	help FORCE
 
 all: $(BIN)
 
@@ -84,13 +154,35 @@ help:
 	@echo "make check-system  (root) boots systemd in a container and"
 	@echo "                tests the installed service end to end"
 	@echo "make clean"
+	@echo "Build options: auto (on if pkg-config finds the library, the"
+	@echo "default), yes (required: the build fails without it) or no:"
+	@echo "  WITH_SQLITE=$(WITH_SQLITE) ($(SQLITE_ON) here): the SQLite store"
+	@echo "                 ($(SQLITE_DEB))"
+	@echo "  WITH_NATS=$(WITH_NATS) ($(NATS_ON) here): the NATS cluster and the"
+	@echo "                 JetStream store ($(NATS_DEB))"
+	@echo "  WITH_TLS=$(WITH_TLS) ($(TLS_ON) here): TLS listeners, OpenSSL 3"
+	@echo "                 ($(TLS_DEB))"
+	@echo "Flags and options are kept in $(BUILD)/.make-settings: changing"
+	@echo "CC, CFLAGS, CPPFLAGS, LDFLAGS or an option rebuilds."
 
-$(BUILD)/src/%.o: src/%.c
+# Always visited, so that pkg-config's complaints stop any build; the file
+# itself changes only with the settings.
+$(BUILD)/.make-settings: FORCE
+	$(call pkg_report,$(PKG_ERRORS))
+	@mkdir -p $(@D)
+	@printf '%s\n' $(SETTINGS) >$@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else \
+		$(if $(Q),echo "  SET     $@";) mv -f $@.new $@; fi
+
+FORCE:
+
+$(BUILD)/src/%.o: src/%.c $(BUILD)/.make-settings
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ER_CFLAGS) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%.o: tests/%.c
+$(BUILD)/tests/%.o: tests/%.c $(BUILD)/.make-settings
+	$(call pkg_report,$(CHECK_ERRORS))
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ER_CFLAGS) $(CHECK_CFLAGS) -Isrc -Itests $(CFLAGS) \
@@ -130,7 +222,7 @@ run: deps
 
 check: deps node-deps
 	@$(MAKE) --no-print-directory check-unit check-integ check-smpp \
-		check-bench check-fuzz-replay check-dist
+		check-bench check-fuzz-replay check-dist check-build
 
 # The SMPP interop tests drive the daemon with the npm smpp package, pinned
 # in tests/smpp/package-lock.json.
@@ -163,7 +255,14 @@ check-dist: $(BIN)
 	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
 		tests/system/check-dist.sh
 
-lint:
+# The build options and the settings that rebuild (part of make check):
+# builds with every option off, at -O0, into $(BUILD)/check-build.
+check-build: $(BIN)
+	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
+		tests/system/check-build.sh
+
+# systemd-analyze verify checks the unit's ExecStart: the binary must exist.
+lint: $(BIN)
 	mandoc -Tlint -Wwarning $(MANPAGES)
 	$(Q)MAKE="$(MAKE)" BUILD="$(BUILD)" BIN="$(BIN)" \
 		tests/system/check-dist.sh --units-only

@@ -12,6 +12,7 @@
 
 #include "proto.h"
 #include "util.h"
+#include "version.h"
 
 /* Every problem found, as text. */
 struct cferr {
@@ -259,6 +260,43 @@ valid_address(const char *s)
 	    inet_pton(AF_INET6, s, &a6) == 1;
 }
 
+/*
+ * Settings that belong to optional features, with the build option each
+ * needs. Built out, such a setting is an error that names the option;
+ * built in, it goes on to the normal handling of its group.
+ */
+struct feature_key {
+	const char *group;		/* "": top level */
+	const char *name;
+	const char *option;		/* the make variable */
+	bool	built;
+};
+
+static const struct feature_key feature_keys[] = {
+	{ "", "store", "WITH_SQLITE", ER_WITH_SQLITE },
+	{ "", "cluster", "WITH_NATS", ER_WITH_NATS },
+	{ "listeners", "tls", "WITH_TLS", ER_WITH_TLS },
+};
+
+/* Whether k, in group, needs a feature this build lacks (then reported). */
+static bool
+built_out(struct cferr *e, const config_setting_t *k, const char *group)
+{
+	const char *name = config_setting_name(k);
+
+	for (size_t i = 0; i < ARRAY_LEN(feature_keys); i++) {
+		const struct feature_key *f = &feature_keys[i];
+
+		if (f->built || strcmp(f->group, group) != 0 ||
+		    strcmp(f->name, name) != 0)
+			continue;
+		cferr_add(e, k, "\"%s\" needs echorouterd built with %s "
+		    "(this build has it off)", name, f->option);
+		return true;
+	}
+	return false;
+}
+
 static void
 parse_listener_key(struct cferr *e, config_setting_t *k,
     struct listener_conf *l, unsigned *seen)
@@ -266,6 +304,8 @@ parse_listener_key(struct cferr *e, config_setting_t *k,
 	const char *name = config_setting_name(k), *v = NULL;
 	unsigned port = 0;
 
+	if (built_out(e, k, "listeners"))
+		return;
 	if (strcmp(name, "port") == 0) {
 		get_unsigned(e, k, 0, 65535, &port);
 		l->port = (uint16_t)port;
@@ -590,6 +630,8 @@ parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 {
 	const char *name = config_setting_name(k);
 
+	if (built_out(e, k, ""))
+		return;
 	if (strcmp(name, "dispatchers") == 0)
 		parse_dispatchers(e, k, cf);
 	else if (strcmp(name, "cpu_affinity") == 0)

@@ -19,6 +19,7 @@
 #include "systemd.h"
 #include "stats.h"
 #include "util.h"
+#include "version.h"
 
 #ifndef VERSION
 #define VERSION "0.1.0"
@@ -59,7 +60,8 @@ usage(FILE *f, int status)
 	    "  -d       debug logging\n"
 	    "  -h       this help\n"
 	    "  -t       check the configuration and exit\n"
-	    "  -V       print the version and exit\n", CONFIG_DEFAULT_PATH);
+	    "  -V       print the version and build features, and exit\n",
+	    CONFIG_DEFAULT_PATH);
 	exit(status);
 }
 
@@ -83,7 +85,7 @@ parse_options(int argc, char **argv, struct options *opt)
 			opt->check_only = true;
 			break;
 		case 'V':
-			printf("echorouterd %s\n", VERSION);
+			printf("%s\n", version_line());
 			exit(0);
 		default:
 			usage(stderr, 1);
@@ -455,6 +457,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	log_set_level(d.opt.debug ? LOG_LEVEL_DEBUG : d.cf->log_level);
+	log_info("%s", version_line());
 	tune_malloc();
 	d.fault_hook = fault_init();
 	d.sigfd = block_signals(d.fault_hook);

@@ -1,6 +1,6 @@
 /*
- * uring.h: a reactor's io_uring, used only to batch the socket reads and
- * writes of one loop turn into one system call.
+ * uring.h: a reactor's io_uring (through liburing), used only to batch the
+ * socket reads and writes of one loop turn into one system call.
  *
  * Readiness still comes from epoll. Every request carries MSG_DONTWAIT, so
  * the kernel runs it at once and completes it with a result or -EAGAIN,
@@ -12,7 +12,7 @@
 #ifndef URING_H
 #define URING_H
 
-#include <linux/io_uring.h>
+#include <liburing.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,21 +20,10 @@
 struct msghdr;
 
 struct uring {
-	int	fd;			/* -1: none */
+	int	fd;			/* the ring's fd; -1: none */
 	unsigned entries;		/* submission queue size */
 	unsigned queued;		/* prepared, not yet submitted */
-	unsigned sq_tail;		/* our copy of the ring's tail */
-	unsigned *sq_ktail;
-	unsigned *sq_kmask;
-	unsigned *sq_array;
-	struct io_uring_sqe *sqes;
-	unsigned *cq_khead;
-	unsigned *cq_ktail;
-	unsigned *cq_kmask;
-	struct io_uring_cqe *cqes;
-	void	*ring_map;		/* SQ and CQ rings, one mapping */
-	size_t	ring_len;
-	size_t	sqes_len;
+	struct io_uring ring;		/* liburing's; valid while fd >= 0 */
 };
 
 /*

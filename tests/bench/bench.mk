@@ -6,7 +6,7 @@ LOADGEN    := $(BUILD)/loadgen
 BENCH_DEBS := redis-server memcached nats-server gnuplot-nox
 LOADGEN_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 
-$(LOADGEN): tests/bench/loadgen.c src/util.c src/util.h
+$(LOADGEN): tests/bench/loadgen.c src/util.c src/util.h $(BUILD)/.make-settings
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(LOADGEN_CFLAGS) -Isrc $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \

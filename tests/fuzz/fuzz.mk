@@ -12,8 +12,8 @@ FUZZ_CC ?= clang
 FUZZ_DIR := build/fuzz
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	-Isrc -Itests/fuzz $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-FUZZ_SRCS := $(filter-out src/main.c,$(wildcard src/*.c)) tests/fuzz/session.c
+	-Isrc -Itests/fuzz $(OPT_CFLAGS) $(PKG_CFLAGS)
+FUZZ_SRCS := $(filter-out src/main.c,$(SRCS)) tests/fuzz/session.c
 
 .PHONY: fuzz fuzz-deps check-fuzz-replay
 
@@ -29,7 +29,10 @@ fuzz-deps:
 		exit 1; \
 	fi
 
-$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRCS) $(wildcard src/*.h tests/fuzz/*.h)
+# $(BUILD)/.make-settings: the options and pkg-config's verdict (see the
+# Makefile) reach these builds too.
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRCS) $(wildcard src/*.h tests/fuzz/*.h) \
+    $(BUILD)/.make-settings
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ-CC $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRCS) $(ER_LIBS)
@@ -54,7 +57,8 @@ fuzz: deps fuzz-deps
 
 # The seeds and every regression input, through the targets built with the
 # project's compiler (and sanitizers, when SANITIZE is set): part of check.
-$(BUILD)/fuzz-replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/session.c $(LIB_OBJS)
+$(BUILD)/fuzz-replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/session.c $(LIB_OBJS) \
+    $(BUILD)/.make-settings
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ER_CFLAGS) -Itests/fuzz -Isrc $(CFLAGS) $(ER_LDFLAGS) $(LDFLAGS) \
 		-o $@ $< tests/fuzz/replay.c tests/fuzz/session.c $(LIB_OBJS) $(ER_LIBS)

@@ -10,7 +10,7 @@ VALGRIND_FLAGS := --leak-check=full --error-exitcode=1 \
 	--errors-for-leak-kinds=definite --show-leak-kinds=definite \
 	--track-origins=yes --num-callers=30
 
-$(STRESS): tests/stress/stress.c
+$(STRESS): tests/stress/stress.c $(BUILD)/.make-settings
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(ER_CFLAGS) $(CFLAGS) $(CPPFLAGS) $(ER_LDFLAGS) $(LDFLAGS) \

@@ -3,8 +3,11 @@
 #
 # Run by `make check-system` (root only; not part of `make check`). It
 #  1. installs systemd-container and debootstrap with apt-get if missing;
-#  2. builds (once, then cached) a minimal Debian with debootstrap from this
-#     machine's apt mirror, under .cache/check-system/ (CHECK_SYSTEM_CACHE);
+#  2. builds (once per set of packages, then cached) a minimal Debian with
+#     debootstrap from this machine's apt mirror, under .cache/check-system/
+#     (CHECK_SYSTEM_CACHE), holding systemd and the packages of every
+#     library the binary loads (ldd + dpkg -S: liburing2, and those of the
+#     build options that are on);
 #  3. copies it, runs `make install DESTDIR=<copy>` into it, boots it with
 #     systemd-nspawn --register=no --keep-unit (sharing the host network), and
 #  4. checks the service: direct and socket-activated start, STATUS text,
@@ -21,9 +24,10 @@ BUILD=${BUILD:-build/default}
 BIN=${BIN:-$BUILD/echorouterd}
 SYSTEM_DEPS=${SYSTEM_DEPS:-systemd-container debootstrap}
 CACHE=${CHECK_SYSTEM_CACHE:-$PWD/.cache/check-system}
-# What the image holds; changing it makes a new image.
-IMAGE_PKGS=systemd,systemd-sysv,libconfig9,libsystemd0,procps
-IMAGE_VERSION=1
+# What the image holds besides the packages of the libraries $BIN loads
+# (image_pkgs); a different set makes a new image.
+BASE_PKGS="systemd systemd-sysv procps"
+IMAGE_VERSION=2
 
 failed=0
 passed=0
@@ -83,11 +87,45 @@ apt_mirror() {
 	echo "${m:-http://deb.debian.org/debian}"
 }
 
+# The Debian package that holds the file $1 (usrmerge: dpkg may know it
+# under /lib or under /usr/lib).
+owner_pkg() {
+	local p alt
+	for p in "$1" "$(readlink -f "$1")"; do
+		alt=${p#/usr}
+		[ "$alt" = "$p" ] && alt=/usr$p
+		for f in "$p" "$alt"; do
+			dpkg -S "$f" 2>/dev/null | sed -n '1s/:.*//p' | grep . &&
+			    return 0
+		done
+	done
+	return 1
+}
+
+# BASE_PKGS and the packages of every shared library $BIN loads
+# (liburing2, and those of the build options that are on), sorted,
+# comma-separated: the binary installed into the image must start there.
+image_pkgs() {
+	local lib pkg pkgs
+	read -r -a pkgs <<<"$BASE_PKGS"
+	for lib in $(ldd "$BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }')
+	do
+		pkg=$(owner_pkg "$lib") || {
+			say "ERROR: no Debian package holds $lib ($BIN loads it)" >&2
+			return 1
+		}
+		pkgs+=("$pkg")
+	done
+	printf '%s\n' "${pkgs[@]}" | sort -u | paste -sd, -
+}
+
 # Makes (or reuses) the cached image; prints its path.
 ensure_image() {
-	local suite mirror img tmp
+	local suite mirror img tmp sum
 	suite=$(host_suite)
-	img=$CACHE/debian-$suite-$(dpkg --print-architecture)-v$IMAGE_VERSION
+	IMAGE_PKGS=$(image_pkgs) || exit 1
+	sum=$(printf '%s' "$IMAGE_PKGS" | md5sum | cut -c1-8)
+	img=$CACHE/debian-$suite-$(dpkg --print-architecture)-v$IMAGE_VERSION-$sum
 	if [ -x "$img/lib/systemd/systemd" ]; then
 		say "using the cached image $img" >&2
 		echo "$img"
@@ -96,7 +134,8 @@ ensure_image() {
 	mirror=$(apt_mirror)
 	mkdir -p "$CACHE"
 	tmp=$(mktemp -d "$CACHE/new.XXXXXX")
-	say "debootstrap $suite from $mirror (once; cached in $CACHE)" >&2
+	say "debootstrap $suite from $mirror with $IMAGE_PKGS" \
+	    "(once; cached in $CACHE)" >&2
 	if ! timeout 1200 debootstrap --variant=minbase \
 	    --include="$IMAGE_PKGS" "$suite" "$tmp" "$mirror" \
 	    >"$tmp.log" 2>&1; then

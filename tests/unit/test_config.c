@@ -11,6 +11,7 @@
 #include "proto.h"
 #include "suites.h"
 #include "util.h"
+#include "version.h"
 
 /* One valid listener, on line 1 when it comes first. */
 #define LISTENER							\
@@ -535,6 +536,41 @@ START_TEST(config_errors_optional)
 }
 END_TEST
 
+/*
+ * A setting of an optional feature names the build option when the feature
+ * is built out, and goes on to its group's normal handling when it is in
+ * (until the feature parses it: an unknown setting). Check-build tests
+ * the built-out side on a binary made with every option off.
+ */
+START_TEST(config_feature_groups)
+{
+	static const struct {
+		const char *text;
+		int	line;
+		bool	built;
+		const char *out, *in;
+	} cases[] = {
+		{ LISTENER "\nstore = { path = \"/tmp/x.db\"; };\n", 3,
+		    ER_WITH_SQLITE, "\"store\" needs echorouterd built with "
+		    "WITH_SQLITE (this build has it off)",
+		    "store: unknown setting" },
+		{ LISTENER "cluster = { url = \"nats://127.0.0.1\"; };\n", 2,
+		    ER_WITH_NATS, "\"cluster\" needs echorouterd built with "
+		    "WITH_NATS (this build has it off)",
+		    "cluster: unknown setting" },
+		{ "listeners = (\n  { name = \"e\"; address = \"::1\";\n"
+		    "    port = 0; protocol = \"echo\";\n"
+		    "    tls = { cert = \"c.pem\"; }; }\n);\n", 4,
+		    ER_WITH_TLS, "\"tls\" needs echorouterd built with WITH_TLS "
+		    "(this build has it off)", "listeners.tls: unknown setting" },
+	};
+
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+		expect_one_error(cases[i].text, cases[i].line,
+		    cases[i].built ? cases[i].in : cases[i].out);
+}
+END_TEST
+
 START_TEST(config_ref_unref)
 {
 	struct config *cf = unit_config(LISTENER);
@@ -609,6 +645,7 @@ config_suite(void)
 	tcase_add_test(bad, config_missing_fields_each_reported);
 	tcase_add_test(bad, config_wrong_type_is_not_also_missing);
 	tcase_add_test(bad, config_errors_optional);
+	tcase_add_test(bad, config_feature_groups);
 	tcase_set_timeout(bad, 30);
 	suite_add_tcase(s, bad);
 	tcase_add_test(ref, config_ref_unref);
