@@ -151,13 +151,14 @@ void	reactor_run_once(struct reactor *r, int timeout_ms);
 void	reactor_join(struct reactor *r);
 
 /*
- * Asks the reactor to stop reading, flush its connections for up to
- * shutdown_timeout seconds, close them and end its thread. Any thread.
- * Reactors stopping at the same time end together: one whose connections
- * are gone keeps answering the others' deliveries (no route) until every
- * stopping reactor's connections are gone, so that no sender waits for a
- * verdict from a reactor that has already ended. reactor_stop_all marks
- * the whole set stopping before any of them can finish.
+ * Asks the reactor to stop: its hooks' stop runs (the connection set
+ * stops reading and flushes), then, once every hook has drained or
+ * shutdown_timeout has passed, their finish, and the thread ends. Any
+ * thread. Reactors stopping at the same time end together: one that is
+ * done keeps running its mailbox (a delivery to it finds no route) until
+ * every stopping reactor is done, so that no sender waits for a verdict
+ * from a reactor that has already ended. reactor_stop_all marks the whole
+ * set stopping before any of them can finish.
  */
 void	reactor_stop(struct reactor *r);
 void	reactor_stop_all(struct reactor **rs, unsigned n);
