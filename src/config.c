@@ -137,7 +137,13 @@ static const char *
 get_string(struct cferr *e, const config_setting_t *s)
 {
 	if (config_setting_type(s) != CONFIG_TYPE_STRING) {
-		cferr_add(e, s, "%s: expected a string", config_setting_name(s));
+		/* An element of a list has no name: its list's. */
+		const char *name = config_setting_name(s);
+
+		if (name == NULL && config_setting_parent(s) != NULL)
+			name = config_setting_name(config_setting_parent(s));
+		cferr_add(e, s, "%s: expected a string",
+		    name != NULL ? name : "value");
 		return NULL;
 	}
 	return config_setting_get_string(s);

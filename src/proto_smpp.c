@@ -336,27 +336,41 @@ addr_normalise(const char *addr, uint8_t ton, char *out, size_t len)
 }
 
 /*
- * Whether this session may send as addr. Its own system_id, always. Never
- * another account, nor an address someone else holds now (a line client
- * logged in, another account's binds): nobody speaks as an address they
- * do not own. Free-form sender ids and numbers that belong to nobody
- * pass, unless the account lists source_addrs: then only those prefixes.
+ * Whether addr is someone else's: another account, or an address someone
+ * else holds now (a line client logged in, another account's binds).
+ */
+static bool
+source_foreign(const struct config *cf, const struct smpp_sess *s,
+    const char *addr)
+{
+	return strcmp(addr, s->system_id) != 0 &&
+	    (config_find_account(cf, addr) != NULL || route_is_held(addr));
+}
+
+/*
+ * Whether this session may send as the source_addr raw, normalised to
+ * norm. Its own system_id, always. Never another account, nor an address
+ * someone else holds now, in either form (as the recipient may see it):
+ * nobody speaks as an address they do not own. Free-form sender ids and
+ * numbers that belong to nobody pass, unless the account lists
+ * source_addrs: then only those prefixes of the normalised form, as for
+ * routes, so that "+1555" lets through TON 1 "15551234" too.
  */
 static bool
 source_allowed(const struct config *cf, const struct smpp_sess *s,
-    const char *addr)
+    const char *raw, const char *norm)
 {
 	const struct account_conf *own;
 
-	if (strcmp(addr, s->system_id) == 0)
-		return true;
-	if (config_find_account(cf, addr) != NULL || route_is_held(addr))
+	if (source_foreign(cf, s, raw) || source_foreign(cf, s, norm))
 		return false;
+	if (strcmp(raw, s->system_id) == 0 || strcmp(norm, s->system_id) == 0)
+		return true;
 	own = config_find_account(cf, s->system_id);
 	if (own == NULL || own->nsource_addrs == 0)
 		return true;
 	for (unsigned i = 0; i < own->nsource_addrs; i++)
-		if (strncmp(addr, own->source_addrs[i],
+		if (strncmp(norm, own->source_addrs[i],
 		    strlen(own->source_addrs[i])) == 0)
 			return true;
 	return false;
@@ -468,9 +482,8 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	if (pdu->source_addr[0] == '\0')
 		snprintf(from, sizeof(from), "%s", s->system_id);
 	else if (!addr_normalise(pdu->source_addr, pdu->source_addr_ton, from,
-	    sizeof(from)) || !source_allowed(c->r->cf, s, from) ||
-	    !source_allowed(c->r->cf, s, pdu->source_addr)) {
-		/* Both as the recipient may see it: raw and normalised. */
+	    sizeof(from)) ||
+	    !source_allowed(c->r->cf, s, pdu->source_addr, from)) {
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVSRCADR, seq, NULL);
 		return;
 	}

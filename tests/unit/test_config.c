@@ -353,6 +353,28 @@ static const struct bad_case bad_cases[] = {
 	    "    via = \"x\"; }\n);\n", 4, "routes.via: unknown setting" },
 	{ LISTENER "limits = {\n  output_stall_timeout = 86401;\n};\n", 3,
 	    "output_stall_timeout: 86401 is out of range" },
+	/* source_addrs: 1-32 address prefixes. */
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    source_addrs = [ ]; }\n);\n", 4,
+	    "source_addrs: give 1 to 32 prefixes" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    source_addrs = ( ); }\n);\n", 4,
+	    "source_addrs: give 1 to 32 prefixes" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    source_addrs = [ \"+1555\", \"a b\" ]; }\n);\n", 4,
+	    "source_addrs prefix \"a b\": use 1-64 of" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    source_addrs = [ \"\" ]; }\n);\n", 4,
+	    "source_addrs prefix \"\": use 1-64 of" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    source_addrs = \"+1555\"; }\n);\n", 4,
+	    "source_addrs: expected a list of address prefixes" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    source_addrs = { p = \"+1555\"; }; }\n);\n", 4,
+	    "source_addrs: expected a list of address prefixes" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    source_addrs = [ 1555 ]; }\n);\n", 4,
+	    "source_addrs: expected a string" },
 	/* Syntax errors: the line libconfig stopped on. */
 	{ LISTENER "dispatchers = 2;\n\nidle_timeout = = 5;\n", 4,
 	    "syntax error" },
@@ -528,6 +550,56 @@ START_TEST(config_accounts_routes)
 }
 END_TEST
 
+/* source_addrs: a list or an array of prefixes, up to 32. */
+START_TEST(config_source_addrs)
+{
+	char text[4096];
+	size_t n;
+	struct config *cf = unit_config(LISTENER
+	    "accounts = (\n"
+	    "  { id = \"shop\"; password = \"p\";\n"
+	    "    source_addrs = [ \"+1555\", \"MyShop\" ]; },\n"
+	    "  { id = \"gw\"; password = \"p\";\n"
+	    "    source_addrs = ( \"+44\" ); },\n"
+	    "  { id = \"free\"; password = \"p\"; }\n"
+	    ");\n");
+	const struct account_conf *a;
+
+	a = config_find_account(cf, "shop");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_eq(a->nsource_addrs, 2);
+	ck_assert_str_eq(a->source_addrs[0], "+1555");
+	ck_assert_str_eq(a->source_addrs[1], "MyShop");
+	a = config_find_account(cf, "gw");
+	ck_assert_uint_eq(a->nsource_addrs, 1);
+	ck_assert_str_eq(a->source_addrs[0], "+44");
+	a = config_find_account(cf, "free");
+	ck_assert_uint_eq(a->nsource_addrs, 0);
+	config_unref(cf);
+
+	/* 32 is the most; 33 is an error on the source_addrs line. */
+	for (int max = 32; max <= 33; max++) {
+		n = (size_t)snprintf(text, sizeof(text), LISTENER
+		    "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+		    "    source_addrs = [ ");
+		for (int i = 0; i < max; i++)
+			n += (size_t)snprintf(text + n, sizeof(text) - n,
+			    "%s\"+1%02d\"", i > 0 ? ", " : "", i);
+		snprintf(text + n, sizeof(text) - n, " ]; }\n);\n");
+		if (max == 32) {
+			cf = unit_config(text);
+			a = config_find_account(cf, "a");
+			ck_assert_uint_eq(a->nsource_addrs, 32);
+			ck_assert_str_eq(a->source_addrs[31], "+131");
+			config_unref(cf);
+		} else {
+			expect_one_error(text, 4,
+			    "source_addrs: give 1 to 32 prefixes");
+		}
+	}
+}
+END_TEST
+
 START_TEST(config_errors_optional)
 {
 	struct config *cf = unit_config_load("bogus = 1;\n", NULL, 0, NULL);
@@ -636,6 +708,7 @@ config_suite(void)
 	tcase_add_test(ok, config_port_zero_twice);
 	tcase_add_test(ok, config_name_max);
 	tcase_add_test(ok, config_accounts_routes);
+	tcase_add_test(ok, config_source_addrs);
 	tcase_set_timeout(ok, 30);
 	suite_add_tcase(s, ok);
 	tcase_add_loop_test(bad, config_bad_case, 0, (int)ARRAY_LEN(bad_cases));
