@@ -92,7 +92,9 @@ struct conn_set {
 	struct conn *lru_tail;
 	struct conn *closing;		/* torn down at the end of the turn */
 	struct conn *flush_list;	/* written to during this turn */
-	struct conn *pending;		/* their transports hold input */
+	struct conn **pending;		/* their transports hold input */
+	uint32_t npending;
+	uint32_t pending_cap;
 	uint32_t npaused;		/* over the high watermark */
 	uint32_t nlinger;		/* lingering before close */
 	bool	draining;		/* the reactor is stopping */
@@ -116,6 +118,16 @@ static void conn_on_io(struct reactor *r, struct reactor_io *io,
 	    uint32_t events);
 static void conn_linger(struct conn *c);
 static const struct reactor_hooks conn_set_hooks;
+
+/*
+ * c's set: found through its reactor rather than kept in every
+ * connection (an idle one is 8 bytes smaller for it).
+ */
+static inline struct conn_set *
+set_of(const struct conn *c)
+{
+	return reactor_hook_arg(c->r, &conn_set_hooks);
+}
 
 static void
 lru_unlink(struct conn_set *set, struct conn *c)
@@ -147,7 +159,7 @@ lru_append(struct conn_set *set, struct conn *c)
 static void
 conn_touch(struct conn *c)
 {
-	struct conn_set *set = c->set;
+	struct conn_set *set = set_of(c);
 
 	if (c->last_active == c->r->now)
 		return;
@@ -198,30 +210,29 @@ slot_del(struct conn_set *set, uint32_t slot)
 
 struct conn *
 conn_new_with(struct reactor *r, int fd, const struct proto *proto,
-    const struct transport *xp, void *xpdata)
+    struct transport *xp)
 {
+	struct conn_set *set = conn_set_of(r);
 	struct conn *c = xcalloc(1, sizeof(*c));
 
 	c->r = r;
-	c->set = conn_set_of(r);
 	c->proto = proto;
 	c->xp = xp;
-	c->xpdata = xpdata;
 	c->io.fd = fd;
 	c->io.fn = conn_on_io;
 	c->last_active = r->now;
 	if (reactor_add_io(r, &c->io, EPOLLIN) < 0) {
 		log_warn("reactor=%u cannot watch fd %d", r->id, fd);
-		if (xp->close != NULL)
-			xp->close(c);
+		if (xp->ops->close != NULL)
+			xp->ops->close(c);
 		close(fd);
 		atomic_fetch_sub(&conn_live, 1);
 		free(c);
 		return NULL;
 	}
-	c->slot = slot_add(c->set, c);
-	c->gen = c->set->gens[c->slot];
-	lru_append(c->set, c);
+	c->slot = slot_add(set, c);
+	c->gen = set->gens[c->slot];
+	lru_append(set, c);
 	counter_add(&r->counters, COUNTER_CONNS, 1);
 	counter_add(&r->counters, COUNTER_ACCEPTED, 1);
 	if (proto->on_open != NULL)
@@ -232,7 +243,7 @@ conn_new_with(struct reactor *r, int fd, const struct proto *proto,
 struct conn *
 conn_new(struct reactor *r, int fd, const struct proto *proto)
 {
-	return conn_new_with(r, fd, proto, &transport_plain, NULL);
+	return conn_new_with(r, fd, proto, &transport_plain);
 }
 
 struct conn_handle
@@ -312,13 +323,13 @@ conn_update_interest(struct conn *c)
 	if (!(c->flags & CONN_F_PAUSED) &&
 	    c->out.bytes >= lim->output_high_watermark) {
 		c->flags |= CONN_F_PAUSED;
-		c->set->npaused++;
+		set_of(c)->npaused++;
 		/* The stall timeout counts from here at the earliest. */
 		conn_touch(c);
 	} else if ((c->flags & CONN_F_PAUSED) &&
 	    c->out.bytes <= lim->output_high_watermark / 2) {
 		c->flags &= ~CONN_F_PAUSED;
-		c->set->npaused--;
+		set_of(c)->npaused--;
 	}
 	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD |
 	    CONN_F_EOF)) || (c->flags & CONN_F_LINGER))
@@ -331,8 +342,8 @@ conn_update_interest(struct conn *c)
 		events |= c->io.events & EPOLLOUT;
 	else if (c->out.bytes > 0)
 		events |= EPOLLOUT;
-	if (c->xp->wants != NULL)
-		events |= c->xp->wants(c);
+	if (c->xp->ops->wants != NULL)
+		events |= c->xp->ops->wants(c);
 	if (reactor_mod_io(c->r, &c->io, events) < 0)
 		conn_close(c, CONN_CLOSE_RESET);
 }
@@ -358,7 +369,7 @@ conn_flush_done(struct conn *c)
 static void
 conn_sent(struct conn *c, size_t n)
 {
-	outq_consume(&c->out, &c->set->pool, n);
+	outq_consume(&c->out, &set_of(c)->pool, n);
 	counter_add(&c->r->counters, COUNTER_BYTES_OUT, (uint64_t)n);
 	conn_touch(c);
 }
@@ -376,7 +387,7 @@ conn_flush(struct conn *c)
 
 		for (int i = 0; i < cnt; i++)
 			want += iov[i].iov_len;
-		n = c->xp->writev(c, iov, cnt);
+		n = c->xp->ops->writev(c, iov, cnt);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				conn_close(c, CONN_CLOSE_RESET);
@@ -395,8 +406,8 @@ conn_queue_flush(struct conn *c)
 	if (c->flags & CONN_F_FLUSH_QUEUED)
 		return;
 	c->flags |= CONN_F_FLUSH_QUEUED;
-	c->flush_next = c->set->flush_list;
-	c->set->flush_list = c;
+	c->flush_next = set_of(c)->flush_list;
+	set_of(c)->flush_list = c;
 }
 
 bool
@@ -406,7 +417,7 @@ conn_write(struct conn *c, const void *p, size_t n)
 
 	if (c->flags & CONN_F_CLOSING)
 		return false;
-	outq_append(&c->out, &c->set->pool, p, n);
+	outq_append(&c->out, &set_of(c)->pool, p, n);
 	if (c->out.bytes > lim->output_limit) {
 		conn_close(c, CONN_CLOSE_SLOW);
 		return false;
@@ -425,7 +436,7 @@ conn_write_now(struct conn *c, const void *p, size_t n)
 	if (c->out.bytes == 0 && !(c->flags & CONN_F_CLOSING)) {
 		struct iovec iov = { .iov_base = (void *)b, .iov_len = n };
 
-		w = c->xp->writev(c, &iov, 1);
+		w = c->xp->ops->writev(c, &iov, 1);
 		if (w > 0) {
 			counter_add(&c->r->counters, COUNTER_BYTES_OUT,
 			    (uint64_t)w);
@@ -449,7 +460,7 @@ conn_reply(struct conn *c, const void *p, size_t n)
 	 * batched writes; a bigger one from a plain read goes now, so that
 	 * it never sits whole in the queue against output_limit.
 	 */
-	if (c->set->batch != NULL && c->set->batch->reading)
+	if (set_of(c)->batch != NULL && set_of(c)->batch->reading)
 		return conn_write(c, p, n);
 	return conn_write_now(c, p, n);
 }
@@ -518,7 +529,7 @@ conn_write_batch(struct conn_set *set, struct conn_batch *b)
 		int cnt;
 
 		if (c->out.bytes == 0 || (c->flags & CONN_F_CLOSING) ||
-		    !c->xp->batchable) {
+		    !c->xp->ops->batchable) {
 			conn_flush(c);
 			continue;
 		}
@@ -557,7 +568,7 @@ conn_flush_queued(struct conn_set *set)
 void
 conn_close(struct conn *c, enum conn_close_reason reason)
 {
-	struct conn_set *set = c->set;
+	struct conn_set *set = set_of(c);
 
 	if (c->flags & CONN_F_CLOSING)
 		return;
@@ -661,12 +672,19 @@ conn_is_held(const struct conn *c)
 static void
 conn_check_pending(struct conn *c)
 {
-	if (c->xp->has_pending == NULL || (c->flags & CONN_F_PENDING) ||
-	    !conn_can_read(c) || !c->xp->has_pending(c))
+	struct conn_set *set;
+
+	if (c->xp->ops->has_pending == NULL || (c->flags & CONN_F_PENDING) ||
+	    !conn_can_read(c) || !c->xp->ops->has_pending(c))
 		return;
+	set = set_of(c);
+	if (set->npending == set->pending_cap) {
+		set->pending_cap = set->pending_cap ? set->pending_cap * 2 : 16;
+		set->pending = xrealloc(set->pending,
+		    set->pending_cap * sizeof(*set->pending));
+	}
 	c->flags |= CONN_F_PENDING;
-	c->pending_next = c->set->pending;
-	c->set->pending = c;
+	set->pending[set->npending++] = c;
 }
 
 void
@@ -705,12 +723,12 @@ conn_on_eof(struct conn *c)
 static void
 conn_read(struct conn *c)
 {
-	struct conn_set *set = c->set;
+	struct conn_set *set = set_of(c);
 	ssize_t n;
 
 	for (int budget = CONN_READ_BUDGET; budget > 0 && conn_can_read(c);
 	    budget--) {
-		n = c->xp->read(c, set->scratch, CONN_SCRATCH_SIZE);
+		n = c->xp->ops->read(c, set->scratch, CONN_SCRATCH_SIZE);
 		if (n > 0) {
 			counter_add(&c->r->counters, COUNTER_BYTES_IN,
 			    (uint64_t)n);
@@ -736,9 +754,9 @@ conn_read(struct conn *c)
 static void
 conn_read_soon(struct conn *c)
 {
-	struct conn_batch *b = c->set->batch;
+	struct conn_batch *b = set_of(c)->batch;
 
-	if (b == NULL || b->nread == CONN_BATCH || !c->xp->batchable)
+	if (b == NULL || b->nread == CONN_BATCH || !c->xp->ops->batchable)
 		conn_read(c);
 	else
 		b->rconn[b->nread++] = c;
@@ -758,9 +776,9 @@ conn_read_done(struct conn *c, const uint8_t *p, int32_t res)
 	} else if (res > 0) {
 		counter_add(&c->r->counters, COUNTER_BYTES_IN, (uint64_t)res);
 		conn_touch(c);
-		c->set->batch->reading = true;
+		set_of(c)->batch->reading = true;
 		conn_input(c, p, (size_t)res);
-		c->set->batch->reading = false;
+		set_of(c)->batch->reading = false;
 		conn_queue_flush(c);
 		/*
 		 * A full buffer: more may be waiting, for plain reads. Their
@@ -820,7 +838,7 @@ conn_discard(struct conn *c)
 	enum conn_discarded d = DISCARD_NONE;
 
 	for (int budget = CONN_READ_BUDGET; budget > 0; budget--) {
-		ssize_t n = c->xp->read(c, c->set->scratch, CONN_SCRATCH_SIZE);
+		ssize_t n = c->xp->ops->read(c, set_of(c)->scratch, CONN_SCRATCH_SIZE);
 
 		if (n == 0)
 			return DISCARD_END;
@@ -855,7 +873,7 @@ conn_linger_done(struct conn *c)
 		return false;
 	default:
 		return now - c->linger_input >= CONN_LINGER_QUIET_MS &&
-		    c->xp->unsent(c) == 0;
+		    c->xp->ops->unsent(c) == 0;
 	}
 }
 
@@ -882,13 +900,13 @@ conn_linger(struct conn *c)
 	 * the usual case, is closed at once.
 	 */
 	c->linger_input = (uint32_t)c->r->now_ms - CONN_LINGER_QUIET_MS;
-	if (conn_linger_done(c) || c->xp->shutdown(c) < 0) {
+	if (conn_linger_done(c) || c->xp->ops->shutdown(c) < 0) {
 		conn_close(c, c->drain_reason);
 		return;
 	}
 	c->flags |= CONN_F_LINGER;
 	c->last_active = c->r->now;
-	c->set->nlinger++;
+	set_of(c)->nlinger++;
 	conn_update_interest(c);
 }
 
@@ -922,7 +940,7 @@ conn_log_allowed(struct conn *c)
 	if (log_get_level() < LOG_LEVEL_INFO)
 		return false;
 	return log_is_debug() ||
-	    log_limit_take(&c->set->client_log, c->r->now, "reactor", c->r->id);
+	    log_limit_take(&set_of(c)->client_log, c->r->now, "reactor", c->r->id);
 }
 
 static void
@@ -966,27 +984,24 @@ conn_log_close(struct conn *c)
 static void
 pending_unlink(struct conn_set *set, struct conn *c)
 {
-	struct conn **pp;
-
-	for (pp = &set->pending; *pp != NULL; pp = &(*pp)->pending_next)
-		if (*pp == c) {
-			*pp = c->pending_next;
+	for (uint32_t i = 0; i < set->npending; i++)
+		if (set->pending[i] == c) {
+			set->pending[i] = set->pending[--set->npending];
 			break;
 		}
-	c->pending_next = NULL;
 	c->flags &= ~CONN_F_PENDING;
 }
 
 static void
 conn_free(struct conn *c)
 {
-	struct conn_set *set = c->set;
+	struct conn_set *set = set_of(c);
 
 	conn_log_close(c);
 	if (c->proto->on_close != NULL)
 		c->proto->on_close(c);
-	if (c->xp->close != NULL)
-		c->xp->close(c);
+	if (c->xp->ops->close != NULL)
+		c->xp->ops->close(c);
 	if (c->flags & CONN_F_PENDING)
 		pending_unlink(set, c);
 	/* Closing the fd also takes it out of the epoll set. */
@@ -1157,13 +1172,18 @@ conn_set_after_events(struct reactor *r, void *arg)
 static bool
 conn_read_pending(struct conn_set *set)
 {
-	struct conn *c, *next;
+	struct conn **list = set->pending;
+	uint32_t n = set->npending;
 
-	c = set->pending;
+	/*
+	 * A read may leave more pending: that goes on a new list, for the
+	 * next turn. Nothing is freed before conn_reap, so list holds.
+	 */
 	set->pending = NULL;
-	for (; c != NULL; c = next) {
-		next = c->pending_next;
-		c->pending_next = NULL;
+	set->npending = set->pending_cap = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct conn *c = list[i];
+
 		c->flags &= ~CONN_F_PENDING;
 		if (conn_can_read(c)) {
 			conn_read(c);
@@ -1171,7 +1191,8 @@ conn_read_pending(struct conn_set *set)
 				conn_update_interest(c);
 		}
 	}
-	return set->pending != NULL;
+	free(list);
+	return set->npending > 0;
 }
 
 static bool
@@ -1257,6 +1278,7 @@ conn_set_free(struct reactor *r, void *arg)
 	free(set->slots);
 	free(set->gens);
 	free(set->free_slots);
+	free(set->pending);
 	buf_pool_fini(&set->pool);
 	free(set->scratch);
 	free(set);

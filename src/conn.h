@@ -55,15 +55,12 @@ enum {
 struct conn {
 	struct reactor_io io;
 	struct reactor *r;
-	struct conn_set *set;		/* r's connections */
 	const struct proto *proto;
 	void	*pdata;			/* the protocol's state */
-	const struct transport *xp;
-	void	*xpdata;		/* the transport's state */
+	struct transport *xp;		/* how it reaches the kernel */
 	struct conn *lru_prev;		/* by last activity; closing list */
 	struct conn *lru_next;
 	struct conn *flush_next;
-	struct conn *pending_next;	/* the transport holds input */
 	struct buf *in;			/* part of a message, or NULL */
 	struct outq out;
 	struct iplimit_entry *ip;	/* its address's count, or NULL */
@@ -89,14 +86,14 @@ void	conn_handoff(struct reactor *r, int fd, const struct proto *proto,
 
 /*
  * Adopts fd as a connection speaking proto over the plain transport
- * (conn_new) or over xp with its state xpdata (conn_new_with; xp->close
- * frees xpdata), watched for input. The caller has counted it in
- * conn_live. NULL (fd closed, xpdata freed, count dropped) if it cannot be
- * watched. Owning reactor only; conn_handoff is the way in from others.
+ * (conn_new) or over xp (conn_new_with; its ops->close frees it), watched
+ * for input. The caller has counted it in conn_live. NULL (fd closed, xp
+ * closed, count dropped) if it cannot be watched. Owning reactor only;
+ * conn_handoff is the way in from others.
  */
 struct conn *conn_new(struct reactor *r, int fd, const struct proto *proto);
 struct conn *conn_new_with(struct reactor *r, int fd, const struct proto *proto,
-	    const struct transport *xp, void *xpdata);
+	    struct transport *xp);
 
 /* The handle by which other threads name c. Owning reactor only. */
 struct conn_handle conn_handle(const struct conn *c);

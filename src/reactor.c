@@ -168,15 +168,6 @@ reactor_hook_add(struct reactor *r, const struct reactor_hooks *h, void *arg)
 	return 0;
 }
 
-void *
-reactor_hook_arg(const struct reactor *r, const struct reactor_hooks *h)
-{
-	for (unsigned i = 0; i < r->nhooks; i++)
-		if (r->hooks[i].h == h)
-			return r->hooks[i].arg;
-	return NULL;
-}
-
 /*
  * True once no reactor is still draining connections. Until then a quiet
  * reactor keeps running its mailbox: a draining one may be waiting for

@@ -209,8 +209,17 @@ int	reactor_del_io(struct reactor *r, struct reactor_io *io);
 int	reactor_hook_add(struct reactor *r, const struct reactor_hooks *h,
 	    void *arg);
 
-/* The arg hooked in with h, or NULL if h is not. Owning reactor only. */
-void	*reactor_hook_arg(const struct reactor *r,
-	    const struct reactor_hooks *h);
+/*
+ * The arg hooked in with h, or NULL if h is not: how a module finds its
+ * own state for r. Owning reactor only.
+ */
+static inline void *
+reactor_hook_arg(const struct reactor *r, const struct reactor_hooks *h)
+{
+	for (unsigned i = 0; i < r->nhooks; i++)
+		if (r->hooks[i].h == h)
+			return r->hooks[i].arg;
+	return NULL;
+}
 
 #endif

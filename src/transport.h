@@ -18,7 +18,8 @@
 
 struct conn;
 
-struct transport {
+/* What a transport does; every operation gets the connection. */
+struct transport_ops {
 	const char *name;
 	/*
 	 * Reads up to n bytes: >0 how many, 0 the peer closed, -1 with errno
@@ -49,11 +50,23 @@ struct transport {
 	 * straight on the socket (plain bytes, or kTLS).
 	 */
 	bool	batchable;
-	/* Frees what the transport holds for c; the fd is conn.c's. */
+	/*
+	 * Frees what the transport holds for c (its instance, unless
+	 * shared); the fd is conn.c's. May be NULL.
+	 */
 	void	(*close)(struct conn *c);
 };
 
-/* Plain bytes on the socket. */
-extern const struct transport transport_plain;
+/*
+ * A connection's transport: its operations, first in whatever holds its
+ * state for that connection (a TLS session embeds it and finds itself
+ * from c->xp). A transport without state is one instance for all.
+ */
+struct transport {
+	const struct transport_ops *ops;
+};
+
+/* Plain bytes on the socket: one shared instance. */
+extern struct transport transport_plain;
 
 #endif

@@ -44,7 +44,7 @@ plain_unsent(struct conn *c)
 	return (size_t)n;
 }
 
-const struct transport transport_plain = {
+static const struct transport_ops plain_ops = {
 	.name = "plain",
 	.read = plain_read,
 	.writev = plain_writev,
@@ -52,3 +52,5 @@ const struct transport transport_plain = {
 	.unsent = plain_unsent,
 	.batchable = true,
 };
+
+struct transport transport_plain = { .ops = &plain_ops };

@@ -34,7 +34,9 @@ struct fake_step {
 	int	err;
 };
 
+/* The fake transport's state; its struct transport first (c->xp). */
 struct fake {
+	struct transport xp;
 	struct fake_step steps[FAKE_STEPS];
 	unsigned nsteps;
 	unsigned next;		/* the step the next read returns */
@@ -56,7 +58,7 @@ struct fake {
 static ssize_t
 fake_read(struct conn *c, void *p, size_t n)
 {
-	struct fake *f = c->xpdata;
+	struct fake *f = (struct fake *)c->xp;
 	struct fake_step *s;
 	uint64_t v;
 
@@ -89,7 +91,7 @@ fake_read(struct conn *c, void *p, size_t n)
 static ssize_t
 fake_writev(struct conn *c, const struct iovec *iov, int cnt)
 {
-	struct fake *f = c->xpdata;
+	struct fake *f = (struct fake *)c->xp;
 	size_t took = 0;
 
 	f->writevs++;
@@ -113,26 +115,26 @@ fake_writev(struct conn *c, const struct iovec *iov, int cnt)
 static int
 fake_shutdown(struct conn *c)
 {
-	((struct fake *)c->xpdata)->shutdowns++;
+	((struct fake *)c->xp)->shutdowns++;
 	return 0;
 }
 
 static size_t
 fake_unsent(struct conn *c)
 {
-	return ((struct fake *)c->xpdata)->unsent;
+	return ((struct fake *)c->xp)->unsent;
 }
 
 static uint32_t
 fake_wants(struct conn *c)
 {
-	return ((struct fake *)c->xpdata)->wants;
+	return ((struct fake *)c->xp)->wants;
 }
 
 static bool
 fake_has_pending(struct conn *c)
 {
-	struct fake *f = c->xpdata;
+	struct fake *f = (struct fake *)c->xp;
 
 	return f->pending && f->next < f->nsteps && f->steps[f->next].n > 0;
 }
@@ -140,11 +142,11 @@ fake_has_pending(struct conn *c)
 static void
 fake_close(struct conn *c)
 {
-	((struct fake *)c->xpdata)->closes++;
+	((struct fake *)c->xp)->closes++;
 }
 
 /* Batchable: with io_uring = false it must still see every call. */
-static const struct transport fake_xp = {
+static const struct transport_ops fake_xp = {
 	.name = "fake",
 	.read = fake_read,
 	.writev = fake_writev,
@@ -157,7 +159,7 @@ static const struct transport fake_xp = {
 };
 
 /* Like TLS in user space: never in the ring's batch. */
-static const struct transport fake_xp_unbatchable = {
+static const struct transport_ops fake_xp_unbatchable = {
 	.name = "fake-unbatchable",
 	.read = fake_read,
 	.writev = fake_writev,
@@ -272,16 +274,17 @@ teardown(void)
 	ck_assert_uint_eq(atomic_load(&conn_live), 0);
 }
 
-/* A connection over xp and f on a fresh eventfd (readable if ready). */
+/* A connection over ops and f on a fresh eventfd (readable if ready). */
 static struct conn *
-open_conn(const struct transport *xp, struct fake *f, bool ready)
+open_conn(const struct transport_ops *ops, struct fake *f, bool ready)
 {
 	int fd = eventfd(ready ? 1 : 0, EFD_NONBLOCK | EFD_CLOEXEC);
 	struct conn *c;
 
 	ck_assert_int_ge(fd, 0);
 	atomic_fetch_add(&conn_live, 1);
-	c = conn_new_with(r, fd, &line_proto, xp, f);
+	f->xp.ops = ops;
+	c = conn_new_with(r, fd, &line_proto, &f->xp);
 	ck_assert_ptr_nonnull(c);
 	return c;
 }
