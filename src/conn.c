@@ -117,6 +117,7 @@ struct handoff {
 static void conn_on_io(struct reactor *r, struct reactor_io *io,
 	    uint32_t events);
 static void conn_linger(struct conn *c);
+static void conn_check_pending(struct conn *c);
 static const struct reactor_hooks conn_set_hooks;
 
 /*
@@ -330,6 +331,7 @@ conn_update_interest(struct conn *c)
 	    c->out.bytes <= lim->output_high_watermark / 2) {
 		c->flags &= ~CONN_F_PAUSED;
 		set_of(c)->npaused--;
+		conn_check_pending(c);
 	}
 	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD |
 	    CONN_F_EOF)) || (c->flags & CONN_F_LINGER))
@@ -708,6 +710,8 @@ conn_release(struct conn *c)
 	if (!(c->flags & CONN_F_CLOSING)) {
 		conn_queue_flush(c);
 		conn_update_interest(c);
+		/* And what the transport holds: the socket will not say. */
+		conn_check_pending(c);
 	}
 }
 

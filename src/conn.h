@@ -138,12 +138,16 @@ bool	conn_write_now(struct conn *c, const void *p, size_t n);
  */
 bool	conn_reply(struct conn *c, const void *p, size_t n);
 
-/* Marks c closed for reason; it is torn down at the end of the loop turn. */
+/*
+ * Marks c closed for reason; it is torn down at the end of the loop turn.
+ * Owning reactor only.
+ */
 void	conn_close(struct conn *c, enum conn_close_reason reason);
 
 /* Stops reading c and closes it once its output is sent. Owning reactor. */
 void	conn_close_after_flush(struct conn *c, enum conn_close_reason reason);
 
+/* Closed or closing once flushed. Owning reactor only. */
 static inline bool
 conn_is_closing(const struct conn *c)
 {
@@ -166,7 +170,7 @@ void	conn_release(struct conn *c);
  */
 bool	conn_log_allowed(struct conn *c);
 
-/* Bytes queued and not yet sent. */
+/* Bytes queued and not yet sent. Owning reactor only. */
 static inline size_t
 conn_pending(const struct conn *c)
 {

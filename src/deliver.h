@@ -27,7 +27,7 @@ enum deliver_verdict {
 	DELIVER_UNFIT,		/* the recipient's protocol cannot carry it */
 };
 
-/* route_msg flags. */
+/* deliver_msg flags. */
 enum {
 	DELIVER_F_PREFIX_FIRST = 1 << 0,	/* routes before logged-in owners */
 	DELIVER_F_EXACT = 1 << 1,		/* only the owner of the address */
@@ -79,7 +79,8 @@ struct deliver_msg {
 
 /*
  * A message with room for len bytes of text (and a NUL after them): its
- * numbers zero, its strings empty, the text for the caller to fill.
+ * numbers zero, its strings empty, the text for the caller to fill. Any
+ * thread.
  */
 struct deliver_msg *deliver_msg_new(size_t len);
 
@@ -90,7 +91,7 @@ deliver_msg_size(const struct deliver_msg *m)
 	return sizeof(*m) + m->len + 1;
 }
 
-/* A copy of m (text included) that the caller owns. */
+/* A copy of m (text included) that the caller owns. Any thread. */
 struct deliver_msg *deliver_msg_dup(const struct deliver_msg *m);
 
 /* A message id unique within the run. Owning reactor only. */
@@ -102,6 +103,7 @@ uint64_t deliver_next_id(struct reactor *r);
  * same reactor, or there is no route) and frees m; returns DELIVER_PENDING
  * when m went to the recipient's reactor, in which case the sender's
  * protocol gets on_verdict(c, m) later, unless c has closed by then.
+ * Owning reactor (of c) only.
  */
 enum deliver_verdict deliver_send(struct conn *c, struct deliver_msg *m);
 
@@ -112,7 +114,7 @@ enum deliver_verdict deliver_send(struct conn *c, struct deliver_msg *m);
  */
 void	deliver_forward(struct reactor *r, struct deliver_msg *m);
 
-/* The verdict's name: "ok", "no route", ... */
+/* The verdict's name: "ok", "no route", ... Any thread. */
 const char *deliver_verdict_name(enum deliver_verdict v);
 
 #endif

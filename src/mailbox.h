@@ -89,7 +89,12 @@ void	mailbox_post_fn(struct mailbox *mb, mailbox_task_fn *fn, void *arg);
 unsigned mailbox_drain(struct mailbox *mb, void *owner,
 	    enum mailbox_status st);
 
-/* Runs the chain t (oldest first) with st. Owner only. */
+/*
+ * Runs the chain t, in its link order, with st and owner. Owner only.
+ * reactor_publish also uses it to cancel tasks staged for a reactor that
+ * is gone: then owner is the sending reactor and the order newest first,
+ * which a cancelled task must not rely on.
+ */
 unsigned mailbox_run_chain(struct mailbox_task *t, void *owner,
 	    enum mailbox_status st);
 

@@ -438,7 +438,10 @@ start_accepting(struct daemon *d)
  * acceptor hands them clients; then the acceptor, and READY=1. On stop,
  * the reverse: the acceptor stops taking clients, the reactors drain
  * (still posting to the service threads and waiting for their answers),
- * and only then do the service threads run what is left and end.
+ * and only then do the service threads run what is left and end. The
+ * reactors are freed after the services: by then every connection was
+ * closed on its reactor's thread (the finish hook), so nothing left to
+ * free there posts to a service thread.
  */
 int
 main(int argc, char **argv)

@@ -48,8 +48,10 @@ struct proto {
 	bool	(*owes_answers)(const struct conn *c);
 	/*
 	 * A routed message for this connection: queue it and return
-	 * DELIVER_OK, or refuse it (DELIVER_BUSY, DELIVER_REFUSED). m is borrowed.
-	 * NULL: the protocol takes no routed messages.
+	 * DELIVER_OK, or refuse it: DELIVER_BUSY or DELIVER_REFUSED (no
+	 * room), DELIVER_UNFIT (it cannot carry the text), DELIVER_NO_ROUTE
+	 * (the session has said goodbye). m is borrowed. NULL: the
+	 * protocol takes no routed messages.
 	 */
 	int	(*on_deliver)(struct conn *c, const struct deliver_msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */

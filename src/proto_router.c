@@ -137,14 +137,11 @@ reply_printf(struct conn *c, const char *fmt, ...)
 static void
 reply_pong(struct conn *c, const char *token)
 {
-	size_t n = strlen(token);
-	char small[256], *line = n + 6 <= sizeof(small) ? small :
-	    xmalloc(n + 6);
+	size_t n = strlen(token) + 6;	/* "PONG ", the token, LF */
+	char small[256], *line = n < sizeof(small) ? small : xmalloc(n + 1);
 
-	memcpy(line, "PONG ", 5);
-	memcpy(line + 5, token, n);
-	line[n + 5] = '\n';
-	reply_emit(c, line, n + 6);
+	snprintf(line, n + 1, "PONG %s\n", token);
+	reply_emit(c, line, n);
 	if (line != small)
 		free(line);
 }

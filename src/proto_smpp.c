@@ -343,8 +343,14 @@ static bool
 source_foreign(const struct config *cf, const struct smpp_sess *s,
     const char *addr)
 {
-	return strcmp(addr, s->system_id) != 0 &&
-	    (config_find_account(cf, addr) != NULL || route_is_held(addr));
+	/*
+	 * Its own system_id: unless, with no accounts to prove who binds, a
+	 * line client has logged in with it (a transmitter bind joins
+	 * nothing, so nothing else stops it).
+	 */
+	if (strcmp(addr, s->system_id) == 0)
+		return cf->naccounts == 0 && route_is_claimed(addr);
+	return config_find_account(cf, addr) != NULL || route_is_held(addr);
 }
 
 /*
@@ -479,9 +485,14 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVDSTADR, seq, NULL);
 		return;
 	}
-	if (pdu->source_addr[0] == '\0')
+	if (pdu->source_addr[0] == '\0') {
 		snprintf(from, sizeof(from), "%s", s->system_id);
-	else if (!addr_normalise(pdu->source_addr, pdu->source_addr_ton, from,
+		if (source_foreign(c->r->cf, s, from)) {
+			smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVSRCADR,
+			    seq, NULL);
+			return;
+		}
+	} else if (!addr_normalise(pdu->source_addr, pdu->source_addr_ton, from,
 	    sizeof(from)) ||
 	    !source_allowed(c->r->cf, s, pdu->source_addr, from)) {
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVSRCADR, seq, NULL);
@@ -595,7 +606,7 @@ static void
 sess_pump(struct conn *c, struct smpp_sess *s)
 {
 	while (s->inflight < s->window && s->qlen > 0 && !conn_is_closing(c) &&
-	    !s->unbinding) {
+	    s->joined) {
 		struct deliver_msg *m = s->q[s->qhead];
 
 		s->qhead = (s->qhead + 1) % s->qcap;
@@ -814,7 +825,8 @@ smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 	struct smpp_sess *s = c->pdata;
 	unsigned limit = c->r->cf->smpp.queue_limit;
 
-	if (s == NULL || !is_receiver(s) || s->win == NULL || s->unbinding)
+	/* Not joined any more: unbound, half-closed or given up on. */
+	if (s == NULL || !is_receiver(s) || s->win == NULL || !s->joined)
 		return DELIVER_NO_ROUTE;
 	if (m->len > 65535)
 		return DELIVER_REFUSED;
@@ -891,8 +903,9 @@ sess_give_up(struct conn *c, struct smpp_sess *s, const char *why)
 		    c->r->id, c->slot, s->system_id, why);
 	sess_leave(s);
 	memset(&pdu, 0, sizeof(pdu));
-	pdu.command_id = SMPP_UNBIND;
-	pdu.sequence_number = sess_seq(s);
+	/* The ESME asked to unbind: it is owed the answer, not our unbind. */
+	pdu.command_id = s->unbinding ? SMPP_UNBIND | SMPP_RESP : SMPP_UNBIND;
+	pdu.sequence_number = s->unbinding ? s->unbind_seq : sess_seq(s);
 	/*
 	 * A courtesy only: the peer is not answering, so it may not read
 	 * either. Whatever the socket takes now goes; then it is closed.
@@ -919,7 +932,8 @@ smpp_on_tick(struct conn *c)
 			sess_give_up(c, s, "deliver_sm unanswered");
 			return;
 		}
-	if (sc->enquire_link_interval == 0)
+	/* Unbinding: it only waits for answers, and asks nothing more. */
+	if (sc->enquire_link_interval == 0 || s->unbinding)
 		return;
 	if (s->enq_pending) {
 		if (now - s->enq_sent >= sc->response_timeout)

@@ -162,9 +162,14 @@ reactor_hook_add(struct reactor *r, const struct reactor_hooks *h, void *arg)
 	r->hooks[r->nhooks].h = h;
 	r->hooks[r->nhooks].arg = arg;
 	r->nhooks++;
-	/* Added on a running reactor: its start hook runs now. */
+	/*
+	 * Added on a running reactor: its start hook runs now; on a stopping
+	 * one, its stop hook too, so that it drains like the others.
+	 */
 	if (r->hooks_started && h->start != NULL)
 		h->start(r, arg);
+	if (r->stopping && h->stop != NULL)
+		h->stop(r, arg);
 	return 0;
 }
 

@@ -102,7 +102,7 @@ struct reactor {
 	uint64_t now_ms;		/* the same reading in milliseconds */
 	uint32_t stop_deadline;
 	uint32_t last_second;
-	uint64_t msg_seq;		/* for route_next_id */
+	uint64_t msg_seq;		/* for deliver_next_id */
 	struct config *cf;		/* this reactor's reference */
 	struct {
 		const struct reactor_hooks *h;
@@ -135,15 +135,23 @@ struct reactor *reactor_new(unsigned id, struct config *cf);
  */
 struct reactor *reactor_get(unsigned id);
 
-/* Frees a reactor whose thread has ended or never started; NULL is a no-op. */
+/*
+ * Frees a reactor whose thread has ended or never started: its mailbox's
+ * tasks are cancelled, then its hooks free what they hold. NULL is a
+ * no-op. Main thread.
+ */
 void	reactor_free(struct reactor *r);
 
-/* Starts the reactor's thread, named "reactor-<id>". 0, or -1 with errno. */
+/*
+ * Starts the reactor's thread, named "reactor-<id>". 0, or -1 with errno.
+ * Main thread.
+ */
 int	reactor_start(struct reactor *r);
 
 /*
  * Runs one loop turn on the calling thread, waiting up to timeout_ms for
- * events: for tests and fuzzers driving a reactor that was never started.
+ * events: for tests and fuzzers driving a reactor that was never started
+ * (the calling thread is then its owner).
  */
 void	reactor_run_once(struct reactor *r, int timeout_ms);
 

@@ -240,8 +240,9 @@ route_lookup(const char *addr, struct route_owner *owner)
 	return found;
 }
 
-bool
-route_is_held(const char *addr)
+/* Whether addr has an entry, and (claimed) whether it is held alone. */
+static bool
+route_probe(const char *addr, bool *claimed)
 {
 	uint32_t hash = route_hash(addr);
 	struct route_shard *sh = shard_of(hash);
@@ -251,8 +252,26 @@ route_is_held(const char *addr)
 	pthread_mutex_lock(&sh->lock);
 	pe = shard_find(sh, hash, addr);
 	held = pe != NULL && *pe != NULL;
+	*claimed = held && !(*pe)->shared;
 	pthread_mutex_unlock(&sh->lock);
 	return held;
+}
+
+bool
+route_is_held(const char *addr)
+{
+	bool claimed;
+
+	return route_probe(addr, &claimed);
+}
+
+bool
+route_is_claimed(const char *addr)
+{
+	bool claimed;
+
+	route_probe(addr, &claimed);
+	return claimed;
 }
 
 /* The "to" of the longest route whose prefix starts addr, or NULL. */

@@ -68,6 +68,12 @@ bool	route_lookup(const char *addr, struct route_owner *owner);
 bool	route_is_held(const char *addr);
 
 /*
+ * Whether one owner holds addr alone (a router LOGIN), as opposed to
+ * owners sharing it (an SMPP account's binds). Any thread.
+ */
+bool	route_is_claimed(const char *addr);
+
+/*
  * The address a message to addr goes to, and its owner: the owner of addr
  * itself, else the "to" of the longest matching prefix route in cf (with
  * prefix_first, the route is tried first), else NULL. Any thread (cf is

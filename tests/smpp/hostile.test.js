@@ -232,6 +232,40 @@ test('source_addr naming an address someone else holds is refused', async () => 
 	}
 });
 
+test('no accounts: a transmitter bound as a line client\'s address cannot speak as it', async () => {
+	// Review of d7cfeb3: a transmitter joins nothing, so binding as
+	// "alice" while alice is logged in on a line, then sending with an
+	// empty source_addr (or "alice"), spoke as alice.
+	const d = await L.startDaemon(conf(''));
+	try {
+		const alice = await lineLogin(d.ports.router, 'alice');
+		const bob = await lineLogin(d.ports.router, 'bob');
+		const fake = await L.bind(d.ports.smpp, 'bind_transmitter', 'alice', 'x');
+		assert.equal(fake.status, 0);
+		for (const f of [{}, { source_addr: 'alice' }])
+			assert.equal(await submitStatus(fake.s, { ...f,
+				destination_addr: 'bob', short_message: 'spoof' }),
+			ESME_RINVSRCADR, JSON.stringify(f));
+		// Once alice has gone, the address is free for whoever binds.
+		alice.sock.destroy();
+		let r;
+		for (let i = 0; i < 100; i++) {
+			r = await L.call(fake.s, 'submit_sm', { destination_addr: 'bob',
+				short_message: 'now mine' });
+			if (r.command_status === 0)
+				break;
+			await sleep(20);
+		}
+		assert.equal(r.command_status, 0);
+		await until(() => bob.msgs().length >= 1, 'the message at bob');
+		assert.deepEqual(bob.msgs(), [`MSG ${r.message_id} alice now mine`]);
+		for (const s of [bob.sock, fake.s])
+			s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
 test('an account with source_addrs sends only from those prefixes and its id', async () => {
 	const d = await L.startDaemon(conf(ACCOUNTS.replace('\n);', `,
   { id = "limited"; password = "pl"; source_addrs = [ "+1555" ]; }

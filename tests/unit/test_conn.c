@@ -200,6 +200,7 @@ static struct {
 	char	line[LINES_MAX][128];
 	unsigned n;
 	bool	echo;
+	bool	hold;		/* hold input after each line */
 	unsigned closed;
 	enum conn_close_reason reason;
 } lp;
@@ -223,6 +224,8 @@ line_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	lp.n++;
 	if (lp.echo)
 		ck_assert(conn_write(c, msg, len));
+	if (lp.hold)
+		conn_hold(c);
 	return 0;
 }
 
@@ -517,6 +520,42 @@ START_TEST(conn_pending_read_before_sleep)
 }
 END_TEST
 
+static void
+release_task(void *owner, void *arg, enum mailbox_status st)
+{
+	(void)owner;
+	if (st == MAILBOX_RUN)
+		conn_release(arg);
+}
+
+/*
+ * Input the transport held while the protocol held the connection is read
+ * once the protocol releases it, in that turn: the socket will not say so
+ * (review of the seams change: only conn_read looked for it).
+ */
+START_TEST(conn_pending_read_after_release)
+{
+	struct conn *c;
+
+	setup(conf_plain);
+	fake_script(&fk, "one\n");
+	fake_script(&fk, "two\n");
+	fk.drain_fd = true;
+	fk.pending = true;
+	lp.hold = true;
+	c = open_conn(&fake_xp, &fk, true);
+	turns(1);
+	ck_assert_uint_eq(lp.n, 1);
+	/* Released by a task, as a verdict from another reactor would. */
+	lp.hold = false;
+	reactor_post(r, release_task, c);
+	reactor_run_once(r, 2000);
+	ck_assert_uint_eq(lp.n, 2);
+	ck_assert_str_eq(lp.line[1], "two");
+	teardown();
+}
+END_TEST
+
 /* What the transport wants (a handshake that must write) is asked of epoll. */
 START_TEST(conn_transport_wants)
 {
@@ -716,6 +755,7 @@ conn_suite(void)
 	tcase_add_test(io, conn_eof_closes_after_flush);
 	tcase_add_test(io, conn_transport_error_resets);
 	tcase_add_test(io, conn_pending_read_before_sleep);
+	tcase_add_test(io, conn_pending_read_after_release);
 	tcase_add_test(io, conn_transport_wants);
 	tcase_add_test(io, conn_transport_close_once);
 	tcase_add_test(io, conn_unbatchable_with_uring);
