@@ -341,6 +341,41 @@ smpp = { window = 8; response_timeout = 30; };`));
 	}
 });
 
+// What an unbind waits for is bounded: deliver_sm still unanswered after
+// response_timeout are given up (UNDELIV), then unbind_resp is sent, not
+// an unbind of our own. (Ported from a parallel take on these defects.)
+test('an unbind waits for held deliver_sm no longer than response_timeout', async () => {
+	const d = await L.startDaemon(conf(`${ACCOUNTS}
+smpp = { response_timeout = 2; enquire_link_interval = 0; };`));
+	try {
+		const a = await L.bind(d.ports.smpp, 'bind_transceiver', 'shop', 'ps');
+		const atA = collect(a.s);
+		const b = await L.bind(d.ports.smpp, 'bind_receiver', 'rx', 'pr');
+		const held = [];
+		b.s.on('deliver_sm', (pdu) => held.push(pdu));
+		for (let i = 0; i < 2; i++) {
+			const r = await L.call(a.s, 'submit_sm', { destination_addr: 'rx',
+				short_message: `t${i}`, registered_delivery: 1 });
+			assert.equal(r.command_status, 0);
+		}
+		await until(() => held.length === 2, 'two deliver_sm held');
+		// One answered after the unbind, one never.
+		const t0 = Date.now();
+		const unbound = L.call(b.s, 'unbind');
+		b.s.send(held[0].response());
+		assert.equal((await unbound).command_status, 0);
+		const waited = Date.now() - t0;
+		assert.ok(waited >= 800 && waited < 8000, `unbind_resp after ${waited} ms`);
+		await until(() => atA.length === 2, 'two receipts');
+		const stats = atA.map((p) => (/stat:(\w+)/.exec(L.text(p)) || [])[1]).sort();
+		assert.deepEqual(stats, ['DELIVRD', 'UNDELIV']);
+		b.s.destroy();
+		a.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
 test('while unbinding: submit_sm gets ESME_RINVBNDSTS, enquire_link is answered', async () => {
 	const d = await L.startDaemon(conf(`${ACCOUNTS}
 smpp = { window = 8; response_timeout = 30; };`));
