@@ -35,6 +35,7 @@ enum {
 	DELIVER_F_RECEIPT = 1 << 3,	/* a delivery receipt */
 	DELIVER_F_UMR = 1 << 4,		/* user_message_reference is set */
 	DELIVER_F_SAR = 1 << 5,		/* the sar_* fields are set */
+	DELIVER_F_LINE_TEXT = 1 << 6,	/* text checked fit for a line */
 };
 
 #define DELIVER_NO_REACTOR	UINT32_MAX

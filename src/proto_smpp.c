@@ -368,7 +368,9 @@ source_allowed(const struct config *cf, const struct smpp_sess *s,
 {
 	const struct account_conf *own;
 
-	if (source_foreign(cf, s, raw) || source_foreign(cf, s, norm))
+	/* One table lookup when both forms are the same (all but TON 1). */
+	if (source_foreign(cf, s, raw) ||
+	    (strcmp(raw, norm) != 0 && source_foreign(cf, s, norm)))
 		return false;
 	if (strcmp(raw, s->system_id) == 0 || strcmp(norm, s->system_id) == 0)
 		return true;

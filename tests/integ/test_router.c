@@ -1052,6 +1052,9 @@ START_TEST(test_send_text_is_utf8_without_controls)
 		"SEND bob a\x1b[2J\n",		/* ESC */
 	};
 	static const char utf8[] = "SEND bob ol\xc3\xa1 \xe2\x82\xac\ty\n";
+	static const char *const badseq[] = {
+		"\x7f", "\xc2\x85", "\x1b", "\x80", "\x01", "\xc3",
+	};
 	struct daemon *d = daemon_start(ROUTER_CONF(""), NULL);
 	int port = daemon_port(d, "router");
 	int a = login(port, "alice"), b = login(port, "bob");
@@ -1060,6 +1063,23 @@ START_TEST(test_send_text_is_utf8_without_controls)
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		expect(a, bad[i], "ERR 400 bad text\n");
+	/*
+	 * Long texts are checked eight bytes at a time: the bad byte at
+	 * every offset of a word, and UTF-8 across word boundaries.
+	 */
+	for (size_t k = 0; k < sizeof(badseq) / sizeof(badseq[0]); k++)
+		for (size_t off = 0; off < 18; off++) {
+			char cmd[128];
+
+			snprintf(cmd, sizeof(cmd), "SEND bob %.*s%s%s\n",
+			    (int)off, "abcdefghijklmnopqrstuvwxyz", badseq[k],
+			    "0123456789abcdef");
+			expect(a, cmd, "ERR 400 bad text\n");
+		}
+	expect(a, "SEND bob \xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9x"
+	    "\xe2\x82\xac\xe2\x82\xac\xf0\x9f\x98\x80 plain ascii text\n",
+	    "OK ");
+	expect(b, NULL, "MSG ");
 	ck_assert_int_eq(send_all(a, utf8, strlen(utf8)), 0);
 	id = expect_ok_id(a);
 	ck_assert_int_gt(recv_line(b, line, sizeof(line), HARNESS_IO_MS), 0);
