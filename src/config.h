@@ -69,6 +69,22 @@ struct route_conf {
 };
 
 /*
+ * The store (store-and-forward): messages for an account with no session
+ * wait here. path and sync_full take effect at start only; the rest
+ * reloads.
+ */
+struct store_conf {
+	bool	enabled;		/* the config has a store group */
+	char	path[4096];		/* resolved against the config's dir */
+	bool	sync_full;		/* "full": acknowledged = fsync'd */
+	unsigned default_validity;	/* s a message waits by default */
+	uint64_t max_messages;		/* the whole store */
+	uint64_t max_bytes;		/* the whole store: texts and fields */
+	uint64_t account_max_messages;	/* per recipient account */
+	int	line;
+};
+
+/*
  * An immutable snapshot. Threads that keep one hold a reference; a reload
  * makes a new snapshot and hands it out, it never edits one in place.
  */
@@ -92,6 +108,7 @@ struct config {
 	struct route_conf *routes;
 	size_t	nroutes;
 	struct smpp_conf smpp;
+	struct store_conf store;
 };
 
 /*

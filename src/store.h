@@ -1,0 +1,143 @@
+/*
+ * store.h: store-and-forward. A message for an account with no session
+ * that can take it waits in the store, on disk, and is delivered when the
+ * account comes back, across restarts and crashes.
+ *
+ * One service thread ("store") owns the store and its backend (SQLite,
+ * store_backend.h). Reactors only post to it and hear back through their
+ * mailboxes: they never touch the file and never wait on it. Everything
+ * that reached the thread since its last commit goes in one transaction:
+ * one fsync acknowledges a whole group.
+ *
+ *  reactor k --store_put(m)--> store: commit --> verdict back to k (OK / full)
+ *  store --stored message--> reactor j (a session of the account)
+ *  reactor j --store_outcome(m, delivered | retry | ...)--> store
+ */
+#ifndef ECHOROUTERD_STORE_H
+#define ECHOROUTERD_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "handle.h"
+#include "mailbox.h"
+
+struct config;
+struct deliver_msg;
+struct reactor;
+struct service;
+
+/* What became of a stored message a reactor was handed. */
+enum store_outcome {
+	STORE_DELIVERED = 0,	/* the recipient has it: it leaves the store */
+	STORE_RETRY,		/* a temporary error: again later, backing off */
+	STORE_RETURNED,		/* not tried (no room, session gone): again soon */
+	STORE_FAILED,		/* a permanent error: it leaves, UNDELIV receipt */
+};
+
+/* SMPP message_state values the store keeps (SMPP 3.4 section 5.2.28). */
+enum store_state {
+	STORE_ENROUTE = 1,
+	STORE_DELIVERED_STATE = 2,
+	STORE_EXPIRED = 3,
+	STORE_DELETED = 4,
+	STORE_UNDELIVERABLE = 5,
+};
+
+/* The backlog, for the stats line, STATUS= and SIGUSR1. Any thread. */
+struct store_stats {
+	uint64_t messages;	/* waiting (not in a final state) */
+	uint64_t bytes;
+	uint64_t oldest;	/* wall clock s of the oldest waiting; 0 none */
+};
+
+/*
+ * Opens cf's store to see that it can be (echorouterd -t): 0, or -1 and
+ * a malloc'd *err naming the file and why. Any thread, store not running.
+ */
+int	store_check(const struct config *cf, char **err);
+
+/*
+ * Opens cf's store (checking it), reads what is needed to find backlogs,
+ * and makes its service thread, not yet started: the caller starts and
+ * stops it with the other services, then calls store_close. 0 (also when
+ * cf has no store: *svc is then NULL), or -1 and a malloc'd *err. Main
+ * thread, once.
+ */
+int	store_open(const struct config *cf, struct service **svc, char **err);
+
+/* After the service has stopped: closes the file, frees all. */
+void	store_close(void);
+
+/* Whether there is a store. Any thread. */
+bool	store_on(void);
+
+/* A new configuration (limits, validity) from SIGHUP. Main thread. */
+void	store_reload(const struct config *cf);
+
+void	store_get_stats(struct store_stats *st);
+
+/*
+ * Whether messages for account are in the store or on their way to it:
+ * then a new one for account goes behind them, not around them. Any
+ * thread; no lock.
+ */
+bool	store_holds(const char *account);
+
+/*
+ * Stores m for account (an account of the configuration). The verdict
+ * (DELIVER_OK once committed, DELIVER_FULL if refused) goes back to
+ * m->sender's reactor as a cross-reactor one does, unless
+ * DELIVER_F_NO_VERDICT. Takes m. Any reactor.
+ */
+void	store_put(struct deliver_msg *m, const char *account);
+
+/* A session that can receive for account appeared. Any thread. */
+void	store_wake(const char *account);
+
+/*
+ * What became of m, a message the store handed out (DELIVER_F_STORED).
+ * Takes m. The reactor that holds it.
+ */
+void	store_outcome(struct deliver_msg *m, enum store_outcome o);
+
+/* SMPP query_sm, cancel_sm, replace_sm on the store. */
+enum store_req_kind {
+	STORE_REQ_QUERY,
+	STORE_REQ_CANCEL,
+	STORE_REQ_REPLACE,
+};
+
+/*
+ * A request from a session; the store fills in the answer and posts it
+ * back to conn's reactor, where done(owner reactor, req, status) runs
+ * (MAILBOX_CANCELLED: nobody is left to answer; free only). The caller
+ * allocates it (with room for text) and done frees it.
+ */
+struct store_req {
+	struct mailbox_task task;
+	enum store_req_kind kind;
+	struct conn_handle conn;
+	mailbox_task_fn *done;
+	uint32_t seq;			/* the request's sequence_number */
+	char	submitter[65];		/* the binder's system_id */
+	uint64_t id;			/* message_id; 0: cancel by address */
+	char	dst[65];		/* cancel: the destination (normalised) */
+	char	src[65];		/* cancel, query: source_addr given */
+	/* replace: what changes (0 / NULL: unchanged) */
+	uint64_t due;
+	uint64_t expires;
+	uint8_t	registered_delivery;
+	bool	has_text;
+	/* the answer */
+	bool	ok;
+	uint8_t	state;			/* enum store_state */
+	uint64_t final_date;		/* wall clock s; 0 none */
+	size_t	len;
+	uint8_t	text[];			/* replace: the new text */
+};
+
+/* Posts q to the store. Takes q until it comes back. Any reactor. */
+void	store_request(struct store_req *q);
+
+#endif
