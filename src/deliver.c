@@ -10,6 +10,7 @@
 #include "proto.h"
 #include "reactor.h"
 #include "smpp_receipt.h"
+#include "store.h"
 #include "util.h"
 
 struct deliver_msg *
@@ -39,6 +40,13 @@ deliver_msg_dup(const struct deliver_msg *m)
 	return memcpy(xmalloc(n), m, n);
 }
 
+void
+deliver_set_id_base(struct reactor *r, uint64_t base)
+{
+	if (r->msg_seq < base)
+		r->msg_seq = base;
+}
+
 uint64_t
 deliver_next_id(struct reactor *r)
 {
@@ -62,6 +70,8 @@ deliver_verdict_name(enum deliver_verdict v)
 		return "refused";
 	case DELIVER_UNFIT:
 		return "unfit";
+	case DELIVER_FULL:
+		return "store full";
 	}
 	return "?";
 }
@@ -78,10 +88,43 @@ deliver_here(struct reactor *r, struct deliver_msg *m)
 	if (!conn_can_take(c))
 		return DELIVER_BUSY;
 	v = (enum deliver_verdict)c->proto->on_deliver(c, m);
-	/* Protocols that hear back from the client confirm later. */
-	if (v == DELIVER_OK && !c->proto->confirms_delivery)
+	/*
+	 * Protocols that hear back from the client confirm later; the store
+	 * sends the receipts of what it held.
+	 */
+	if (v == DELIVER_OK && !c->proto->confirms_delivery &&
+	    !(m->flags & DELIVER_F_STORED))
 		smpp_receipt_send(r, m, SMPP_STATE_DELIVERED);
 	return v;
+}
+
+void
+deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct reactor *r = owner;
+	struct deliver_msg *m = arg;
+	struct conn *c;
+
+	if (st == MAILBOX_CANCELLED) {
+		/* Still in the store: delivered after the restart. */
+		free(m);
+		return;
+	}
+	m->verdict = deliver_here(r, m);
+	if (m->verdict == DELIVER_OK) {
+		counter_add(&r->counters, COUNTER_ROUTED_STORED, 1);
+		c = conn_resolve(r, &m->recipient.conn);
+		/* SMPP holds a copy and tells the store on deliver_sm_resp. */
+		if (c != NULL && c->proto->confirms_delivery) {
+			free(m);
+			return;
+		}
+		store_outcome(m, STORE_DELIVERED);
+	} else if (m->verdict == DELIVER_UNFIT) {
+		store_outcome(m, STORE_FAILED);
+	} else {
+		store_outcome(m, STORE_RETURNED);
+	}
 }
 
 /*
@@ -101,6 +144,8 @@ deliver_verdict_task(void *owner, void *arg, enum mailbox_status st)
 	free(m);
 }
 
+static bool deliver_to_store(struct reactor *r, struct deliver_msg *m);
+
 /*
  * On the recipient's reactor: deliver, then send the verdict back.
  * Cancelled (freed at exit): nobody is left to answer.
@@ -118,6 +163,9 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 	m->verdict = deliver_here(r, m);
 	if (m->verdict == DELIVER_OK)
 		counter_add(&r->counters, COUNTER_ROUTED_REMOTE, 1);
+	/* The recipient left on the way: its account's store takes it. */
+	else if (m->verdict == DELIVER_NO_ROUTE && deliver_to_store(r, m))
+		return;
 	if ((m->flags & DELIVER_F_NO_VERDICT) ||
 	    (back = reactor_get(m->sender.reactor)) == NULL) {
 		free(m);
@@ -128,27 +176,93 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 	reactor_send(r, back, &m->task);
 }
 
-/* Finds m's recipient: its owner in the table, by address or route. */
-static bool
-deliver_find(struct reactor *r, struct deliver_msg *m)
+void
+deliver_answer(struct deliver_msg *m)
 {
-	if (m->flags & DELIVER_F_EXACT)
-		return route_lookup(m->to, &m->recipient);
-	return route_resolve(r->cf, m->to,
-	    (m->flags & DELIVER_F_PREFIX_FIRST) != 0, &m->recipient) != NULL;
+	struct reactor *back;
+
+	if ((m->flags & DELIVER_F_NO_VERDICT) ||
+	    (back = reactor_get(m->sender.reactor)) == NULL) {
+		free(m);
+		return;
+	}
+	m->task.fn = deliver_verdict_task;
+	m->task.arg = m;
+	reactor_post_task(back, &m->task);
 }
 
 /*
- * Delivers m on this reactor or posts it to the recipient's. Returns the
- * verdict, or DELIVER_PENDING once posted.
+ * Finds where m goes: the address it is for (the owner of m->to, the "to"
+ * of the longest matching prefix route, or m->to itself: tried in that
+ * order, routes first with DELIVER_F_PREFIX_FIRST) and, when someone holds
+ * it, its owner in m->recipient (*held). NULL: no address fits.
+ */
+static const char *
+deliver_target(struct reactor *r, struct deliver_msg *m, bool *held)
+{
+	const char *via;
+
+	*held = true;
+	if (m->flags & DELIVER_F_EXACT) {
+		*held = route_lookup(m->to, &m->recipient);
+		return m->to;
+	}
+	if ((via = route_resolve(r->cf, m->to,
+	    (m->flags & DELIVER_F_PREFIX_FIRST) != 0, &m->recipient)) != NULL)
+		return via;
+	*held = false;
+	via = route_by_prefix(r->cf, m->to);
+	/* Nobody holds either: the account a route names, else the address. */
+	if (via != NULL && config_find_account(r->cf, via) != NULL)
+		return via;
+	return m->to;
+}
+
+/*
+ * With a store: stores m when it is for an account that nobody can take
+ * it for now, that has messages waiting (they go first), or when m is
+ * scheduled for later. true: the store took m (the verdict follows).
+ */
+static bool
+deliver_store_if(struct reactor *r, struct deliver_msg *m, const char *to,
+    bool held)
+{
+	if (!store_on() || (m->flags & DELIVER_F_STORED))
+		return false;
+	if (held && m->due == 0 && !store_holds(to))
+		return false;
+	if (config_find_account(r->cf, to) == NULL)
+		return false;
+	store_put(m, to);
+	return true;
+}
+
+/* The recipient left on the way: its account's store may take m. */
+static bool
+deliver_to_store(struct reactor *r, struct deliver_msg *m)
+{
+	bool held;
+	const char *to = deliver_target(r, m, &held);
+
+	/* Someone else holds it now: the sender hears "no route" as before. */
+	return !held && deliver_store_if(r, m, to, false);
+}
+
+/*
+ * Delivers m on this reactor, posts it to the recipient's, or gives it to
+ * the store. Returns the verdict, or DELIVER_PENDING once posted.
  */
 static enum deliver_verdict
 deliver_dispatch(struct reactor *r, struct deliver_msg *m)
 {
 	struct reactor *dst;
 	enum deliver_verdict v;
+	bool held;
+	const char *to = deliver_target(r, m, &held);
 
-	if (!deliver_find(r, m) || m->recipient.kind != ROUTE_OWNER_CONN ||
+	if (deliver_store_if(r, m, to, held))
+		return DELIVER_PENDING;
+	if (!held || m->recipient.kind != ROUTE_OWNER_CONN ||
 	    (dst = reactor_get(m->recipient.conn.reactor)) == NULL) {
 		free(m);
 		return DELIVER_NO_ROUTE;
@@ -157,6 +271,8 @@ deliver_dispatch(struct reactor *r, struct deliver_msg *m)
 		v = deliver_here(r, m);
 		if (v == DELIVER_OK)
 			counter_add(&r->counters, COUNTER_ROUTED_LOCAL, 1);
+		else if (v == DELIVER_NO_ROUTE && deliver_to_store(r, m))
+			return DELIVER_PENDING;
 		free(m);
 		return v;
 	}

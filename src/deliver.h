@@ -17,6 +17,7 @@
 
 struct conn;
 struct reactor;
+struct store_acct;
 
 enum deliver_verdict {
 	DELIVER_PENDING = 0,	/* posted to another reactor; answer follows */
@@ -25,6 +26,7 @@ enum deliver_verdict {
 	DELIVER_BUSY,		/* the recipient's output is over its watermark */
 	DELIVER_REFUSED,		/* the recipient's queue for it is full */
 	DELIVER_UNFIT,		/* the recipient's protocol cannot carry it */
+	DELIVER_FULL,		/* the store is full (or cannot write) */
 };
 
 /* deliver_msg flags. */
@@ -36,6 +38,7 @@ enum {
 	DELIVER_F_UMR = 1 << 4,		/* user_message_reference is set */
 	DELIVER_F_SAR = 1 << 5,		/* the sar_* fields are set */
 	DELIVER_F_LINE_TEXT = 1 << 6,	/* text checked fit for a line */
+	DELIVER_F_STORED = 1 << 7,	/* from the store: tell it the outcome */
 };
 
 #define DELIVER_NO_REACTOR	UINT32_MAX
@@ -57,6 +60,10 @@ struct deliver_msg {
 	uint32_t sender_ref;		/* the sender's own reference */
 	uint32_t sender_cmd;		/* and what it was answering */
 	uint64_t submitted;		/* wall clock seconds, for receipts */
+	uint64_t due;			/* scheduled: not before (s); 0 now */
+	uint64_t expires;		/* validity: not after (s); 0 default */
+	struct store_acct *store_acct;	/* DELIVER_F_STORED: whose it is */
+	uint32_t attempts;		/* DELIVER_F_STORED: failures so far */
 	/* SMPP details, carried through untouched; zero from line clients. */
 	uint8_t	src_ton, src_npi;
 	uint8_t	dst_ton, dst_npi;
@@ -114,6 +121,23 @@ enum deliver_verdict deliver_send(struct conn *c, struct deliver_msg *m);
  * Owning reactor of whatever made m.
  */
 void	deliver_forward(struct reactor *r, struct deliver_msg *m);
+
+/*
+ * Sends m's verdict (m->verdict) back to its sender's reactor, as a
+ * cross-reactor delivery does; frees m when nobody waits for one. Takes m.
+ * Any thread (the store's answers).
+ */
+void	deliver_answer(struct deliver_msg *m);
+
+/*
+ * Mailbox task: hands a message from the store to the recipient's
+ * protocol on this reactor and tells the store what became of it. Owning
+ * reactor (m->recipient.conn.reactor).
+ */
+void	deliver_stored_task(void *owner, void *arg, enum mailbox_status st);
+
+/* Message ids start above base (see main.c): unique across restarts. */
+void	deliver_set_id_base(struct reactor *r, uint64_t base);
 
 /* The verdict's name: "ok", "no route", ... Any thread. */
 const char *deliver_verdict_name(enum deliver_verdict v);

@@ -14,8 +14,10 @@
 #include "counter.h"
 #include "fault.h"
 #include "log.h"
+#include "deliver.h"
 #include "reactor.h"
 #include "service.h"
+#include "store.h"
 #include "systemd.h"
 #include "stats.h"
 #include "util.h"
@@ -147,9 +149,20 @@ start_reactors(struct daemon *d)
 {
 	d->nrs = d->cf->dispatchers;
 	d->rs = xcalloc(d->nrs, sizeof(*d->rs));
-	for (unsigned i = 0; i < d->nrs; i++)
+	/*
+	 * Message ids go on from the clock, about a million a second per
+	 * reactor, and from the highest the store holds: unique across
+	 * restarts, so that a receipt or a query after one finds its own.
+	 */
+	uint64_t base = (uint64_t)time(NULL) << 20;
+
+	if (base < store_id_floor())
+		base = store_id_floor();
+	for (unsigned i = 0; i < d->nrs; i++) {
 		if ((d->rs[i] = reactor_new(i, d->cf)) == NULL)
 			fatal("reactor %u", i);
+		deliver_set_id_base(d->rs[i], base);
+	}
 	for (unsigned i = 0; i < d->nrs; i++)
 		if (reactor_start(d->rs[i]) < 0)
 			fatal("cannot start reactor %u", i);
@@ -231,10 +244,26 @@ adopt_passed_sockets(struct daemon *d)
 }
 
 /*
- * Starts the service threads the configuration asks for. None yet: the
- * store (issue 15) and the cluster bridge (issue 16) are the first; each
- * is made with service_new and added to d->svcs here.
+ * Opens what the service threads own and makes them, in start order: the
+ * store first. A store that cannot be opened, is not a store or fails its
+ * check ends the start (exit 1), naming the file: never start empty over
+ * it.
  */
+static void
+open_services(struct daemon *d)
+{
+	struct service *svc = NULL;
+	char *err = NULL;
+
+	if (store_open(d->cf, &svc, &err) < 0) {
+		log_err("store: %s", err != NULL ? err : "cannot open");
+		free(err);
+		exit(1);
+	}
+	if (svc != NULL)
+		d->svcs[d->nsvcs++] = svc;
+}
+
 static void
 start_services(struct daemon *d)
 {
@@ -253,6 +282,7 @@ stop_services(struct daemon *d)
 		service_free(d->svcs[i]);
 	}
 	d->nsvcs = 0;
+	store_close();
 }
 
 /* Lets every reactor drain for up to shutdown_timeout, then waits for it. */
@@ -280,6 +310,7 @@ log_stats(struct daemon *d)
 
 	stats_format(line, sizeof(line), d->rs, d->nrs,
 	    acceptor_counters(d->acc));
+	store_stats_append(line, sizeof(line), false);
 	log_notice("%s", line);
 }
 
@@ -333,6 +364,7 @@ reload(struct daemon *d)
 	acceptor_set_config(d->acc, cf);
 	for (unsigned i = 0; i < d->nrs; i++)
 		reactor_set_config(d->rs[i], cf);
+	store_reload(cf);
 	config_unref(d->cf);
 	d->cf = cf;
 	log_notice("reloaded %s", d->opt.config_path);
@@ -379,6 +411,7 @@ refresh_status(struct daemon *d, bool force)
 	d->last_status = now;
 	stats_format_status(status, sizeof(status), d->rs, d->nrs,
 	    &d->last_totals, secs);
+	store_stats_append(status, sizeof(status), true);
 	systemd_status(status);
 }
 
@@ -455,6 +488,14 @@ main(int argc, char **argv)
 	parse_options(argc, argv, &d.opt);
 	d.cf = load_config_or_exit(d.opt.config_path);
 	if (d.opt.check_only) {
+		char *err = NULL;
+
+		if (store_check(d.cf, &err) < 0) {
+			log_err("store: %s", err != NULL ? err : "cannot open");
+			free(err);
+			config_unref(d.cf);
+			return 1;
+		}
 		fprintf(stderr, "%s: configuration OK\n", d.opt.config_path);
 		config_unref(d.cf);
 		return 0;
@@ -465,6 +506,7 @@ main(int argc, char **argv)
 	d.fault_hook = fault_init();
 	d.sigfd = block_signals(d.fault_hook);
 	take_passed_sockets(&d);
+	open_services(&d);
 	start_services(&d);
 	start_reactors(&d);
 	start_accepting(&d);

@@ -10,6 +10,7 @@
 #include "deliver.h"
 #include "proto.h"
 #include "route.h"
+#include "store.h"
 #include "util.h"
 
 /* Unanswered SENDs, and replies queued behind them, before input is held. */
@@ -182,6 +183,10 @@ verdict_text(struct conn *c, enum deliver_verdict v, uint64_t id, char *buf,
 		n = 3 + u64_to_dec(buf + 3, id);
 		buf[n++] = '\n';
 		return (int)n;
+	case DELIVER_FULL:
+		count_err(c, COUNTER_ERR_503);
+		return snprintf(buf, len, "ERR 503 %llu store full\n",
+		    (unsigned long long)id);
 	case DELIVER_BUSY:
 	case DELIVER_REFUSED:
 		count_err(c, COUNTER_ERR_503);
@@ -341,6 +346,8 @@ cmd_login(struct conn *c, struct router_sess *s, char *args)
 		memcpy(s->addr, addr, s->addrlen + 1);
 		s->logged_in = true;
 		reply_printf(c, "OK LOGIN %s", addr);
+		/* Its backlog, if it has one, comes after the OK. */
+		store_wake(addr);
 	}
 }
 

@@ -13,6 +13,7 @@
 #include "route.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
+#include "store.h"
 #include "util.h"
 
 /* Submits awaiting a verdict from another reactor before input is held. */
@@ -299,6 +300,14 @@ bind_take(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	return SMPP_ESME_ROK;
 }
 
+/* A temporary error in a deliver_sm_resp: the store tries again later. */
+static bool
+status_temporary(uint32_t status)
+{
+	return status == SMPP_ESME_RMSGQFUL || status == SMPP_ESME_RTHROTTLED ||
+	    status == SMPP_ESME_RX_T_APPN;
+}
+
 static void
 cmd_bind(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 {
@@ -319,6 +328,9 @@ cmd_bind(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	log_debug("conn=%u.%u %s system_id=%s status=0x%02x", c->r->id,
 	    c->slot, smpp_command_name(pdu->command_id), pdu->system_id,
 	    status);
+	/* A receiver's backlog follows its bind_*_resp. */
+	if (status == SMPP_ESME_ROK && s->joined)
+		store_wake(s->system_id);
 }
 
 /*
@@ -392,6 +404,7 @@ verdict_status(enum deliver_verdict v)
 		return SMPP_ESME_ROK;
 	case DELIVER_BUSY:
 	case DELIVER_REFUSED:
+	case DELIVER_FULL:
 		return SMPP_ESME_RMSGQFUL;
 	case DELIVER_NO_ROUTE:
 		return SMPP_ESME_RINVDSTADR;
@@ -630,10 +643,19 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 
 		if (m == NULL || s->win[i].seq != seq)
 			continue;
-		if (!(m->flags & DELIVER_F_RECEIPT))
-			smpp_receipt_send(c->r, m, status == SMPP_ESME_ROK ?
-			    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
-		free(m);
+		/* The store removes it, retries or gives up; it sends receipts. */
+		if (m->flags & DELIVER_F_STORED) {
+			store_outcome(m, status == SMPP_ESME_ROK ?
+			    STORE_DELIVERED : status_temporary(status) ?
+			    STORE_RETRY : STORE_FAILED);
+		} else {
+			if (!(m->flags & DELIVER_F_RECEIPT))
+				smpp_receipt_send(c->r, m,
+				    status == SMPP_ESME_ROK ?
+				    SMPP_STATE_DELIVERED :
+				    SMPP_STATE_UNDELIVERABLE);
+			free(m);
+		}
 		s->win[i].m = NULL;
 		s->inflight--;
 		sess_pump(c, s);
@@ -963,16 +985,30 @@ smpp_on_close(struct conn *c)
 		route_release(s->system_id, &s->me);
 	if (s->counted)
 		acct_unbind(s->system_id);
-	/* What was accepted for this bind and not delivered is lost. */
+	/*
+	 * What was accepted for this bind and not delivered is lost, but
+	 * what the store handed out: it stays there. A deliver_sm sent and
+	 * not answered counts as a temporary failure.
+	 */
 	for (unsigned i = 0; i < s->window; i++) {
-		if (s->win[i].m == NULL)
+		struct deliver_msg *m = s->win[i].m;
+
+		if (m == NULL)
 			continue;
-		smpp_receipt_send(c->r, s->win[i].m, SMPP_STATE_UNDELIVERABLE);
-		free(s->win[i].m);
+		if (m->flags & DELIVER_F_STORED) {
+			store_outcome(m, STORE_RETRY);
+			continue;
+		}
+		smpp_receipt_send(c->r, m, SMPP_STATE_UNDELIVERABLE);
+		free(m);
 	}
 	for (unsigned i = 0; i < s->qlen; i++) {
 		struct deliver_msg *m = s->q[(s->qhead + i) % s->qcap];
 
+		if (m->flags & DELIVER_F_STORED) {
+			store_outcome(m, STORE_RETURNED);
+			continue;
+		}
 		smpp_receipt_send(c->r, m, SMPP_STATE_UNDELIVERABLE);
 		free(m);
 	}

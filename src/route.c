@@ -274,8 +274,7 @@ route_is_claimed(const char *addr)
 	return claimed;
 }
 
-/* The "to" of the longest route whose prefix starts addr, or NULL. */
-static const char *
+const char *
 route_by_prefix(const struct config *cf, const char *addr)
 {
 	const struct route_conf *best = NULL;

@@ -74,6 +74,12 @@ bool	route_is_held(const char *addr);
 bool	route_is_claimed(const char *addr);
 
 /*
+ * The "to" of the longest prefix route in cf matching addr, held or not;
+ * NULL if none matches. Any thread.
+ */
+const char *route_by_prefix(const struct config *cf, const char *addr);
+
+/*
  * The address a message to addr goes to, and its owner: the owner of addr
  * itself, else the "to" of the longest matching prefix route in cf (with
  * prefix_first, the route is tried first), else NULL. Any thread (cf is

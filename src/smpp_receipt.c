@@ -18,9 +18,24 @@ receipt_date(uint64_t t, char *buf, size_t len)
 	strftime(buf, len, "%y%m%d%H%M", &tm);
 }
 
-void
-smpp_receipt_send(struct reactor *r, const struct deliver_msg *orig,
-    uint8_t state)
+static const char *
+state_stat(uint8_t state)
+{
+	switch (state) {
+	case SMPP_STATE_DELIVERED:
+		return "DELIVRD";
+	case SMPP_STATE_EXPIRED:
+		return "EXPIRED";
+	case SMPP_STATE_DELETED:
+		return "DELETED";
+	default:
+		return "UNDELIV";
+	}
+}
+
+struct deliver_msg *
+smpp_receipt_make(const struct deliver_msg *orig, uint8_t state, uint64_t id,
+    uint64_t done_at)
 {
 	char sub[16], done[16], text[200];
 	struct deliver_msg *m;
@@ -28,18 +43,19 @@ smpp_receipt_send(struct reactor *r, const struct deliver_msg *orig,
 	int n;
 
 	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
-		return;
+		return NULL;
 	receipt_date(orig->submitted, sub, sizeof(sub));
-	receipt_date((uint64_t)time(NULL), done, sizeof(done));
+	receipt_date(done_at, done, sizeof(done));
 	n = snprintf(text, sizeof(text), "id:%llu sub:001 dlvrd:%s submit "
 	    "date:%s done date:%s stat:%s err:%s text:%.20s",
 	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
-	    ok ? "DELIVRD" : "UNDELIV", ok ? "000" : "001",
+	    state_stat(state), ok ? "000" : "001",
 	    orig->flags & DELIVER_F_RECEIPT ? "" : (const char *)orig->text);
 	m = deliver_msg_new((size_t)n);
 	memcpy(m->text, text, (size_t)n);
 	m->len = (size_t)n;
-	m->id = deliver_next_id(r);
+	m->id = id;
+	m->submitted = done_at;
 	m->flags = DELIVER_F_EXACT | DELIVER_F_RECEIPT;
 	m->esm_class = SMPP_ESM_RECEIPT;
 	m->message_state = state;
@@ -54,5 +70,19 @@ smpp_receipt_send(struct reactor *r, const struct deliver_msg *orig,
 	m->src_npi = orig->dst_npi;
 	m->dst_ton = orig->src_ton;
 	m->dst_npi = orig->src_npi;
-	deliver_forward(r, m);
+	return m;
+}
+
+void
+smpp_receipt_send(struct reactor *r, const struct deliver_msg *orig,
+    uint8_t state)
+{
+	struct deliver_msg *m;
+
+	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
+		return;
+	m = smpp_receipt_make(orig, state, deliver_next_id(r),
+	    (uint64_t)time(NULL));
+	if (m != NULL)
+		deliver_forward(r, m);
 }

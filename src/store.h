@@ -66,6 +66,13 @@ int	store_check(const struct config *cf, char **err);
  */
 int	store_open(const struct config *cf, struct service **svc, char **err);
 
+/*
+ * Message ids (deliver_next_id) must start above this for ids to stay
+ * unique across restarts: the highest stored, in sequence terms. Main
+ * thread, after store_open.
+ */
+uint64_t store_id_floor(void);
+
 /* After the service has stopped: closes the file, frees all. */
 void	store_close(void);
 
@@ -76,6 +83,13 @@ bool	store_on(void);
 void	store_reload(const struct config *cf);
 
 void	store_get_stats(struct store_stats *st);
+
+/*
+ * Appends the backlog to the stats line (" stored=N stored_bytes=B
+ * stored_oldest_age=S") or, status, to STATUS= (", N stored, oldest S s");
+ * nothing without a store. Any thread.
+ */
+void	store_stats_append(char *buf, size_t len, bool status);
 
 /*
  * Whether messages for account are in the store or on their way to it:

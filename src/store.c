@@ -1,0 +1,984 @@
+/*
+ * store.c: the store thread: group commit of what reactors post, the
+ * backlogs of accounts and their delivery within bounds, expiry, receipts,
+ * and the answers to query_sm, cancel_sm and replace_sm. See store.h.
+ */
+#include "store.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "deliver.h"
+#include "log.h"
+#include "reactor.h"
+#include "route.h"
+#include "service.h"
+#include "smpp_receipt.h"
+#include "store_backend.h"
+#include "util.h"
+
+/*
+ * Messages handed to sessions and not yet answered for: per account (a
+ * few windows' worth) and in all. A backlog of a million never lands in
+ * memory at once.
+ */
+#define STORE_ACCT_INFLIGHT	64
+#define STORE_INFLIGHT_MAX	8192
+/* How long an account whose sessions had no room waits to be tried. */
+#define STORE_PAUSE_MS		200
+/* Retries back off from 1 s, doubling, to at most this. */
+#define STORE_RETRY_MAX_S	300
+#define STORE_ACCT_BUCKETS	4096
+/* Ids the store makes (receipts) end in this reactor number. */
+#define STORE_ID_LOW		1023
+#define STORE_TICK_MS		100
+
+/*
+ * An account that has had messages in the store this run. Made on first
+ * use and kept till exit (accounts are few: the configuration's), so that
+ * reactors can read held without a lock.
+ */
+struct store_acct {
+	struct store_acct *_Atomic next;	/* hash chain */
+	atomic_uint_fast64_t held;	/* in the store or on the way there */
+	char	id[ROUTE_ADDR_MAX + 1];
+	/* The store thread's alone: */
+	struct store_acct *all;		/* every account, for the tick */
+	struct store_acct *dirty_next;
+	bool	dirty;
+	bool	oldest_stale;
+	uint64_t count;			/* ENROUTE in the file */
+	uint64_t bytes;
+	uint64_t oldest;
+	uint64_t cursor;		/* handed out up to this id */
+	uint64_t rescan_at;		/* s: a retry or a schedule falls due */
+	uint64_t resume_ms;		/* no room at its sessions: wait */
+	unsigned ninflight;
+	uint64_t inflight[STORE_ACCT_INFLIGHT];
+};
+
+struct store {
+	const struct store_backend_ops *ops;
+	struct store_backend *b;
+	struct service *svc;
+	struct config *cf;		/* the store thread's snapshot */
+	pthread_mutex_t acct_lock;	/* makes accounts; no I/O under it */
+	struct store_acct *_Atomic buckets[STORE_ACCT_BUCKETS];
+	struct store_acct *all;
+	/* The store thread's alone: */
+	bool	in_txn;
+	bool	durable;		/* the open transaction acknowledges */
+	bool	failing;		/* writes fail: logged once */
+	struct mailbox_task *waiting;	/* puts awaiting the commit */
+	struct store_acct *dirty;
+	uint64_t id_seq;		/* the store's own message ids */
+	uint64_t nmessages;
+	uint64_t nbytes;
+	unsigned ninflight;
+	uint64_t last_second;
+	uint64_t last_purge;
+	/* For the stats, any thread. */
+	atomic_uint_fast64_t st_messages;
+	atomic_uint_fast64_t st_bytes;
+	atomic_uint_fast64_t st_oldest;
+};
+
+static struct store S = { .acct_lock = PTHREAD_MUTEX_INITIALIZER };
+static atomic_bool on;
+
+static uint64_t
+wall_now(void)
+{
+	return (uint64_t)time(NULL);
+}
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t
+store_msg_bytes(const struct deliver_msg *m)
+{
+	/* The text, the addresses, and the packed SMPP fields (~100). */
+	return m->len + strlen(m->from) + strlen(m->to) + strlen(m->reply_to) +
+	    100;
+}
+
+static unsigned
+acct_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	while (*s != '\0')
+		h = (h ^ (uint8_t)*s++) * 16777619u;
+	return h % STORE_ACCT_BUCKETS;
+}
+
+static struct store_acct *
+acct_find(const char *id)
+{
+	struct store_acct *a = atomic_load_explicit(&S.buckets[acct_hash(id)],
+	    memory_order_acquire);
+
+	for (; a != NULL; a = atomic_load_explicit(&a->next,
+	    memory_order_acquire))
+		if (strcmp(a->id, id) == 0)
+			return a;
+	return NULL;
+}
+
+/* The account id, made if new. Any thread. */
+static struct store_acct *
+acct_get(const char *id)
+{
+	struct store_acct *a;
+	unsigned h;
+
+	if ((a = acct_find(id)) != NULL)
+		return a;
+	pthread_mutex_lock(&S.acct_lock);
+	if ((a = acct_find(id)) == NULL) {
+		h = acct_hash(id);
+		a = xcalloc(1, sizeof(*a));
+		snprintf(a->id, sizeof(a->id), "%s", id);
+		a->all = S.all;
+		S.all = a;
+		atomic_store_explicit(&a->next, atomic_load_explicit(
+		    &S.buckets[h], memory_order_relaxed), memory_order_relaxed);
+		atomic_store_explicit(&S.buckets[h], a, memory_order_release);
+	}
+	pthread_mutex_unlock(&S.acct_lock);
+	return a;
+}
+
+bool
+store_on(void)
+{
+	return atomic_load_explicit(&on, memory_order_relaxed);
+}
+
+bool
+store_holds(const char *account)
+{
+	struct store_acct *a = acct_find(account);
+
+	return a != NULL && atomic_load_explicit(&a->held,
+	    memory_order_acquire) > 0;
+}
+
+void
+store_get_stats(struct store_stats *st)
+{
+	st->messages = atomic_load(&S.st_messages);
+	st->bytes = atomic_load(&S.st_bytes);
+	st->oldest = atomic_load(&S.st_oldest);
+}
+
+void
+store_stats_append(char *buf, size_t len, bool status)
+{
+	struct store_stats st;
+	size_t used = strlen(buf);
+	uint64_t now = wall_now(), age;
+
+	if (!store_on() || used >= len)
+		return;
+	store_get_stats(&st);
+	age = st.oldest != 0 && now > st.oldest ? now - st.oldest : 0;
+	if (status)
+		snprintf(buf + used, len - used, ", %llu stored, oldest %llu s",
+		    (unsigned long long)st.messages, (unsigned long long)age);
+	else
+		snprintf(buf + used, len - used, " stored=%llu stored_bytes=%llu "
+		    "stored_oldest_age=%llu", (unsigned long long)st.messages,
+		    (unsigned long long)st.bytes, (unsigned long long)age);
+}
+
+/* Store thread from here on, but for the posting functions. */
+
+static void
+mark_dirty(struct store_acct *a)
+{
+	if (a->dirty)
+		return;
+	a->dirty = true;
+	a->dirty_next = S.dirty;
+	S.dirty = a;
+}
+
+static bool
+inflight_has(const struct store_acct *a, uint64_t id)
+{
+	for (unsigned i = 0; i < a->ninflight; i++)
+		if (a->inflight[i] == id)
+			return true;
+	return false;
+}
+
+static bool
+inflight_del(struct store_acct *a, uint64_t id)
+{
+	for (unsigned i = 0; i < a->ninflight; i++)
+		if (a->inflight[i] == id) {
+			a->inflight[i] = a->inflight[--a->ninflight];
+			S.ninflight--;
+			return true;
+		}
+	return false;
+}
+
+/* Starts the group's transaction if none is open. */
+static bool
+txn(bool durable)
+{
+	if (!S.in_txn) {
+		if (S.ops->begin(S.b, durable) < 0)
+			return false;
+		S.in_txn = true;
+		S.durable = durable;
+	}
+	/* A durable write in a lazy group: commit it with a sync. */
+	if (durable && !S.durable)
+		S.durable = true;
+	return true;
+}
+
+static void
+write_failed(const char *what)
+{
+	if (!S.failing)
+		log_err("store: %s failed: %s; refusing messages until it "
+		    "works again", what, "cannot write the store file");
+	S.failing = true;
+}
+
+static void
+write_ok(void)
+{
+	if (S.failing)
+		log_info("store: writing again");
+	S.failing = false;
+}
+
+/* A message leaves ENROUTE: counts down. */
+static void
+acct_leave(struct store_acct *a, const struct deliver_msg *m)
+{
+	uint64_t b = store_msg_bytes(m);
+
+	a->count--;
+	a->bytes -= b < a->bytes ? b : a->bytes;
+	S.nmessages--;
+	S.nbytes -= b < S.nbytes ? b : S.nbytes;
+	a->oldest_stale = true;
+	atomic_fetch_sub_explicit(&a->held, 1, memory_order_release);
+}
+
+static uint64_t
+next_own_id(void)
+{
+	return (++S.id_seq << 10) | STORE_ID_LOW;
+}
+
+/*
+ * Stores m for a (taking m) inside the open group. verdict: answer the
+ * sender after the commit. false: refused (m untouched, not taken).
+ */
+static bool
+put_one(struct store_acct *a, struct deliver_msg *m)
+{
+	const struct store_conf *sc = &S.cf->store;
+	uint64_t b = store_msg_bytes(m), now = wall_now();
+	struct store_rec rec;
+
+	if (S.nmessages >= sc->max_messages || S.nbytes + b > sc->max_bytes ||
+	    a->count >= sc->account_max_messages)
+		return false;
+	if (m->submitted == 0)
+		m->submitted = now;
+	memset(&rec, 0, sizeof(rec));
+	rec.m = m;
+	snprintf(rec.account, sizeof(rec.account), "%s", a->id);
+	rec.state = STORE_ENROUTE;
+	rec.due = m->due;
+	rec.expires = m->expires != 0 ? m->expires :
+	    m->submitted + sc->default_validity;
+	if (!txn(true) || S.ops->put(S.b, &rec) < 0) {
+		write_failed("a write");
+		return false;
+	}
+	a->count++;
+	a->bytes += b;
+	if (a->count == 1)
+		a->oldest = m->submitted;
+	S.nmessages++;
+	S.nbytes += b;
+	if (m->due > now && (a->rescan_at == 0 || m->due < a->rescan_at))
+		a->rescan_at = m->due;
+	mark_dirty(a);
+	return true;
+}
+
+/* Stores a message the store made (a receipt) for its account, if any. */
+static void
+put_own(struct deliver_msg *m)
+{
+	struct store_acct *a;
+
+	if (m == NULL)
+		return;
+	if (config_find_account(S.cf, m->to) == NULL) {
+		free(m);	/* nobody would come back for it */
+		return;
+	}
+	a = acct_get(m->to);
+	atomic_fetch_add_explicit(&a->held, 1, memory_order_acq_rel);
+	m->flags |= DELIVER_F_NO_VERDICT;
+	if (!put_one(a, m))
+		atomic_fetch_sub_explicit(&a->held, 1, memory_order_release);
+	free(m);
+}
+
+static void
+receipt(const struct deliver_msg *orig, uint8_t state)
+{
+	put_own(smpp_receipt_make(orig, state, next_own_id(), wall_now()));
+}
+
+/* The commit failed: nothing of the group is stored; refuse its puts. */
+static void
+group_failed(void)
+{
+	struct mailbox_task *t, *next;
+
+	write_failed("a commit");
+	for (t = S.waiting; t != NULL; t = next) {
+		struct deliver_msg *m = t->arg;
+		struct store_acct *a = m->store_acct;
+
+		next = t->next;
+		acct_leave(a, m);
+		m->verdict = DELIVER_FULL;
+		deliver_answer(m);
+	}
+	S.waiting = NULL;
+}
+
+/* Commits the group, then answers its senders, in the order they came. */
+static void
+group_commit(void)
+{
+	struct mailbox_task *t, *next, *rev = NULL;
+
+	if (S.in_txn) {
+		S.in_txn = false;
+		if (S.ops->commit(S.b) < 0) {
+			group_failed();
+			return;
+		}
+		write_ok();
+	}
+	for (t = S.waiting; t != NULL; t = next) {
+		next = t->next;
+		t->next = rev;
+		rev = t;
+	}
+	S.waiting = NULL;
+	for (t = rev; t != NULL; t = next) {
+		struct deliver_msg *m = t->arg;
+
+		next = t->next;
+		m->verdict = DELIVER_OK;
+		deliver_answer(m);
+	}
+}
+
+static void
+put_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct deliver_msg *m = arg;
+	struct store_acct *a = m->store_acct;
+
+	(void)owner;
+	if (st == MAILBOX_CANCELLED) {
+		/* Never stored and never acknowledged. */
+		atomic_fetch_sub_explicit(&a->held, 1, memory_order_release);
+		free(m);
+		return;
+	}
+	if (!put_one(a, m)) {
+		atomic_fetch_sub_explicit(&a->held, 1, memory_order_release);
+		m->verdict = DELIVER_FULL;
+		deliver_answer(m);
+		return;
+	}
+	/* Answered once committed; a receipt waits for nobody. */
+	if (m->flags & DELIVER_F_NO_VERDICT) {
+		free(m);
+		return;
+	}
+	m->task.arg = m;
+	m->task.next = S.waiting;
+	S.waiting = &m->task;
+}
+
+void
+store_put(struct deliver_msg *m, const char *account)
+{
+	struct store_acct *a = acct_get(account);
+
+	atomic_fetch_add_explicit(&a->held, 1, memory_order_acq_rel);
+	m->store_acct = a;
+	m->task.fn = put_task;
+	m->task.arg = m;
+	service_post(S.svc, &m->task);
+}
+
+/* Hands messages of a to its sessions while there is room. */
+struct pump {
+	struct store_acct *a;
+	uint64_t now;
+	unsigned room;
+	bool	offline;
+};
+
+static int
+pump_one(struct store_rec *rec, void *arg)
+{
+	struct pump *p = arg;
+	struct store_acct *a = p->a;
+	struct deliver_msg *m = rec->m;
+	struct route_owner owner;
+	struct reactor *r;
+
+	a->cursor = m->id;
+	if (inflight_has(a, m->id))
+		return 0;
+	if (rec->due > p->now) {
+		if (a->rescan_at == 0 || rec->due < a->rescan_at)
+			a->rescan_at = rec->due;
+		return 0;
+	}
+	if (rec->expires <= p->now)
+		return 0;	/* the tick expires it */
+	if (!route_lookup(a->id, &owner) || owner.kind != ROUTE_OWNER_CONN ||
+	    (r = reactor_get(owner.conn.reactor)) == NULL) {
+		p->offline = true;
+		a->cursor = m->id - 1;
+		return 1;
+	}
+	rec->m = NULL;
+	m->flags |= DELIVER_F_STORED | DELIVER_F_NO_VERDICT;
+	m->store_acct = a;
+	m->attempts = rec->attempts;
+	m->recipient = owner;
+	a->inflight[a->ninflight++] = m->id;
+	S.ninflight++;
+	m->task.fn = deliver_stored_task;
+	m->task.arg = m;
+	reactor_post_task(r, &m->task);
+	return --p->room == 0;
+}
+
+static void
+pump(struct store_acct *a)
+{
+	struct pump p = { .a = a, .now = wall_now() };
+
+	for (int rounds = 0; rounds < 8; rounds++) {
+		unsigned global = STORE_INFLIGHT_MAX - S.ninflight;
+		int n;
+
+		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
+		    S.ninflight >= STORE_INFLIGHT_MAX ||
+		    a->ninflight >= STORE_ACCT_INFLIGHT ||
+		    !route_is_held(a->id))
+			return;
+		p.room = STORE_ACCT_INFLIGHT - a->ninflight;
+		if (p.room > global)
+			p.room = global;
+		n = S.ops->scan(S.b, a->id, a->cursor, p.room + a->ninflight,
+		    pump_one, &p);
+		if (n <= 0 || p.offline) {
+			/* The end: start from the first next time. */
+			if (n == 0)
+				a->cursor = 0;
+			return;
+		}
+	}
+}
+
+static void
+pump_dirty(void)
+{
+	struct store_acct *a;
+
+	while ((a = S.dirty) != NULL) {
+		S.dirty = a->dirty_next;
+		a->dirty = false;
+		pump(a);
+	}
+}
+
+static void
+after_batch(struct service *svc, void *arg)
+{
+	(void)svc;
+	(void)arg;
+	group_commit();
+	pump_dirty();
+}
+
+static uint64_t
+backoff(uint32_t attempts)
+{
+	uint64_t s = 1;
+
+	while (attempts-- > 1 && s < STORE_RETRY_MAX_S)
+		s *= 2;
+	return s < STORE_RETRY_MAX_S ? s : STORE_RETRY_MAX_S;
+}
+
+static void
+outcome(struct deliver_msg *m, enum store_outcome o)
+{
+	struct store_acct *a = m->store_acct;
+	uint64_t now = wall_now();
+
+	if (!inflight_del(a, m->id)) {
+		free(m);	/* cancelled or expired meanwhile */
+		return;
+	}
+	switch (o) {
+	case STORE_DELIVERED:
+	case STORE_FAILED:
+		if (!txn(false) || S.ops->mark(S.b, m->id, o == STORE_DELIVERED ?
+		    STORE_DELIVERED_STATE : STORE_UNDELIVERABLE, now, 0,
+		    m->attempts) < 0) {
+			/* Still ENROUTE in the file: delivered again. */
+			write_failed("a write");
+			a->cursor = 0;
+			break;
+		}
+		acct_leave(a, m);
+		receipt(m, o == STORE_DELIVERED ? SMPP_STATE_DELIVERED :
+		    SMPP_STATE_UNDELIVERABLE);
+		break;
+	case STORE_RETRY:
+		m->attempts++;
+		m->due = now + backoff(m->attempts);
+		if (txn(false))
+			S.ops->mark(S.b, m->id, STORE_ENROUTE, 0, m->due,
+			    m->attempts);
+		if (a->rescan_at == 0 || m->due < a->rescan_at)
+			a->rescan_at = m->due;
+		a->cursor = 0;
+		break;
+	case STORE_RETURNED:
+		if (m->verdict == DELIVER_BUSY || m->verdict == DELIVER_REFUSED)
+			a->resume_ms = mono_ms() + STORE_PAUSE_MS;
+		a->cursor = 0;
+		break;
+	}
+	mark_dirty(a);
+	free(m);
+}
+
+#define OUTCOME_TASK(name, o)						\
+static void								\
+name(void *owner, void *arg, enum mailbox_status st)			\
+{									\
+	(void)owner;							\
+	if (st == MAILBOX_CANCELLED)					\
+		free(arg);						\
+	else								\
+		outcome(arg, o);					\
+}
+OUTCOME_TASK(delivered_task, STORE_DELIVERED)
+OUTCOME_TASK(retry_task, STORE_RETRY)
+OUTCOME_TASK(returned_task, STORE_RETURNED)
+OUTCOME_TASK(failed_task, STORE_FAILED)
+
+void
+store_outcome(struct deliver_msg *m, enum store_outcome o)
+{
+	static mailbox_task_fn *const fns[] = {
+		[STORE_DELIVERED] = delivered_task,
+		[STORE_RETRY] = retry_task,
+		[STORE_RETURNED] = returned_task,
+		[STORE_FAILED] = failed_task,
+	};
+
+	m->task.fn = fns[o];
+	m->task.arg = m;
+	service_post(S.svc, &m->task);
+}
+
+static void
+wake_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct store_acct *a;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && (a = acct_find(arg)) != NULL) {
+		a->resume_ms = 0;
+		mark_dirty(a);
+	}
+	free(arg);
+}
+
+void
+store_wake(const char *account)
+{
+	/* Only accounts with something waiting need the store's thread. */
+	if (!store_holds(account))
+		return;
+	service_post_fn(S.svc, wake_task, xstrdup(account));
+}
+
+/* Expires what is past its validity (not what a session has now). */
+static int
+expire_one(struct store_rec *rec, void *arg)
+{
+	struct store_acct *a = acct_get(rec->account);
+	uint64_t now = *(uint64_t *)arg;
+
+	if (inflight_has(a, rec->m->id))
+		return 0;
+	if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_EXPIRED, now,
+	    rec->due, rec->attempts) < 0)
+		return 1;
+	acct_leave(a, rec->m);
+	receipt(rec->m, SMPP_STATE_EXPIRED);
+	return 0;
+}
+
+static void
+publish_stats(void)
+{
+	uint64_t oldest = 0;
+
+	for (struct store_acct *a = S.all; a != NULL; a = a->all) {
+		if (a->count == 0)
+			continue;
+		if (a->oldest_stale) {
+			a->oldest = S.ops->oldest(S.b, a->id);
+			a->oldest_stale = false;
+		}
+		if (a->oldest != 0 && (oldest == 0 || a->oldest < oldest))
+			oldest = a->oldest;
+	}
+	atomic_store(&S.st_messages, S.nmessages);
+	atomic_store(&S.st_bytes, S.nbytes);
+	atomic_store(&S.st_oldest, oldest);
+}
+
+static void
+tick(struct service *svc, void *arg)
+{
+	uint64_t now = wall_now();
+
+	(void)svc;
+	(void)arg;
+	if (now != S.last_second) {
+		S.last_second = now;
+		S.ops->expired(S.b, now, 1000, expire_one, &now);
+		for (struct store_acct *a = S.all; a != NULL; a = a->all) {
+			if (a->rescan_at != 0 && a->rescan_at <= now) {
+				a->rescan_at = 0;
+				a->cursor = 0;
+				mark_dirty(a);
+			}
+			/* A bind that raced its wake-up, a pause that ended. */
+			if (a->count > a->ninflight)
+				mark_dirty(a);
+		}
+		if (now - S.last_purge >= 60) {
+			S.last_purge = now;
+			if (txn(false))
+				S.ops->purge(S.b, now - S.cf->store.default_validity,
+				    10000);
+		}
+	}
+	group_commit();
+	pump_dirty();
+	publish_stats();
+}
+
+/* Requests: query_sm, cancel_sm, replace_sm. */
+
+static void
+answer(struct store_req *q)
+{
+	struct reactor *r = reactor_get(q->conn.reactor);
+
+	q->task.fn = q->done;
+	q->task.arg = q;
+	if (r != NULL)
+		reactor_post_task(r, &q->task);
+	else
+		q->done(NULL, q, MAILBOX_CANCELLED);
+}
+
+static bool
+cancel_rec(struct store_req *q, struct store_rec *rec)
+{
+	struct store_acct *a = acct_get(rec->account);
+
+	if (rec->state != STORE_ENROUTE ||
+	    strcmp(rec->m->reply_to, q->submitter) != 0 ||
+	    inflight_has(a, rec->m->id))
+		return false;
+	if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_DELETED,
+	    wall_now(), rec->due, rec->attempts) < 0)
+		return false;
+	acct_leave(a, rec->m);
+	return true;
+}
+
+static int
+cancel_each(struct store_rec *rec, void *arg)
+{
+	struct store_req *q = arg;
+
+	if (cancel_rec(q, rec))
+		q->ok = true;
+	return 0;
+}
+
+static void
+replace_rec(struct store_req *q, struct store_rec *rec)
+{
+	struct store_acct *a = acct_get(rec->account);
+	struct deliver_msg *m = rec->m;
+	uint64_t before = store_msg_bytes(m);
+
+	if (rec->state != STORE_ENROUTE || strcmp(m->reply_to,
+	    q->submitter) != 0 || inflight_has(a, m->id))
+		return;
+	if (q->has_text) {
+		struct deliver_msg *n = deliver_msg_new(q->len);
+
+		memcpy(n, m, offsetof(struct deliver_msg, len));
+		memcpy(n->text, q->text, q->len);
+		n->len = q->len;
+		/* Checked again for a line when delivered. */
+		n->flags &= ~(uint32_t)DELIVER_F_LINE_TEXT;
+		free(m);
+		rec->m = m = n;
+	}
+	if (q->due != 0)
+		rec->due = q->due;
+	if (q->expires != 0)
+		rec->expires = q->expires;
+	m->registered_delivery = q->registered_delivery;
+	if (!txn(true) || S.ops->update(S.b, rec) < 0)
+		return;
+	a->bytes += store_msg_bytes(m) - before;
+	S.nbytes += store_msg_bytes(m) - before;
+	a->cursor = 0;
+	if (rec->due > wall_now() && (a->rescan_at == 0 ||
+	    rec->due < a->rescan_at))
+		a->rescan_at = rec->due;
+	mark_dirty(a);
+	q->ok = true;
+}
+
+static void
+request_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct store_req *q = arg;
+	struct store_rec rec;
+
+	(void)owner;
+	if (st == MAILBOX_CANCELLED) {
+		q->done(NULL, q, MAILBOX_CANCELLED);
+		return;
+	}
+	q->ok = false;
+	memset(&rec, 0, sizeof(rec));
+	if (q->kind == STORE_REQ_CANCEL && q->id == 0) {
+		S.ops->by_dest(S.b, q->submitter, q->dst, 100000, cancel_each,
+		    q);
+	} else if (S.ops->get(S.b, q->id, &rec) == 1) {
+		if (strcmp(rec.m->reply_to, q->submitter) != 0)
+			;	/* not the binder's: as if there were none */
+		else if (q->kind == STORE_REQ_QUERY) {
+			q->ok = true;
+			q->state = rec.state;
+			q->final_date = rec.final_date;
+		} else if (q->kind == STORE_REQ_CANCEL) {
+			q->ok = cancel_rec(q, &rec);
+		} else {
+			replace_rec(q, &rec);
+		}
+	}
+	free(rec.m);
+	/* Answered after the commit that holds the change. */
+	if (S.in_txn)
+		group_commit();
+	answer(q);
+}
+
+void
+store_request(struct store_req *q)
+{
+	q->task.fn = request_task;
+	q->task.arg = q;
+	service_post(S.svc, &q->task);
+}
+
+static void
+reload_task(void *owner, void *arg, enum mailbox_status st)
+{
+	(void)owner;
+	if (st == MAILBOX_RUN) {
+		config_unref(S.cf);
+		S.cf = arg;
+	} else {
+		config_unref(arg);
+	}
+}
+
+void
+store_reload(const struct config *cf)
+{
+	if (!store_on())
+		return;
+	service_post_fn(S.svc, reload_task, config_ref((struct config *)cf));
+}
+
+static int
+backlog_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
+{
+	struct store_acct *a = acct_get(account);
+
+	(void)arg;
+	a->count = count;
+	a->bytes = bytes;
+	a->oldest_stale = true;
+	atomic_store(&a->held, count);
+	S.nmessages += count;
+	S.nbytes += bytes;
+	return 0;
+}
+
+static void
+stop(struct service *svc, void *arg)
+{
+	(void)svc;
+	(void)arg;
+	group_commit();
+}
+
+static const struct service_hooks hooks = {
+	.after_batch = after_batch,
+	.tick = tick,
+	.stop = stop,
+	.tick_ms = STORE_TICK_MS,
+};
+
+int
+store_check(const struct config *cf, char **err)
+{
+	struct store_backend *b;
+
+	if (!cf->store.enabled)
+		return 0;
+#if ER_WITH_SQLITE
+	if ((b = store_sqlite_ops.open(&cf->store, true, err)) == NULL)
+		return -1;
+	store_sqlite_ops.close(b);
+	return 0;
+#else
+	(void)b;
+	if (asprintf(err, "%s: built without SQLite (WITH_SQLITE=no)",
+	    cf->store.path) < 0)
+		*err = NULL;
+	return -1;
+#endif
+}
+
+uint64_t
+store_id_floor(void)
+{
+	return S.id_seq;
+}
+
+int
+store_open(const struct config *cf, struct service **svc, char **err)
+{
+	uint64_t max = 0;
+
+	*svc = NULL;
+	if (!cf->store.enabled)
+		return 0;
+#if ER_WITH_SQLITE
+	S.ops = &store_sqlite_ops;
+#else
+	return store_check(cf, err);
+#endif
+	if ((S.b = S.ops->open(&cf->store, false, err)) == NULL)
+		return -1;
+	if (S.ops->backlogs(S.b, backlog_one, NULL) < 0 ||
+	    S.ops->max_id(S.b, &max) < 0) {
+		if (asprintf(err, "%s: cannot read the store",
+		    cf->store.path) < 0)
+			*err = NULL;
+		S.ops->close(S.b);
+		return -1;
+	}
+	/*
+	 * Ids go on from the highest stored, and from the clock (see
+	 * main.c): the store's own end in STORE_ID_LOW.
+	 */
+	S.id_seq = max >> 10;
+	if (S.id_seq < (wall_now() << 20))
+		S.id_seq = wall_now() << 20;
+	S.cf = config_ref((struct config *)cf);
+	S.last_purge = S.last_second = wall_now();
+	if ((S.svc = service_new("store", &hooks, NULL)) == NULL) {
+		if (asprintf(err, "cannot make the store thread") < 0)
+			*err = NULL;
+		S.ops->close(S.b);
+		return -1;
+	}
+	publish_stats();
+	atomic_store(&on, true);
+	*svc = S.svc;
+	log_info("store: %s: %llu messages waiting", cf->store.path,
+	    (unsigned long long)S.nmessages);
+	return 0;
+}
+
+void
+store_close(void)
+{
+	struct store_acct *a, *next;
+
+	if (!store_on())
+		return;
+	atomic_store(&on, false);
+	S.ops->close(S.b);
+	S.b = NULL;
+	for (a = S.all; a != NULL; a = next) {
+		next = a->all;
+		free(a);
+	}
+	S.all = NULL;
+	memset(S.buckets, 0, sizeof(S.buckets));
+	config_unref(S.cf);
+	S.cf = NULL;
+	S.svc = NULL;
+}

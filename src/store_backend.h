@@ -1,0 +1,92 @@
+/*
+ * store_backend.h: what the store thread asks of the file that holds the
+ * messages. SQLite (store_sqlite.c) is the one backend today; a JetStream
+ * one (the cluster) fits beside it. Every call is on the store thread.
+ *
+ * Writes happen between begin and commit: the store thread begins at the
+ * first write of a batch of tasks and commits after the batch (group
+ * commit). A failed commit has rolled everything back.
+ */
+#ifndef ECHOROUTERD_STORE_BACKEND_H
+#define ECHOROUTERD_STORE_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct deliver_msg;
+struct store_conf;
+struct store_backend;
+
+/* One stored message: its message and what the store keeps beside it. */
+struct store_rec {
+	struct deliver_msg *m;		/* id, addresses, text, SMPP fields */
+	char	account[65];		/* the recipient account */
+	uint8_t	state;			/* enum store_state */
+	uint64_t due;			/* not before (wall clock s) */
+	uint64_t expires;		/* not after */
+	uint64_t final_date;		/* when it reached a final state */
+	uint32_t attempts;		/* temporary failures so far */
+};
+
+/*
+ * For scans: 0 to go on, anything else stops the scan. rec is borrowed;
+ * fn may take rec->m (setting it NULL).
+ */
+typedef int store_rec_fn(struct store_rec *rec, void *arg);
+typedef int store_backlog_fn(const char *account, uint64_t count,
+	    uint64_t bytes, void *arg);
+
+struct store_backend_ops {
+	const char *name;
+	/*
+	 * Opens (creating when missing) and checks the store at cf->path.
+	 * check_only: opens an existing file read-only, or checks that a
+	 * missing one can be made. NULL and a malloc'd *err naming the file
+	 * and why.
+	 */
+	struct store_backend *(*open)(const struct store_conf *cf,
+		    bool check_only, char **err);
+	void	(*close)(struct store_backend *b);
+	/* A transaction; durable: its commit is fsync'd (sync = "full"). */
+	int	(*begin)(struct store_backend *b, bool durable);
+	int	(*commit)(struct store_backend *b);
+	void	(*rollback)(struct store_backend *b);
+	/* Adds rec (its id unique). 0, or -1. */
+	int	(*put)(struct store_backend *b, const struct store_rec *rec);
+	/* Rewrites what may change of rec's row: text, times, flags, state. */
+	int	(*update)(struct store_backend *b, const struct store_rec *rec);
+	/* Sets a row's state and times without reading it. */
+	int	(*mark)(struct store_backend *b, uint64_t id, uint8_t state,
+		    uint64_t final_date, uint64_t due, uint32_t attempts);
+	/* The row with this id into *rec (rec->m malloc'd): 1, 0 none, -1. */
+	int	(*get)(struct store_backend *b, uint64_t id,
+		    struct store_rec *rec);
+	/*
+	 * Calls fn for up to n ENROUTE messages of account with ids above
+	 * after, in id order. The count called, or -1.
+	 */
+	int	(*scan)(struct store_backend *b, const char *account,
+		    uint64_t after, unsigned n, store_rec_fn *fn, void *arg);
+	/* Up to n ENROUTE messages whose expires <= now. */
+	int	(*expired)(struct store_backend *b, uint64_t now, unsigned n,
+		    store_rec_fn *fn, void *arg);
+	/* ENROUTE messages submitter sent to dst (cancel_sm by address). */
+	int	(*by_dest)(struct store_backend *b, const char *submitter,
+		    const char *dst, unsigned n, store_rec_fn *fn, void *arg);
+	/* Deletes up to n final messages whose final_date < before. */
+	int	(*purge)(struct store_backend *b, uint64_t before, unsigned n);
+	/* Each account with ENROUTE messages: their count and bytes. */
+	int	(*backlogs)(struct store_backend *b, store_backlog_fn *fn,
+		    void *arg);
+	/* The submitted time of account's oldest ENROUTE message; 0 none. */
+	uint64_t (*oldest)(struct store_backend *b, const char *account);
+	/* The highest id stored (0: none). */
+	int	(*max_id)(struct store_backend *b, uint64_t *id);
+};
+
+extern const struct store_backend_ops store_sqlite_ops;
+
+/* The bytes a message counts for in max_bytes: its text and fields. */
+uint64_t store_msg_bytes(const struct deliver_msg *m);
+
+#endif

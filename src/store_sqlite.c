@@ -1,0 +1,590 @@
+/*
+ * store_sqlite.c: the store in one SQLite file (WAL journal), the
+ * embedded default. One row per message in table msg; an operator can
+ * look with sqlite3(1). Only the store thread calls this.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "deliver.h"
+#include "store.h"
+#include "store_backend.h"
+#include "util.h"
+
+/* PRAGMA application_id of our files: "ERDS". */
+#define STORE_APP_ID	0x45524453
+#define STORE_VERSION	1
+
+static const char schema[] =
+    "CREATE TABLE msg ("
+    " id INTEGER PRIMARY KEY,"		/* the message id submitters know */
+    " account TEXT NOT NULL,"		/* the recipient account */
+    " submitter TEXT NOT NULL,"		/* receipts go here; may query */
+    " src TEXT NOT NULL,"		/* from */
+    " dst TEXT NOT NULL,"		/* to, as the sender gave it */
+    " state INTEGER NOT NULL,"		/* SMPP message_state: 1 ENROUTE */
+    " submitted INTEGER NOT NULL,"	/* unix time */
+    " due INTEGER NOT NULL,"		/* not before */
+    " expires INTEGER NOT NULL,"	/* not after */
+    " final_date INTEGER NOT NULL,"	/* when it left ENROUTE */
+    " attempts INTEGER NOT NULL,"	/* temporary failures */
+    " flags INTEGER NOT NULL,"
+    " text BLOB NOT NULL,"
+    " smpp BLOB NOT NULL"		/* TON/NPI, esm_class, ... packed */
+    ");"
+    "CREATE INDEX msg_backlog ON msg(account, id) WHERE state = 1;"
+    "CREATE INDEX msg_expiry ON msg(expires) WHERE state = 1;"
+    "CREATE INDEX msg_final ON msg(final_date) WHERE state <> 1;";
+
+enum {
+	ST_PUT, ST_UPDATE, ST_MARK, ST_GET, ST_SCAN, ST_EXPIRED, ST_BY_DEST,
+	ST_PURGE, ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_N
+};
+
+static const char *const sql[ST_N] = {
+	[ST_PUT] = "INSERT INTO msg (id, account, submitter, src, dst, state,"
+	    " submitted, due, expires, final_date, attempts, flags, text, smpp)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+	    " ?14)",
+	[ST_UPDATE] = "UPDATE msg SET state = ?6, due = ?8, expires = ?9,"
+	    " final_date = ?10, attempts = ?11, flags = ?12, text = ?13,"
+	    " smpp = ?14 WHERE id = ?1",
+	[ST_MARK] = "UPDATE msg SET state = ?2, final_date = ?3, due = ?4,"
+	    " attempts = ?5 WHERE id = ?1",
+#define COLS "id, account, submitter, src, dst, state, submitted, due," \
+	" expires, final_date, attempts, flags, text, smpp"
+	[ST_GET] = "SELECT " COLS " FROM msg WHERE id = ?1",
+	[ST_SCAN] = "SELECT " COLS " FROM msg WHERE account = ?1 AND"
+	    " state = 1 AND id > ?2 ORDER BY id LIMIT ?3",
+	[ST_EXPIRED] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
+	    " expires <= ?1 ORDER BY expires LIMIT ?2",
+	[ST_BY_DEST] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
+	    " submitter = ?1 AND dst = ?2 ORDER BY id LIMIT ?3",
+#undef COLS
+	[ST_PURGE] = "DELETE FROM msg WHERE id IN (SELECT id FROM msg WHERE"
+	    " state <> 1 AND final_date < ?1 LIMIT ?2)",
+	[ST_BACKLOGS] = "SELECT account, count(*), sum(length(text) +"
+	    " length(src) + length(dst) + length(submitter) + length(smpp))"
+	    " FROM msg WHERE state = 1 GROUP BY account",
+	[ST_OLDEST] = "SELECT submitted FROM msg WHERE account = ?1 AND"
+	    " state = 1 ORDER BY id LIMIT 1",
+	[ST_MAX_ID] = "SELECT max(id) FROM msg",
+};
+
+struct store_backend {
+	sqlite3	*db;
+	sqlite3_stmt *st[ST_N];
+	bool	sync_full;		/* the configured sync */
+	int	synchronous;		/* what the connection has now */
+	char	path[4096];
+};
+
+/* The SMPP fields, packed: version, numbers, fixed-width strings. */
+#define SMPP_BLOB_LEN	(1 + 8 + 6 + 8 + 21 + 21 + 24)
+
+static void
+pack_smpp(const struct deliver_msg *m, uint8_t *p)
+{
+	*p++ = 1;
+	*p++ = m->src_ton;
+	*p++ = m->src_npi;
+	*p++ = m->dst_ton;
+	*p++ = m->dst_npi;
+	*p++ = m->esm_class;
+	*p++ = m->data_coding;
+	*p++ = m->registered_delivery;
+	*p++ = m->message_state;
+	memcpy(p, &m->umr, 2), p += 2;
+	memcpy(p, &m->sar_ref, 2), p += 2;
+	*p++ = m->sar_total;
+	*p++ = m->sar_seq;
+	memcpy(p, &m->sender_ref, 4), p += 4;
+	memcpy(p, &m->sender_cmd, 4), p += 4;
+	memcpy(p, m->src_addr, 21), p += 21;
+	memcpy(p, m->dst_addr, 21), p += 21;
+	memcpy(p, m->receipted_id, 24);
+}
+
+static bool
+unpack_smpp(struct deliver_msg *m, const uint8_t *p, size_t n)
+{
+	if (n != SMPP_BLOB_LEN || *p++ != 1)
+		return false;
+	m->src_ton = *p++;
+	m->src_npi = *p++;
+	m->dst_ton = *p++;
+	m->dst_npi = *p++;
+	m->esm_class = *p++;
+	m->data_coding = *p++;
+	m->registered_delivery = *p++;
+	m->message_state = *p++;
+	memcpy(&m->umr, p, 2), p += 2;
+	memcpy(&m->sar_ref, p, 2), p += 2;
+	m->sar_total = *p++;
+	m->sar_seq = *p++;
+	memcpy(&m->sender_ref, p, 4), p += 4;
+	memcpy(&m->sender_cmd, p, 4), p += 4;
+	memcpy(m->src_addr, p, 21), p += 21;
+	memcpy(m->dst_addr, p, 21), p += 21;
+	memcpy(m->receipted_id, p, 24);
+	m->src_addr[20] = m->dst_addr[20] = m->receipted_id[23] = '\0';
+	return true;
+}
+
+/* Flags a stored message keeps. */
+#define KEPT_FLAGS (DELIVER_F_PREFIX_FIRST | DELIVER_F_EXACT | \
+	DELIVER_F_RECEIPT | DELIVER_F_UMR | DELIVER_F_SAR | DELIVER_F_LINE_TEXT)
+
+static void
+bind_rec(sqlite3_stmt *st, const struct store_rec *rec)
+{
+	const struct deliver_msg *m = rec->m;
+	uint8_t blob[SMPP_BLOB_LEN];
+
+	pack_smpp(m, blob);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)m->id);
+	sqlite3_bind_text(st, 2, rec->account, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, m->reply_to, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, m->from, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, m->to, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 6, rec->state);
+	sqlite3_bind_int64(st, 7, (sqlite3_int64)m->submitted);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)rec->due);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)rec->expires);
+	sqlite3_bind_int64(st, 10, (sqlite3_int64)rec->final_date);
+	sqlite3_bind_int64(st, 11, rec->attempts);
+	sqlite3_bind_int64(st, 12, m->flags & KEPT_FLAGS);
+	sqlite3_bind_blob(st, 13, m->text, (int)m->len, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 14, blob, sizeof(blob), SQLITE_TRANSIENT);
+}
+
+static void
+copy_col(sqlite3_stmt *st, int col, char *out, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	snprintf(out, len, "%s", t != NULL ? (const char *)t : "");
+}
+
+/* The row st is on, as a record with a message of its own. */
+static bool
+read_rec(sqlite3_stmt *st, struct store_rec *rec)
+{
+	int len = sqlite3_column_bytes(st, 12);
+	const void *text = sqlite3_column_blob(st, 12);
+	struct deliver_msg *m = deliver_msg_new((size_t)len);
+
+	if (len > 0)
+		memcpy(m->text, text, (size_t)len);
+	m->len = (size_t)len;
+	m->id = (uint64_t)sqlite3_column_int64(st, 0);
+	copy_col(st, 1, rec->account, sizeof(rec->account));
+	copy_col(st, 2, m->reply_to, sizeof(m->reply_to));
+	copy_col(st, 3, m->from, sizeof(m->from));
+	copy_col(st, 4, m->to, sizeof(m->to));
+	rec->state = (uint8_t)sqlite3_column_int(st, 5);
+	m->submitted = (uint64_t)sqlite3_column_int64(st, 6);
+	rec->due = (uint64_t)sqlite3_column_int64(st, 7);
+	rec->expires = (uint64_t)sqlite3_column_int64(st, 8);
+	rec->final_date = (uint64_t)sqlite3_column_int64(st, 9);
+	rec->attempts = (uint32_t)sqlite3_column_int64(st, 10);
+	m->flags = (uint32_t)sqlite3_column_int64(st, 11) & KEPT_FLAGS;
+	m->due = rec->due;
+	m->expires = rec->expires;
+	rec->m = m;
+	if (!unpack_smpp(m, sqlite3_column_blob(st, 13),
+	    (size_t)sqlite3_column_bytes(st, 13))) {
+		free(m);
+		rec->m = NULL;
+		return false;
+	}
+	return true;
+}
+
+static void
+done_stmt(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+/* Steps a statement that returns no rows. 0, or -1. */
+static int
+exec_stmt(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	done_stmt(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Calls fn for each row st returns; the count, or -1. */
+static int
+each_rec(sqlite3_stmt *st, store_rec_fn *fn, void *arg)
+{
+	int rc, n = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_rec rec;
+		int stop;
+
+		memset(&rec, 0, sizeof(rec));
+		if (!read_rec(st, &rec))
+			continue;	/* a row we cannot read: left alone */
+		n++;
+		stop = fn(&rec, arg);
+		free(rec.m);
+		if (stop)
+			break;
+	}
+	done_stmt(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? n : -1;
+}
+
+static char *
+open_error(const char *path, const char *fmt, const char *why)
+{
+	char *e = NULL;
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), fmt, why);
+	if (asprintf(&e, "%s: %s", path, msg) < 0)
+		e = NULL;
+	return e;
+}
+
+static int
+pragma_int(sqlite3 *db, const char *q, int *out)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*out = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : -1;
+}
+
+static void
+sqlite_close(struct store_backend *b)
+{
+	if (b == NULL)
+		return;
+	for (int i = 0; i < ST_N; i++)
+		sqlite3_finalize(b->st[i]);
+	sqlite3_close(b->db);
+	free(b);
+}
+
+/*
+ * Checks that b->db is ours (or new and empty: then makes it ours) and
+ * whole. NULL, or the reason.
+ */
+static const char *
+check_file(struct store_backend *b, bool readonly)
+{
+	static char why[256];
+	sqlite3_stmt *st;
+	int app = 0, tables = 0;
+	const char *res;
+
+	if (pragma_int(b->db, "PRAGMA application_id", &app) < 0 ||
+	    pragma_int(b->db, "SELECT count(*) FROM sqlite_master",
+	    &tables) < 0) {
+		snprintf(why, sizeof(why), "not a store: %s",
+		    sqlite3_errmsg(b->db));
+		return why;
+	}
+	if (app == 0 && tables == 0) {
+		if (readonly)
+			return NULL;
+		char q[128];
+
+		snprintf(q, sizeof(q), "PRAGMA application_id = %d;"
+		    "PRAGMA user_version = %d;", STORE_APP_ID, STORE_VERSION);
+		if (sqlite3_exec(b->db, q, NULL, NULL, NULL) != SQLITE_OK ||
+		    sqlite3_exec(b->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+			snprintf(why, sizeof(why), "cannot make a store: %s",
+			    sqlite3_errmsg(b->db));
+			return why;
+		}
+		return NULL;
+	}
+	if (app != STORE_APP_ID)
+		return "not an echorouterd store (another SQLite database)";
+	if (sqlite3_prepare_v2(b->db, "PRAGMA quick_check(1)", -1, &st,
+	    NULL) != SQLITE_OK) {
+		snprintf(why, sizeof(why), "cannot check: %s",
+		    sqlite3_errmsg(b->db));
+		return why;
+	}
+	res = sqlite3_step(st) == SQLITE_ROW ?
+	    (const char *)sqlite3_column_text(st, 0) : NULL;
+	if (res == NULL || strcmp(res, "ok") != 0) {
+		snprintf(why, sizeof(why), "fails its integrity check: %s",
+		    res != NULL ? res : sqlite3_errmsg(b->db));
+		sqlite3_finalize(st);
+		return why;
+	}
+	sqlite3_finalize(st);
+	return NULL;
+}
+
+static struct store_backend *
+sqlite_open(const struct store_conf *cf, bool check_only, char **err)
+{
+	struct store_backend *b = xcalloc(1, sizeof(*b));
+	int flags = SQLITE_OPEN_NOMUTEX;
+	const char *why;
+
+	snprintf(b->path, sizeof(b->path), "%s", cf->path);
+	b->sync_full = cf->sync_full;
+	if (check_only && access(cf->path, F_OK) < 0) {
+		/* Missing: it will be made, if its directory lets us. */
+		char dir[4096];
+
+		snprintf(dir, sizeof(dir), "%s", cf->path);
+		if (access(dirname(dir), W_OK | X_OK) < 0) {
+			*err = open_error(cf->path, "cannot be made: %s",
+			    strerror(errno));
+			free(b);
+			return NULL;
+		}
+		return b;
+	}
+	flags |= check_only ? SQLITE_OPEN_READONLY :
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+	if (sqlite3_open_v2(cf->path, &b->db, flags, NULL) != SQLITE_OK) {
+		*err = open_error(cf->path, "cannot open: %s",
+		    b->db != NULL ? sqlite3_errmsg(b->db) : "out of memory");
+		sqlite_close(b);
+		return NULL;
+	}
+	sqlite3_busy_timeout(b->db, 1000);
+	if ((why = check_file(b, check_only)) != NULL) {
+		*err = open_error(cf->path, "%s", why);
+		sqlite_close(b);
+		return NULL;
+	}
+	if (check_only)
+		return b;
+	if (sqlite3_exec(b->db, "PRAGMA journal_mode = WAL;"
+	    "PRAGMA synchronous = FULL;", NULL, NULL, NULL) != SQLITE_OK) {
+		*err = open_error(cf->path, "cannot set up: %s",
+		    sqlite3_errmsg(b->db));
+		sqlite_close(b);
+		return NULL;
+	}
+	b->synchronous = 2;
+	for (int i = 0; i < ST_N; i++)
+		if (sqlite3_prepare_v3(b->db, sql[i], -1,
+		    SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL) != SQLITE_OK) {
+			*err = open_error(cf->path, "not a store we know: %s",
+			    sqlite3_errmsg(b->db));
+			sqlite_close(b);
+			return NULL;
+		}
+	return b;
+}
+
+static int
+sqlite_begin(struct store_backend *b, bool durable)
+{
+	/* FULL syncs the WAL at each commit; NORMAL only at checkpoints. */
+	/*
+	 * With sync = "full" every commit is: a group that only marks
+	 * deliveries may carry a receipt, and the synchronous setting cannot
+	 * change inside a transaction.
+	 */
+	int want = b->sync_full ? 2 : 1;
+
+	(void)durable;
+
+	if (want != b->synchronous) {
+		if (sqlite3_exec(b->db, want == 2 ? "PRAGMA synchronous = FULL" :
+		    "PRAGMA synchronous = NORMAL", NULL, NULL, NULL) != SQLITE_OK)
+			return -1;
+		b->synchronous = want;
+	}
+	return sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK ?
+	    0 : -1;
+}
+
+static int
+sqlite_commit(struct store_backend *b)
+{
+	if (sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+		return 0;
+	/* A failed COMMIT may leave the transaction open: end it. */
+	if (!sqlite3_get_autocommit(b->db))
+		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+static void
+sqlite_rollback(struct store_backend *b)
+{
+	if (!sqlite3_get_autocommit(b->db))
+		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static int
+sqlite_put(struct store_backend *b, const struct store_rec *rec)
+{
+	bind_rec(b->st[ST_PUT], rec);
+	return exec_stmt(b->st[ST_PUT]);
+}
+
+static int
+sqlite_update(struct store_backend *b, const struct store_rec *rec)
+{
+	bind_rec(b->st[ST_UPDATE], rec);
+	return exec_stmt(b->st[ST_UPDATE]);
+}
+
+static int
+sqlite_mark(struct store_backend *b, uint64_t id, uint8_t state,
+    uint64_t final_date, uint64_t due, uint32_t attempts)
+{
+	sqlite3_stmt *st = b->st[ST_MARK];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	sqlite3_bind_int(st, 2, state);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)due);
+	sqlite3_bind_int64(st, 5, attempts);
+	return exec_stmt(st);
+}
+
+static int
+sqlite_get(struct store_backend *b, uint64_t id, struct store_rec *rec)
+{
+	sqlite3_stmt *st = b->st[ST_GET];
+	int rc;
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	rc = sqlite3_step(st);
+	memset(rec, 0, sizeof(*rec));
+	if (rc == SQLITE_ROW && !read_rec(st, rec))
+		rc = SQLITE_ERROR;
+	done_stmt(st);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
+sqlite_scan(struct store_backend *b, const char *account, uint64_t after,
+    unsigned n, store_rec_fn *fn, void *arg)
+{
+	sqlite3_stmt *st = b->st[ST_SCAN];
+
+	sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)after);
+	sqlite3_bind_int64(st, 3, n);
+	return each_rec(st, fn, arg);
+}
+
+static int
+sqlite_expired(struct store_backend *b, uint64_t now, unsigned n,
+    store_rec_fn *fn, void *arg)
+{
+	sqlite3_stmt *st = b->st[ST_EXPIRED];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)now);
+	sqlite3_bind_int64(st, 2, n);
+	return each_rec(st, fn, arg);
+}
+
+static int
+sqlite_by_dest(struct store_backend *b, const char *submitter,
+    const char *dst, unsigned n, store_rec_fn *fn, void *arg)
+{
+	sqlite3_stmt *st = b->st[ST_BY_DEST];
+
+	sqlite3_bind_text(st, 1, submitter, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, dst, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, n);
+	return each_rec(st, fn, arg);
+}
+
+static int
+sqlite_purge(struct store_backend *b, uint64_t before, unsigned n)
+{
+	sqlite3_stmt *st = b->st[ST_PURGE];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)before);
+	sqlite3_bind_int64(st, 2, n);
+	if (exec_stmt(st) < 0)
+		return -1;
+	return sqlite3_changes(b->db);
+}
+
+static int
+sqlite_backlogs(struct store_backend *b, store_backlog_fn *fn, void *arg)
+{
+	sqlite3_stmt *st = b->st[ST_BACKLOGS];
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *acct = sqlite3_column_text(st, 0);
+		uint64_t count = (uint64_t)sqlite3_column_int64(st, 1);
+		uint64_t bytes = (uint64_t)sqlite3_column_int64(st, 2);
+
+		if (acct != NULL && fn((const char *)acct, count, bytes, arg))
+			break;
+	}
+	done_stmt(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+static uint64_t
+sqlite_oldest(struct store_backend *b, const char *account)
+{
+	sqlite3_stmt *st = b->st[ST_OLDEST];
+	uint64_t t = 0;
+
+	sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		t = (uint64_t)sqlite3_column_int64(st, 0);
+	done_stmt(st);
+	return t;
+}
+
+static int
+sqlite_max_id(struct store_backend *b, uint64_t *id)
+{
+	sqlite3_stmt *st = b->st[ST_MAX_ID];
+	int rc = sqlite3_step(st);
+
+	*id = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+	done_stmt(st);
+	return rc == SQLITE_ROW ? 0 : -1;
+}
+
+const struct store_backend_ops store_sqlite_ops = {
+	.name = "sqlite",
+	.open = sqlite_open,
+	.close = sqlite_close,
+	.begin = sqlite_begin,
+	.commit = sqlite_commit,
+	.rollback = sqlite_rollback,
+	.put = sqlite_put,
+	.update = sqlite_update,
+	.mark = sqlite_mark,
+	.get = sqlite_get,
+	.scan = sqlite_scan,
+	.expired = sqlite_expired,
+	.by_dest = sqlite_by_dest,
+	.purge = sqlite_purge,
+	.backlogs = sqlite_backlogs,
+	.oldest = sqlite_oldest,
+	.max_id = sqlite_max_id,
+};
