@@ -134,6 +134,14 @@ SOCKET_UNITS := $(wildcard systemd/*.socket)
 UNIT_SED := -e 's|/usr/local/sbin/echorouterd|$(SBINDIR)/echorouterd|g' \
 	-e 's|/etc/echorouterd/|$(SYSCONFDIR)/echorouterd/|g'
 
+# The installed configuration keeps its store where the unit's
+# StateDirectory= is (the sample's is in the checkout, for make run);
+# built without SQLite, its store group is commented out, since such a
+# build refuses one.
+STORE_PATH := /var/lib/echorouterd/store.db
+CONF_SED := -e 's|^\(  path = \)"store.db";|\1"$(STORE_PATH)";|' \
+	$(if $(filter yes,$(SQLITE_ON)),,-e '/^store = {/,/^};/s/^/\# /')
+
 .PHONY: all run check check-unit check-integ check-smpp check-dist \
 	check-build check-system lint deps node-deps clean install uninstall \
 	help FORCE
@@ -288,7 +296,8 @@ install: $(BIN)
 		echo "keeping the existing $$conf"; \
 	else \
 		echo "install -m 0644 conf/echorouterd.conf $$conf"; \
-		install -m 0644 conf/echorouterd.conf "$$conf"; \
+		sed $(CONF_SED) conf/echorouterd.conf >"$$conf" && \
+		chmod 0644 "$$conf"; \
 	fi
 	@if [ -z "$(DESTDIR)" ]; then \
 		echo "now: systemctl daemon-reload && systemctl enable --now" \

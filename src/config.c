@@ -122,6 +122,16 @@ get_size(struct cferr *e, const config_setting_t *s, long long min,
 }
 
 static void
+get_u64(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, uint64_t *out)
+{
+	unsigned long long v = *out;
+
+	get_uint(e, s, min, max, &v);
+	*out = (uint64_t)v;
+}
+
+static void
 get_bool(struct cferr *e, const config_setting_t *s, bool *out)
 {
 	if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
@@ -631,6 +641,121 @@ parse_smpp(struct cferr *e, const config_setting_t *s, struct config *cf)
 	}
 }
 
+/*
+ * The directory of the configuration file, absolute, into dir (size n):
+ * what a relative store path is relative to. 0, or -1 with errno.
+ */
+static int
+config_dir(const char *path, char *dir, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	char cwd[4096];
+	int len = slash == NULL ? 0 : slash == path ? 1 : (int)(slash - path);
+	int w;
+
+	if (path[0] == '/') {
+		w = snprintf(dir, n, "%.*s", len, path);
+	} else {
+		if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return -1;
+		w = snprintf(dir, n, "%s%s%.*s", cwd, len > 0 ? "/" : "", len,
+		    path);
+	}
+	if (w < 0 || (size_t)w >= n) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/* store.path, made absolute against the configuration file's directory. */
+static void
+get_store_path(struct cferr *e, const config_setting_t *k,
+    struct config *cf)
+{
+	struct store_conf *st = &cf->store;
+	const char *v = get_string(e, k);
+	char dir[4096];
+	int w;
+
+	if (v == NULL)
+		return;
+	if (v[0] == '\0') {
+		cferr_add(e, k, "store.path: empty; name the store file");
+		return;
+	}
+	if (v[0] == '/') {
+		w = snprintf(st->path, sizeof(st->path), "%s", v);
+	} else {
+		if (config_dir(cf->path, dir, sizeof(dir)) < 0) {
+			cferr_add(e, k, "store.path: cannot make \"%s\" "
+			    "absolute: %s", v, strerror(errno));
+			return;
+		}
+		w = snprintf(st->path, sizeof(st->path), "%s%s%s", dir,
+		    strcmp(dir, "/") == 0 ? "" : "/", v);
+	}
+	if (w < 0 || (size_t)w >= sizeof(st->path)) {
+		st->path[0] = '\0';
+		cferr_add(e, k, "store.path: longer than %zu characters",
+		    sizeof(st->path) - 1);
+	}
+}
+
+static void
+get_store_sync(struct cferr *e, const config_setting_t *k,
+    struct store_conf *st)
+{
+	const char *v = get_string(e, k);
+
+	if (v == NULL)
+		return;
+	if (strcmp(v, "full") == 0)
+		st->sync_full = true;
+	else if (strcmp(v, "normal") == 0)
+		st->sync_full = false;
+	else
+		cferr_add(e, k, "store.sync: \"%s\" is not one of full, normal",
+		    v);
+}
+
+static void
+parse_store(struct cferr *e, const config_setting_t *s, struct config *cf)
+{
+	struct store_conf *st = &cf->store;
+	bool has_path = false;
+
+	if (!config_setting_is_group(s)) {
+		cferr_add(e, s, "store: expected a group { path = ...; }");
+		return;
+	}
+	st->enabled = true;
+	st->line = config_setting_source_line(s);
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *k = config_setting_get_elem(s, i);
+		const char *name = config_setting_name(k);
+
+		if (strcmp(name, "path") == 0) {
+			has_path = true;
+			get_store_path(e, k, cf);
+		} else if (strcmp(name, "sync") == 0)
+			get_store_sync(e, k, st);
+		else if (strcmp(name, "default_validity") == 0)
+			get_unsigned(e, k, 1, CONFIG_VALIDITY_MAX,
+			    &st->default_validity);
+		else if (strcmp(name, "max_messages") == 0)
+			get_u64(e, k, 1, INT64_MAX, &st->max_messages);
+		else if (strcmp(name, "max_bytes") == 0)
+			get_u64(e, k, 1, INT64_MAX, &st->max_bytes);
+		else if (strcmp(name, "account_max_messages") == 0)
+			get_u64(e, k, 1, INT64_MAX, &st->account_max_messages);
+		else
+			cferr_add(e, k, "store.%s: unknown setting", name);
+	}
+	if (!has_path)
+		cferr_add(e, s, "store: \"path\" is missing");
+}
+
 static void
 parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 {
@@ -664,6 +789,8 @@ parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 		parse_routes(e, k, cf);
 	else if (strcmp(name, "smpp") == 0)
 		parse_smpp(e, k, cf);
+	else if (strcmp(name, "store") == 0)
+		parse_store(e, k, cf);
 	else
 		cferr_add(e, k, "%s: unknown setting", name);
 }
@@ -694,6 +821,11 @@ config_defaults(struct config *cf)
 	cf->smpp.enquire_link_interval = 30;
 	cf->smpp.response_timeout = 10;
 	snprintf(cf->smpp.system_id, sizeof(cf->smpp.system_id), "echorouterd");
+	cf->store.sync_full = true;
+	cf->store.default_validity = 86400;
+	cf->store.max_messages = 1000000;
+	cf->store.max_bytes = 1 << 30;
+	cf->store.account_max_messages = 100000;
 }
 
 static void
@@ -759,6 +891,32 @@ config_unref(struct config *cf)
 	free(cf->routes);
 	free(cf->path);
 	free(cf);
+}
+
+unsigned
+config_keep_start_only(struct config *cf, const struct config *old)
+{
+	struct store_conf *st = &cf->store;
+	const struct store_conf *o = &old->store;
+	unsigned kept = 0;
+
+	if (st->enabled != o->enabled) {
+		kept = st->enabled ? CONFIG_KEPT_STORE_ADDED :
+		    CONFIG_KEPT_STORE_REMOVED;
+		*st = *o;
+		return kept;
+	}
+	if (!st->enabled)
+		return 0;
+	if (strcmp(st->path, o->path) != 0) {
+		kept |= CONFIG_KEPT_STORE_PATH;
+		memcpy(st->path, o->path, sizeof(st->path));
+	}
+	if (st->sync_full != o->sync_full) {
+		kept |= CONFIG_KEPT_STORE_SYNC;
+		st->sync_full = o->sync_full;
+	}
+	return kept;
 }
 
 const struct listener_conf *

@@ -12,6 +12,7 @@
 #define CONFIG_DEFAULT_PATH	"/etc/echorouterd/echorouterd.conf"
 #define CONFIG_NAME_MAX		64
 #define CONFIG_DISPATCHERS_MAX	1024
+#define CONFIG_VALIDITY_MAX	31536000	/* store.default_validity: a year */
 
 struct proto;
 
@@ -124,6 +125,21 @@ struct config *config_ref(struct config *cf);
 
 /* Drops a reference; the last one frees. config_unref(NULL) is a no-op. */
 void	config_unref(struct config *cf);
+
+/* What config_keep_start_only kept of the running configuration. */
+#define CONFIG_KEPT_STORE_ADDED		0x1	/* a store group appeared */
+#define CONFIG_KEPT_STORE_REMOVED	0x2	/* the store group went */
+#define CONFIG_KEPT_STORE_PATH		0x4	/* store.path changed */
+#define CONFIG_KEPT_STORE_SYNC		0x8	/* store.sync changed */
+
+/*
+ * For a reload: cf is the new snapshot, not yet handed out, old the one in
+ * force. Gives cf old's settings that take effect only at start (the store
+ * group itself, store.path, store.sync), so that cf describes what keeps
+ * running, and returns which of them differed as CONFIG_KEPT_* bits (0:
+ * none). Nothing is logged. Main thread.
+ */
+unsigned config_keep_start_only(struct config *cf, const struct config *old);
 
 /* The listener named name, or NULL. */
 const struct listener_conf *config_find_listener(const struct config *cf,

@@ -343,6 +343,29 @@ warn_restart_needed(const struct config *old, const struct config *cf)
 		log_warnx("reload: listeners changed: apply after a restart");
 }
 
+/*
+ * Keeps the store that runs: its file, its sync mode, and whether there is
+ * one change only with a restart. Says so when the new file asks for more.
+ */
+static void
+keep_start_only(const struct config *old, struct config *cf)
+{
+	unsigned kept = config_keep_start_only(cf, old);
+
+	if (kept & CONFIG_KEPT_STORE_ADDED)
+		log_warnx("reload: store added: starts after a restart");
+	if (kept & CONFIG_KEPT_STORE_REMOVED)
+		log_warnx("reload: store removed: %s stays in use until a "
+		    "restart", old->store.path);
+	if (kept & CONFIG_KEPT_STORE_PATH)
+		log_warnx("reload: store.path changed: applies after a "
+		    "restart (%s stays in use)", old->store.path);
+	if (kept & CONFIG_KEPT_STORE_SYNC)
+		log_warnx("reload: store.sync changed: applies after a "
+		    "restart (\"%s\" stays)", old->store.sync_full ? "full" :
+		    "normal");
+}
+
 static void
 reload(struct daemon *d)
 {
@@ -359,6 +382,7 @@ reload(struct daemon *d)
 		return;
 	}
 	warn_restart_needed(d->cf, cf);
+	keep_start_only(d->cf, cf);
 	if (!d->opt.debug)
 		log_set_level(cf->log_level);
 	acceptor_set_config(d->acc, cf);

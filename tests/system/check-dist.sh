@@ -64,6 +64,23 @@ check_units() {
 		printf '%s\n' "$out" | grep -v '✓' | sed 's/^/    /'
 	fi
 	check_socket_names
+	check_state_dir
+}
+
+# The store lives in the unit's StateDirectory= (installed configuration)
+# and, for make run, in the checkout (the sample's relative path).
+check_state_dir() {
+	if grep -qx 'StateDirectory=echorouterd' systemd/echorouterd.service
+	then
+		pass "echorouterd.service has StateDirectory=echorouterd"
+	else
+		fail "echorouterd.service has no StateDirectory=echorouterd"
+	fi
+	if grep -qx '  path = "store.db";' conf/echorouterd.conf; then
+		pass "the sample's store is conf/store.db (make run as a user)"
+	else
+		fail "conf/echorouterd.conf: no store path = \"store.db\""
+	fi
 }
 
 # Each socket unit names a default listener, and each default listener has
@@ -129,6 +146,25 @@ expect_file() {
 	fi
 }
 
+# check_installed_store CONF: the installed configuration keeps its store
+# in the unit's StateDirectory=, or has none when built without SQLite
+# (such a build refuses a store group).
+check_installed_store() {
+	if "$BIN" -V 2>/dev/null | grep -q 'sqlite: no'; then
+		if ! grep -q '^store = {' "$1"; then
+			pass "installed config: no store (built without SQLite)"
+		else
+			fail "installed config has a store; the build has no SQLite"
+		fi
+	elif grep -qx '  path = "/var/lib/echorouterd/store.db";' "$1"; then
+		pass "installed config: store.path is /var/lib/echorouterd/store.db"
+	else
+		fail "installed config: store.path is not" \
+		    "/var/lib/echorouterd/store.db"
+		grep -n 'path =' "$1" | sed 's/^/    /'
+	fi
+}
+
 check_install() {
 	d=$tmp/root
 	unitdir=$(pkg-config --variable=systemdsystemunitdir systemd \
@@ -153,6 +189,13 @@ check_install() {
 	else
 		fail "installed unit runs the installed binary"
 	fi
+	if grep -qx 'StateDirectory=echorouterd' \
+	    "$d$unitdir/echorouterd.service"; then
+		pass "installed unit has StateDirectory=echorouterd"
+	else
+		fail "installed unit has StateDirectory=echorouterd"
+	fi
+	check_installed_store "$d/etc/echorouterd/echorouterd.conf"
 
 	# A second install keeps the administrator's configuration.
 	echo "# edited" >>"$d/etc/echorouterd/echorouterd.conf"

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -60,12 +61,33 @@ expect_one_error(const char *text, int line, const char *what)
 	free(errors);
 }
 
+static bool
+ends_with(const char *s, const char *end)
+{
+	size_t n = strlen(s), m = strlen(end);
+
+	return n >= m && strcmp(s + n - m, end) == 0;
+}
+
+/*
+ * The sample enables the store (make run uses it): a build without SQLite
+ * refuses it, naming the build option, and nothing else.
+ */
 START_TEST(config_sample_loads)
 {
 	char *errors = NULL;
 	struct config *cf = config_load(sample_path(), &errors);
 	const struct listener_conf *l;
 
+	if (!ER_WITH_SQLITE) {
+		ck_assert_ptr_null(cf);
+		ck_assert_ptr_nonnull(errors);
+		ck_assert_msg(strstr(errors, "\"store\" needs echorouterd "
+		    "built with WITH_SQLITE") != NULL &&
+		    unit_count_lines(errors) == 1, "%s", errors);
+		free(errors);
+		return;
+	}
 	ck_assert_msg(cf != NULL, "%s: %s", sample_path(),
 	    errors ? errors : "?");
 	ck_assert_ptr_null(errors);
@@ -90,6 +112,11 @@ START_TEST(config_sample_loads)
 	ck_assert_ptr_eq(l->proto, &proto_echo);
 	ck_assert_int_gt(l->line, 0);
 	ck_assert_ptr_null(config_find_listener(cf, "no-such-listener"));
+	/* The sample's store stays inside the checkout, next to the file. */
+	ck_assert(cf->store.enabled);
+	ck_assert_msg(cf->store.path[0] == '/' && ends_with(cf->store.path,
+	    "/conf/store.db"), "store.path %s", cf->store.path);
+	ck_assert(cf->store.sync_full);
 	config_unref(cf);
 }
 END_TEST
@@ -622,10 +649,10 @@ START_TEST(config_feature_groups)
 		bool	built;
 		const char *out, *in;
 	} cases[] = {
-		{ LISTENER "\nstore = { path = \"/tmp/x.db\"; };\n", 3,
+		{ LISTENER "\nstore = { path = \"/tmp/x.db\"; x = 1; };\n", 3,
 		    ER_WITH_SQLITE, "\"store\" needs echorouterd built with "
 		    "WITH_SQLITE (this build has it off)",
-		    "store: unknown setting" },
+		    "store.x: unknown setting" },
 		{ LISTENER "cluster = { url = \"nats://127.0.0.1\"; };\n", 2,
 		    ER_WITH_NATS, "\"cluster\" needs echorouterd built with "
 		    "WITH_NATS (this build has it off)",
@@ -640,6 +667,242 @@ START_TEST(config_feature_groups)
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
 		expect_one_error(cases[i].text, cases[i].line,
 		    cases[i].built ? cases[i].in : cases[i].out);
+}
+END_TEST
+
+#if ER_WITH_SQLITE
+/* Every store setting, the large ones as int64 (an L suffix). */
+START_TEST(config_store_every_value)
+{
+	struct config *cf = unit_config(LISTENER
+	    "store = {\n"
+	    "  path = \"/var/lib/echorouterd/store.db\";\n"
+	    "  sync = \"normal\";\n"
+	    "  default_validity = 31536000;\n"
+	    "  max_messages = 9223372036854775807L;\n"
+	    "  max_bytes = 10737418240L;\n"
+	    "  account_max_messages = 1;\n"
+	    "};\n");
+	const struct store_conf *st = &cf->store;
+
+	ck_assert(st->enabled);
+	ck_assert_str_eq(st->path, "/var/lib/echorouterd/store.db");
+	ck_assert(!st->sync_full);
+	ck_assert_uint_eq(st->default_validity, 31536000);
+	ck_assert_uint_eq(st->max_messages, 9223372036854775807ULL);
+	ck_assert_uint_eq(st->max_bytes, 10737418240ULL);
+	ck_assert_uint_eq(st->account_max_messages, 1);
+	ck_assert_int_eq(st->line, 2);
+	config_unref(cf);
+
+	/* The sample's numbers, plain ints; "full" said out loud. */
+	cf = unit_config(LISTENER "store = { path = \"/x.db\"; sync = \"full\";"
+	    " default_validity = 1; max_messages = 1000000;"
+	    " max_bytes = 1073741824; account_max_messages = 100000; };\n");
+	ck_assert(cf->store.sync_full);
+	ck_assert_uint_eq(cf->store.default_validity, 1);
+	ck_assert_uint_eq(cf->store.max_bytes, 1073741824);
+	config_unref(cf);
+}
+END_TEST
+
+/* Only path given: the rest is the documented defaults. */
+START_TEST(config_store_defaults)
+{
+	struct config *cf = unit_config(LISTENER
+	    "store = { path = \"/tmp/s.db\"; };\n");
+	const struct store_conf *st = &cf->store;
+
+	ck_assert(st->enabled);
+	ck_assert_str_eq(st->path, "/tmp/s.db");
+	ck_assert(st->sync_full);
+	ck_assert_uint_eq(st->default_validity, 86400);
+	ck_assert_uint_eq(st->max_messages, 1000000);
+	ck_assert_uint_eq(st->max_bytes, 1073741824);
+	ck_assert_uint_eq(st->account_max_messages, 100000);
+	config_unref(cf);
+}
+END_TEST
+
+/* The directory of the config file at path, into dir. */
+static void
+dir_of(const char *path, char *dir, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+
+	ck_assert_ptr_nonnull(slash);
+	snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+/* A relative store path is relative to the config file's directory. */
+START_TEST(config_store_relative_path)
+{
+	static const char *const rel[] = {
+		"store.db", "sub/s.db", "../build/store.db", "./s.db",
+	};
+	char text[512], path[600], dir[600], want[1300], *errors = NULL;
+	struct config *cf;
+
+	for (size_t i = 0; i < ARRAY_LEN(rel); i++) {
+		snprintf(text, sizeof(text), LISTENER
+		    "store = { path = \"%s\"; };\n", rel[i]);
+		cf = unit_config_load(text, path, sizeof(path), &errors);
+		ck_assert_msg(cf != NULL, "%s", errors ? errors : "?");
+		dir_of(path, dir, sizeof(dir));
+		snprintf(want, sizeof(want), "%s/%s", dir, rel[i]);
+		ck_assert_str_eq(cf->store.path, want);
+		config_unref(cf);
+	}
+}
+END_TEST
+
+/* A config named by a relative path: the store path is made absolute. */
+START_TEST(config_store_relative_config)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[512], cwd[4096], want[5000], *errors = NULL;
+	struct config *cf;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	snprintf(dir, sizeof(dir), "%s/erd-unit-XXXXXX",
+	    tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(chdir(dir), 0);
+	ck_assert_int_eq(mkdir("etc", 0700), 0);
+	ck_assert_ptr_nonnull(f = fopen("etc/a.conf", "w"));
+	fputs(LISTENER "store = { path = \"q/store.db\"; };\n", f);
+	fclose(f);
+	ck_assert_ptr_nonnull(f = fopen("b.conf", "w"));
+	fputs(LISTENER "store = { path = \"store.db\"; };\n", f);
+	fclose(f);
+	ck_assert_ptr_nonnull(getcwd(dir, sizeof(dir)));
+
+	cf = config_load("etc/a.conf", &errors);
+	ck_assert_msg(cf != NULL, "%s", errors ? errors : "?");
+	snprintf(want, sizeof(want), "%s/etc/q/store.db", dir);
+	ck_assert_str_eq(cf->store.path, want);
+	config_unref(cf);
+	cf = config_load("b.conf", &errors);
+	ck_assert_msg(cf != NULL, "%s", errors ? errors : "?");
+	snprintf(want, sizeof(want), "%s/store.db", dir);
+	ck_assert_str_eq(cf->store.path, want);
+	config_unref(cf);
+
+	unlink("etc/a.conf");
+	unlink("b.conf");
+	rmdir("etc");
+	ck_assert_int_eq(chdir(cwd), 0);
+	rmdir(dir);
+}
+END_TEST
+
+static const struct bad_case store_bad_cases[] = {
+	{ LISTENER "store = {\n  path = \"/s.db\";\n  sync = \"fast\";\n};\n",
+	    4, "store.sync: \"fast\" is not one of full, normal" },
+	{ LISTENER "store = { path = \"/s.db\";\n sync = true; };\n", 3,
+	    "sync: expected a string" },
+	{ LISTENER "store = {\n  path = \"/s.db\";\n  colour = 1;\n};\n", 4,
+	    "store.colour: unknown setting" },
+	{ LISTENER "store = {\n  sync = \"full\";\n};\n", 2,
+	    "store: \"path\" is missing" },
+	{ LISTENER "store = { path = \"\"; };\n", 2, "store.path: empty" },
+	{ LISTENER "store = { path = 5; };\n", 2, "path: expected a string" },
+	{ LISTENER "store = \"/s.db\";\n", 2, "store: expected a group" },
+	{ LISTENER "store = { path = \"/s.db\";\n default_validity = 0; };\n",
+	    3, "default_validity: 0 is out of range 1..31536000" },
+	{ LISTENER "store = { path = \"/s.db\";\n"
+	    " default_validity = 31536001; };\n", 3,
+	    "default_validity: 31536001 is out of range" },
+	{ LISTENER "store = { path = \"/s.db\";\n max_messages = 0; };\n", 3,
+	    "max_messages: 0 is out of range 1.." },
+	{ LISTENER "store = { path = \"/s.db\";\n max_messages = -5; };\n", 3,
+	    "max_messages: -5 is out of range" },
+	{ LISTENER "store = { path = \"/s.db\";\n max_bytes = \"1G\"; };\n", 3,
+	    "max_bytes: expected an integer" },
+	{ LISTENER "store = { path = \"/s.db\";\n max_bytes = 1.5; };\n", 3,
+	    "max_bytes: expected an integer" },
+	{ LISTENER "store = { path = \"/s.db\";\n"
+	    " account_max_messages = 0; };\n", 3,
+	    "account_max_messages: 0 is out of range" },
+};
+
+START_TEST(config_store_bad_case)
+{
+	const struct bad_case *bc = &store_bad_cases[_i];
+
+	expect_one_error(bc->text, bc->line, bc->what);
+}
+END_TEST
+
+/* A path that does not fit in struct store_conf is an error, not cut. */
+START_TEST(config_store_path_too_long)
+{
+	char *text = malloc(8192), *p;
+	size_t n;
+
+	ck_assert_ptr_nonnull(text);
+	n = (size_t)snprintf(text, 8192, LISTENER "store = { path = \"/");
+	p = text + n;
+	memset(p, 'a', 4200);
+	snprintf(p + 4200, 8192 - n - 4200, "\"; };\n");
+	expect_one_error(text, 2, "store.path: longer than 4095 characters");
+	free(text);
+}
+END_TEST
+#endif
+
+/*
+ * A reload keeps what only a restart changes: the store group itself,
+ * store.path and store.sync; limits and validity come from the new file.
+ */
+START_TEST(config_store_reload_keeps)
+{
+	struct config *none = unit_config(LISTENER), *old, *cf;
+
+	if (!ER_WITH_SQLITE) {
+		ck_assert_uint_eq(config_keep_start_only(none, none), 0);
+		config_unref(none);
+		return;
+	}
+	old = unit_config(LISTENER "store = { path = \"/a.db\"; "
+	    "max_messages = 10; };\n");
+	/* Same file: nothing kept. */
+	cf = unit_config(LISTENER "store = { path = \"/a.db\"; "
+	    "max_messages = 10; };\n");
+	ck_assert_uint_eq(config_keep_start_only(cf, old), 0);
+	config_unref(cf);
+	/* Path and sync changed: the old ones stay, the limits change. */
+	cf = unit_config(LISTENER "store = { path = \"/b.db\"; "
+	    "sync = \"normal\"; max_messages = 20; default_validity = 60; };\n");
+	ck_assert_uint_eq(config_keep_start_only(cf, old),
+	    CONFIG_KEPT_STORE_PATH | CONFIG_KEPT_STORE_SYNC);
+	ck_assert_str_eq(cf->store.path, "/a.db");
+	ck_assert(cf->store.sync_full);
+	ck_assert_uint_eq(cf->store.max_messages, 20);
+	ck_assert_uint_eq(cf->store.default_validity, 60);
+	config_unref(cf);
+	/* The group removed: the running store and its settings stay. */
+	cf = unit_config(LISTENER);
+	ck_assert_uint_eq(config_keep_start_only(cf, old),
+	    CONFIG_KEPT_STORE_REMOVED);
+	ck_assert(cf->store.enabled);
+	ck_assert_str_eq(cf->store.path, "/a.db");
+	ck_assert_uint_eq(cf->store.max_messages, 10);
+	config_unref(cf);
+	/* A group added: no store until a restart. */
+	cf = unit_config(LISTENER "store = { path = \"/b.db\"; };\n");
+	ck_assert_uint_eq(config_keep_start_only(cf, none),
+	    CONFIG_KEPT_STORE_ADDED);
+	ck_assert(!cf->store.enabled);
+	ck_assert_str_eq(cf->store.path, "");
+	config_unref(cf);
+	/* No store before or after: nothing to keep. */
+	cf = unit_config(LISTENER);
+	ck_assert_uint_eq(config_keep_start_only(cf, none), 0);
+	config_unref(cf);
+	config_unref(old);
+	config_unref(none);
 }
 END_TEST
 
@@ -709,6 +972,13 @@ config_suite(void)
 	tcase_add_test(ok, config_name_max);
 	tcase_add_test(ok, config_accounts_routes);
 	tcase_add_test(ok, config_source_addrs);
+#if ER_WITH_SQLITE
+	tcase_add_test(ok, config_store_every_value);
+	tcase_add_test(ok, config_store_defaults);
+	tcase_add_test(ok, config_store_relative_path);
+	tcase_add_test(ok, config_store_relative_config);
+#endif
+	tcase_add_test(ok, config_store_reload_keeps);
 	tcase_set_timeout(ok, 30);
 	suite_add_tcase(s, ok);
 	tcase_add_loop_test(bad, config_bad_case, 0, (int)ARRAY_LEN(bad_cases));
@@ -719,6 +989,11 @@ config_suite(void)
 	tcase_add_test(bad, config_wrong_type_is_not_also_missing);
 	tcase_add_test(bad, config_errors_optional);
 	tcase_add_test(bad, config_feature_groups);
+#if ER_WITH_SQLITE
+	tcase_add_loop_test(bad, config_store_bad_case, 0,
+	    (int)ARRAY_LEN(store_bad_cases));
+	tcase_add_test(bad, config_store_path_too_long);
+#endif
 	tcase_set_timeout(bad, 30);
 	suite_add_tcase(s, bad);
 	tcase_add_test(ref, config_ref_unref);
