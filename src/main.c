@@ -282,7 +282,6 @@ stop_services(struct daemon *d)
 		service_free(d->svcs[i]);
 	}
 	d->nsvcs = 0;
-	store_close();
 }
 
 /* Lets every reactor drain for up to shutdown_timeout, then waits for it. */
@@ -542,6 +541,7 @@ main(int argc, char **argv)
 	stop_reactors(&d);
 	stop_services(&d);
 	log_stats(&d);
+	store_close();
 	systemd_watchdog_free(d.wd);
 	/* Reactors first: a connection may still hold the acceptor's entries. */
 	free_reactors(&d);
