@@ -1,4 +1,5 @@
 /* proto_smpp.c: the SMPP 3.4 front end: binds, submit_sm routing, deliver_sm windows, receipts. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "route.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
+#include "smpp_time.h"
 #include "store.h"
 #include "util.h"
 
@@ -470,6 +472,36 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	return m;
 }
 
+/*
+ * schedule_delivery_time and validity_period (either SMPP time form) as
+ * wall clock seconds, 0 when not given. A malformed or past time is
+ * refused: ESME_RINVSCHED, ESME_RINVEXPIRY.
+ */
+static uint32_t
+times_parse(const char *sched, const char *valid, uint64_t *due,
+    uint64_t *expires)
+{
+	uint64_t now = (uint64_t)time(NULL);
+
+	if (smpp_time_parse(sched, now, due) < 0 ||
+	    (*due != 0 && *due < now))
+		return SMPP_ESME_RINVSCHED;
+	if (*due == now)
+		*due = 0;	/* now is no schedule */
+	if (smpp_time_parse(valid, now, expires) < 0 ||
+	    (*expires != 0 && (*expires <= now ||
+	    (*due != 0 && *expires <= *due))))
+		return SMPP_ESME_RINVEXPIRY;
+	return SMPP_ESME_ROK;
+}
+
+static uint32_t
+submit_times(const struct smpp_pdu *pdu, uint64_t *due, uint64_t *expires)
+{
+	return times_parse(pdu->schedule_delivery_time, pdu->validity_period,
+	    due, expires);
+}
+
 static void
 sess_update_hold(struct conn *c, struct smpp_sess *s)
 {
@@ -486,10 +518,10 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 {
 	const struct account_conf *acct;
 	char from[ROUTE_ADDR_MAX + 2], to[ROUTE_ADDR_MAX + 2];
-	uint32_t cmd = pdu->command_id, seq = pdu->sequence_number;
+	uint32_t cmd = pdu->command_id, seq = pdu->sequence_number, status;
 	struct deliver_msg *m;
 	enum deliver_verdict v;
-	uint64_t id;
+	uint64_t id, due = 0, expires = 0;
 
 	if (!is_transmitter(s)) {
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVBNDSTS, seq, NULL);
@@ -519,7 +551,14 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RTHROTTLED, seq, NULL);
 		return;
 	}
+	if (store_on() && (status = submit_times(pdu, &due, &expires)) !=
+	    SMPP_ESME_ROK) {
+		smpp_respond(c, cmd | SMPP_RESP, status, seq, NULL);
+		return;
+	}
 	m = submit_msg(c, s, pdu, from, to);
+	m->due = due;
+	m->expires = expires;
 	id = m->id;
 	if ((v = deliver_send(c, m)) != DELIVER_PENDING) {
 		submit_answer(c, cmd, seq, id, v);
@@ -527,6 +566,135 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	}
 	s->npending++;
 	sess_update_hold(c, s);
+}
+
+/* The status a store request fails with, by kind. */
+static uint32_t
+req_fail_status(uint32_t cmd)
+{
+	return cmd == SMPP_QUERY_SM ? SMPP_ESME_RQUERYFAIL :
+	    cmd == SMPP_CANCEL_SM ? SMPP_ESME_RCANCELFAIL :
+	    SMPP_ESME_RREPLACEFAIL;
+}
+
+static uint32_t
+req_cmd(enum store_req_kind kind)
+{
+	return kind == STORE_REQ_QUERY ? SMPP_QUERY_SM :
+	    kind == STORE_REQ_CANCEL ? SMPP_CANCEL_SM : SMPP_REPLACE_SM;
+}
+
+static void sess_maybe_done(struct conn *c, struct smpp_sess *s);
+
+/* On the session's reactor: the store answered a request. */
+static void
+store_req_done(void *owner, void *arg, enum mailbox_status st)
+{
+	struct store_req *q = arg;
+	uint32_t cmd = req_cmd(q->kind);
+	struct smpp_sess *s;
+	struct smpp_pdu pdu;
+	struct conn *c;
+
+	if (st == MAILBOX_CANCELLED || owner == NULL ||
+	    (c = conn_resolve(owner, &q->conn)) == NULL ||
+	    (s = c->pdata) == NULL) {
+		free(q);
+		return;
+	}
+	memset(&pdu, 0, sizeof(pdu));
+	pdu.command_id = cmd | SMPP_RESP;
+	pdu.sequence_number = q->seq;
+	pdu.command_status = q->ok ? SMPP_ESME_ROK : req_fail_status(cmd);
+	if (q->kind == STORE_REQ_QUERY && q->ok) {
+		snprintf(pdu.message_id, sizeof(pdu.message_id), "%llu",
+		    (unsigned long long)q->id);
+		smpp_time_format(q->final_date, pdu.final_date);
+		pdu.message_state = q->state;
+	}
+	smpp_send(c, &pdu, 0);
+	s->npending--;
+	sess_update_hold(c, s);
+	sess_maybe_done(c, s);
+	free(q);
+}
+
+/* A message_id we gave: decimal digits. false if it is not one. */
+static bool
+parse_id(const char *t, uint64_t *id)
+{
+	char *end;
+
+	if (t[0] < '0' || t[0] > '9')
+		return false;
+	errno = 0;
+	*id = strtoull(t, &end, 10);
+	return errno == 0 && *end == '\0' && *id != 0;
+}
+
+/*
+ * query_sm, cancel_sm, replace_sm: the store answers for the messages
+ * this account submitted. Without a store nothing is kept to ask about.
+ */
+static void
+cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
+    enum store_req_kind kind)
+{
+	uint32_t cmd = pdu->command_id, seq = pdu->sequence_number, status;
+	uint64_t id = 0, due = 0, expires = 0;
+	char dst[ROUTE_ADDR_MAX + 2] = "";
+	struct store_req *q;
+	size_t len = 0;
+
+	if (!is_transmitter(s)) {
+		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVBNDSTS, seq, NULL);
+		return;
+	}
+	if (!store_on()) {
+		smpp_respond(c, cmd | SMPP_RESP, req_fail_status(cmd), seq, NULL);
+		return;
+	}
+	/* cancel_sm may name a destination instead of a message. */
+	if (kind == STORE_REQ_CANCEL && pdu->message_id[0] == '\0') {
+		if (!addr_normalise(pdu->destination_addr, pdu->dest_addr_ton,
+		    dst, sizeof(dst))) {
+			smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVDSTADR,
+			    seq, NULL);
+			return;
+		}
+	} else if (!parse_id(pdu->message_id, &id)) {
+		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVMSGID, seq, NULL);
+		return;
+	}
+	if (kind == STORE_REQ_REPLACE) {
+		status = times_parse(pdu->schedule_delivery_time,
+		    pdu->validity_period, &due, &expires);
+		if (status != SMPP_ESME_ROK) {
+			smpp_respond(c, cmd | SMPP_RESP, status, seq, NULL);
+			return;
+		}
+		len = pdu->sm_length;
+	}
+	q = xcalloc(1, sizeof(*q) + len + 1);
+	q->kind = kind;
+	q->conn = conn_handle(c);
+	q->done = store_req_done;
+	q->seq = seq;
+	snprintf(q->submitter, sizeof(q->submitter), "%s", s->system_id);
+	q->id = id;
+	snprintf(q->dst, sizeof(q->dst), "%s", dst);
+	if (kind == STORE_REQ_REPLACE) {
+		q->due = due;
+		q->expires = expires;
+		q->registered_delivery = pdu->registered_delivery;
+		q->has_text = len > 0;
+		if (len > 0)
+			memcpy(q->text, pdu->short_message, len);
+		q->len = len;
+	}
+	s->npending++;
+	sess_update_hold(c, s);
+	store_request(q);
 }
 
 /* A line address as an SMPP address: "+digits" is international. */
@@ -631,7 +799,6 @@ sess_pump(struct conn *c, struct smpp_sess *s)
 	}
 }
 
-static void sess_maybe_done(struct conn *c, struct smpp_sess *s);
 
 /* deliver_sm_resp, or a generic_nack, for one of our deliver_sm. */
 static void
@@ -675,6 +842,8 @@ smpp_reject(struct conn *c, const struct smpp_pdu *pdu, uint32_t status)
 	case SMPP_SUBMIT_SM:
 	case SMPP_DATA_SM:
 	case SMPP_QUERY_SM:
+	case SMPP_CANCEL_SM:
+	case SMPP_REPLACE_SM:
 		smpp_respond(c, pdu->command_id | SMPP_RESP, status,
 		    pdu->sequence_number, NULL);
 		break;
@@ -688,7 +857,8 @@ static bool
 needs_bind(uint32_t cmd)
 {
 	return cmd == SMPP_SUBMIT_SM || cmd == SMPP_DATA_SM ||
-	    cmd == SMPP_QUERY_SM || cmd == SMPP_UNBIND;
+	    cmd == SMPP_QUERY_SM || cmd == SMPP_CANCEL_SM ||
+	    cmd == SMPP_REPLACE_SM || cmd == SMPP_UNBIND;
 }
 
 /*
@@ -783,9 +953,13 @@ smpp_dispatch(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		    seq, NULL);
 		break;
 	case SMPP_QUERY_SM:
-		/* Nothing is stored once delivered: there is no state to tell. */
-		smpp_respond(c, SMPP_QUERY_SM | SMPP_RESP, SMPP_ESME_RQUERYFAIL,
-		    seq, NULL);
+		cmd_store_req(c, s, pdu, STORE_REQ_QUERY);
+		break;
+	case SMPP_CANCEL_SM:
+		cmd_store_req(c, s, pdu, STORE_REQ_CANCEL);
+		break;
+	case SMPP_REPLACE_SM:
+		cmd_store_req(c, s, pdu, STORE_REQ_REPLACE);
 		break;
 	case SMPP_UNBIND:
 		cmd_unbind(c, s, seq);

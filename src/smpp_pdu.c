@@ -197,6 +197,43 @@ rd_sm(struct rd *r, struct smpp_pdu *pdu)
 		rd_fail(r, SMPP_ESME_RINVMSGLEN);	/* one or the other */
 }
 
+/* cancel_sm (section 4.9.1). */
+static void
+rd_cancel_sm(struct rd *r, struct smpp_pdu *pdu)
+{
+	rd_cstr(r, pdu->service_type, 6, SMPP_ESME_RINVSERTYP);
+	rd_cstr(r, pdu->message_id, 65, SMPP_ESME_RINVMSGID);
+	pdu->source_addr_ton = rd_u8(r);
+	pdu->source_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
+	pdu->dest_addr_ton = rd_u8(r);
+	pdu->dest_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->destination_addr, 21, SMPP_ESME_RINVDSTADR);
+}
+
+/* replace_sm (section 4.10.1). */
+static void
+rd_replace_sm(struct rd *r, struct smpp_pdu *pdu)
+{
+	rd_cstr(r, pdu->message_id, 65, SMPP_ESME_RINVMSGID);
+	pdu->source_addr_ton = rd_u8(r);
+	pdu->source_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
+	rd_cstr(r, pdu->schedule_delivery_time, 17, SMPP_ESME_RINVSCHED);
+	rd_cstr(r, pdu->validity_period, 17, SMPP_ESME_RINVEXPIRY);
+	pdu->registered_delivery = rd_u8(r);
+	pdu->sm_default_msg_id = rd_u8(r);
+	pdu->sm_length = rd_u8(r);
+	if (r->status != SMPP_ESME_ROK)
+		return;
+	if (pdu->sm_length > 254 || r->n - r->off < pdu->sm_length) {
+		rd_fail(r, SMPP_ESME_RINVMSGLEN);
+		return;
+	}
+	pdu->short_message = r->p + r->off;
+	r->off += pdu->sm_length;
+}
+
 static void
 rd_data_sm(struct rd *r, struct smpp_pdu *pdu)
 {
@@ -263,6 +300,22 @@ rd_body(struct rd *r, struct smpp_pdu *pdu)
 		pdu->source_addr_npi = rd_u8(r);
 		rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
 		break;
+	case SMPP_QUERY_SM | SMPP_RESP:
+		if (r->off < r->n) {
+			rd_cstr(r, pdu->message_id, 65, SMPP_ESME_RINVMSGID);
+			rd_cstr(r, pdu->final_date, 17, SMPP_ESME_RINVPARLEN);
+			pdu->message_state = rd_u8(r);
+			pdu->error_code = rd_u8(r);
+		}
+		break;
+	case SMPP_CANCEL_SM:
+		rd_cancel_sm(r, pdu);
+		break;
+	case SMPP_REPLACE_SM:
+		rd_replace_sm(r, pdu);
+		break;
+	case SMPP_CANCEL_SM | SMPP_RESP:
+	case SMPP_REPLACE_SM | SMPP_RESP:
 	case SMPP_UNBIND:
 	case SMPP_UNBIND | SMPP_RESP:
 	case SMPP_ENQUIRE_LINK:
@@ -492,6 +545,31 @@ wr_body(struct wr *w, const struct smpp_pdu *pdu)
 			wr_u8(w, pdu->error_code);
 		}
 		return true;
+	case SMPP_CANCEL_SM:
+		wr_cstr(w, pdu->service_type, 6);
+		wr_cstr(w, pdu->message_id, 65);
+		wr_u8(w, pdu->source_addr_ton);
+		wr_u8(w, pdu->source_addr_npi);
+		wr_cstr(w, pdu->source_addr, 21);
+		wr_u8(w, pdu->dest_addr_ton);
+		wr_u8(w, pdu->dest_addr_npi);
+		wr_cstr(w, pdu->destination_addr, 21);
+		return true;
+	case SMPP_REPLACE_SM:
+		wr_cstr(w, pdu->message_id, 65);
+		wr_u8(w, pdu->source_addr_ton);
+		wr_u8(w, pdu->source_addr_npi);
+		wr_cstr(w, pdu->source_addr, 21);
+		wr_cstr(w, pdu->schedule_delivery_time, 17);
+		wr_cstr(w, pdu->validity_period, 17);
+		wr_u8(w, pdu->registered_delivery);
+		wr_u8(w, pdu->sm_default_msg_id);
+		wr_u8(w, pdu->sm_length);
+		if (pdu->sm_length > 0)
+			wr_bytes(w, pdu->short_message, pdu->sm_length);
+		return true;
+	case SMPP_CANCEL_SM | SMPP_RESP:
+	case SMPP_REPLACE_SM | SMPP_RESP:
 	case SMPP_UNBIND:
 	case SMPP_UNBIND | SMPP_RESP:
 	case SMPP_ENQUIRE_LINK:
@@ -535,6 +613,10 @@ smpp_command_name(uint32_t id)
 		{ SMPP_BIND_TRANSMITTER | SMPP_RESP, "bind_transmitter_resp" },
 		{ SMPP_QUERY_SM, "query_sm" },
 		{ SMPP_QUERY_SM | SMPP_RESP, "query_sm_resp" },
+		{ SMPP_CANCEL_SM, "cancel_sm" },
+		{ SMPP_CANCEL_SM | SMPP_RESP, "cancel_sm_resp" },
+		{ SMPP_REPLACE_SM, "replace_sm" },
+		{ SMPP_REPLACE_SM | SMPP_RESP, "replace_sm_resp" },
 		{ SMPP_SUBMIT_SM, "submit_sm" },
 		{ SMPP_SUBMIT_SM | SMPP_RESP, "submit_sm_resp" },
 		{ SMPP_DELIVER_SM, "deliver_sm" },

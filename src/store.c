@@ -254,6 +254,21 @@ txn(bool durable)
 	return true;
 }
 
+static void group_failed(void);
+
+/*
+ * A write failed. If it took the group's transaction with it, nothing of
+ * the group is stored: its puts are refused now.
+ */
+static void
+write_error(void)
+{
+	if (S.in_txn && !S.ops->in_txn(S.b)) {
+		S.in_txn = false;
+		group_failed();
+	}
+}
+
 static void
 write_failed(const char *what)
 {
@@ -316,6 +331,7 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	    m->submitted + sc->default_validity;
 	if (!txn(true) || S.ops->put(S.b, &rec) < 0) {
 		write_failed("a write");
+		write_error();
 		return false;
 	}
 	a->count++;
@@ -356,7 +372,7 @@ receipt(const struct deliver_msg *orig, uint8_t state)
 	put_own(smpp_receipt_make(orig, state, next_own_id(), wall_now()));
 }
 
-/* The commit failed: nothing of the group is stored; refuse its puts. */
+/* The group failed: nothing of it is stored; refuse its puts. */
 static void
 group_failed(void)
 {
@@ -568,6 +584,7 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 		    m->attempts) < 0) {
 			/* Still ENROUTE in the file: delivered again. */
 			write_failed("a write");
+			write_error();
 			a->cursor = 0;
 			break;
 		}
@@ -704,6 +721,7 @@ tick(struct service *svc, void *arg)
 			if (a->count > a->ninflight)
 				mark_dirty(a);
 		}
+		publish_stats();
 		if (now - S.last_purge >= 60) {
 			S.last_purge = now;
 			if (txn(false))
@@ -713,7 +731,6 @@ tick(struct service *svc, void *arg)
 	}
 	group_commit();
 	pump_dirty();
-	publish_stats();
 }
 
 /* Requests: query_sm, cancel_sm, replace_sm. */

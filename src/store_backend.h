@@ -51,6 +51,11 @@ struct store_backend_ops {
 	int	(*begin)(struct store_backend *b, bool durable);
 	int	(*commit)(struct store_backend *b);
 	void	(*rollback)(struct store_backend *b);
+	/*
+	 * Whether a transaction is open: a failed write (a full disk) may
+	 * have rolled the whole of it back.
+	 */
+	bool	(*in_txn)(struct store_backend *b);
 	/* Adds rec (its id unique). 0, or -1. */
 	int	(*put)(struct store_backend *b, const struct store_rec *rec);
 	/* Rewrites what may change of rec's row: text, times, flags, state. */

@@ -437,6 +437,12 @@ sqlite_rollback(struct store_backend *b)
 		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+static bool
+sqlite_in_txn(struct store_backend *b)
+{
+	return !sqlite3_get_autocommit(b->db);
+}
+
 static int
 sqlite_put(struct store_backend *b, const struct store_rec *rec)
 {
@@ -576,6 +582,7 @@ const struct store_backend_ops store_sqlite_ops = {
 	.begin = sqlite_begin,
 	.commit = sqlite_commit,
 	.rollback = sqlite_rollback,
+	.in_txn = sqlite_in_txn,
 	.put = sqlite_put,
 	.update = sqlite_update,
 	.mark = sqlite_mark,
