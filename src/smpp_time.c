@@ -109,12 +109,14 @@ smpp_time_format(uint64_t t, char *out)
 {
 	time_t tt = (time_t)t;
 	struct tm tm;
+	char buf[64];
 
-	if (t == 0) {
-		out[0] = '\0';
+	out[0] = '\0';
+	if (t == 0 || gmtime_r(&tt, &tm) == NULL)
 		return;
-	}
-	gmtime_r(&tt, &tm);
-	snprintf(out, 17, "%02d%02d%02d%02d%02d%02d000+", tm.tm_year % 100,
-	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	snprintf(buf, sizeof(buf), "%02d%02d%02d%02d%02d%02d000+",
+	    tm.tm_year % 100, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	    tm.tm_min, tm.tm_sec);
+	memcpy(out, buf, 16);
+	out[16] = '\0';
 }
