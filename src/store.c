@@ -761,6 +761,7 @@ cancel_rec(struct store_req *q, struct store_rec *rec)
 	    wall_now(), rec->due, rec->attempts) < 0)
 		return false;
 	acct_leave(a, rec->m);
+	receipt(rec->m, SMPP_STATE_DELETED);
 	return true;
 }
 
