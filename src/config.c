@@ -542,6 +542,39 @@ account_key(struct cferr *e, config_setting_t *k, void *elem, unsigned *seen)
 	}
 }
 
+static uint32_t
+id_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	while (*s != '\0')
+		h = (h ^ (uint8_t)*s++) * 16777619u;
+	return h;
+}
+
+/*
+ * An open-addressing index of the account ids: a message to an address
+ * asks whether it is an account, and with a thousand accounts a walk
+ * along the list was most of a stored message's cost on its reactor.
+ */
+static void
+index_accounts(struct config *cf)
+{
+	size_t n = 16;
+
+	while (n < cf->naccounts * 2)
+		n *= 2;
+	cf->account_slots = xcalloc(n, sizeof(*cf->account_slots));
+	cf->account_nslots = n;
+	for (size_t i = 0; i < cf->naccounts; i++) {
+		size_t j = id_hash(cf->accounts[i].id) & (n - 1);
+
+		while (cf->account_slots[j] != 0)
+			j = (j + 1) & (n - 1);
+		cf->account_slots[j] = (uint32_t)i + 1;
+	}
+}
+
 static void
 parse_accounts(struct cferr *e, config_setting_t *s, struct config *cf)
 {
@@ -563,6 +596,7 @@ parse_accounts(struct cferr *e, config_setting_t *s, struct config *cf)
 				    (unsigned)i), "account \"%s\" is already "
 				    "defined on line %d", cf->accounts[i].id,
 				    cf->accounts[j].line);
+	index_accounts(cf);
 }
 
 static void
@@ -888,6 +922,7 @@ config_unref(struct config *cf)
 		return;
 	free(cf->listeners);
 	free(cf->accounts);
+	free(cf->account_slots);
 	free(cf->routes);
 	free(cf->path);
 	free(cf);
@@ -931,8 +966,17 @@ config_find_listener(const struct config *cf, const char *name)
 const struct account_conf *
 config_find_account(const struct config *cf, const char *id)
 {
-	for (size_t i = 0; i < cf->naccounts; i++)
-		if (strcmp(cf->accounts[i].id, id) == 0)
-			return &cf->accounts[i];
+	size_t n = cf->account_nslots, j;
+
+	if (n == 0)
+		return NULL;
+	for (j = id_hash(id) & (n - 1); cf->account_slots[j] != 0;
+	    j = (j + 1) & (n - 1)) {
+		const struct account_conf *a =
+		    &cf->accounts[cf->account_slots[j] - 1];
+
+		if (strcmp(a->id, id) == 0)
+			return a;
+	}
 	return NULL;
 }

@@ -106,6 +106,8 @@ struct config {
 	size_t	nlisteners;
 	struct account_conf *accounts;	/* none: any address may log in */
 	size_t	naccounts;
+	uint32_t *account_slots;	/* hash of ids: index + 1, 0 empty */
+	size_t	account_nslots;		/* a power of two */
 	struct route_conf *routes;
 	size_t	nroutes;
 	struct smpp_conf smpp;
