@@ -70,7 +70,7 @@ struct store {
 	struct config *cf;		/* the store thread's snapshot */
 	pthread_mutex_t acct_lock;	/* makes accounts; no I/O under it */
 	struct store_acct *_Atomic buckets[STORE_ACCT_BUCKETS];
-	struct store_acct *all;
+	struct store_acct *_Atomic all;	/* newest first; see acct_next */
 	/* The store thread's alone: */
 	bool	in_txn;
 	bool	durable;		/* the open transaction acknowledges */
@@ -152,14 +152,21 @@ acct_get(const char *id)
 		h = acct_hash(id);
 		a = xcalloc(1, sizeof(*a));
 		snprintf(a->id, sizeof(a->id), "%s", id);
-		a->all = S.all;
-		S.all = a;
+		a->all = atomic_load_explicit(&S.all, memory_order_relaxed);
+		atomic_store_explicit(&S.all, a, memory_order_release);
 		atomic_store_explicit(&a->next, atomic_load_explicit(
 		    &S.buckets[h], memory_order_relaxed), memory_order_relaxed);
 		atomic_store_explicit(&S.buckets[h], a, memory_order_release);
 	}
 	pthread_mutex_unlock(&S.acct_lock);
 	return a;
+}
+
+/* Every account: the store thread walks them while reactors add more. */
+static struct store_acct *
+acct_first(void)
+{
+	return atomic_load_explicit(&S.all, memory_order_acquire);
 }
 
 bool
@@ -664,21 +671,58 @@ store_wake(const char *account)
 	service_post_fn(S.svc, wake_task, xstrdup(account));
 }
 
-/* Expires what is past its validity (not what a session has now). */
-static int
-expire_one(struct store_rec *rec, void *arg)
-{
-	struct store_acct *a = acct_get(rec->account);
-	uint64_t now = *(uint64_t *)arg;
+/*
+ * Records a scan found, to change once the scan is over: rows are not
+ * written while a statement walks them.
+ */
+struct rec_list {
+	struct store_rec *v;
+	size_t	n;
+	size_t	cap;
+};
 
-	if (inflight_has(a, rec->m->id))
-		return 0;
-	if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_EXPIRED, now,
-	    rec->due, rec->attempts) < 0)
-		return 1;
-	acct_leave(a, rec->m);
-	receipt(rec->m, SMPP_STATE_EXPIRED);
+static int
+collect(struct store_rec *rec, void *arg)
+{
+	struct rec_list *l = arg;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+	}
+	l->v[l->n++] = *rec;
+	rec->m = NULL;		/* taken */
 	return 0;
+}
+
+static void
+rec_list_free(struct rec_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].m);
+	free(l->v);
+}
+
+/* Expires what is past its validity (not what a session has now). */
+static void
+expire(uint64_t now)
+{
+	struct rec_list l = { 0 };
+
+	S.ops->expired(S.b, now, 1000, collect, &l);
+	for (size_t i = 0; i < l.n; i++) {
+		struct store_rec *rec = &l.v[i];
+		struct store_acct *a = acct_get(rec->account);
+
+		if (inflight_has(a, rec->m->id))
+			continue;
+		if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_EXPIRED,
+		    now, rec->due, rec->attempts) < 0)
+			break;
+		acct_leave(a, rec->m);
+		receipt(rec->m, SMPP_STATE_EXPIRED);
+	}
+	rec_list_free(&l);
 }
 
 static void
@@ -686,7 +730,7 @@ publish_stats(void)
 {
 	uint64_t oldest = 0;
 
-	for (struct store_acct *a = S.all; a != NULL; a = a->all) {
+	for (struct store_acct *a = acct_first(); a != NULL; a = a->all) {
 		if (a->count == 0)
 			continue;
 		if (a->oldest_stale) {
@@ -710,8 +754,8 @@ tick(struct service *svc, void *arg)
 	(void)arg;
 	if (now != S.last_second) {
 		S.last_second = now;
-		S.ops->expired(S.b, now, 1000, expire_one, &now);
-		for (struct store_acct *a = S.all; a != NULL; a = a->all) {
+		expire(now);
+		for (struct store_acct *a = acct_first(); a != NULL; a = a->all) {
 			if (a->rescan_at != 0 && a->rescan_at <= now) {
 				a->rescan_at = 0;
 				a->cursor = 0;
@@ -765,14 +809,17 @@ cancel_rec(struct store_req *q, struct store_rec *rec)
 	return true;
 }
 
-static int
-cancel_each(struct store_rec *rec, void *arg)
+/* cancel_sm by address: every pending message of the binder's to dst. */
+static void
+cancel_by_dest(struct store_req *q)
 {
-	struct store_req *q = arg;
+	struct rec_list l = { 0 };
 
-	if (cancel_rec(q, rec))
-		q->ok = true;
-	return 0;
+	S.ops->by_dest(S.b, q->submitter, q->dst, 100000, collect, &l);
+	for (size_t i = 0; i < l.n; i++)
+		if (cancel_rec(q, &l.v[i]))
+			q->ok = true;
+	rec_list_free(&l);
 }
 
 static void
@@ -827,8 +874,7 @@ request_task(void *owner, void *arg, enum mailbox_status st)
 	q->ok = false;
 	memset(&rec, 0, sizeof(rec));
 	if (q->kind == STORE_REQ_CANCEL && q->id == 0) {
-		S.ops->by_dest(S.b, q->submitter, q->dst, 100000, cancel_each,
-		    q);
+		cancel_by_dest(q);
 	} else if (S.ops->get(S.b, q->id, &rec) == 1) {
 		if (strcmp(rec.m->reply_to, q->submitter) != 0)
 			;	/* not the binder's: as if there were none */
@@ -990,11 +1036,11 @@ store_close(void)
 	atomic_store(&on, false);
 	S.ops->close(S.b);
 	S.b = NULL;
-	for (a = S.all; a != NULL; a = next) {
+	for (a = acct_first(); a != NULL; a = next) {
 		next = a->all;
 		free(a);
 	}
-	S.all = NULL;
+	atomic_store(&S.all, NULL);
 	memset(S.buckets, 0, sizeof(S.buckets));
 	config_unref(S.cf);
 	S.cf = NULL;
