@@ -523,9 +523,13 @@ pump(struct store_acct *a)
 		unsigned global = STORE_INFLIGHT_MAX - S.ninflight;
 		int n;
 
+		/*
+		 * Refilled from half empty: one scan hands out a batch, not
+		 * a message per answer.
+		 */
 		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
 		    S.ninflight >= STORE_INFLIGHT_MAX ||
-		    a->ninflight >= STORE_ACCT_INFLIGHT ||
+		    a->ninflight > STORE_ACCT_INFLIGHT / 2 ||
 		    !route_is_held(a->id))
 			return;
 		p.room = STORE_ACCT_INFLIGHT - a->ninflight;

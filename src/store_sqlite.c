@@ -39,8 +39,11 @@ static const char schema[] =
     " smpp BLOB NOT NULL"		/* TON/NPI, esm_class, ... packed */
     ");"
     "CREATE INDEX msg_backlog ON msg(account, id) WHERE state = 1;"
-    "CREATE INDEX msg_expiry ON msg(expires) WHERE state = 1;"
-    "CREATE INDEX msg_final ON msg(final_date) WHERE state <> 1;";
+    "CREATE INDEX msg_expiry ON msg(expires) WHERE state = 1;";
+/*
+ * No index for the purge of final states: it walks the table once a
+ * minute, and an index would cost every delivery one more insert.
+ */
 
 enum {
 	ST_PUT, ST_UPDATE, ST_MARK, ST_GET, ST_SCAN, ST_EXPIRED, ST_BY_DEST,
@@ -377,8 +380,14 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 	}
 	if (check_only)
 		return b;
+	/*
+	 * WAL: readers (sqlite3 by an operator) do not block the store, and
+	 * a commit is one append. A 16 MiB page cache keeps the backlogs'
+	 * index pages in memory.
+	 */
 	if (sqlite3_exec(b->db, "PRAGMA journal_mode = WAL;"
-	    "PRAGMA synchronous = FULL;", NULL, NULL, NULL) != SQLITE_OK) {
+	    "PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;", NULL,
+	    NULL, NULL) != SQLITE_OK) {
 		*err = open_error(cf->path, "cannot set up: %s",
 		    sqlite3_errmsg(b->db));
 		sqlite_close(b);
