@@ -682,7 +682,7 @@ cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	q->seq = seq;
 	snprintf(q->submitter, sizeof(q->submitter), "%s", s->system_id);
 	q->id = id;
-	snprintf(q->dst, sizeof(q->dst), "%s", dst);
+	snprintf(q->dst, sizeof(q->dst), "%.64s", dst);
 	if (kind == STORE_REQ_REPLACE) {
 		q->due = due;
 		q->expires = expires;
