@@ -23,6 +23,7 @@
 	X(deliver_suite)	\
 	X(util_suite)		\
 	X(smpp_pdu_suite)	\
+	X(smpp_time_suite)	\
 	X(iplimit_suite)	\
 	X(log_suite)		\
 	X(uring_suite)		\

@@ -429,6 +429,75 @@ START_TEST(test_command_names)
 }
 END_TEST
 
+/* The store's requests: cancel_sm, replace_sm, query_sm and answers. */
+START_TEST(test_round_trip_store_requests)
+{
+	static const uint8_t text[] = "new text";
+	struct smpp_pdu p, out;
+	size_t n;
+
+	memset(&p, 0, sizeof(p));
+	p.command_id = SMPP_CANCEL_SM;
+	p.sequence_number = 9;
+	strcpy(p.message_id, "12345");
+	p.source_addr_ton = 1;
+	strcpy(p.source_addr, "447700900001");
+	p.dest_addr_ton = 5;
+	strcpy(p.destination_addr, "bob");
+	n = round_trip(&p, &out);
+	ck_assert_str_eq(out.message_id, "12345");
+	ck_assert_str_eq(out.source_addr, "447700900001");
+	ck_assert_uint_eq(out.dest_addr_ton, 5);
+	ck_assert_str_eq(out.destination_addr, "bob");
+	/* Cut short anywhere: refused, never read past the end. */
+	for (size_t cut = SMPP_HEADER_LEN; cut < n; cut++) {
+		buf[0] = buf[1] = 0;
+		buf[2] = (uint8_t)(cut >> 8);
+		buf[3] = (uint8_t)cut;
+		ck_assert_uint_ne(smpp_decode(buf, cut, &out), SMPP_ESME_ROK);
+	}
+
+	memset(&p, 0, sizeof(p));
+	p.command_id = SMPP_REPLACE_SM;
+	p.sequence_number = 10;
+	strcpy(p.message_id, "777");
+	strcpy(p.schedule_delivery_time, "000000000010000R");
+	strcpy(p.validity_period, "261124123000504+");
+	p.registered_delivery = 1;
+	p.sm_length = sizeof(text) - 1;
+	p.short_message = text;
+	round_trip(&p, &out);
+	ck_assert_str_eq(out.message_id, "777");
+	ck_assert_str_eq(out.schedule_delivery_time, "000000000010000R");
+	ck_assert_str_eq(out.validity_period, "261124123000504+");
+	ck_assert_uint_eq(out.registered_delivery, 1);
+	ck_assert_uint_eq(out.sm_length, sizeof(text) - 1);
+	ck_assert(memcmp(out.short_message, text, out.sm_length) == 0);
+
+	memset(&p, 0, sizeof(p));
+	p.command_id = SMPP_QUERY_SM | SMPP_RESP;
+	p.sequence_number = 11;
+	strcpy(p.message_id, "777");
+	strcpy(p.final_date, "261124010203000+");
+	p.message_state = 2;
+	round_trip(&p, &out);
+	ck_assert_str_eq(out.message_id, "777");
+	ck_assert_str_eq(out.final_date, "261124010203000+");
+	ck_assert_uint_eq(out.message_state, 2);
+
+	/* The answers to cancel and replace are a header only. */
+	memset(&p, 0, sizeof(p));
+	p.command_id = SMPP_CANCEL_SM | SMPP_RESP;
+	ck_assert_uint_eq(round_trip(&p, &out), SMPP_HEADER_LEN);
+	p.command_id = SMPP_REPLACE_SM | SMPP_RESP;
+	p.command_status = SMPP_ESME_RREPLACEFAIL;
+	ck_assert_uint_eq(round_trip(&p, &out), SMPP_HEADER_LEN);
+	ck_assert_str_eq(smpp_command_name(SMPP_CANCEL_SM), "cancel_sm");
+	ck_assert_str_eq(smpp_command_name(SMPP_REPLACE_SM | SMPP_RESP),
+	    "replace_sm_resp");
+}
+END_TEST
+
 Suite *
 smpp_pdu_suite(void)
 {
@@ -440,6 +509,7 @@ smpp_pdu_suite(void)
 	tcase_add_test(tc, test_round_trip_submit_deliver);
 	tcase_add_test(tc, test_round_trip_payload_and_receipt);
 	tcase_add_test(tc, test_round_trip_others);
+	tcase_add_test(tc, test_round_trip_store_requests);
 	tcase_add_test(tc, test_encode_refuses);
 	tcase_add_test(tc, test_frame_bytewise);
 	tcase_add_test(tc, test_frame_absurd_lengths);
