@@ -558,6 +558,14 @@ pump_dirty(void)
 	}
 }
 
+/* The counts for the stats, current after every batch. */
+static void
+publish_counts(void)
+{
+	atomic_store(&S.st_messages, S.nmessages);
+	atomic_store(&S.st_bytes, S.nbytes);
+}
+
 static void
 after_batch(struct service *svc, void *arg)
 {
@@ -565,6 +573,7 @@ after_batch(struct service *svc, void *arg)
 	(void)arg;
 	group_commit();
 	pump_dirty();
+	publish_counts();
 }
 
 static uint64_t
@@ -744,8 +753,7 @@ publish_stats(void)
 		if (a->oldest != 0 && (oldest == 0 || a->oldest < oldest))
 			oldest = a->oldest;
 	}
-	atomic_store(&S.st_messages, S.nmessages);
-	atomic_store(&S.st_bytes, S.nbytes);
+	publish_counts();
 	atomic_store(&S.st_oldest, oldest);
 }
 
@@ -779,6 +787,7 @@ tick(struct service *svc, void *arg)
 	}
 	group_commit();
 	pump_dirty();
+	publish_counts();
 }
 
 /* Requests: query_sm, cancel_sm, replace_sm. */

@@ -12,7 +12,8 @@
 	X(echo_suite)	\
 	X(router_suite)	\
 	X(systemd_suite)	\
-	X(limits_suite)
+	X(limits_suite)	\
+	X(store_suite)
 
 #define INTEG_DECLARE(name) Suite *name(void);
 INTEG_SUITES(INTEG_DECLARE)

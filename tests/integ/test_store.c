@@ -1,0 +1,355 @@
+/* test_store.c: store-and-forward through the real daemon: restarts, order, limits, bad store files. */
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "suites.h"
+
+#if ER_WITH_SQLITE
+
+/* A router listener, accounts alice, bob, carol, and a store at path. */
+static char *
+store_conf(const char *path, const char *store_extra)
+{
+	char *conf;
+
+	if (asprintf(&conf, "dispatchers = 3;\n"
+	    "idle_timeout = 0;\n"
+	    "listeners = ( { name = \"router\"; address = \"127.0.0.1\";"
+	    " port = 0; protocol = \"router\"; } );\n"
+	    "accounts = ( { id = \"alice\"; password = \"a\"; },"
+	    " { id = \"bob\"; password = \"b\"; },"
+	    " { id = \"carol\"; password = \"c\"; } );\n"
+	    "store = { path = \"%s\"; sync = \"full\"; %s };\n", path,
+	    store_extra) < 0)
+		ck_abort_msg("asprintf");
+	return conf;
+}
+
+static void
+expect(int fd, const char *send, const char *want)
+{
+	char line[8192];
+	ssize_t n;
+
+	if (send != NULL)
+		ck_assert_int_eq(send_all(fd, send, strlen(send)), 0);
+	n = recv_line(fd, line, sizeof(line), HARNESS_IO_MS);
+	ck_assert_msg(n > 0, "no reply to %s (want %s)", send ? send : "-",
+	    want);
+	ck_assert_msg(strncmp(line, want, strlen(want)) == 0,
+	    "sent %s: got \"%s\", want \"%s...\"", send ? send : "-", line,
+	    want);
+}
+
+static int
+login(struct daemon *d, const char *who, const char *pw)
+{
+	char cmd[64], want[64];
+	int fd = client_connect(daemon_port(d, "router"));
+
+	snprintf(cmd, sizeof(cmd), "LOGIN %s %s\n", who, pw);
+	snprintf(want, sizeof(want), "OK LOGIN %s\n", who);
+	expect(fd, cmd, want);
+	return fd;
+}
+
+/* Sends "SEND to prefix<i>" for i in [from, to), pipelined; all must be OK. */
+static void
+send_range(int fd, const char *to, const char *prefix, int from, int upto)
+{
+	char cmd[128], line[256];
+
+	for (int i = from; i < upto; i++) {
+		int n = snprintf(cmd, sizeof(cmd), "SEND %s %s%d\n", to, prefix,
+		    i);
+
+		ck_assert_int_eq(send_all(fd, cmd, (size_t)n), 0);
+	}
+	for (int i = from; i < upto; i++) {
+		ck_assert_int_gt(recv_line(fd, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		ck_assert_msg(strncmp(line, "OK ", 3) == 0, "SEND %d: %s", i,
+		    line);
+	}
+}
+
+/* Reads "MSG <id> <from> <text>" and returns a copy of the text. */
+static void
+expect_msg(int fd, const char *from, const char *text)
+{
+	char line[512], want[256];
+	const char *p;
+
+	ck_assert_int_gt(recv_line(fd, line, sizeof(line), HARNESS_IO_MS), 0);
+	ck_assert_msg(strncmp(line, "MSG ", 4) == 0, "got %s", line);
+	p = strchr(line + 4, ' ');
+	ck_assert_ptr_nonnull(p);
+	snprintf(want, sizeof(want), " %s %s\n", from, text);
+	ck_assert_msg(strcmp(p, want) == 0, "got %s, want MSG <id>%s", line,
+	    want);
+}
+
+/* Nothing more arrives on fd within ms. */
+static void
+expect_quiet(int fd, int ms)
+{
+	char line[512];
+
+	ck_assert_msg(recv_line(fd, line, sizeof(line), ms) < 0,
+	    "unexpected: %s", line);
+}
+
+static char *
+store_path(char *dir)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/store.db", dir) < 0)
+		ck_abort_msg("asprintf");
+	return p;
+}
+
+/*
+ * bob is offline; alice sends 1,000; the daemon restarts; bob gets all
+ * 1,000 exactly once, in order, and what alice sends while the backlog
+ * drains comes after it.
+ */
+START_TEST(test_restart_keeps_backlog_in_order)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir);
+	char *conf = store_conf(path, "");
+	struct daemon *d = daemon_start(conf, NULL);
+	struct daemon_stats st;
+	int a, b;
+
+	a = login(d, "alice", "a");
+	send_range(a, "bob", "m", 1, 1001);
+	daemon_stats(d, &st);
+	ck_assert_int_eq(daemon_stats_get(&st, "stored"), 1000);
+	close(a);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+
+	d = daemon_start(conf, NULL);
+	ck_assert(daemon_log_contains(d, "1000 messages waiting"));
+	a = login(d, "alice", "a");
+	b = login(d, "bob", "b");
+	/* While the backlog drains: these go behind it. */
+	send_range(a, "bob", "late", 1, 51);
+	for (int i = 1; i <= 1000; i++) {
+		char text[32];
+
+		snprintf(text, sizeof(text), "m%d", i);
+		expect_msg(b, "alice", text);
+	}
+	for (int i = 1; i <= 50; i++) {
+		char text[32];
+
+		snprintf(text, sizeof(text), "late%d", i);
+		expect_msg(b, "alice", text);
+	}
+	expect_quiet(b, 500);
+	ck_assert(daemon_stats_wait(d, "stored", 0, 5000, &st));
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	/* Delivered means gone: a third start has nothing for bob. */
+	d = daemon_start(conf, NULL);
+	ck_assert(daemon_log_contains(d, "0 messages waiting"));
+	b = login(d, "bob", "b");
+	expect_quiet(b, 500);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
+/* Only accounts have backlogs; live delivery is as before. */
+START_TEST(test_only_accounts_are_stored)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir);
+	char *conf = store_conf(path, "");
+	struct daemon *d = daemon_start(conf, NULL);
+	int a, c;
+
+	a = login(d, "alice", "a");
+	expect(a, "SEND nobody hello\n", "ERR 404 ");
+	c = login(d, "carol", "c");
+	expect(a, "SEND carol live\n", "OK ");
+	expect_msg(c, "alice", "live");
+	close(a);
+	close(c);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
+/* max_messages: refusals past it; what was acknowledged is delivered. */
+START_TEST(test_store_full)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir);
+	char *conf = store_conf(path, "max_messages = 10;");
+	struct daemon *d = daemon_start(conf, NULL);
+	struct daemon_stats st;
+	int a, b;
+
+	a = login(d, "alice", "a");
+	send_range(a, "bob", "m", 1, 11);
+	expect(a, "SEND bob m11\n", "ERR 503 ");
+	expect(a, "SEND carol m12\n", "ERR 503 ");
+	daemon_stats(d, &st);
+	ck_assert_int_eq(daemon_stats_get(&st, "stored"), 10);
+	ck_assert_int_ge(daemon_stats_get(&st, "err_503"), 2);
+	b = login(d, "bob", "b");
+	for (int i = 1; i <= 10; i++) {
+		char text[16];
+
+		snprintf(text, sizeof(text), "m%d", i);
+		expect_msg(b, "alice", text);
+	}
+	expect_quiet(b, 300);
+	/* Room again once delivered. */
+	ck_assert(daemon_stats_wait(d, "stored", 0, 5000, &st));
+	expect(a, "SEND carol again\n", "OK ");
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
+/* Starts on path and expects exit 1 with the file named in the log. */
+static void
+expect_refused(const char *path)
+{
+	char *conf = store_conf(path, "");
+	struct daemon *d = daemon_spawn(conf, NULL);
+
+	ck_assert_int_eq(daemon_wait_exit(d, HARNESS_READY_MS), 1);
+	ck_assert_msg(daemon_log_contains(d, path), "the log names no %s",
+	    path);
+	daemon_free(d);
+	free(conf);
+}
+
+static void
+write_file(const char *path, const void *p, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, p, n), (ssize_t)n);
+	close(fd);
+}
+
+START_TEST(test_bad_store_files)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir), *conf;
+	const char *args[] = { "-t", "-c", NULL, NULL };
+	struct cmd_result r;
+	uint8_t junk[8192];
+	uint64_t seed = harness_seed("junk");
+	char cmd[1024];
+
+	/* Not SQLite at all. */
+	harness_fill(&seed, junk, sizeof(junk));
+	write_file(path, junk, sizeof(junk));
+	expect_refused(path);
+	/* SQLite, but not ours. */
+	unlink(path);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'CREATE TABLE x (y);'", path);
+	if (system(cmd) == 0)
+		expect_refused(path);
+	/* A store whose pages were damaged: make one, then break it. */
+	unlink(path);
+	conf = store_conf(path, "");
+	{
+		struct daemon *d = daemon_start(conf, NULL);
+		int a = login(d, "alice", "a");
+		char big[200];
+
+		memset(big, 'x', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\0';
+		for (int i = 0; i < 300; i++) {
+			char line[512];
+
+			snprintf(line, sizeof(line), "SEND bob %s%d\n", big, i);
+			expect(a, line, "OK ");
+		}
+		close(a);
+		ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+		daemon_free(d);
+	}
+	{
+		int fd = open(path, O_WRONLY);
+
+		ck_assert_int_ge(fd, 0);
+		/* Page 3 on (4 KiB pages): b-tree pages, not the header. */
+		ck_assert_int_eq(pwrite(fd, junk, 4096, 3 * 4096), 4096);
+		close(fd);
+	}
+	expect_refused(path);
+	/* -t: a directory that does not exist; then a good store. */
+	free(conf);
+	conf = store_conf("/nonexistent-dir/store.db", "");
+	{
+		char *cpath;
+
+		if (asprintf(&cpath, "%s/t.conf", dir) < 0)
+			ck_abort_msg("asprintf");
+		write_file(cpath, conf, strlen(conf));
+		args[2] = cpath;
+		harness_run(args, 10000, &r);
+		ck_assert_int_eq(r.status, 1);
+		ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent-dir/store.db"));
+		cmd_result_free(&r);
+		free(conf);
+		unlink(path);
+		conf = store_conf(path, "");
+		write_file(cpath, conf, strlen(conf));
+		harness_run(args, 10000, &r);
+		ck_assert_msg(r.status == 0, "-t: %s", r.err);
+		ck_assert_ptr_nonnull(strstr(r.err, "configuration OK"));
+		cmd_result_free(&r);
+		free(cpath);
+	}
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
+#endif
+
+Suite *
+store_suite(void)
+{
+	Suite *s = suite_create("store");
+	TCase *tc = tcase_create("store");
+
+	tcase_set_timeout(tc, 120);
+#if ER_WITH_SQLITE
+	tcase_add_test(tc, test_restart_keeps_backlog_in_order);
+	tcase_add_test(tc, test_only_accounts_are_stored);
+	tcase_add_test(tc, test_store_full);
+	tcase_add_test(tc, test_bad_store_files);
+#endif
+	suite_add_tcase(s, tc);
+	return s;
+}
