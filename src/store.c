@@ -623,8 +623,12 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 		a->cursor = 0;
 		break;
 	case STORE_RETURNED:
-		if (m->verdict == DELIVER_BUSY || m->verdict == DELIVER_REFUSED)
-			a->resume_ms = mono_ms() + STORE_PAUSE_MS;
+		/*
+		 * No room at its sessions: wait a little. A session that
+		 * left: another may take it, but not in a tight loop.
+		 */
+		a->resume_ms = mono_ms() + (m->verdict == DELIVER_BUSY ||
+		    m->verdict == DELIVER_REFUSED ? STORE_PAUSE_MS : 20);
 		a->cursor = 0;
 		break;
 	}
@@ -764,6 +768,11 @@ tick(struct service *svc, void *arg)
 
 	(void)svc;
 	(void)arg;
+	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
+		if (a->resume_ms != 0 && mono_ms() >= a->resume_ms) {
+			a->resume_ms = 0;
+			mark_dirty(a);
+		}
 	if (now != S.last_second) {
 		S.last_second = now;
 		expire(now);
