@@ -764,12 +764,12 @@ publish_stats(void)
 static void
 tick(struct service *svc, void *arg)
 {
-	uint64_t now = wall_now();
+	uint64_t now = wall_now(), ms = mono_ms();
 
 	(void)svc;
 	(void)arg;
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
-		if (a->resume_ms != 0 && mono_ms() >= a->resume_ms) {
+		if (a->resume_ms != 0 && ms >= a->resume_ms) {
 			a->resume_ms = 0;
 			mark_dirty(a);
 		}
