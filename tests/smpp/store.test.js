@@ -1,0 +1,274 @@
+// store.test.js: store-and-forward over SMPP with the npm smpp client:
+// stored submits, delivery on bind, receipts, validity, schedules, retries,
+// query_sm, cancel_sm, replace_sm and bad time strings.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const L = require('./lib.js');
+
+const ESME_ROK = 0x00;
+const ESME_RCANCELFAIL = 0x11;
+const ESME_RREPLACEFAIL = 0x13;
+const ESME_RMSGQFUL = 0x14;
+const ESME_RINVSCHED = 0x61;
+const ESME_RINVEXPIRY = 0x62;
+const ESME_RQUERYFAIL = 0x67;
+const ENROUTE = 1, DELIVERED = 2, EXPIRED = 3, DELETED = 4;
+
+function conf(storePath) {
+	return `dispatchers = 2;
+idle_timeout = 0;
+listeners = ( { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; } );
+smpp = { response_timeout = 3; };
+accounts = (
+  { id = "alice"; password = "a"; },
+  { id = "bob"; password = "b"; },
+  { id = "carol"; password = "c"; }
+);
+store = { path = "${storePath || 'store.db'}"; sync = "full"; };
+`;
+}
+
+// Connects, answers (status(pdu), default ROK) and collects every
+// deliver_sm from the start, then binds: a backlog may come right behind
+// the bind_resp.
+async function session(port, how, id, password, status) {
+	const s = await L.connect(port);
+	const got = [];
+	s.on('deliver_sm', (pdu) => {
+		got.push(pdu);
+		s.send(pdu.response({ command_status: status ? status(pdu) : ESME_ROK }));
+	});
+	const r = await L.call(s, how, { system_id: id, password });
+	assert.equal(r.command_status, ESME_ROK, `bind ${id}`);
+	return { s, got };
+}
+
+async function until(pred, what, ms = 10000) {
+	const end = Date.now() + ms;
+	while (!pred()) {
+		if (Date.now() > end)
+			throw new Error(`timed out: ${what}`);
+		await new Promise((r) => setTimeout(r, 20));
+	}
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function submit(s, options) {
+	return L.call(s, 'submit_sm', { destination_addr: 'bob', ...options });
+}
+
+function isReceipt(pdu) {
+	return (pdu.esm_class & 0x04) !== 0;
+}
+
+function receiptFor(got, id) {
+	return got.find((p) => isReceipt(p) && p.receipted_message_id === id);
+}
+
+// "YYMMDDhhmmss" of the UTC time t (ms).
+function ymdhms(t) {
+	const d = new Date(t);
+	const p = (n) => String(n).padStart(2, '0');
+	return p(d.getUTCFullYear() % 100) + p(d.getUTCMonth() + 1) +
+	    p(d.getUTCDate()) + p(d.getUTCHours()) + p(d.getUTCMinutes()) +
+	    p(d.getUTCSeconds());
+}
+
+// The absolute SMPP time of t in a zone nn quarter hours ahead of UTC.
+function absoluteAhead(t, nn) {
+	return `${ymdhms(t + nn * 15 * 60000)}0${String(nn).padStart(2, '0')}+`;
+}
+
+function relative(seconds) {
+	return `0000000000${String(seconds).padStart(2, '0')}000R`;
+}
+
+test('stored for an offline account, delivered on bind, DELIVRD receipt back', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const port = d.ports.smpp;
+		const a = await session(port, 'bind_transceiver', 'alice', 'a');
+		const r = await submit(a.s, { short_message: 'hello bob', registered_delivery: 1 });
+		assert.equal(r.command_status, ESME_ROK);
+		const q = await L.call(a.s, 'query_sm', { message_id: r.message_id });
+		assert.equal(q.command_status, ESME_ROK);
+		assert.equal(q.message_state, ENROUTE);
+		const b = await session(port, 'bind_receiver', 'bob', 'b');
+		await until(() => b.got.length === 1, 'bob gets the stored message');
+		assert.equal(L.text(b.got[0]), 'hello bob');
+		await until(() => receiptFor(a.got, r.message_id), 'DELIVRD receipt');
+		assert.match(L.text(receiptFor(a.got, r.message_id)), /stat:DELIVRD/);
+		const q2 = await L.call(a.s, 'query_sm', { message_id: r.message_id });
+		assert.equal(q2.message_state, DELIVERED);
+		assert.ok(q2.final_date, 'a final_date');
+		// Nothing else, and only once.
+		await sleep(300);
+		assert.equal(b.got.length, 1);
+		a.s.close(); b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('validity: an expired message leaves with an EXPIRED receipt; bad times refused', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const port = d.ports.smpp;
+		const a = await session(port, 'bind_transceiver', 'alice', 'a');
+		// Relative, and absolute in a zone 2 hours ahead of UTC.
+		const r1 = await submit(a.s, { short_message: 'short-lived',
+		    validity_period: relative(2), registered_delivery: 1 });
+		assert.equal(r1.command_status, ESME_ROK);
+		const r2 = await submit(a.s, { short_message: 'short-lived too',
+		    validity_period: absoluteAhead(Date.now() + 3000, 8), registered_delivery: 1 });
+		assert.equal(r2.command_status, ESME_ROK);
+		// One that lives longer stays ENROUTE meanwhile.
+		const r3 = await submit(a.s, { short_message: 'long-lived',
+		    validity_period: absoluteAhead(Date.now() + 3600000, 8) });
+		await until(() => receiptFor(a.got, r1.message_id) &&
+		    receiptFor(a.got, r2.message_id), 'EXPIRED receipts', 10000);
+		assert.match(L.text(receiptFor(a.got, r1.message_id)), /stat:EXPIRED/);
+		assert.match(L.text(receiptFor(a.got, r2.message_id)), /stat:EXPIRED/);
+		assert.equal((await L.call(a.s, 'query_sm', { message_id: r1.message_id })).message_state, EXPIRED);
+		assert.equal((await L.call(a.s, 'query_sm', { message_id: r3.message_id })).message_state, ENROUTE);
+		// Malformed, cut short, and in the past.
+		assert.equal((await submit(a.s, { short_message: 'x', validity_period: 'garbage' })).command_status, ESME_RINVEXPIRY);
+		assert.equal((await submit(a.s, { short_message: 'x', schedule_delivery_time: '99999999999999+' })).command_status, ESME_RINVSCHED);
+		assert.equal((await submit(a.s, { short_message: 'x', schedule_delivery_time: absoluteAhead(Date.now() - 3600000, 0) })).command_status, ESME_RINVSCHED);
+		assert.equal((await submit(a.s, { short_message: 'x', validity_period: absoluteAhead(Date.now() - 60000, 4) })).command_status, ESME_RINVEXPIRY);
+		a.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('a scheduled message waits for its time, even for an online recipient', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const port = d.ports.smpp;
+		const a = await session(port, 'bind_transmitter', 'alice', 'a');
+		const b = await session(port, 'bind_receiver', 'bob', 'b');
+		const t0 = Date.now();
+		// 3 s ahead, written in a zone 5:30 behind UTC.
+		const at = new Date(t0 + 3000 - 330 * 60000);
+		const sched = `${ymdhms(at.getTime())}022-`;
+		const r = await submit(a.s, { short_message: 'later', schedule_delivery_time: sched });
+		assert.equal(r.command_status, ESME_ROK);
+		const now = await submit(a.s, { short_message: 'now' });
+		assert.equal(now.command_status, ESME_ROK);
+		await until(() => b.got.length >= 1, 'the unscheduled one');
+		assert.equal(L.text(b.got[0]), 'now');
+		await sleep(Math.max(0, t0 + 1800 - Date.now()));
+		assert.equal(b.got.length, 1, 'nothing before its time');
+		await until(() => b.got.length === 2, 'the scheduled one', 8000);
+		assert.equal(L.text(b.got[1]), 'later');
+		// Whole seconds: not before the second it was scheduled for.
+		assert.ok(Date.now() >= Math.floor((t0 + 3000) / 1000) * 1000,
+		    'delivered no earlier than its time');
+		a.s.close(); b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('a temporary error from the recipient is retried; after OK it is gone', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const port = d.ports.smpp;
+		const a = await session(port, 'bind_transmitter', 'alice', 'a');
+		const r = await submit(a.s, { short_message: 'try again' });
+		assert.equal(r.command_status, ESME_ROK);
+		let first = true;
+		const b = await session(port, 'bind_receiver', 'bob', 'b', () => {
+			if (first) {
+				first = false;
+				return ESME_RMSGQFUL;
+			}
+			return ESME_ROK;
+		});
+		await until(() => b.got.length === 2, 'delivered again after ESME_RMSGQFUL', 10000);
+		assert.equal(L.text(b.got[0]), 'try again');
+		assert.equal(L.text(b.got[1]), 'try again');
+		await sleep(2500);
+		assert.equal(b.got.length, 2, 'not again after ESME_ROK');
+		a.s.close(); b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('query_sm, cancel_sm, replace_sm, and their failures', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const port = d.ports.smpp;
+		const a = await session(port, 'bind_transceiver', 'alice', 'a');
+		const c = await session(port, 'bind_transmitter', 'carol', 'c');
+		const ids = [];
+		for (const t of ['one', 'two', 'three', 'four'])
+			ids.push((await submit(a.s, { short_message: t, registered_delivery: 1 })).message_id);
+		// Unknown ids, and another account's message.
+		assert.equal((await L.call(a.s, 'query_sm', { message_id: '12345' })).command_status, ESME_RQUERYFAIL);
+		assert.equal((await L.call(c.s, 'query_sm', { message_id: ids[0] })).command_status, ESME_RQUERYFAIL);
+		assert.equal((await L.call(c.s, 'cancel_sm', { message_id: ids[0] })).command_status, ESME_RCANCELFAIL);
+		assert.equal((await L.call(c.s, 'replace_sm', { message_id: ids[1], short_message: 'carol was here' })).command_status, ESME_RREPLACEFAIL);
+		// Cancel one: DELETED, and not again.
+		assert.equal((await L.call(a.s, 'cancel_sm', { message_id: ids[0] })).command_status, ESME_ROK);
+		assert.equal((await L.call(a.s, 'query_sm', { message_id: ids[0] })).message_state, DELETED);
+		assert.equal((await L.call(a.s, 'cancel_sm', { message_id: ids[0] })).command_status, ESME_RCANCELFAIL);
+		await until(() => receiptFor(a.got, ids[0]), 'DELETED receipt');
+		assert.match(L.text(receiptFor(a.got, ids[0])), /stat:DELETED/);
+		// Replace the text of another.
+		assert.equal((await L.call(a.s, 'replace_sm', { message_id: ids[1], short_message: 'TWO' })).command_status, ESME_ROK);
+		// One to carol (offline: a transmitter), for the cancel by address.
+		const toCarol = (await submit(a.s, { destination_addr: 'carol', short_message: 'for carol' })).message_id;
+		const b = await session(port, 'bind_receiver', 'bob', 'b');
+		await until(() => b.got.length === 3, 'bob gets what was not cancelled');
+		assert.deepEqual(b.got.map(L.text), ['TWO', 'three', 'four']);
+		// Delivered: no replace, no cancel.
+		assert.equal((await L.call(a.s, 'replace_sm', { message_id: ids[1], short_message: 'late' })).command_status, ESME_RREPLACEFAIL);
+		assert.equal((await L.call(a.s, 'cancel_sm', { message_id: ids[2] })).command_status, ESME_RCANCELFAIL);
+		// Cancel by destination: every pending one of alice's to carol.
+		const more = (await submit(a.s, { destination_addr: 'carol', short_message: 'more for carol' })).message_id;
+		const r = await L.call(a.s, 'cancel_sm', { message_id: '', destination_addr: 'carol' });
+		assert.equal(r.command_status, ESME_ROK);
+		for (const id of [toCarol, more])
+			assert.equal((await L.call(a.s, 'query_sm', { message_id: id })).message_state, DELETED);
+		assert.equal((await L.call(a.s, 'cancel_sm', { message_id: '', destination_addr: 'carol' })).command_status, ESME_RCANCELFAIL);
+		a.s.close(); b.s.close(); c.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('a restart keeps the backlog: 100 delivered once, in order', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
+	const db = path.join(dir, 'store.db');
+	try {
+		let d = await L.startDaemon(conf(db));
+		let a = await session(d.ports.smpp, 'bind_transmitter', 'alice', 'a');
+		const rs = await Promise.all(Array.from({ length: 100 },
+		    (_, i) => submit(a.s, { short_message: `m${i}` })));
+		assert.ok(rs.every((r) => r.command_status === ESME_ROK));
+		a.s.close();
+		await L.stopDaemon(d);
+		d = await L.startDaemon(conf(db));
+		try {
+			assert.match(d.log, /100 messages waiting/);
+			const b = await session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+			await until(() => b.got.length >= 100, 'the backlog');
+			await sleep(300);
+			assert.deepEqual(b.got.map(L.text), Array.from({ length: 100 }, (_, i) => `m${i}`));
+			b.s.close();
+		} finally {
+			await L.stopDaemon(d);
+		}
+	} finally {
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
