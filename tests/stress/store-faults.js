@@ -1,0 +1,359 @@
+// store-faults.js: the store under faults (make check-stress):
+//   crash        kill -9 during a storm of SENDs to offline accounts
+//   crash-drain  kill -9 while a recipient drains its backlog
+//   diskfull     a full filesystem (root: a small tmpfs), then room again
+// Each prints its counts and exits 0 when they hold. Only loopback, only the
+// daemons it started, every wait bounded.
+'use strict';
+
+const { spawn, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+
+const BIN = process.env.ECHOROUTERD_BIN;
+const KEEP = process.env.STRESS_KEEP === '1';
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function conf(db, extra) {
+	const accounts = [];
+	for (let i = 0; i < 8; i++)
+		accounts.push(`{ id = "alice${i}"; password = "a"; }`);
+	for (let i = 0; i < 50; i++)
+		accounts.push(`{ id = "acct${i}"; password = "p"; }`);
+	return `dispatchers = 2;
+idle_timeout = 0;
+listeners = ( { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; } );
+accounts = ( ${accounts.join(',\n  ')} );
+store = { path = "${db}"; sync = "full"; ${extra || ''} };
+`;
+}
+
+// Starts the daemon; resolves once it says "started", with its port.
+function start(dir, text) {
+	const file = path.join(dir, 'echorouterd.conf');
+	fs.writeFileSync(file, text);
+	const child = spawn(BIN, ['-c', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+	const d = { child, log: '', port: 0, exited: null };
+	child.stderr.setEncoding('utf8');
+	child.on('exit', (code, signal) => { d.exited = { code, signal }; });
+	return new Promise((resolve, reject) => {
+		const timer = setTimeout(() => reject(new Error(`no start:\n${d.log}`)), 15000);
+		child.stderr.on('data', (c) => {
+			d.log += c;
+			const m = /listening name=router .* port=(\d+)/.exec(d.log);
+			if (m && / started: /.test(d.log)) {
+				d.port = Number(m[1]);
+				clearTimeout(timer);
+				resolve(d);
+			}
+		});
+		child.on('exit', () => { clearTimeout(timer); reject(new Error(`exited:\n${d.log}`)); });
+	});
+}
+
+function waitExit(d, ms) {
+	if (d.exited)
+		return Promise.resolve(d.exited);
+	return new Promise((resolve, reject) => {
+		const timer = setTimeout(() => reject(new Error('no exit')), ms);
+		d.child.on('exit', () => { clearTimeout(timer); resolve(d.exited); });
+	});
+}
+
+async function stop(d) {
+	if (!d.exited)
+		d.child.kill('SIGTERM');
+	const e = await waitExit(d, 20000).catch(() => { d.child.kill('SIGKILL'); throw new Error('no stop'); });
+	if (e.code !== 0)
+		throw new Error(`exit ${JSON.stringify(e)}:\n${d.log.slice(-2000)}`);
+}
+
+async function kill9(d) {
+	d.child.kill('SIGKILL');
+	await waitExit(d, 10000);
+}
+
+// A line client: lines() gives what arrived, send() writes.
+function client(port) {
+	return new Promise((resolve, reject) => {
+		const sock = net.connect(port, '127.0.0.1');
+		const c = { sock, buf: '', lines: [], closed: false, onLine: null };
+		sock.setEncoding('utf8');
+		sock.on('data', (chunk) => {
+			c.buf += chunk;
+			let i;
+			while ((i = c.buf.indexOf('\n')) >= 0) {
+				const line = c.buf.slice(0, i);
+				c.buf = c.buf.slice(i + 1);
+				c.lines.push(line);
+				if (c.onLine)
+					c.onLine(line);
+			}
+		});
+		sock.on('error', () => { c.closed = true; });
+		sock.on('close', () => { c.closed = true; });
+		sock.on('connect', () => resolve(c));
+		setTimeout(() => reject(new Error('connect timeout')), 10000);
+	});
+}
+
+async function until(pred, what, ms) {
+	const end = Date.now() + ms;
+	while (!pred()) {
+		if (Date.now() > end)
+			throw new Error(`timed out: ${what}`);
+		await sleep(10);
+	}
+}
+
+// Logs in; onLine, when given, sees every line after the OK, also those
+// that came in the same read (a backlog follows the OK at once).
+async function login(port, who, pw, onLine) {
+	const c = await client(port);
+	c.sock.write(`LOGIN ${who} ${pw}\n`);
+	await until(() => c.lines.includes(`OK LOGIN ${who}`), `login ${who}`, 10000);
+	if (onLine) {
+		c.onLine = onLine;
+		for (const line of c.lines.slice(c.lines.indexOf(`OK LOGIN ${who}`) + 1))
+			onLine(line);
+	}
+	return c;
+}
+
+// Sends SENDs with window w until stopped; acked: texts answered OK.
+function storm(c, sender, targets, w, acked, state) {
+	const outstanding = [];
+	let k = 0;
+	const fill = () => {
+		while (!state.stop && !c.closed && outstanding.length < w) {
+			const to = targets[(k * 7 + sender.length) % targets.length];
+			const text = `${sender}-${k++}`;
+			outstanding.push(text);
+			c.sock.write(`SEND ${to} ${text}\n`);
+		}
+	};
+	c.onLine = (line) => {
+		const text = outstanding.shift();
+		if (line.startsWith('OK '))
+			acked.add(text);
+		fill();
+	};
+	fill();
+}
+
+// Logs in each account and collects MSG texts until quiet for quietMs.
+async function collect(port, accounts, quietMs, maxMs) {
+	const got = new Map();
+	let last = Date.now();
+	const cs = [];
+	for (const a of accounts) {
+		cs.push(await login(port, a, 'p', (line) => {
+			const m = /^MSG \d+ \S+ (.*)$/.exec(line);
+			if (m) {
+				got.set(m[1], (got.get(m[1]) || 0) + 1);
+				last = Date.now();
+			}
+		}));
+	}
+	const end = Date.now() + maxMs;
+	while (Date.now() - last < quietMs && Date.now() < end)
+		await sleep(50);
+	for (const c of cs)
+		c.sock.destroy();
+	return got;
+}
+
+const accts = Array.from({ length: 50 }, (_, i) => `acct${i}`);
+
+async function crash(dir) {
+	const db = path.join(dir, 'store.db');
+	let d = await start(dir, conf(db));
+	const acked = new Set();
+	const state = { stop: false };
+	const senders = [];
+	for (let i = 0; i < 8; i++) {
+		const c = await login(d.port, `alice${i}`, 'a');
+		storm(c, `alice${i}`, accts, 16, acked, state);
+		senders.push(c);
+	}
+	await sleep(3000);
+	await kill9(d);
+	state.stop = true;
+	const ackedAtKill = new Set(acked);
+	for (const c of senders)
+		c.sock.destroy();
+	d = await start(dir, conf(db));
+	const got = await collect(d.port, accts, 1500, 60000);
+	await stop(d);
+	let lost = 0, dup = 0;
+	for (const t of ackedAtKill)
+		if (!got.has(t))
+			lost++;
+	for (const n of got.values())
+		if (n > 1)
+			dup++;
+	console.log(`crash: acknowledged=${ackedAtKill.size} delivered=${got.size} ` +
+	    `lost=${lost} duplicated=${dup}`);
+	if (ackedAtKill.size < 100)
+		throw new Error('too few messages acknowledged to mean anything');
+	// Nobody was receiving at the kill: nothing may come twice.
+	if (lost > 0 || dup > 0)
+		throw new Error('lost or duplicated messages');
+}
+
+async function crashDrain(dir) {
+	const db = path.join(dir, 'store.db');
+	const N = 20000;
+	let d = await start(dir, conf(db));
+	const a = await login(d.port, 'alice0', 'a');
+	const acked = new Set();
+	const state = { stop: false };
+	storm(a, 'alice0', ['acct0'], 64, acked, state);
+	await until(() => acked.size >= N, 'the backlog', 60000);
+	state.stop = true;
+	await until(() => a.lines.length - 1 >= acked.size, 'last answers', 10000).catch(() => {});
+	const ackedSet = new Set(acked);
+	a.sock.destroy();
+	// acct0 drains; the daemon dies part way.
+	const before = [];
+	const b = await login(d.port, 'acct0', 'p', (line) => {
+		const m = /^MSG \d+ \S+ (.*)$/.exec(line);
+		if (m)
+			before.push(m[1]);
+	});
+	await until(() => before.length >= N / 4, 'part of the drain', 60000);
+	await kill9(d);
+	b.sock.destroy();
+	d = await start(dir, conf(db));
+	const after = await collect(d.port, ['acct0'], 1500, 60000);
+	await stop(d);
+	const seen = new Set(before);
+	let lost = 0, dup = 0, dupOld = 0;
+	const recent = new Set(before.slice(-512));
+	for (const t of ackedSet)
+		if (!seen.has(t) && !after.has(t))
+			lost++;
+	for (const [t, n] of after) {
+		if (seen.has(t) || n > 1) {
+			dup++;
+			if (!recent.has(t))
+				dupOld++;
+		}
+	}
+	console.log(`crash-drain: acknowledged=${ackedSet.size} ` +
+	    `delivered_before_kill=${before.length} delivered_after=${after.size} ` +
+	    `lost=${lost} duplicated=${dup} (of them not among the last 512 ` +
+	    `before the kill: ${dupOld})`);
+	// Again only those in flight at the kill may come twice.
+	if (lost > 0 || dupOld > 0)
+		throw new Error('lost messages, or duplicates beyond those in flight');
+}
+
+async function diskfull(dir) {
+	if (process.getuid() !== 0) {
+		console.log('diskfull: SKIP (needs root to mount a small tmpfs)');
+		return;
+	}
+	const mnt = path.join(dir, 'small');
+	fs.mkdirSync(mnt);
+	try {
+		execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=3m', 'tmpfs', mnt]);
+	} catch (e) {
+		console.log(`diskfull: SKIP (cannot mount a tmpfs: ${e.message})`);
+		return;
+	}
+	let d = null;
+	try {
+		const filler = path.join(mnt, 'filler');
+		fs.writeFileSync(filler, Buffer.alloc(1 << 20));
+		const db = path.join(mnt, 'store.db');
+		d = await start(dir, conf(db));
+		const a = await login(d.port, 'alice0', 'a');
+		const text = 'x'.repeat(200);
+		const acked = [];
+		let refused = 0, k = 0;
+		// Until the filesystem is full: one SEND at a time.
+		const send = async () => {
+			const n = a.lines.length;
+			const t = `${k++}-${text}`;
+			a.sock.write(`SEND acct1 ${t}\n`);
+			await until(() => a.lines.length > n, 'an answer', 10000);
+			const line = a.lines[n];
+			if (line.startsWith('OK '))
+				acked.push(t);
+			else if (/^ERR 503 \d+ store full$/.test(line))
+				refused++;
+			else
+				throw new Error(`unexpected: ${line}`);
+			return line;
+		};
+		while (refused < 20 && k < 100000)
+			await send();
+		if (refused < 20)
+			throw new Error('the filesystem never filled');
+		// Alive: it still answers.
+		const n = a.lines.length;
+		a.sock.write('PING alive\n');
+		await until(() => a.lines.length > n, 'PONG', 10000);
+		if (a.lines[n] !== 'PONG alive')
+			throw new Error(`got ${a.lines[n]}`);
+		const errs = (d.log.match(/store: .* failed: /g) || []).length;
+		// Room again: storing resumes by itself.
+		fs.unlinkSync(filler);
+		let resumed = false;
+		for (let i = 0; i < 50 && !resumed; i++) {
+			resumed = (await send()).startsWith('OK ');
+			if (!resumed)
+				await sleep(100);
+		}
+		if (!resumed)
+			throw new Error('storing did not resume');
+		a.sock.destroy();
+		const got = await collect(d.port, ['acct1'], 1500, 60000);
+		let lost = 0;
+		for (const t of acked)
+			if (!got.has(t))
+				lost++;
+		console.log(`diskfull: acknowledged=${acked.length} refused=${refused} ` +
+		    `delivered=${got.size} lost=${lost} errors_logged=${errs} ` +
+		    `resumed=${/store: writing again/.test(d.log)}`);
+		if (lost > 0)
+			throw new Error('acknowledged messages lost');
+		if (errs !== 1)
+			throw new Error(`the error was logged ${errs} times, not once`);
+		await stop(d);
+		d = null;
+	} finally {
+		if (d)
+			await kill9(d).catch(() => {});
+		try {
+			execFileSync('umount', [mnt]);
+		} catch (e) {
+			console.log(`diskfull: umount ${mnt}: ${e.message}`);
+		}
+	}
+}
+
+const scenarios = { crash, 'crash-drain': crashDrain, diskfull };
+
+(async () => {
+	const name = process.argv[2];
+	if (!BIN || !scenarios[name]) {
+		console.error(`usage: ECHOROUTERD_BIN=... node store-faults.js ${Object.keys(scenarios).join('|')}`);
+		process.exit(2);
+	}
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), `erd-${name}-`));
+	try {
+		await scenarios[name](dir);
+	} finally {
+		if (KEEP)
+			console.log(`kept ${dir}`);
+		else
+			fs.rmSync(dir, { recursive: true, force: true });
+	}
+})().then(() => process.exit(0), (e) => {
+	console.error(`${process.argv[2]}: FAIL: ${e.message}`);
+	process.exit(1);
+});
