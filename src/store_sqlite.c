@@ -117,6 +117,8 @@ pack_smpp(const struct deliver_msg *m, uint8_t *p)
 static bool
 unpack_smpp(struct deliver_msg *m, const uint8_t *p, size_t n)
 {
+	if (n == 0)
+		return true;	/* none: the fields stay zero */
 	if (n != SMPP_BLOB_LEN || *p++ != 1)
 		return false;
 	m->src_ton = *p++;
@@ -144,13 +146,29 @@ unpack_smpp(struct deliver_msg *m, const uint8_t *p, size_t n)
 #define KEPT_FLAGS (DELIVER_F_PREFIX_FIRST | DELIVER_F_EXACT | \
 	DELIVER_F_RECEIPT | DELIVER_F_UMR | DELIVER_F_SAR | DELIVER_F_LINE_TEXT)
 
+/*
+ * Whether m has SMPP fields worth keeping: a line client's message has
+ * none, and stored without them a row is half the size.
+ */
+static bool
+has_smpp(const struct deliver_msg *m)
+{
+	return m->src_ton || m->src_npi || m->dst_ton || m->dst_npi ||
+	    m->esm_class || m->data_coding || m->registered_delivery ||
+	    m->message_state || m->umr || m->sar_ref || m->sar_total ||
+	    m->sar_seq || m->sender_ref || m->sender_cmd || m->src_addr[0] ||
+	    m->dst_addr[0] || m->receipted_id[0];
+}
+
 static void
 bind_rec(sqlite3_stmt *st, const struct store_rec *rec)
 {
 	const struct deliver_msg *m = rec->m;
 	uint8_t blob[SMPP_BLOB_LEN];
+	bool smpp = has_smpp(m);
 
-	pack_smpp(m, blob);
+	if (smpp)
+		pack_smpp(m, blob);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)m->id);
 	sqlite3_bind_text(st, 2, rec->account, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, m->reply_to, -1, SQLITE_STATIC);
@@ -164,7 +182,8 @@ bind_rec(sqlite3_stmt *st, const struct store_rec *rec)
 	sqlite3_bind_int64(st, 11, rec->attempts);
 	sqlite3_bind_int64(st, 12, m->flags & KEPT_FLAGS);
 	sqlite3_bind_blob(st, 13, m->text, (int)m->len, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 14, blob, sizeof(blob), SQLITE_TRANSIENT);
+	sqlite3_bind_blob(st, 14, blob, smpp ? (int)sizeof(blob) : 0,
+	    SQLITE_TRANSIENT);
 }
 
 static void
@@ -383,10 +402,13 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 	/*
 	 * WAL: readers (sqlite3 by an operator) do not block the store, and
 	 * a commit is one append. A 16 MiB page cache keeps the backlogs'
-	 * index pages in memory.
+	 * index pages in memory. Checkpoints every 16,384 pages (64 MiB of
+	 * WAL), not SQLite's 1,000: a page changed by many commits is copied
+	 * back once (a third more messages stored per second, measured).
 	 */
 	if (sqlite3_exec(b->db, "PRAGMA journal_mode = WAL;"
-	    "PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;", NULL,
+	    "PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;"
+	    "PRAGMA wal_autocheckpoint = 16384;", NULL,
 	    NULL, NULL) != SQLITE_OK) {
 		*err = open_error(cf->path, "cannot set up: %s",
 		    sqlite3_errmsg(b->db));

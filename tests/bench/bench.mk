@@ -12,6 +12,14 @@ $(LOADGEN): tests/bench/loadgen.c src/util.c src/util.h $(BUILD)/.make-settings
 	$(Q)$(CC) $(LOADGEN_CFLAGS) -Isrc $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \
 	    tests/bench/loadgen.c src/util.c -lm
 
+# The store's drain client (make bench's store rows).
+DRAIN := $(BUILD)/drain
+$(DRAIN): tests/bench/drain.c $(BUILD)/.make-settings
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(LOADGEN_CFLAGS) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \
+	    tests/bench/drain.c
+
 # The generator against the real daemon, and against fake servers that
 # corrupt, reorder or lose messages: it must fail those runs, in bounded
 # time (part of make check; a few seconds per run).
@@ -43,7 +51,7 @@ bench-deps:
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(BIN) $(LOADGEN)
-	ECHOROUTERD_BIN=$(BIN) LOADGEN=$(LOADGEN) \
+bench-run: $(BIN) $(LOADGEN) $(DRAIN)
+	ECHOROUTERD_BIN=$(BIN) LOADGEN=$(LOADGEN) DRAIN=$(DRAIN) \
 	    $(if $(BENCH_BASELINE),BENCH_BASELINE=$(abspath $(BENCH_BASELINE))) \
 	    tests/bench/run-bench

@@ -79,6 +79,8 @@ struct lg_opts {
 	const char *label;
 	const char *req;	/* line mode request, without CRLF */
 	const char *expect;	/* line mode reply prefix */
+	const char *setup;	/* line mode: first line per conn (-l) */
+	unsigned targets;	/* line mode: %u in -q rotates over K (-K) */
 	int	port;
 	unsigned n;		/* connections (echo, line) */
 	unsigned pairs;		/* pairs (router, redis, nats, smpp) */
@@ -479,6 +481,13 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 			len += opt.size;
 			break;
 		case LG_LINE:
+			if (opt.targets > 0) {
+				/* Each connection walks its own order. */
+				len += (size_t)snprintf(p + len, 1024, line_req,
+				    (unsigned)((c->id * 7919u + seq) %
+				    opt.targets));
+				break;
+			}
 			memcpy(p + len, line_req, line_req_len);
 			len += line_req_len;
 			break;
@@ -725,6 +734,15 @@ static void
 line_reply(struct lg_thread *t, struct lg_conn *c, const char *l, size_t n)
 {
 	size_t el = line_expect_len;
+
+	/* The answer to the set-up line (-l): an error is fatal. */
+	if (opt.setup != NULL && !c->ready) {
+		if (n >= 3 && memcmp(l, "ERR", 3) == 0)
+			lg_error(t, "conn %u: set-up refused \"%.*s\"", c->id,
+			    (int)(n > 60 ? 60 : n), l);
+		setup_done(t, c);
+		return;
+	}
 
 	if (c->done >= c->sent) {
 		lg_error(t, "conn %u: reply nobody asked for", c->id);
@@ -1060,8 +1078,17 @@ conn_setup(struct lg_thread *t, struct lg_conn *c)
 	int n = 0;
 
 	switch (opt.mode) {
-	case LG_ECHO:
 	case LG_LINE:
+		if (opt.setup != NULL) {
+			n = snprintf(buf, sizeof(buf) - 2, opt.setup, c->id);
+			if (n < 0 || (size_t)n >= sizeof(buf) - 2)
+				die("set-up line too long");
+			buf[n++] = '\r';
+			buf[n++] = '\n';
+			break;
+		}
+		/* FALLTHROUGH */
+	case LG_ECHO:
 		if (opt.hold > 0)
 			pump(t, c, true);
 		else
@@ -1577,6 +1604,8 @@ usage(void)
 	    "  -D SECS      measured duration                 [5]\n"
 	    "  -I SECS      one request per conn, then hold idle SECS\n"
 	    "  -q TEXT      line request  [PING]   -e TEXT  reply prefix [+PONG]\n"
+	    "  -l FMT       line: a set-up line first, %%u the connection\n"
+	    "  -K K         line: %%u in -q walks 0..K-1 (a target per message)\n"
 	    "  -x same|cross  router/smpp pair placement       [cross]\n"
 	    "  -R M         server reactors (for placement)   [2]\n"
 	    "  -a K         rotate sources over 127.0.0.2..+K (0: none; "
@@ -1627,7 +1656,7 @@ parse_opts(int argc, char **argv)
 	int ch;
 
 	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:"
-	    "C:T:L:S:")) != -1) {
+	    "C:T:L:S:l:K:")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
 		case 'h': opt.host = optarg; break;
@@ -1654,6 +1683,8 @@ parse_opts(int argc, char **argv)
 		case 'T': opt.drain = secs(optarg); break;
 		case 'L': opt.label = optarg; break;
 		case 'S': opt.srv_pid = (long)num(optarg, 1, 4194304); break;
+		case 'l': opt.setup = optarg; break;
+		case 'K': opt.targets = num(optarg, 1, 1000000); break;
 		default: usage();
 		}
 	}
@@ -1661,6 +1692,10 @@ parse_opts(int argc, char **argv)
 		usage();
 	if (opt.hold > 0 && opt.mode != LG_ECHO && opt.mode != LG_LINE)
 		die("-I works with echo and line modes only");
+	if ((opt.setup != NULL || opt.targets > 0) && opt.mode != LG_LINE)
+		die("-l and -K work with line mode only");
+	if (opt.setup != NULL && opt.hold > 0)
+		die("-l and -I do not mix");
 	if (opt.mode == LG_SMPP && opt.size > 254)
 		die("smpp: -s at most 254 (short_message)");
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && opt.same &&
