@@ -87,6 +87,7 @@ struct store {
 	atomic_uint_fast64_t st_messages;
 	atomic_uint_fast64_t st_bytes;
 	atomic_uint_fast64_t st_oldest;
+	atomic_uint nholding;		/* accounts whose held is not 0 */
 };
 
 static struct store S = { .acct_lock = PTHREAD_MUTEX_INITIALIZER };
@@ -175,10 +176,39 @@ store_on(void)
 	return atomic_load_explicit(&on, memory_order_relaxed);
 }
 
+/*
+ * held goes up and down through these: they count the accounts holding
+ * anything, so that with none (all live traffic) store_holds looks up
+ * nothing.
+ */
+static void
+held_add(struct store_acct *a, uint64_t n)
+{
+	if (atomic_fetch_add_explicit(&a->held, n, memory_order_acq_rel) == 0 &&
+	    n > 0)
+		atomic_fetch_add_explicit(&S.nholding, 1, memory_order_acq_rel);
+}
+
+static void
+held_sub(struct store_acct *a)
+{
+	if (atomic_fetch_sub_explicit(&a->held, 1, memory_order_acq_rel) == 1)
+		atomic_fetch_sub_explicit(&S.nholding, 1, memory_order_acq_rel);
+}
+
 bool
 store_holds(const char *account)
 {
-	struct store_acct *a = acct_find(account);
+	struct store_acct *a;
+
+	/*
+	 * A sender's own earlier store_put is seen here (same thread); an
+	 * account that another thread is just now storing for is a race
+	 * between senders, which keep no order between them anyway.
+	 */
+	if (atomic_load_explicit(&S.nholding, memory_order_acquire) == 0)
+		return false;
+	a = acct_find(account);
 
 	return a != NULL && atomic_load_explicit(&a->held,
 	    memory_order_acquire) > 0;
@@ -304,7 +334,7 @@ acct_leave(struct store_acct *a, const struct deliver_msg *m)
 	S.nmessages--;
 	S.nbytes -= b < S.nbytes ? b : S.nbytes;
 	a->oldest_stale = true;
-	atomic_fetch_sub_explicit(&a->held, 1, memory_order_release);
+	held_sub(a);
 }
 
 static uint64_t
@@ -366,10 +396,10 @@ put_own(struct deliver_msg *m)
 		return;
 	}
 	a = acct_get(m->to);
-	atomic_fetch_add_explicit(&a->held, 1, memory_order_acq_rel);
+	held_add(a, 1);
 	m->flags |= DELIVER_F_NO_VERDICT;
 	if (!put_one(a, m))
-		atomic_fetch_sub_explicit(&a->held, 1, memory_order_release);
+		held_sub(a);
 	free(m);
 }
 
@@ -436,12 +466,12 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
 		/* Never stored and never acknowledged. */
-		atomic_fetch_sub_explicit(&a->held, 1, memory_order_release);
+		held_sub(a);
 		free(m);
 		return;
 	}
 	if (!put_one(a, m)) {
-		atomic_fetch_sub_explicit(&a->held, 1, memory_order_release);
+		held_sub(a);
 		m->verdict = DELIVER_FULL;
 		deliver_answer(m);
 		return;
@@ -461,7 +491,7 @@ store_put(struct deliver_msg *m, const char *account)
 {
 	struct store_acct *a = acct_get(account);
 
-	atomic_fetch_add_explicit(&a->held, 1, memory_order_acq_rel);
+	held_add(a, 1);
 	m->store_acct = a;
 	m->task.fn = put_task;
 	m->task.arg = m;
@@ -954,7 +984,7 @@ backlog_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 	a->count = count;
 	a->bytes = bytes;
 	a->oldest_stale = true;
-	atomic_store(&a->held, count);
+	held_add(a, count);
 	S.nmessages += count;
 	S.nbytes += bytes;
 	return 0;
@@ -1063,6 +1093,7 @@ store_close(void)
 		free(a);
 	}
 	atomic_store(&S.all, NULL);
+	atomic_store(&S.nholding, 0);
 	memset(S.buckets, 0, sizeof(S.buckets));
 	config_unref(S.cf);
 	S.cf = NULL;
