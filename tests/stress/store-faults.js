@@ -344,6 +344,10 @@ const scenarios = { crash, 'crash-drain': crashDrain, diskfull };
 		console.error(`usage: ECHOROUTERD_BIN=... node store-faults.js ${Object.keys(scenarios).join('|')}`);
 		process.exit(2);
 	}
+	if (!/sqlite: yes/.test(execFileSync(BIN, ['-V']).toString())) {
+		console.log(`${name}: SKIP (built without SQLite)`);
+		return;
+	}
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), `erd-${name}-`));
 	try {
 		await scenarios[name](dir);
