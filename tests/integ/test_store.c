@@ -273,7 +273,8 @@ START_TEST(test_bad_store_files)
 	expect_refused(path);
 	/* SQLite, but not ours. */
 	unlink(path);
-	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'CREATE TABLE x (y);'", path);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'CREATE TABLE x (y);'",
+	    path != NULL ? path : "");
 	if (system(cmd) == 0)
 		expect_refused(path);
 	/* A store whose pages were damaged: make one, then break it. */
