@@ -409,6 +409,47 @@ receipt(const struct deliver_msg *orig, uint8_t state)
 	put_own(smpp_receipt_make(orig, state, next_own_id(), wall_now()));
 }
 
+static int
+resync_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
+{
+	struct store_acct *a = acct_get(account);
+
+	(void)arg;
+	a->oldest_stale = true;
+	a->count = count;	/* the held correction was made from 0 */
+	a->bytes = bytes;
+	held_add(a, count);
+	S.nmessages += count;
+	S.nbytes += bytes;
+	return 0;
+}
+
+/*
+ * After a group was rolled back, the counts are made again from the file:
+ * what the group stored is not there, and what it marked delivered or
+ * expired is waiting again (it goes out again: at least once). held keeps
+ * what reactors posted since (held - count is just that, whatever the
+ * group did), as reactors go on changing it meanwhile.
+ */
+static void
+resync(void)
+{
+	for (struct store_acct *a = acct_first(); a != NULL; a = a->all) {
+		/* held - count posts are on their way; count itself goes. */
+		while (a->count > 0) {
+			a->count--;
+			held_sub(a);
+		}
+		a->bytes = 0;
+		a->cursor = 0;
+		a->oldest_stale = true;
+		mark_dirty(a);
+	}
+	S.nmessages = S.nbytes = 0;
+	if (S.ops->backlogs(S.b, resync_one, NULL) < 0)
+		log_err("store: cannot count the backlogs again");
+}
+
 /* The group failed: nothing of it is stored; refuse its puts. */
 static void
 group_failed(void)
@@ -418,14 +459,13 @@ group_failed(void)
 	write_failed("a commit");
 	for (t = S.waiting; t != NULL; t = next) {
 		struct deliver_msg *m = t->arg;
-		struct store_acct *a = m->store_acct;
 
 		next = t->next;
-		acct_leave(a, m);
 		m->verdict = DELIVER_FULL;
 		deliver_answer(m);
 	}
 	S.waiting = NULL;
+	resync();
 }
 
 /* Commits the group, then answers its senders, in the order they came. */
