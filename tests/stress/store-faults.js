@@ -323,6 +323,19 @@ async function diskfull(dir) {
 			throw new Error('acknowledged messages lost');
 		if (errs !== 1)
 			throw new Error(`the error was logged ${errs} times, not once`);
+		// The counts came through the episode: nothing is left waiting.
+		let stored = -1;
+		for (let i = 0; i < 50 && stored !== 0; i++) {
+			const before = d.log.length;
+			d.child.kill('SIGUSR1');
+			await until(() => /stats .* stored=\d+/.test(d.log.slice(before)),
+			    'a stats line', 5000);
+			stored = Number(/stats .* stored=(\d+)/.exec(d.log.slice(before))[1]);
+			if (stored !== 0)
+				await sleep(100);
+		}
+		if (stored !== 0)
+			throw new Error(`stored=${stored} after everything was delivered`);
 		await stop(d);
 		d = null;
 	} finally {

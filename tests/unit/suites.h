@@ -27,7 +27,8 @@
 	X(iplimit_suite)	\
 	X(log_suite)		\
 	X(uring_suite)		\
-	X(counter_suite)
+	X(counter_suite)	\
+	X(store_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);
 UNIT_SUITES(UNIT_DECLARE)

@@ -1,0 +1,332 @@
+/* test_store.c: the SQLite store backend on a temporary file: order, scans, expiry, marks, reopen, files that are not a store. */
+#include <check.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "deliver.h"
+#include "store.h"
+#include "store_backend.h"
+#include "suites.h"
+
+#if ER_WITH_SQLITE
+
+static char dir[64];
+static struct store_conf sc;
+
+static void
+setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/erd-store-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	memset(&sc, 0, sizeof(sc));
+	sc.enabled = true;
+	snprintf(sc.path, sizeof(sc.path), "%s/store.db", dir);
+	sc.sync_full = true;
+}
+
+static void
+teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct store_backend *
+open_ok(bool check_only)
+{
+	char *err = NULL;
+	struct store_backend *b = store_sqlite_ops.open(&sc, check_only, &err);
+
+	ck_assert_msg(b != NULL, "open: %s", err ? err : "?");
+	return b;
+}
+
+/* Opens and expects a refusal whose text names the file and says why. */
+static void
+open_refused(const char *why)
+{
+	char *err = NULL;
+
+	ck_assert_ptr_null(store_sqlite_ops.open(&sc, false, &err));
+	ck_assert_ptr_nonnull(err);
+	ck_assert_msg(strstr(err, sc.path) != NULL, "no file in \"%s\"", err);
+	ck_assert_msg(strstr(err, why) != NULL, "\"%s\" lacks \"%s\"", err,
+	    why);
+	free(err);
+}
+
+/* Puts message id for account, with text and times, in its own txn. */
+static void
+put(struct store_backend *b, uint64_t id, const char *account,
+    const char *text, uint64_t expires)
+{
+	struct deliver_msg *m = deliver_msg_new(strlen(text));
+	struct store_rec rec;
+
+	memcpy(m->text, text, strlen(text));
+	m->len = strlen(text);
+	m->id = id;
+	m->submitted = 1000;
+	snprintf(m->from, sizeof(m->from), "alice");
+	snprintf(m->to, sizeof(m->to), "%s", account);
+	snprintf(m->reply_to, sizeof(m->reply_to), "alice");
+	m->registered_delivery = 1;
+	m->sender_ref = 42;
+	memset(&rec, 0, sizeof(rec));
+	rec.m = m;
+	snprintf(rec.account, sizeof(rec.account), "%s", account);
+	rec.state = STORE_ENROUTE;
+	rec.expires = expires;
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	free(m);
+}
+
+/* Collects the ids and texts a scan calls back with. */
+struct seen {
+	uint64_t ids[64];
+	char	texts[64][32];
+	int	n;
+};
+
+static int
+see(struct store_rec *rec, void *arg)
+{
+	struct seen *s = arg;
+
+	ck_assert_int_lt(s->n, 64);
+	s->ids[s->n] = rec->m->id;
+	snprintf(s->texts[s->n], sizeof(s->texts[0]), "%.*s",
+	    (int)rec->m->len, rec->m->text);
+	/* The SMPP fields come back as they went in. */
+	ck_assert_uint_eq(rec->m->registered_delivery, 1);
+	ck_assert_uint_eq(rec->m->sender_ref, 42);
+	ck_assert_str_eq(rec->m->reply_to, "alice");
+	s->n++;
+	return 0;
+}
+
+static struct seen
+scan(struct store_backend *b, const char *account, uint64_t after)
+{
+	struct seen s = { .n = 0 };
+
+	ck_assert_int_eq(store_sqlite_ops.scan(b, account, after, 64, see,
+	    &s), s.n);
+	return s;
+}
+
+struct counts {
+	uint64_t bob, carol;
+	int	accounts;
+};
+
+static int
+count_backlog(const char *account, uint64_t count, uint64_t bytes,
+    void *arg)
+{
+	struct counts *c = arg;
+
+	ck_assert_uint_gt(bytes, 0);
+	c->accounts++;
+	if (strcmp(account, "bob") == 0)
+		c->bob = count;
+	else if (strcmp(account, "carol") == 0)
+		c->carol = count;
+	return 0;
+}
+
+START_TEST(test_order_marks_reopen)
+{
+	struct store_backend *b = open_ok(false);
+	struct store_rec rec;
+	struct counts c = { 0 };
+	struct seen s;
+	uint64_t max;
+
+	/* Ids out of order: the scan gives them in id order. */
+	put(b, 3072, "bob", "third", 5000);
+	put(b, 1024, "bob", "first", 5000);
+	put(b, 2048, "carol", "for carol", 5000);
+	put(b, 2049, "bob", "second", 5000);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 3);
+	ck_assert_str_eq(s.texts[0], "first");
+	ck_assert_str_eq(s.texts[1], "second");
+	ck_assert_str_eq(s.texts[2], "third");
+	/* after: only what comes later. */
+	s = scan(b, "bob", 2049);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 3072);
+	/* Delivered: out of the backlog, still there to be asked about. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, STORE_DELIVERED_STATE,
+	    1500, 0, 0), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 1);
+	ck_assert_uint_eq(rec.state, STORE_DELIVERED_STATE);
+	ck_assert_uint_eq(rec.final_date, 1500);
+	free(rec.m);
+	ck_assert_int_eq(store_sqlite_ops.get(b, 999, &rec), 0);
+	ck_assert_int_eq(store_sqlite_ops.backlogs(b, count_backlog, &c), 0);
+	ck_assert_int_eq(c.accounts, 2);
+	ck_assert_uint_eq(c.bob, 2);
+	ck_assert_uint_eq(c.carol, 1);
+	ck_assert_uint_eq(store_sqlite_ops.oldest(b, "bob"), 1000);
+	store_sqlite_ops.close(b);
+
+	/* Reopened: all of it is still there. */
+	b = open_ok(false);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_str_eq(s.texts[0], "second");
+	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
+	ck_assert_uint_eq(max, 3072);
+	/* Purge: final states older than the time go, the rest stays. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.purge(b, 1400, 100), 0);
+	ck_assert_int_eq(store_sqlite_ops.purge(b, 1600, 100), 1);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 0);
+	store_sqlite_ops.close(b);
+}
+END_TEST
+
+START_TEST(test_expiry_and_by_dest)
+{
+	struct store_backend *b = open_ok(false);
+	struct seen s = { .n = 0 };
+
+	put(b, 1024, "bob", "soon", 100);
+	put(b, 2048, "bob", "later", 900);
+	put(b, 3072, "carol", "sooner", 50);
+	ck_assert_int_eq(store_sqlite_ops.expired(b, 99, 10, see, &s), 1);
+	ck_assert_uint_eq(s.ids[0], 3072);
+	s.n = 0;
+	/* Soonest first. */
+	ck_assert_int_eq(store_sqlite_ops.expired(b, 500, 10, see, &s), 2);
+	ck_assert_uint_eq(s.ids[0], 3072);
+	ck_assert_uint_eq(s.ids[1], 1024);
+	s.n = 0;
+	ck_assert_int_eq(store_sqlite_ops.by_dest(b, "alice", "bob", 10, see,
+	    &s), 2);
+	s.n = 0;
+	ck_assert_int_eq(store_sqlite_ops.by_dest(b, "mallory", "bob", 10,
+	    see, &s), 0);
+	/* Expired: no longer in the backlog nor due to expire. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, STORE_EXPIRED, 100, 0,
+	    0), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_str_eq(s.texts[0], "later");
+	s.n = 0;
+	ck_assert_int_eq(store_sqlite_ops.expired(b, 500, 10, see, &s), 1);
+	store_sqlite_ops.close(b);
+}
+END_TEST
+
+START_TEST(test_rollback)
+{
+	struct store_backend *b = open_ok(false);
+	struct deliver_msg *m = deliver_msg_new(1);
+	struct store_rec rec = { .m = m, .state = STORE_ENROUTE };
+
+	m->id = 7168;
+	m->len = 1;
+	m->text[0] = 'x';
+	snprintf(rec.account, sizeof(rec.account), "bob");
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	ck_assert(store_sqlite_ops.in_txn(b));
+	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
+	/* The same id twice: refused, the transaction still open. */
+	ck_assert_int_lt(store_sqlite_ops.put(b, &rec), 0);
+	store_sqlite_ops.rollback(b);
+	ck_assert(!store_sqlite_ops.in_txn(b));
+	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
+	free(m);
+	store_sqlite_ops.close(b);
+}
+END_TEST
+
+START_TEST(test_not_a_store)
+{
+	char cmd[PATH_MAX + 64], junk[8192];
+	int fd;
+
+	/* Random bytes. */
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 131 + 7);
+	fd = open(sc.path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	open_refused("not a store");
+	/* Another SQLite database. */
+	unlink(sc.path);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'CREATE TABLE x (y)'",
+	    sc.path);
+	if (system(cmd) == 0)
+		open_refused("not an echorouterd store");
+	/* Damaged pages: found by the integrity check. */
+	unlink(sc.path);
+	{
+		struct store_backend *b = open_ok(false);
+		char text[200];
+
+		memset(text, 'y', sizeof(text) - 1);
+		text[sizeof(text) - 1] = '\0';
+		for (uint64_t i = 1; i <= 300; i++)
+			put(b, i << 10, "bob", text, 5000);
+		store_sqlite_ops.close(b);
+	}
+	fd = open(sc.path, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, junk, 4096, 3 * 4096), 4096);
+	close(fd);
+	open_refused(sc.path);
+	/* -t on a missing file in a writable directory: fine, nothing made. */
+	unlink(sc.path);
+	store_sqlite_ops.close(open_ok(true));
+	ck_assert_int_ne(access(sc.path, F_OK), 0);
+	/* ... and in a directory that is not there: refused. */
+	snprintf(sc.path, sizeof(sc.path), "%s/none/store.db", dir);
+	{
+		char *err = NULL;
+
+		ck_assert_ptr_null(store_sqlite_ops.open(&sc, true, &err));
+		ck_assert_ptr_nonnull(strstr(err, "cannot be made"));
+		free(err);
+	}
+}
+END_TEST
+
+#endif
+
+Suite *
+store_suite(void)
+{
+	Suite *s = suite_create("store");
+	TCase *tc = tcase_create("sqlite");
+
+#if ER_WITH_SQLITE
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_order_marks_reopen);
+	tcase_add_test(tc, test_expiry_and_by_dest);
+	tcase_add_test(tc, test_rollback);
+	tcase_add_test(tc, test_not_a_store);
+#endif
+	suite_add_tcase(s, tc);
+	return s;
+}
