@@ -72,6 +72,8 @@ deliver_verdict_name(enum deliver_verdict v)
 		return "unfit";
 	case DELIVER_FULL:
 		return "store full";
+	case DELIVER_STORE:
+		return "to the store";
 	}
 	return "?";
 }
@@ -145,6 +147,7 @@ deliver_verdict_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 static bool deliver_to_store(struct reactor *r, struct deliver_msg *m);
+static void deliver_store_now(struct reactor *r, struct deliver_msg *m);
 
 /*
  * On the recipient's reactor: deliver, then send the verdict back.
@@ -166,6 +169,10 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 	/* The recipient left on the way: its account's store takes it. */
 	else if (m->verdict == DELIVER_NO_ROUTE && deliver_to_store(r, m))
 		return;
+	else if (m->verdict == DELIVER_STORE) {
+		deliver_store_now(r, m);
+		return;
+	}
 	if ((m->flags & DELIVER_F_NO_VERDICT) ||
 	    (back = reactor_get(m->sender.reactor)) == NULL) {
 		free(m);
@@ -249,6 +256,19 @@ deliver_to_store(struct reactor *r, struct deliver_msg *m)
 }
 
 /*
+ * The recipient's session would only have queued m in memory: the store
+ * of the account it holds takes m instead (DELIVER_STORE).
+ */
+static void
+deliver_store_now(struct reactor *r, struct deliver_msg *m)
+{
+	bool held;
+	const char *to = deliver_target(r, m, &held);
+
+	store_put(m, to);
+}
+
+/*
  * Delivers m on this reactor, posts it to the recipient's, or gives it to
  * the store. Returns the verdict, or DELIVER_PENDING once posted.
  */
@@ -273,6 +293,10 @@ deliver_dispatch(struct reactor *r, struct deliver_msg *m)
 			counter_add(&r->counters, COUNTER_ROUTED_LOCAL, 1);
 		else if (v == DELIVER_NO_ROUTE && deliver_to_store(r, m))
 			return DELIVER_PENDING;
+		else if (v == DELIVER_STORE) {
+			store_put(m, to);
+			return DELIVER_PENDING;
+		}
 		free(m);
 		return v;
 	}

@@ -27,6 +27,11 @@ enum deliver_verdict {
 	DELIVER_REFUSED,		/* the recipient's queue for it is full */
 	DELIVER_UNFIT,		/* the recipient's protocol cannot carry it */
 	DELIVER_FULL,		/* the store is full (or cannot write) */
+	/*
+	 * The recipient would only hold it in memory (behind a full SMPP
+	 * window): its account's store takes it. Never reaches a sender.
+	 */
+	DELIVER_STORE,
 };
 
 /* deliver_msg flags. */

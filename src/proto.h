@@ -50,8 +50,9 @@ struct proto {
 	 * A routed message for this connection: queue it and return
 	 * DELIVER_OK, or refuse it: DELIVER_BUSY or DELIVER_REFUSED (no
 	 * room), DELIVER_UNFIT (it cannot carry the text), DELIVER_NO_ROUTE
-	 * (the session has said goodbye). m is borrowed. NULL: the
-	 * protocol takes no routed messages.
+	 * (the session has said goodbye), or DELIVER_STORE (it would only
+	 * hold m in memory: the store of the account it receives for takes
+	 * it). m is borrowed. NULL: the protocol takes no routed messages.
 	 */
 	int	(*on_deliver)(struct conn *c, const struct deliver_msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */

@@ -1033,6 +1033,14 @@ smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 		return DELIVER_OK;
 	}
 	/*
+	 * With a store, what would wait here, in memory, behind the window
+	 * waits there instead, on disk: the submitter is answered once it is
+	 * durable. What the store hands out queues here as before.
+	 */
+	if (!(m->flags & DELIVER_F_STORED) && store_on() &&
+	    config_find_account(c->r->cf, s->system_id) != NULL)
+		return DELIVER_STORE;
+	/*
 	 * Bounded in count and in bytes: queue_limit messages, and no more
 	 * memory than output_high_watermark, which a connection may hold
 	 * anyway. A message costs its text and its fields (~370 bytes).

@@ -278,3 +278,39 @@ test('a restart keeps the backlog: 100 delivered once, in order', { skip }, asyn
 		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
+
+test('behind a full window, acknowledged messages wait on disk, not in memory', { skip }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
+	const db = path.join(dir, 'store.db');
+	const text = (c) => c.replace('response_timeout = 3;', 'response_timeout = 30; window = 1;');
+	try {
+		let d = await L.startDaemon(text(conf(db)));
+		// bob takes one deliver_sm and never answers it.
+		const s = await L.connect(d.ports.smpp);
+		const seen = [];
+		s.on('deliver_sm', (pdu) => seen.push(L.text(pdu)));
+		assert.equal((await L.call(s, 'bind_receiver', { system_id: 'bob', password: 'b' })).command_status, ESME_ROK);
+		const a = await session(d.ports.smpp, 'bind_transmitter', 'alice', 'a');
+		for (let i = 1; i <= 5; i++)
+			assert.equal((await submit(a.s, { short_message: `w${i}` })).command_status, ESME_ROK);
+		await until(() => seen.length === 1, 'the one the window takes');
+		assert.equal(seen[0], 'w1');
+		// The daemon dies with w2..w5 acknowledged behind bob's window.
+		d.child.kill('SIGKILL');
+		await until(() => d.exited !== null, 'the kill', 5000);
+		fs.rmSync(d.dir, { recursive: true, force: true });
+		a.s.destroy(); s.destroy();
+		d = await L.startDaemon(text(conf(db)));
+		try {
+			const b = await session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+			await until(() => b.got.length >= 4, 'w2..w5 after the crash');
+			await sleep(300);
+			assert.deepEqual(b.got.map(L.text), ['w2', 'w3', 'w4', 'w5']);
+			b.s.close();
+		} finally {
+			await L.stopDaemon(d);
+		}
+	} finally {
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
