@@ -12,7 +12,8 @@
 #define CONFIG_DEFAULT_PATH	"/etc/echorouterd/echorouterd.conf"
 #define CONFIG_NAME_MAX		64
 #define CONFIG_DISPATCHERS_MAX	1024
-#define CONFIG_VALIDITY_MAX	31536000	/* store.default_validity: a year */
+/* The longest store.default_validity, s: a year. */
+#define CONFIG_VALIDITY_MAX	31536000
 
 struct proto;
 
@@ -129,10 +130,10 @@ struct config *config_ref(struct config *cf);
 void	config_unref(struct config *cf);
 
 /* What config_keep_start_only kept of the running configuration. */
-#define CONFIG_KEPT_STORE_ADDED		0x1	/* a store group appeared */
-#define CONFIG_KEPT_STORE_REMOVED	0x2	/* the store group went */
-#define CONFIG_KEPT_STORE_PATH		0x4	/* store.path changed */
-#define CONFIG_KEPT_STORE_SYNC		0x8	/* store.sync changed */
+#define CONFIG_KEPT_STORE_ADDED	0x1	/* a store group appeared */
+#define CONFIG_KEPT_STORE_REMOVED 0x2	/* the store group went */
+#define CONFIG_KEPT_STORE_PATH	0x4	/* store.path changed */
+#define CONFIG_KEPT_STORE_SYNC	0x8	/* store.sync changed */
 
 /*
  * For a reload: cf is the new snapshot, not yet handed out, old the one in

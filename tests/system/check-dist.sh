@@ -154,10 +154,12 @@ check_installed_store() {
 		if ! grep -q '^store = {' "$1"; then
 			pass "installed config: no store (built without SQLite)"
 		else
-			fail "installed config has a store; the build has no SQLite"
+			fail "installed config has a store; the build has" \
+			    "no SQLite"
 		fi
 	elif grep -qx '  path = "/var/lib/echorouterd/store.db";' "$1"; then
-		pass "installed config: store.path is /var/lib/echorouterd/store.db"
+		pass "installed config: store.path is" \
+		    "/var/lib/echorouterd/store.db"
 	else
 		fail "installed config: store.path is not" \
 		    "/var/lib/echorouterd/store.db"

@@ -874,7 +874,8 @@ START_TEST(config_store_reload_keeps)
 	config_unref(cf);
 	/* Path and sync changed: the old ones stay, the limits change. */
 	cf = unit_config(LISTENER "store = { path = \"/b.db\"; "
-	    "sync = \"normal\"; max_messages = 20; default_validity = 60; };\n");
+	    "sync = \"normal\"; max_messages = 20; default_validity = 60; "
+	    "};\n");
 	ck_assert_uint_eq(config_keep_start_only(cf, old),
 	    CONFIG_KEPT_STORE_PATH | CONFIG_KEPT_STORE_SYNC);
 	ck_assert_str_eq(cf->store.path, "/a.db");
