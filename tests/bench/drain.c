@@ -1,7 +1,8 @@
 /*
  * drain.c: the store's drain for make bench: N router clients log in as
- * accounts (-l FMT: the LOGIN line, %u the client) that have backlogs, and count the MSG
- * lines that arrive until -N have or -T seconds pass with none. Prints
+ * accounts that have backlogs (-l FMT: the LOGIN line, %u the client)
+ * and count the MSG lines that arrive until -N have or -T seconds pass
+ * with none. Prints
  *
  *   RESULT label=L mode=drain conns=N msgs=M secs=S rate=R srv_cpu_us=C
  *
