@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <libconfig.h>
 #include <stdarg.h>
@@ -702,38 +703,67 @@ config_dir(const char *path, char *dir, size_t n)
 	return 0;
 }
 
+/* A path made absolute against the configuration file's directory. */
+static void
+get_conf_path(struct cferr *e, const config_setting_t *k,
+    const struct config *cf, const char *what, char *out, size_t n)
+{
+	const char *v = get_string(e, k);
+	char dir[4096];
+	int w;
+
+	if (v == NULL || v[0] == '\0') {
+		out[0] = '\0';
+		return;
+	}
+	if (v[0] == '/') {
+		w = snprintf(out, n, "%s", v);
+	} else {
+		if (config_dir(cf->path, dir, sizeof(dir)) < 0) {
+			cferr_add(e, k, "%s: cannot make \"%s\" absolute: %s",
+			    what, v, strerror(errno));
+			return;
+		}
+		w = snprintf(out, n, "%s%s%s", dir,
+		    strcmp(dir, "/") == 0 ? "" : "/", v);
+	}
+	if (w < 0 || (size_t)w >= n) {
+		out[0] = '\0';
+		cferr_add(e, k, "%s: longer than %zu characters", what, n - 1);
+	}
+}
+
 /* store.path, made absolute against the configuration file's directory. */
 static void
 get_store_path(struct cferr *e, const config_setting_t *k,
     struct config *cf)
 {
-	struct store_conf *st = &cf->store;
 	const char *v = get_string(e, k);
-	char dir[4096];
-	int w;
+
+	if (v != NULL && v[0] == '\0')
+		cferr_add(e, k, "store.path: empty; name the store file");
+	else if (v != NULL)
+		get_conf_path(e, k, cf, "store.path", cf->store.path,
+		    sizeof(cf->store.path));
+}
+
+static void
+get_store_backend(struct cferr *e, const config_setting_t *k,
+    struct store_conf *st)
+{
+	const char *v = get_string(e, k);
 
 	if (v == NULL)
 		return;
-	if (v[0] == '\0') {
-		cferr_add(e, k, "store.path: empty; name the store file");
-		return;
-	}
-	if (v[0] == '/') {
-		w = snprintf(st->path, sizeof(st->path), "%s", v);
-	} else {
-		if (config_dir(cf->path, dir, sizeof(dir)) < 0) {
-			cferr_add(e, k, "store.path: cannot make \"%s\" "
-			    "absolute: %s", v, strerror(errno));
-			return;
-		}
-		w = snprintf(st->path, sizeof(st->path), "%s%s%s", dir,
-		    strcmp(dir, "/") == 0 ? "" : "/", v);
-	}
-	if (w < 0 || (size_t)w >= sizeof(st->path)) {
-		st->path[0] = '\0';
-		cferr_add(e, k, "store.path: longer than %zu characters",
-		    sizeof(st->path) - 1);
-	}
+	if (strcmp(v, "sqlite") == 0)
+		st->jetstream = false;
+	else if (strcmp(v, "jetstream") == 0)
+		/* Not written yet: said plainly rather than run as sqlite. */
+		cferr_add(e, k, "store.backend: \"jetstream\" is not in this "
+		    "version yet; use \"sqlite\" (each node its own store)");
+	else
+		cferr_add(e, k, "store.backend: \"%s\" is not one of sqlite, "
+		    "jetstream", v);
 }
 
 static void
@@ -783,11 +813,149 @@ parse_store(struct cferr *e, const config_setting_t *s, struct config *cf)
 			get_u64(e, k, 1, INT64_MAX, &st->max_bytes);
 		else if (strcmp(name, "account_max_messages") == 0)
 			get_u64(e, k, 1, INT64_MAX, &st->account_max_messages);
+		else if (strcmp(name, "replicas") == 0)
+			get_unsigned(e, k, 1, 5, &st->replicas);
+		else if (strcmp(name, "backend") == 0)
+			get_store_backend(e, k, st);
 		else
 			cferr_add(e, k, "store.%s: unknown setting", name);
 	}
 	if (!has_path)
 		cferr_add(e, s, "store: \"path\" is missing");
+}
+
+/* 1-32 of A-Z a-z 0-9 _ - (it names subjects and keys in NATS). */
+static bool
+valid_node(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > CLUSTER_NODE_MAX)
+		return false;
+	for (; *s != '\0'; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-')
+			return false;
+	return true;
+}
+
+/* NATS subject tokens of A-Z a-z 0-9 _ -, separated by dots. */
+static bool
+valid_prefix(const char *s)
+{
+	size_t n = strlen(s);
+	bool tok = false;
+
+	if (n == 0 || n > CLUSTER_PREFIX_MAX)
+		return false;
+	for (; *s != '\0'; s++) {
+		if (*s == '.') {
+			if (!tok)
+				return false;
+			tok = false;
+		} else if (isalnum((unsigned char)*s) || *s == '_' ||
+		    *s == '-') {
+			tok = true;
+		} else {
+			return false;
+		}
+	}
+	return tok;
+}
+
+static void
+get_cluster_servers(struct cferr *e, const config_setting_t *k,
+    struct cluster_conf *cl)
+{
+	int n = config_setting_length(k);
+
+	if (!config_setting_is_list(k) && !config_setting_is_array(k)) {
+		cferr_add(e, k, "cluster.servers: expected a list ( \"nats://"
+		    "host:port\", ... )");
+		return;
+	}
+	if (n == 0 || n > CLUSTER_SERVERS_MAX) {
+		cferr_add(e, k, "cluster.servers: give 1 to %d servers",
+		    CLUSTER_SERVERS_MAX);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		config_setting_t *el = config_setting_get_elem(k, i);
+		const char *v = get_string(e, el);
+
+		if (v == NULL)
+			continue;
+		if (strncmp(v, "nats://", 7) != 0 &&
+		    strncmp(v, "tls://", 6) != 0) {
+			cferr_add(e, el, "cluster.servers: \"%s\" is not a "
+			    "nats:// or tls:// URL", v);
+			continue;
+		}
+		if (strlen(v) >= sizeof(cl->servers[0]) ||
+		    strchr(v, ',') != NULL || strchr(v, ' ') != NULL) {
+			cferr_add(e, el, "cluster.servers: \"%s\": one URL of "
+			    "at most %zu characters", v,
+			    sizeof(cl->servers[0]) - 1);
+			continue;
+		}
+		snprintf(cl->servers[cl->nservers++], sizeof(cl->servers[0]),
+		    "%s", v);
+	}
+}
+
+static void
+parse_cluster(struct cferr *e, const config_setting_t *s, struct config *cf)
+{
+	struct cluster_conf *cl = &cf->cluster;
+	bool has_node = false, has_servers = false;
+
+	if (!config_setting_is_group(s)) {
+		cferr_add(e, s, "cluster: expected a group { node = ...; }");
+		return;
+	}
+	cl->enabled = true;
+	cl->line = config_setting_source_line(s);
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *k = config_setting_get_elem(s, i);
+		const char *name = config_setting_name(k), *v;
+
+		if (strcmp(name, "node") == 0) {
+			has_node = true;
+			if ((v = get_string(e, k)) == NULL)
+				continue;
+			if (!valid_node(v))
+				cferr_add(e, k, "cluster.node: \"%s\": use 1-32 "
+				    "of A-Z a-z 0-9 _ -", v);
+			else
+				snprintf(cl->node, sizeof(cl->node), "%s", v);
+		} else if (strcmp(name, "servers") == 0) {
+			has_servers = true;
+			get_cluster_servers(e, k, cl);
+		} else if (strcmp(name, "subject_prefix") == 0) {
+			if ((v = get_string(e, k)) == NULL)
+				continue;
+			if (!valid_prefix(v))
+				cferr_add(e, k, "cluster.subject_prefix: \"%s\": "
+				    "use NATS tokens of A-Z a-z 0-9 _ - joined "
+				    "by dots, at most %d characters", v,
+				    CLUSTER_PREFIX_MAX);
+			else
+				snprintf(cl->subject_prefix,
+				    sizeof(cl->subject_prefix), "%s", v);
+		} else if (strcmp(name, "request_timeout") == 0)
+			get_unsigned(e, k, 1, 300, &cl->request_timeout);
+		else if (strcmp(name, "claim_ttl") == 0)
+			get_unsigned(e, k, 2, 86400, &cl->claim_ttl);
+		else if (strcmp(name, "credentials") == 0)
+			get_conf_path(e, k, cf, "cluster.credentials",
+			    cl->credentials, sizeof(cl->credentials));
+		else
+			cferr_add(e, k, "cluster.%s: unknown setting", name);
+	}
+	if (!has_node)
+		cferr_add(e, s, "cluster: \"node\" is missing (a name unique "
+		    "to this node)");
+	if (!has_servers)
+		cferr_add(e, s, "cluster: \"servers\" is missing");
 }
 
 static void
@@ -825,6 +993,8 @@ parse_root_key(struct cferr *e, config_setting_t *k, struct config *cf)
 		parse_smpp(e, k, cf);
 	else if (strcmp(name, "store") == 0)
 		parse_store(e, k, cf);
+	else if (strcmp(name, "cluster") == 0)
+		parse_cluster(e, k, cf);
 	else
 		cferr_add(e, k, "%s: unknown setting", name);
 }
@@ -860,6 +1030,11 @@ config_defaults(struct config *cf)
 	cf->store.max_messages = 1000000;
 	cf->store.max_bytes = 1 << 30;
 	cf->store.account_max_messages = 100000;
+	cf->store.replicas = 1;
+	snprintf(cf->cluster.subject_prefix, sizeof(cf->cluster.subject_prefix),
+	    "erd");
+	cf->cluster.request_timeout = 2;
+	cf->cluster.claim_ttl = 10;
 }
 
 static void
@@ -928,21 +1103,48 @@ config_unref(struct config *cf)
 	free(cf);
 }
 
+/* The cluster's part of config_keep_start_only. */
+static unsigned
+keep_cluster(struct cluster_conf *cl, const struct cluster_conf *o)
+{
+	unsigned kept = 0;
+
+	if (cl->enabled != o->enabled) {
+		kept = cl->enabled ? CONFIG_KEPT_CLUSTER_ADDED :
+		    CONFIG_KEPT_CLUSTER_REMOVED;
+		*cl = *o;
+		return kept;
+	}
+	if (!cl->enabled)
+		return 0;
+	if (strcmp(cl->node, o->node) != 0 || cl->nservers != o->nservers ||
+	    memcmp(cl->servers, o->servers, sizeof(cl->servers)) != 0 ||
+	    strcmp(cl->credentials, o->credentials) != 0) {
+		kept = CONFIG_KEPT_CLUSTER_NODE;
+		memcpy(cl->node, o->node, sizeof(cl->node));
+		memcpy(cl->servers, o->servers, sizeof(cl->servers));
+		cl->nservers = o->nservers;
+		memcpy(cl->credentials, o->credentials,
+		    sizeof(cl->credentials));
+	}
+	return kept;
+}
+
 unsigned
 config_keep_start_only(struct config *cf, const struct config *old)
 {
 	struct store_conf *st = &cf->store;
 	const struct store_conf *o = &old->store;
-	unsigned kept = 0;
+	unsigned kept = keep_cluster(&cf->cluster, &old->cluster);
 
 	if (st->enabled != o->enabled) {
-		kept = st->enabled ? CONFIG_KEPT_STORE_ADDED :
+		kept |= st->enabled ? CONFIG_KEPT_STORE_ADDED :
 		    CONFIG_KEPT_STORE_REMOVED;
 		*st = *o;
 		return kept;
 	}
 	if (!st->enabled)
-		return 0;
+		return kept;
 	if (strcmp(st->path, o->path) != 0) {
 		kept |= CONFIG_KEPT_STORE_PATH;
 		memcpy(st->path, o->path, sizeof(st->path));

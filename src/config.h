@@ -83,6 +83,28 @@ struct store_conf {
 	uint64_t max_messages;		/* the whole store */
 	uint64_t max_bytes;		/* the whole store: texts and fields */
 	uint64_t account_max_messages;	/* per recipient account */
+	bool	jetstream;		/* backend "jetstream", else "sqlite" */
+	unsigned replicas;		/* JetStream copies (and the claims') */
+	int	line;
+};
+
+#define CLUSTER_NODE_MAX	32	/* cluster.node's bytes */
+#define CLUSTER_SERVERS_MAX	16
+#define CLUSTER_PREFIX_MAX	64	/* cluster.subject_prefix's bytes */
+
+/*
+ * Nodes sharing one address space through NATS. node, servers and
+ * credentials take effect at start only; the rest reloads.
+ */
+struct cluster_conf {
+	bool	enabled;		/* the config has a cluster group */
+	char	node[CLUSTER_NODE_MAX + 1];
+	char	servers[CLUSTER_SERVERS_MAX][256];
+	unsigned nservers;
+	char	subject_prefix[CLUSTER_PREFIX_MAX + 1];
+	unsigned request_timeout;	/* s to wait for another node */
+	unsigned claim_ttl;		/* s until a dead node's claims go */
+	char	credentials[4096];	/* a .creds file, resolved; "" none */
 	int	line;
 };
 
@@ -113,6 +135,7 @@ struct config {
 	size_t	nroutes;
 	struct smpp_conf smpp;
 	struct store_conf store;
+	struct cluster_conf cluster;
 };
 
 /*
@@ -134,11 +157,15 @@ void	config_unref(struct config *cf);
 #define CONFIG_KEPT_STORE_REMOVED 0x2	/* the store group went */
 #define CONFIG_KEPT_STORE_PATH	0x4	/* store.path changed */
 #define CONFIG_KEPT_STORE_SYNC	0x8	/* store.sync changed */
+#define CONFIG_KEPT_CLUSTER_ADDED 0x10	/* a cluster group appeared */
+#define CONFIG_KEPT_CLUSTER_REMOVED 0x20	/* the cluster group went */
+#define CONFIG_KEPT_CLUSTER_NODE 0x40	/* node, servers or credentials */
 
 /*
  * For a reload: cf is the new snapshot, not yet handed out, old the one in
  * force. Gives cf old's settings that take effect only at start (the store
- * group itself, store.path, store.sync), so that cf describes what keeps
+ * group itself, store.path, store.sync; the cluster group itself,
+ * cluster.node, servers, credentials), so that cf describes what keeps
  * running, and returns which of them differed as CONFIG_KEPT_* bits (0:
  * none). Nothing is logged. Main thread.
  */

@@ -33,6 +33,7 @@ enum counter_id {
 	COUNTER_ROUTED_LOCAL,		/* delivered on the sender's reactor */
 	COUNTER_ROUTED_REMOTE,		/* delivered through a mailbox */
 	COUNTER_ROUTED_STORED,		/* handed out by the store */
+	COUNTER_ROUTED_NODE,		/* came from another node */
 	COUNTER_ERR_400,		/* router error replies, by code */
 	COUNTER_ERR_401,
 	COUNTER_ERR_403,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "conn.h"
 #include "proto.h"
@@ -27,6 +28,7 @@ deliver_msg_new(size_t len)
 	memset(m, 0, offsetof(struct deliver_msg, src_addr));
 	m->src_addr[0] = m->dst_addr[0] = m->reply_to[0] = '\0';
 	m->receipted_id[0] = m->from[0] = m->to[0] = '\0';
+	m->remote_node[0] = '\0';
 	m->len = 0;
 	m->text[len] = '\0';
 	return m;
@@ -74,6 +76,8 @@ deliver_verdict_name(enum deliver_verdict v)
 		return "store full";
 	case DELIVER_STORE:
 		return "to the store";
+	case DELIVER_UNAVAILABLE:
+		return "cluster unavailable";
 	}
 	return "?";
 }
@@ -150,13 +154,43 @@ static bool deliver_to_store(struct reactor *r, struct deliver_msg *m);
 static void deliver_store_now(struct reactor *r, struct deliver_msg *m);
 
 /*
+ * Sends m's verdict back to its sender: a reactor of ours (staged on r's
+ * turn when r is not NULL, posted otherwise), another node, or nobody
+ * (then m is freed). Takes m. Any thread; r is the caller's reactor.
+ */
+static void
+deliver_reply(struct reactor *r, struct deliver_msg *m)
+{
+	struct reactor *back;
+
+	if (m->flags & DELIVER_F_NO_VERDICT) {
+		free(m);
+		return;
+	}
+	if (m->sender.reactor == DELIVER_REMOTE_REACTOR) {
+		cluster_answer(m);
+		return;
+	}
+	if ((back = reactor_get(m->sender.reactor)) == NULL) {
+		free(m);
+		return;
+	}
+	m->task.fn = deliver_verdict_task;
+	m->task.arg = m;
+	if (r != NULL)
+		reactor_send(r, back, &m->task);
+	else
+		reactor_post_task(back, &m->task);
+}
+
+/*
  * On the recipient's reactor: deliver, then send the verdict back.
  * Cancelled (freed at exit): nobody is left to answer.
  */
 static void
 deliver_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct reactor *r = owner, *back;
+	struct reactor *r = owner;
 	struct deliver_msg *m = arg;
 
 	if (st == MAILBOX_CANCELLED) {
@@ -173,29 +207,35 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 		deliver_store_now(r, m);
 		return;
 	}
-	if ((m->flags & DELIVER_F_NO_VERDICT) ||
-	    (back = reactor_get(m->sender.reactor)) == NULL) {
-		free(m);
-		return;
-	}
-	m->task.fn = deliver_verdict_task;
-	m->task.arg = m;
-	reactor_send(r, back, &m->task);
+	deliver_reply(r, m);
 }
 
 void
 deliver_answer(struct deliver_msg *m)
 {
-	struct reactor *back;
+	deliver_reply(NULL, m);
+}
 
-	if ((m->flags & DELIVER_F_NO_VERDICT) ||
-	    (back = reactor_get(m->sender.reactor)) == NULL) {
+void
+deliver_node_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct reactor *r = owner;
+	struct deliver_msg *m = arg;
+
+	if (st == MAILBOX_CANCELLED) {
+		/* Exiting: the sending node hears nothing and times out. */
 		free(m);
 		return;
 	}
-	m->task.fn = deliver_verdict_task;
-	m->task.arg = m;
-	reactor_post_task(back, &m->task);
+	m->verdict = deliver_here(r, m);
+	if (m->verdict == DELIVER_OK)
+		counter_add(&r->counters, COUNTER_ROUTED_NODE, 1);
+	else if (m->verdict == DELIVER_STORE) {
+		deliver_store_now(r, m);
+		return;
+	}
+	/* "No route" lets the sending node look further (or store it). */
+	deliver_reply(r, m);
 }
 
 /*
@@ -205,7 +245,7 @@ deliver_answer(struct deliver_msg *m)
  * it, its owner in m->recipient (*held). NULL: no address fits.
  */
 static const char *
-deliver_target(struct reactor *r, struct deliver_msg *m, bool *held)
+deliver_target(const struct config *cf, struct deliver_msg *m, bool *held)
 {
 	const char *via;
 
@@ -214,13 +254,13 @@ deliver_target(struct reactor *r, struct deliver_msg *m, bool *held)
 		*held = route_lookup(m->to, &m->recipient);
 		return m->to;
 	}
-	if ((via = route_resolve(r->cf, m->to,
+	if ((via = route_resolve(cf, m->to,
 	    (m->flags & DELIVER_F_PREFIX_FIRST) != 0, &m->recipient)) != NULL)
 		return via;
 	*held = false;
-	via = route_by_prefix(r->cf, m->to);
+	via = route_by_prefix(cf, m->to);
 	/* Nobody holds either: the account a route names, else the address. */
-	if (via != NULL && config_find_account(r->cf, via) != NULL)
+	if (via != NULL && config_find_account(cf, via) != NULL)
 		return via;
 	return m->to;
 }
@@ -231,14 +271,14 @@ deliver_target(struct reactor *r, struct deliver_msg *m, bool *held)
  * scheduled for later. true: the store took m (the verdict follows).
  */
 static bool
-deliver_store_if(struct reactor *r, struct deliver_msg *m, const char *to,
-    bool held)
+deliver_store_if(const struct config *cf, struct deliver_msg *m,
+    const char *to, bool held)
 {
 	if (!store_on() || (m->flags & DELIVER_F_STORED))
 		return false;
 	if (held && m->due == 0 && !store_holds(to))
 		return false;
-	if (config_find_account(r->cf, to) == NULL)
+	if (config_find_account(cf, to) == NULL)
 		return false;
 	store_put(m, to);
 	return true;
@@ -249,10 +289,10 @@ static bool
 deliver_to_store(struct reactor *r, struct deliver_msg *m)
 {
 	bool held;
-	const char *to = deliver_target(r, m, &held);
+	const char *to = deliver_target(r->cf, m, &held);
 
 	/* Someone else holds it now: the sender hears "no route" as before. */
-	return !held && deliver_store_if(r, m, to, false);
+	return !held && deliver_store_if(r->cf, m, to, false);
 }
 
 /*
@@ -263,9 +303,62 @@ static void
 deliver_store_now(struct reactor *r, struct deliver_msg *m)
 {
 	bool held;
-	const char *to = deliver_target(r, m, &held);
+	const char *to = deliver_target(r->cf, m, &held);
 
 	store_put(m, to);
+}
+
+/*
+ * In a cluster: whether this node decides alone where m goes. It does for
+ * an address held here alone (a router LOGIN: the cluster's claims keep it
+ * unique), and for everything while the cluster is down. An account's
+ * binds may be on several nodes, so their traffic goes through the
+ * cluster, which shares it among them; so does whatever nobody holds here.
+ */
+static bool
+deliver_node_decides(const struct deliver_msg *m, const char *to, bool held)
+{
+	if (!cluster_up())
+		return true;
+	return held && strcmp(to, m->to) == 0 && route_is_claimed(to);
+}
+
+/* Sends m through the cluster, or says why it cannot go. */
+static enum deliver_verdict
+deliver_cluster(struct reactor *r, struct deliver_msg *m, const char *to)
+{
+	/* Its account's backlog, or its schedule, still comes first. */
+	if (deliver_store_if(r->cf, m, to, true))
+		return DELIVER_PENDING;
+	cluster_send(m);
+	return DELIVER_PENDING;
+}
+
+void
+deliver_unrouted(const struct config *cf, struct deliver_msg *m)
+{
+	bool held;
+	const char *to = deliver_target(cf, m, &held);
+
+	if (held) {
+		/*
+		 * Someone here holds it after all (it came after the cluster
+		 * was asked): this node's reactor takes it, as a sender's
+		 * would.
+		 */
+		struct reactor *dst = reactor_get(m->recipient.conn.reactor);
+
+		if (dst != NULL) {
+			m->task.fn = deliver_task;
+			m->task.arg = m;
+			reactor_post_task(dst, &m->task);
+			return;
+		}
+	}
+	if (!held && deliver_store_if(cf, m, to, false))
+		return;
+	m->verdict = DELIVER_NO_ROUTE;
+	deliver_reply(NULL, m);
 }
 
 /*
@@ -278,10 +371,17 @@ deliver_dispatch(struct reactor *r, struct deliver_msg *m)
 	struct reactor *dst;
 	enum deliver_verdict v;
 	bool held;
-	const char *to = deliver_target(r, m, &held);
+	const char *to = deliver_target(r->cf, m, &held);
 
-	if (deliver_store_if(r, m, to, held))
+	if (cluster_on() && !deliver_node_decides(m, to, held))
+		return deliver_cluster(r, m, to);
+	if (deliver_store_if(r->cf, m, to, held))
 		return DELIVER_PENDING;
+	/* Nobody here has it, and the cluster that might cannot be asked. */
+	if (!held && cluster_on()) {
+		free(m);
+		return DELIVER_UNAVAILABLE;
+	}
 	if (!held || m->recipient.kind != ROUTE_OWNER_CONN ||
 	    (dst = reactor_get(m->recipient.conn.reactor)) == NULL) {
 		free(m);

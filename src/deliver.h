@@ -15,6 +15,7 @@
 #include "mailbox.h"
 #include "route.h"
 
+struct config;
 struct conn;
 struct reactor;
 struct store_acct;
@@ -32,6 +33,11 @@ enum deliver_verdict {
 	 * window): its account's store takes it. Never reaches a sender.
 	 */
 	DELIVER_STORE,
+	/*
+	 * It needs another node and the cluster cannot be reached (or did not
+	 * answer in time): a temporary error, as a full store is.
+	 */
+	DELIVER_UNAVAILABLE,
 };
 
 /* deliver_msg flags. */
@@ -47,6 +53,9 @@ enum {
 };
 
 #define DELIVER_NO_REACTOR	UINT32_MAX
+/* The sender is on another node: its verdict goes back through NATS. */
+#define DELIVER_REMOTE_REACTOR	(UINT32_MAX - 1)
+#define DELIVER_NODE_MAX	32	/* a node name's bytes (cluster.node) */
 
 /*
  * A message on its way. It travels from the sender's reactor to the
@@ -69,6 +78,7 @@ struct deliver_msg {
 	uint64_t expires;		/* validity: not after (s); 0 default */
 	struct store_acct *store_acct;	/* DELIVER_F_STORED: whose it is */
 	uint32_t attempts;		/* DELIVER_F_STORED: failures so far */
+	uint64_t remote_req;		/* REMOTE_REACTOR: the sender's request */
 	/* SMPP details, carried through untouched; zero from line clients. */
 	uint8_t	src_ton, src_npi;
 	uint8_t	dst_ton, dst_npi;
@@ -86,6 +96,7 @@ struct deliver_msg {
 	char	receipted_id[24];
 	char	from[ROUTE_ADDR_MAX + 1];
 	char	to[ROUTE_ADDR_MAX + 1];
+	char	remote_node[DELIVER_NODE_MAX + 1];	/* REMOTE_REACTOR */
 	size_t	len;
 	uint8_t	text[];
 };
@@ -135,11 +146,26 @@ void	deliver_forward(struct reactor *r, struct deliver_msg *m);
 void	deliver_answer(struct deliver_msg *m);
 
 /*
+ * Mailbox task: hands a message that came from another node (m->sender is
+ * DELIVER_REMOTE_REACTOR) to the recipient's protocol on this reactor and
+ * sends the verdict back through the cluster. Owning reactor
+ * (m->recipient.conn.reactor).
+ */
+void	deliver_node_task(void *owner, void *arg, enum mailbox_status st);
+
+/*
  * Mailbox task: hands a message from the store to the recipient's
  * protocol on this reactor and tells the store what became of it. Owning
  * reactor (m->recipient.conn.reactor).
  */
 void	deliver_stored_task(void *owner, void *arg, enum mailbox_status st);
+
+/*
+ * The cluster found nobody for m (no node answered for any address it may
+ * go to): its account's store takes it when there is one, else the sender
+ * hears "no route". Takes m. Any thread (the cluster's).
+ */
+void	deliver_unrouted(const struct config *cf, struct deliver_msg *m);
 
 /* Message ids start above base (see main.c): unique across restarts. */
 void	deliver_set_id_base(struct reactor *r, uint64_t base);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "acceptor.h"
+#include "cluster.h"
 #include "config.h"
 #include "counter.h"
 #include "fault.h"
@@ -262,6 +263,14 @@ open_services(struct daemon *d)
 	}
 	if (svc != NULL)
 		d->svcs[d->nsvcs++] = svc;
+	/* The cluster after the store: it stores what no node takes. */
+	if (cluster_open(d->cf, &svc, &err) < 0) {
+		log_err("cluster: %s", err != NULL ? err : "cannot start");
+		free(err);
+		exit(1);
+	}
+	if (svc != NULL)
+		d->svcs[d->nsvcs++] = svc;
 }
 
 static void
@@ -310,6 +319,7 @@ log_stats(struct daemon *d)
 	stats_format(line, sizeof(line), d->rs, d->nrs,
 	    acceptor_counters(d->acc));
 	store_stats_append(line, sizeof(line), false);
+	cluster_stats_append(line, sizeof(line), false);
 	log_notice("%s", line);
 }
 
@@ -359,6 +369,14 @@ keep_start_only(const struct config *old, struct config *cf)
 	if (kept & CONFIG_KEPT_STORE_PATH)
 		log_warnx("reload: store.path changed: applies after a "
 		    "restart (%s stays in use)", old->store.path);
+	if (kept & CONFIG_KEPT_CLUSTER_ADDED)
+		log_warnx("reload: cluster added: joins after a restart");
+	if (kept & CONFIG_KEPT_CLUSTER_REMOVED)
+		log_warnx("reload: cluster removed: stays a node (%s) until a "
+		    "restart", old->cluster.node);
+	if (kept & CONFIG_KEPT_CLUSTER_NODE)
+		log_warnx("reload: cluster.node, servers or credentials "
+		    "changed: apply after a restart");
 	if (kept & CONFIG_KEPT_STORE_SYNC)
 		log_warnx("reload: store.sync changed: applies after a "
 		    "restart (\"%s\" stays)", old->store.sync_full ? "full" :
@@ -388,6 +406,7 @@ reload(struct daemon *d)
 	for (unsigned i = 0; i < d->nrs; i++)
 		reactor_set_config(d->rs[i], cf);
 	store_reload(cf);
+	cluster_reload(cf);
 	config_unref(d->cf);
 	d->cf = cf;
 	log_notice("reloaded %s", d->opt.config_path);
@@ -435,6 +454,7 @@ refresh_status(struct daemon *d, bool force)
 	stats_format_status(status, sizeof(status), d->rs, d->nrs,
 	    &d->last_totals, secs);
 	store_stats_append(status, sizeof(status), true);
+	cluster_stats_append(status, sizeof(status), true);
 	systemd_status(status);
 }
 
@@ -541,6 +561,7 @@ main(int argc, char **argv)
 	stop_reactors(&d);
 	stop_services(&d);
 	log_stats(&d);
+	cluster_close();
 	store_close();
 	systemd_watchdog_free(d.wd);
 	/* Reactors first: a connection may still hold the acceptor's entries. */

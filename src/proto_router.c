@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "conn.h"
 #include "deliver.h"
@@ -26,6 +27,7 @@ struct reply {
 	uint64_t id;
 	bool	done;
 	bool	bye;		/* QUIT: close once this is written */
+	bool	claim;		/* LOGIN awaiting the cluster's claim */
 	size_t	len;
 	char	text[];
 };
@@ -36,6 +38,7 @@ struct router_sess {
 	bool	skipping;	/* inside a line over max_line */
 	bool	quitting;
 	bool	eof;		/* the client half-closed: close when answered */
+	bool	claiming;	/* LOGIN: the cluster is asked for addr */
 	struct reply *head;
 	struct reply *tail;
 	unsigned npending;
@@ -88,7 +91,7 @@ sess_update_hold(struct conn *c, struct router_sess *s)
 	if (s->quitting)
 		return;
 	if (s->npending >= ROUTER_MAX_PENDING ||
-	    s->nqueued >= ROUTER_MAX_QUEUED)
+	    s->nqueued >= ROUTER_MAX_QUEUED || s->claiming)
 		conn_hold(c);
 	else if (s->npending < ROUTER_MAX_PENDING / 2 &&
 	    s->nqueued < ROUTER_MAX_QUEUED / 2)
@@ -186,6 +189,10 @@ verdict_text(struct conn *c, enum deliver_verdict v, uint64_t id, char *buf,
 	case DELIVER_FULL:
 		count_err(c, COUNTER_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu store full\n",
+		    (unsigned long long)id);
+	case DELIVER_UNAVAILABLE:
+		count_err(c, COUNTER_ERR_503);
+		return snprintf(buf, len, "ERR 503 %llu cluster unavailable\n",
 		    (unsigned long long)id);
 	case DELIVER_BUSY:
 	case DELIVER_REFUSED:
@@ -314,6 +321,85 @@ text_valid(const uint8_t *t, size_t n)
 	return true;
 }
 
+/* The address is ours: OK, then its backlog, if it has one. */
+static void
+login_done(struct conn *c, struct router_sess *s)
+{
+	s->logged_in = true;
+	reply_printf(c, "OK LOGIN %s", s->addr);
+	store_wake(s->addr);
+}
+
+/* On the reactor: the cluster's answer to a LOGIN's claim. */
+static void
+login_claimed(void *owner, void *arg, enum mailbox_status st)
+{
+	struct cluster_claim *q = arg;
+	struct router_sess *s;
+	struct reply *rp;
+	struct conn *c;
+
+	/* Closed meanwhile: router_on_close gave the claim back. */
+	if (st != MAILBOX_RUN || (c = conn_resolve(owner, &q->conn)) == NULL ||
+	    (s = c->pdata) == NULL || !s->claiming) {
+		free(q);
+		return;
+	}
+	s->claiming = false;
+	for (rp = s->head; rp != NULL && !(rp->claim && !rp->done);
+	    rp = rp->next)
+		;
+	if (q->result == CLUSTER_CLAIMED) {
+		s->logged_in = true;
+		rp->len = (size_t)snprintf(rp->text, ROUTE_ADDR_MAX + 16,
+		    "OK LOGIN %s\n", s->addr);
+		store_wake(s->addr);
+	} else {
+		route_release(s->addr, &s->me);
+		count_err(c, q->result == CLUSTER_IN_USE ? COUNTER_ERR_409 :
+		    COUNTER_ERR_503);
+		rp->len = (size_t)snprintf(rp->text, ROUTE_ADDR_MAX + 16, "%s\n",
+		    q->result == CLUSTER_IN_USE ? "ERR 409 address in use" :
+		    "ERR 503 cluster unavailable");
+	}
+	free(q);
+	rp->done = true;
+	s->npending--;
+	sess_drain(c, s);
+}
+
+/*
+ * In a cluster the address must be free on every node: the LOGIN waits
+ * (its reply in order, further input held) for the cluster's claim.
+ */
+static void
+login_claim(struct conn *c, struct router_sess *s)
+{
+	char room[ROUTE_ADDR_MAX + 16];
+	struct cluster_claim *q;
+	struct reply *rp;
+
+	if (!cluster_up()) {
+		route_release(s->addr, &s->me);
+		count_err(c, COUNTER_ERR_503);
+		reply_printf(c, "ERR 503 cluster unavailable");
+		return;
+	}
+	q = xcalloc(1, sizeof(*q));
+	q->done = login_claimed;
+	q->conn = conn_handle(c);
+	memcpy(q->addr, s->addr, s->addrlen + 1);
+	memset(room, 0, sizeof(room));
+	rp = reply_new(room, sizeof(room));
+	rp->len = 0;
+	rp->claim = true;
+	reply_append(s, rp);
+	s->npending++;
+	s->claiming = true;
+	sess_update_hold(c, s);
+	cluster_claim(q);
+}
+
 static void
 cmd_login(struct conn *c, struct router_sess *s, char *args)
 {
@@ -344,10 +430,11 @@ cmd_login(struct conn *c, struct router_sess *s, char *args)
 		}
 		s->addrlen = strlen(addr);
 		memcpy(s->addr, addr, s->addrlen + 1);
-		s->logged_in = true;
-		reply_printf(c, "OK LOGIN %s", addr);
-		/* Its backlog, if it has one, comes after the OK. */
-		store_wake(addr);
+		if (cluster_on()) {
+			login_claim(c, s);
+			return;
+		}
+		login_done(c, s);
 	}
 }
 
@@ -407,10 +494,12 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 static void
 sess_logout(struct router_sess *s)
 {
-	if (!s->logged_in)
+	if (!s->logged_in && !s->claiming)
 		return;
 	route_release(s->addr, &s->me);
-	s->logged_in = false;
+	if (cluster_on())
+		cluster_release(s->addr);
+	s->logged_in = s->claiming = false;
 }
 
 static int

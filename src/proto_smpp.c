@@ -412,6 +412,8 @@ verdict_status(enum deliver_verdict v)
 		return SMPP_ESME_RINVDSTADR;
 	case DELIVER_UNFIT:
 		return SMPP_ESME_RSUBMITFAIL;
+	case DELIVER_UNAVAILABLE:
+		return SMPP_ESME_RTHROTTLED;	/* try again later */
 	default:
 		return SMPP_ESME_RSYSERR;
 	}

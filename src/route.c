@@ -37,6 +37,13 @@ struct route_shard {
 } __attribute__((aligned(CACHE_LINE)));
 
 static struct route_shard shards[ROUTE_SHARDS];
+static void (*watcher)(const char *addr);
+
+void
+route_watch(void (*fn)(const char *addr))
+{
+	watcher = fn;
+}
 static pthread_once_t shards_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -153,7 +160,7 @@ route_take(const char *addr, const struct route_owner *owner, bool shared)
 	pe = shard_find(sh, hash, addr);
 	if ((e = *pe) == NULL) {
 		shard_insert_locked(sh, pe, hash, addr, owner, shared);
-		rc = 0;
+		rc = 1;
 	} else if (shared && e->shared) {
 		if (e->n == e->cap) {
 			struct route_owner *o = xcalloc(e->cap * 2, sizeof(*o));
@@ -168,6 +175,11 @@ route_take(const char *addr, const struct route_owner *owner, bool shared)
 		rc = 0;
 	}
 	pthread_mutex_unlock(&sh->lock);
+	if (rc == 1) {
+		if (watcher != NULL)
+			watcher(addr);
+		rc = 0;
+	}
 	return rc;
 }
 
@@ -216,6 +228,8 @@ route_release(const char *addr, const struct route_owner *owner)
 		}
 	}
 	pthread_mutex_unlock(&sh->lock);
+	if (e != NULL && watcher != NULL)
+		watcher(addr);
 	if (e != NULL && e->owners != &e->one)
 		free(e->owners);
 	free(e);

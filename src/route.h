@@ -36,6 +36,14 @@ route_owner_eq(const struct route_owner *a, const struct route_owner *b)
 	return a->kind == b->kind && conn_handle_eq(&a->conn, &b->conn);
 }
 
+/*
+ * fn(addr) is called whenever an address gets its first holder or loses
+ * its last, after the table changed, on the thread that changed it (the
+ * cluster keeps its subscriptions so). Set once, before threads start;
+ * NULL: nobody is told.
+ */
+void	route_watch(void (*fn)(const char *addr));
+
 /* Valid address: 1-64 of A-Z a-z 0-9 + . _ : @ - */
 bool	route_addr_valid(const char *s, size_t len);
 

@@ -1,0 +1,142 @@
+/*
+ * cluster.h: nodes sharing one address space through NATS (DESIGN.md
+ * section 11). One service thread, "cluster", owns the NATS connection;
+ * libnats's own threads only decode what arrives and post it to a
+ * reactor's mailbox or to the cluster thread. Reactors reach the cluster
+ * through its mailbox and never wait on the network.
+ *
+ * On the wire, nodes share:
+ *   <prefix>.a.<address>        a message for an address; every node that
+ *                               holds the address subscribes in one queue
+ *                               group, so an account's binds on several
+ *                               nodes share its traffic
+ *   <prefix>.r.<node>.<request> the verdict, back to the sending node; NATS
+ *                               "no responders" means nobody holds it
+ *   KV <prefix>-claims          address -> "<node> <instance>": LOGIN's
+ *                               cluster-wide claims (atomic create)
+ *   KV <prefix>-nodes           node -> instance, kept alive every
+ *                               claim_ttl / 3 s in a bucket whose entries
+ *                               live claim_ttl s: a claim whose node is
+ *                               not alive there is free
+ * Addresses are encoded for subjects and keys (cluster_wire.h).
+ */
+#ifndef ECHOROUTERD_CLUSTER_H
+#define ECHOROUTERD_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "handle.h"
+#include "mailbox.h"
+#include "route.h"
+#include "version.h"
+
+struct config;
+struct deliver_msg;
+struct service;
+
+/* What became of a LOGIN's cluster-wide claim. */
+enum cluster_claim_result {
+	CLUSTER_CLAIMED = 0,	/* ours in the whole cluster */
+	CLUSTER_IN_USE,		/* a live node holds it */
+	CLUSTER_UNAVAILABLE,	/* the cluster cannot be asked now */
+};
+
+/*
+ * A claim on its way: the caller fills conn, addr and done, and owns it
+ * again when done(reactor, claim, MAILBOX_RUN) runs on conn's reactor
+ * with result set (MAILBOX_CANCELLED: at exit, only free it).
+ */
+struct cluster_claim {
+	struct mailbox_task task;
+	mailbox_task_fn *done;
+	struct conn_handle conn;
+	enum cluster_claim_result result;
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+#if ER_WITH_NATS
+
+/*
+ * Makes the cluster service when cf has a cluster group (*svc NULL
+ * otherwise): not yet connected; it connects in the background once
+ * started, and retries for as long as it runs. -1 and a malloc'd *err if
+ * it cannot be made. Main thread, before the reactors start.
+ */
+int	cluster_open(const struct config *cf, struct service **svc,
+	    char **err);
+
+/* After the service stopped: ends libnats's threads. Main thread. */
+void	cluster_close(void);
+
+/* Whether there is a cluster, and whether it is connected now. Any thread. */
+bool	cluster_on(void);
+bool	cluster_up(void);
+
+/* The settings that reload (cf holds a reference for it). Main thread. */
+void	cluster_reload(const struct config *cf);
+
+/*
+ * Appends " cluster=<server|down> nodes=N to_nodes=N from_nodes=N
+ * cluster_errors=N" (status: ", cluster <server>, N nodes") to buf, which
+ * holds a NUL-terminated string; nothing without a cluster. Any thread.
+ */
+void	cluster_stats_append(char *buf, size_t len, bool status);
+
+/*
+ * Sends m to whichever node holds m->to (or its prefix route's address):
+ * its verdict comes back through deliver_answer, DELIVER_UNAVAILABLE when
+ * the cluster is down or silent past request_timeout; nobody anywhere:
+ * deliver_unrouted. Takes m. Any thread.
+ */
+void	cluster_send(struct deliver_msg *m);
+
+/*
+ * Sends the verdict of m, which came from another node, back to it.
+ * Takes m. Any thread.
+ */
+void	cluster_answer(struct deliver_msg *m);
+
+/* Claims q->addr cluster-wide (see struct cluster_claim). Any thread. */
+void	cluster_claim(struct cluster_claim *q);
+
+/*
+ * Gives up this node's cluster-wide claim on addr, unless a session here
+ * holds it again by then. Any thread.
+ */
+void	cluster_release(const char *addr);
+
+#else
+
+static inline int
+cluster_open(const struct config *cf, struct service **svc, char **err)
+{
+	(void)cf;
+	(void)err;
+	*svc = NULL;
+	return 0;
+}
+
+static inline void cluster_close(void) {}
+static inline bool cluster_on(void) { return false; }
+static inline bool cluster_up(void) { return false; }
+static inline void cluster_reload(const struct config *cf) { (void)cf; }
+
+static inline void
+cluster_stats_append(char *buf, size_t len, bool status)
+{
+	(void)buf;
+	(void)len;
+	(void)status;
+}
+
+/* Never called without a cluster (cluster_on is false). */
+static inline void cluster_send(struct deliver_msg *m) { free(m); }
+static inline void cluster_answer(struct deliver_msg *m) { free(m); }
+static inline void cluster_claim(struct cluster_claim *q) { free(q); }
+static inline void cluster_release(const char *addr) { (void)addr; }
+
+#endif
+
+#endif

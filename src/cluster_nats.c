@@ -1,0 +1,1098 @@
+/*
+ * cluster_nats.c: the cluster thread and its NATS connection. See
+ * cluster.h for what goes over the wire, DESIGN.md section 11 for why.
+ *
+ * Three kinds of thread meet here:
+ *   - reactors post sends, verdicts, claims and address changes to the
+ *     cluster thread (service_post), and never call libnats;
+ *   - libnats's threads (its message delivery pool and its connection
+ *     thread) run the callbacks below, which only decode and post: a
+ *     message for one of our addresses straight to its reactor, a verdict
+ *     to the cluster thread;
+ *   - the cluster thread owns the connection, the KV handles, the table
+ *     of requests awaiting a verdict and the subscriptions, and is the
+ *     only one that publishes, subscribes or talks to JetStream (whose
+ *     calls wait, at most request_timeout, on this thread alone).
+ */
+#include "cluster.h"
+
+#include <nats/nats.h>
+#include <pthread.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster_wire.h"
+#include "config.h"
+#include "deliver.h"
+#include "log.h"
+#include "reactor.h"
+#include "service.h"
+#include "store.h"
+#include "util.h"
+
+#define CLUSTER_TICK_MS		100
+#define CLUSTER_QUEUE		"erd"	/* every node's queue group */
+#define PEND_BUCKETS		4096	/* a power of two */
+#define SUB_BUCKETS		4096	/* a power of two */
+#define SUBJECT_MAX		(CLUSTER_PREFIX_MAX + CLUSTER_TOKEN_MAX + 64)
+/* Runs call while s is still NATS_OK. */
+#define IFOK_NATS(s, call)	do { if ((s) == NATS_OK) (s) = (call); } while (0)
+/* libnats's delivery threads: a subscription keeps to one, so in order. */
+#define DELIVERY_THREADS	2
+
+/* A message sent to another node, awaiting its verdict. */
+struct pend {
+	struct pend *hnext;		/* by request id */
+	struct pend *prev, *next;	/* by deadline (sent order) */
+	uint64_t req;
+	uint64_t deadline_ms;
+	unsigned cand;			/* which address is being tried */
+	struct deliver_msg *m;
+};
+
+/* One address held here, and its subscription. */
+struct csub {
+	struct csub *next;
+	natsSubscription *sub;
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+/* A verdict (or NATS's "no responders") for one of our requests. */
+struct verdict_note {
+	struct mailbox_task task;
+	uint64_t req;
+	bool	nobody;
+	enum deliver_verdict v;
+};
+
+/* An address whose holders changed, or a claim given up. */
+struct addr_note {
+	struct mailbox_task task;
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+struct cluster {
+	struct service *svc;
+	atomic_bool on;
+	atomic_bool up;
+	/* Counters for the stats line; written by any thread. */
+	atomic_uint_fast64_t to_nodes;
+	atomic_uint_fast64_t from_nodes;
+	atomic_uint_fast64_t errors;
+	atomic_uint_fast64_t nodes_seen;
+	pthread_mutex_t url_lock;
+	char	url[256];		/* the server we use; "" down */
+	/* Set before the thread starts; read-only after. */
+	char	node[CLUSTER_NODE_MAX + 1];
+	char	me[CLUSTER_NODE_MAX + 40];	/* "<node> <instance>" */
+	char	instance[24];
+	/* The cluster thread's alone: */
+	struct config *cf;
+	natsOptions *opts;
+	natsConnection *nc;
+	jsCtx	*js;
+	kvStore	*claims;
+	kvStore	*nodes;
+	natsSubscription *inbox;
+	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
+	bool	linked;			/* what the thread last saw of up */
+	bool	kv_failed;		/* said once per connection */
+	uint64_t beat_at_ms;
+	uint64_t next_req;
+	struct pend *pend[PEND_BUCKETS];
+	struct pend *oldest, *newest;
+	struct csub *subs[SUB_BUCKETS];
+	uint8_t	*buf;			/* an encoded message */
+	size_t	bufcap;
+};
+
+static struct cluster C = { .url_lock = PTHREAD_MUTEX_INITIALIZER };
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint32_t
+str_hash(const char *s)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+static void
+note_error(const char *what, natsStatus s)
+{
+	atomic_fetch_add(&C.errors, 1);
+	log_debug("cluster: %s: %s", what, natsStatus_GetText(s));
+}
+
+bool
+cluster_on(void)
+{
+	return atomic_load_explicit(&C.on, memory_order_relaxed);
+}
+
+bool
+cluster_up(void)
+{
+	return atomic_load_explicit(&C.up, memory_order_relaxed);
+}
+
+/* ---- subjects and keys ------------------------------------------------ */
+
+/* "<prefix>.a.<token>": where messages for addr go. */
+static void
+addr_subject(char *out, size_t n, const char *addr)
+{
+	char tok[CLUSTER_TOKEN_MAX + 1];
+
+	cluster_token_encode(addr, tok);
+	snprintf(out, n, "%s.a.%s", C.prefix, tok);
+}
+
+/* A bucket's name: the prefix with its dots as underscores, and what. */
+static void
+bucket_name(char *out, size_t n, const char *what)
+{
+	snprintf(out, n, "%s-%s", C.prefix, what);
+	for (char *p = out; *p != '\0'; p++)
+		if (*p == '.')
+			*p = '_';
+}
+
+/* ---- requests awaiting a verdict ------------------------------------- */
+
+static struct pend **
+pend_slot(uint64_t req)
+{
+	struct pend **pp = &C.pend[req & (PEND_BUCKETS - 1)];
+
+	while (*pp != NULL && (*pp)->req != req)
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static void
+pend_unlink(struct pend *p)
+{
+	struct pend **pp = pend_slot(p->req);
+
+	if (*pp == p)
+		*pp = p->hnext;
+	if (p->prev != NULL)
+		p->prev->next = p->next;
+	else if (C.oldest == p)
+		C.oldest = p->next;
+	if (p->next != NULL)
+		p->next->prev = p->prev;
+	else if (C.newest == p)
+		C.newest = p->prev;
+	p->prev = p->next = p->hnext = NULL;
+}
+
+/* Files p under a new request id, with a new deadline, as the newest. */
+static void
+pend_link(struct pend *p)
+{
+	struct pend **pp;
+
+	p->req = ++C.next_req;
+	p->deadline_ms = now_ms() + (uint64_t)C.cf->cluster.request_timeout *
+	    1000;
+	pp = pend_slot(p->req);
+	p->hnext = *pp;
+	*pp = p;
+	p->prev = C.newest;
+	p->next = NULL;
+	if (C.newest != NULL)
+		C.newest->next = p;
+	else
+		C.oldest = p;
+	C.newest = p;
+}
+
+/* Ends p with verdict v, told to the sender. */
+static void
+pend_finish(struct pend *p, enum deliver_verdict v)
+{
+	struct deliver_msg *m = p->m;
+
+	pend_unlink(p);
+	free(p);
+	if (v == DELIVER_UNAVAILABLE)
+		atomic_fetch_add(&C.errors, 1);
+	m->verdict = v;
+	deliver_answer(m);
+}
+
+/*
+ * The i-th address m may go to, as one node would resolve it: the
+ * address itself, and the "to" of its longest prefix route (first with
+ * DELIVER_F_PREFIX_FIRST). NULL past the last.
+ */
+static const char *
+candidate(const struct deliver_msg *m, unsigned i)
+{
+	const char *via = NULL, *list[2];
+	unsigned n = 0;
+
+	if (!(m->flags & DELIVER_F_EXACT) &&
+	    (via = route_by_prefix(C.cf, m->to)) != NULL &&
+	    strcmp(via, m->to) == 0)
+		via = NULL;
+	if (via != NULL && (m->flags & DELIVER_F_PREFIX_FIRST))
+		list[n++] = via;
+	list[n++] = m->to;
+	if (via != NULL && !(m->flags & DELIVER_F_PREFIX_FIRST))
+		list[n++] = via;
+	return i < n ? list[i] : NULL;
+}
+
+/* Room for an encoded m in C.buf. */
+static uint8_t *
+wire_buf(const struct deliver_msg *m)
+{
+	size_t need = cluster_msg_size(m);
+
+	if (need > C.bufcap) {
+		free(C.buf);
+		C.bufcap = need * 2;
+		C.buf = xmalloc(C.bufcap);
+	}
+	return C.buf;
+}
+
+/*
+ * Asks the nodes holding p's next candidate address to deliver it; when
+ * none is left, nobody anywhere has it.
+ */
+static void
+pend_try(struct pend *p)
+{
+	const char *addr = candidate(p->m, p->cand);
+	char subj[SUBJECT_MAX], reply[SUBJECT_MAX];
+	natsStatus s;
+	size_t n;
+
+	if (addr == NULL) {
+		struct deliver_msg *m = p->m;
+
+		pend_unlink(p);
+		free(p);
+		deliver_unrouted(C.cf, m);
+		return;
+	}
+	if (!cluster_up()) {
+		pend_finish(p, DELIVER_UNAVAILABLE);
+		return;
+	}
+	pend_link(p);
+	addr_subject(subj, sizeof(subj), addr);
+	snprintf(reply, sizeof(reply), "%s.r.%s.%llu", C.prefix, C.node,
+	    (unsigned long long)p->req);
+	n = cluster_msg_encode(p->m, wire_buf(p->m));
+	/* Buffered by libnats: a full buffer is a refusal, not a wait. */
+	if ((s = natsConnection_PublishRequest(C.nc, subj, reply, C.buf,
+	    (int)n)) != NATS_OK) {
+		note_error("publish", s);
+		pend_finish(p, DELIVER_UNAVAILABLE);
+		return;
+	}
+	atomic_fetch_add_explicit(&C.to_nodes, 1, memory_order_relaxed);
+}
+
+static void
+send_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct deliver_msg *m = arg;
+	struct pend *p;
+
+	(void)owner;
+	if (st == MAILBOX_CANCELLED) {
+		free(m);
+		return;
+	}
+	p = xcalloc(1, sizeof(*p));
+	p->m = m;
+	pend_try(p);
+}
+
+void
+cluster_send(struct deliver_msg *m)
+{
+	m->task.fn = send_task;
+	m->task.arg = m;
+	service_post(C.svc, &m->task);
+}
+
+static void
+verdict_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct verdict_note *vn = arg;
+	struct pend *p;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && (p = *pend_slot(vn->req)) != NULL) {
+		/* Nobody has that address (or not any more): the next one. */
+		if (vn->nobody || vn->v == DELIVER_NO_ROUTE) {
+			pend_unlink(p);
+			p->cand++;
+			pend_try(p);
+		} else {
+			pend_finish(p, vn->v);
+		}
+	}
+	/* Else it timed out: the sender had its answer. */
+	free(vn);
+}
+
+/* Ends what waited past request_timeout. */
+static void
+pend_expire(uint64_t now)
+{
+	while (C.oldest != NULL && C.oldest->deadline_ms <= now)
+		pend_finish(C.oldest, DELIVER_UNAVAILABLE);
+}
+
+/* ---- libnats's threads: decode and post, nothing more ---------------- */
+
+/* The number after the last dot of s, or 0. */
+static uint64_t
+last_number(const char *s)
+{
+	const char *dot = strrchr(s, '.');
+
+	return dot != NULL ? strtoull(dot + 1, NULL, 10) : 0;
+}
+
+static void
+on_verdict(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+    void *closure)
+{
+	struct verdict_note *vn = xcalloc(1, sizeof(*vn));
+	const uint8_t *d = (const uint8_t *)natsMsg_GetData(msg);
+	int n = natsMsg_GetDataLength(msg);
+
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	vn->req = last_number(natsMsg_GetSubject(msg));
+	vn->nobody = natsMsg_IsNoResponders(msg);
+	vn->v = DELIVER_UNAVAILABLE;
+	/* Only verdicts a sender may hear; anything else is a failure. */
+	if (n == 1 && d[0] >= DELIVER_OK && d[0] <= DELIVER_UNAVAILABLE &&
+	    d[0] != DELIVER_STORE)
+		vn->v = (enum deliver_verdict)d[0];
+	natsMsg_Destroy(msg);
+	vn->task.fn = verdict_task;
+	vn->task.arg = vn;
+	service_post(C.svc, &vn->task);
+}
+
+/*
+ * The node and request a reply subject "<prefix>.r.<node>.<req>" names,
+ * into m. false if it is not one.
+ */
+static bool
+parse_reply(const char *reply, struct deliver_msg *m)
+{
+	const char *last = strrchr(reply, '.'), *node;
+	size_t n;
+
+	if (last == NULL || last == reply)
+		return false;
+	for (node = last - 1; node > reply && node[-1] != '.'; node--)
+		;
+	n = (size_t)(last - node);
+	if (n == 0 || n > DELIVER_NODE_MAX)
+		return false;
+	memcpy(m->remote_node, node, n);
+	m->remote_node[n] = '\0';
+	m->remote_req = strtoull(last + 1, NULL, 10);
+	return true;
+}
+
+/* A message for an address held here: to its owner's reactor. */
+static void
+on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+    void *closure)
+{
+	const char *subj = natsMsg_GetSubject(msg), *tok;
+	const char *reply = natsMsg_GetReply(msg);
+	char addr[ROUTE_ADDR_MAX + 1];
+	struct deliver_msg *m;
+	struct route_owner o;
+	struct reactor *r;
+
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	tok = strrchr(subj, '.');
+	m = cluster_msg_decode((const uint8_t *)natsMsg_GetData(msg),
+	    (size_t)natsMsg_GetDataLength(msg));
+	if (m == NULL || tok == NULL ||
+	    !cluster_token_decode(tok + 1, strlen(tok + 1), addr)) {
+		atomic_fetch_add(&C.errors, 1);
+		log_debug("cluster: dropped a malformed message on %s", subj);
+		free(m);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	if (reply != NULL && reply[0] != '\0' && parse_reply(reply, m)) {
+		m->sender.reactor = DELIVER_REMOTE_REACTOR;
+	} else {
+		m->sender.reactor = DELIVER_NO_REACTOR;
+		m->flags |= DELIVER_F_NO_VERDICT;
+	}
+	natsMsg_Destroy(msg);
+	atomic_fetch_add_explicit(&C.from_nodes, 1, memory_order_relaxed);
+	if (route_lookup(addr, &o) && o.kind == ROUTE_OWNER_CONN &&
+	    (r = reactor_get(o.conn.reactor)) != NULL) {
+		m->recipient = o;
+		m->task.fn = deliver_node_task;
+		m->task.arg = m;
+		reactor_post_task(r, &m->task);
+		return;
+	}
+	m->verdict = DELIVER_NO_ROUTE;
+	cluster_answer(m);
+}
+
+static void
+set_url(const char *url)
+{
+	pthread_mutex_lock(&C.url_lock);
+	snprintf(C.url, sizeof(C.url), "%s", url);
+	pthread_mutex_unlock(&C.url_lock);
+}
+
+static void link_task(void *owner, void *arg, enum mailbox_status st);
+
+/* The connection came up or went down: the cluster thread sees to it. */
+static void
+on_link(natsConnection *nc, void *closure)
+{
+	char url[256] = "";
+
+	(void)closure;
+	if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED &&
+	    natsConnection_GetConnectedUrl(nc, url, sizeof(url)) == NATS_OK) {
+		set_url(url);
+		atomic_store(&C.up, true);
+	} else {
+		set_url("");
+		atomic_store(&C.up, false);
+	}
+	service_post_fn(C.svc, link_task, NULL);
+}
+
+static void
+on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus err,
+    void *closure)
+{
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	/* Slow consumer and the like: the senders time out and hear 503. */
+	note_error("async error", err);
+}
+
+/* ---- verdicts for other nodes ---------------------------------------- */
+
+static void
+answer_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct deliver_msg *m = arg;
+	char subj[SUBJECT_MAX];
+	uint8_t v = (uint8_t)m->verdict;
+	natsStatus s;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && C.nc != NULL) {
+		snprintf(subj, sizeof(subj), "%s.r.%s.%llu", C.prefix,
+		    m->remote_node, (unsigned long long)m->remote_req);
+		if ((s = natsConnection_Publish(C.nc, subj, &v, 1)) != NATS_OK)
+			note_error("verdict", s);
+	}
+	free(m);
+}
+
+void
+cluster_answer(struct deliver_msg *m)
+{
+	m->task.fn = answer_task;
+	m->task.arg = m;
+	service_post(C.svc, &m->task);
+}
+
+/* ---- subscriptions: one per address held here ------------------------ */
+
+static struct csub **
+sub_slot(const char *addr)
+{
+	struct csub **pp = &C.subs[str_hash(addr) & (SUB_BUCKETS - 1)];
+
+	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static natsSubscription *
+subscribe_addr(const char *addr)
+{
+	char subj[SUBJECT_MAX];
+	natsSubscription *sub = NULL;
+	natsStatus s;
+
+	addr_subject(subj, sizeof(subj), addr);
+	if ((s = natsConnection_QueueSubscribe(&sub, C.nc, subj, CLUSTER_QUEUE,
+	    on_message, NULL)) != NATS_OK) {
+		note_error("subscribe", s);
+		return NULL;
+	}
+	return sub;
+}
+
+static void
+unsubscribe(natsSubscription *sub)
+{
+	if (sub == NULL)
+		return;
+	natsSubscription_Unsubscribe(sub);
+	natsSubscription_Destroy(sub);
+}
+
+/* Subscribes to addr while someone here holds it, and only then. */
+static void
+sub_reconcile(const char *addr)
+{
+	struct csub **pp = sub_slot(addr), *cs = *pp;
+	bool held = route_is_held(addr);
+
+	if (held && cs == NULL) {
+		cs = xcalloc(1, sizeof(*cs));
+		snprintf(cs->addr, sizeof(cs->addr), "%s", addr);
+		cs->sub = subscribe_addr(addr);
+		*pp = cs;
+	} else if (!held && cs != NULL) {
+		*pp = cs->next;
+		unsubscribe(cs->sub);
+		free(cs);
+	} else if (held && cs->sub == NULL) {
+		cs->sub = subscribe_addr(addr);	/* it failed before */
+	}
+}
+
+static void
+watch_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct addr_note *an = arg;
+
+	(void)owner;
+	if (st == MAILBOX_RUN)
+		sub_reconcile(an->addr);
+	free(an);
+}
+
+/* route.c's watcher: any thread that changed the table. */
+static void
+on_route_change(const char *addr)
+{
+	struct addr_note *an = xcalloc(1, sizeof(*an));
+
+	snprintf(an->addr, sizeof(an->addr), "%s", addr);
+	an->task.fn = watch_task;
+	an->task.arg = an;
+	service_post(C.svc, &an->task);
+}
+
+/* Every subscription again (a new prefix), and the inbox. */
+static void
+resubscribe_all(void)
+{
+	char subj[SUBJECT_MAX];
+	natsStatus s;
+
+	unsubscribe(C.inbox);
+	C.inbox = NULL;
+	snprintf(C.prefix, sizeof(C.prefix), "%s", C.cf->cluster.subject_prefix);
+	snprintf(subj, sizeof(subj), "%s.r.%s.*", C.prefix, C.node);
+	if ((s = natsConnection_Subscribe(&C.inbox, C.nc, subj, on_verdict,
+	    NULL)) != NATS_OK)
+		note_error("subscribe to verdicts", s);
+	for (size_t i = 0; i < SUB_BUCKETS; i++)
+		for (struct csub *cs = C.subs[i]; cs != NULL; cs = cs->next) {
+			unsubscribe(cs->sub);
+			cs->sub = subscribe_addr(cs->addr);
+		}
+}
+
+/* ---- claims (JetStream KV) ------------------------------------------- */
+
+static void
+kv_close(void)
+{
+	kvStore_Destroy(C.claims);
+	kvStore_Destroy(C.nodes);
+	jsCtx_Destroy(C.js);
+	C.claims = C.nodes = NULL;
+	C.js = NULL;
+}
+
+/* The bucket named what: made if missing, else the one there. */
+static kvStore *
+kv_bucket(const char *what, int64_t ttl_ns)
+{
+	char name[CLUSTER_PREFIX_MAX + 16];
+	kvStore *kv = NULL;
+	kvConfig kc;
+	natsStatus s;
+
+	bucket_name(name, sizeof(name), what);
+	kvConfig_Init(&kc);
+	kc.Bucket = name;
+	kc.History = 1;
+	kc.TTL = ttl_ns;
+	kc.StorageType = js_FileStorage;
+	kc.Replicas = (int)C.cf->store.replicas;
+	if ((s = js_CreateKeyValue(&kv, C.js, &kc)) == NATS_OK)
+		return kv;
+	/* Made by another node, or by us with other settings: use it. */
+	if ((s = js_KeyValue(&kv, C.js, name)) == NATS_OK)
+		return kv;
+	if (!C.kv_failed)
+		log_err("cluster: JetStream key-value bucket %s: %s (LOGIN "
+		    "needs JetStream on the NATS servers for its claims)",
+		    name, natsStatus_GetText(s));
+	C.kv_failed = true;
+	return NULL;
+}
+
+static bool
+kv_open(void)
+{
+	jsOptions jo;
+	natsStatus s;
+
+	if (C.claims != NULL && C.nodes != NULL)
+		return true;
+	kv_close();
+	jsOptions_Init(&jo);
+	jo.Wait = (int64_t)C.cf->cluster.request_timeout * 1000;
+	if ((s = natsConnection_JetStream(&C.js, C.nc, &jo)) != NATS_OK) {
+		note_error("jetstream", s);
+		return false;
+	}
+	C.claims = kv_bucket("claims", 0);
+	C.nodes = kv_bucket("nodes",
+	    (int64_t)C.cf->cluster.claim_ttl * 1000000000);
+	if (C.claims == NULL || C.nodes == NULL) {
+		kv_close();
+		return false;
+	}
+	return true;
+}
+
+/* Tells the cluster this node is alive, every claim_ttl / 3 s. */
+static void
+heartbeat(uint64_t now)
+{
+	uint64_t every = (uint64_t)C.cf->cluster.claim_ttl * 1000 / 3;
+	kvKeysList keys;
+	natsStatus s;
+
+	if (now < C.beat_at_ms || !cluster_up() || !kv_open())
+		return;
+	C.beat_at_ms = now + (every > 0 ? every : 1000);
+	if ((s = kvStore_PutString(NULL, C.nodes, C.node, C.instance)) !=
+	    NATS_OK) {
+		note_error("heartbeat", s);
+		return;
+	}
+	memset(&keys, 0, sizeof(keys));
+	if (kvStore_Keys(&keys, C.nodes, NULL) == NATS_OK) {
+		atomic_store(&C.nodes_seen, (uint64_t)keys.Count);
+		kvKeysList_Destroy(&keys);
+	}
+}
+
+/*
+ * Whether the node that wrote a claim ("<node> <instance>") is alive: its
+ * heartbeat is there and names the same instance (a node that restarted
+ * left its old claims behind). In doubt, alive.
+ */
+static bool
+holder_alive(const char *val)
+{
+	const char *sp = strchr(val, ' ');
+	char node[CLUSTER_NODE_MAX + 1];
+	kvEntry *e = NULL;
+	natsStatus s;
+	bool alive;
+
+	if (sp == NULL || (size_t)(sp - val) > CLUSTER_NODE_MAX)
+		return false;
+	memcpy(node, val, (size_t)(sp - val));
+	node[sp - val] = '\0';
+	s = kvStore_Get(&e, C.nodes, node);
+	if (s == NATS_NOT_FOUND)
+		return false;
+	if (s != NATS_OK)
+		return true;
+	alive = strcmp(kvEntry_ValueString(e), sp + 1) == 0;
+	kvEntry_Destroy(e);
+	return alive;
+}
+
+static enum cluster_claim_result
+claim_kv(const char *addr)
+{
+	char key[CLUSTER_TOKEN_MAX + 1];
+	int len = (int)strlen(C.me);
+
+	if (!cluster_up() || !kv_open())
+		return CLUSTER_UNAVAILABLE;
+	cluster_token_encode(addr, key);
+	/* A few rounds: another node may take or free it meanwhile. */
+	for (int round = 0; round < 3; round++) {
+		kvEntry *e = NULL;
+		natsStatus s;
+		uint64_t rev;
+		bool mine, alive;
+
+		if (kvStore_Create(NULL, C.claims, key, C.me, len) == NATS_OK)
+			return CLUSTER_CLAIMED;
+		if ((s = kvStore_Get(&e, C.claims, key)) == NATS_NOT_FOUND)
+			continue;
+		if (s != NATS_OK) {
+			note_error("claim", s);
+			return CLUSTER_UNAVAILABLE;
+		}
+		mine = strcmp(kvEntry_ValueString(e), C.me) == 0;
+		alive = mine || holder_alive(kvEntry_ValueString(e));
+		rev = kvEntry_Revision(e);
+		kvEntry_Destroy(e);
+		/* Ours (a session here just left it): keep it. */
+		if (mine)
+			return CLUSTER_CLAIMED;
+		if (alive)
+			return CLUSTER_IN_USE;
+		/* Its node is gone: take it over, unless someone was first. */
+		if (kvStore_Update(NULL, C.claims, key, C.me, len, rev) ==
+		    NATS_OK)
+			return CLUSTER_CLAIMED;
+	}
+	return CLUSTER_IN_USE;
+}
+
+static void
+claim_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct cluster_claim *q = arg;
+	struct reactor *r;
+
+	(void)owner;
+	if (st == MAILBOX_CANCELLED) {
+		free(q);
+		return;
+	}
+	q->result = claim_kv(q->addr);
+	if ((r = reactor_get(q->conn.reactor)) == NULL) {
+		free(q);
+		return;
+	}
+	q->task.fn = q->done;
+	q->task.arg = q;
+	reactor_post_task(r, &q->task);
+}
+
+void
+cluster_claim(struct cluster_claim *q)
+{
+	q->task.fn = claim_task;
+	q->task.arg = q;
+	service_post(C.svc, &q->task);
+}
+
+static void
+release_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct addr_note *an = arg;
+	char key[CLUSTER_TOKEN_MAX + 1];
+	kvEntry *e = NULL;
+
+	(void)owner;
+	/* A session here took it again meanwhile: the claim stays. */
+	if (st == MAILBOX_RUN && !route_is_claimed(an->addr) &&
+	    cluster_up() && kv_open()) {
+		cluster_token_encode(an->addr, key);
+		if (kvStore_Get(&e, C.claims, key) == NATS_OK) {
+			if (strcmp(kvEntry_ValueString(e), C.me) == 0)
+				kvStore_Delete(C.claims, key);
+			kvEntry_Destroy(e);
+		}
+	}
+	free(an);
+}
+
+void
+cluster_release(const char *addr)
+{
+	struct addr_note *an = xcalloc(1, sizeof(*an));
+
+	snprintf(an->addr, sizeof(an->addr), "%s", addr);
+	an->task.fn = release_task;
+	an->task.arg = an;
+	service_post(C.svc, &an->task);
+}
+
+/* ---- the thread ------------------------------------------------------ */
+
+static void
+link_task(void *owner, void *arg, enum mailbox_status st)
+{
+	char url[256];
+	bool up = cluster_up();
+
+	(void)owner;
+	(void)arg;
+	if (st != MAILBOX_RUN || up == C.linked)
+		return;
+	C.linked = up;
+	pthread_mutex_lock(&C.url_lock);
+	snprintf(url, sizeof(url), "%s", C.url);
+	pthread_mutex_unlock(&C.url_lock);
+	if (up) {
+		log_notice("cluster: node %s connected to %s", C.node, url);
+		C.kv_failed = false;
+		C.beat_at_ms = 0;
+		heartbeat(now_ms());
+	} else {
+		log_warnx("cluster: lost the NATS server; reconnecting (sends "
+		    "that need another node get a temporary error meanwhile)");
+		kv_close();
+	}
+}
+
+static void
+cluster_start(struct service *s, void *arg)
+{
+	natsStatus st;
+
+	(void)s;
+	(void)arg;
+	st = natsConnection_Connect(&C.nc, C.opts);
+	if (st != NATS_OK && st != NATS_NOT_YET_CONNECTED) {
+		log_err("cluster: cannot use the NATS servers: %s",
+		    natsStatus_GetText(st));
+		return;
+	}
+	if (st == NATS_NOT_YET_CONNECTED)
+		log_warnx("cluster: no NATS server answers yet; retrying");
+	else
+		on_link(C.nc, NULL);
+	resubscribe_all();
+}
+
+static void
+cluster_tick(struct service *s, void *arg)
+{
+	uint64_t now = now_ms();
+
+	(void)s;
+	(void)arg;
+	pend_expire(now);
+	heartbeat(now);
+}
+
+static void
+cluster_stop(struct service *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	atomic_store(&C.up, false);
+	/* Whoever still waits hears a temporary error. */
+	while (C.oldest != NULL)
+		pend_finish(C.oldest, DELIVER_UNAVAILABLE);
+	for (size_t i = 0; i < SUB_BUCKETS; i++)
+		while (C.subs[i] != NULL) {
+			struct csub *cs = C.subs[i];
+
+			C.subs[i] = cs->next;
+			unsubscribe(cs->sub);
+			free(cs);
+		}
+	unsubscribe(C.inbox);
+	C.inbox = NULL;
+	/* Our claims go at once, not claim_ttl later. */
+	if (C.nodes != NULL)
+		kvStore_Delete(C.nodes, C.node);
+	kv_close();
+	if (C.nc != NULL) {
+		natsConnection_Close(C.nc);
+		natsConnection_Destroy(C.nc);
+		C.nc = NULL;
+	}
+	/* libnats's threads end here: no callback can post after this. */
+	nats_CloseAndWait(5000);
+}
+
+static const struct service_hooks cluster_hooks = {
+	.start = cluster_start,
+	.tick = cluster_tick,
+	.stop = cluster_stop,
+	.tick_ms = CLUSTER_TICK_MS,
+};
+
+/* libnats's options for cf's cluster group; -1 and *err if refused. */
+static int
+make_options(const struct cluster_conf *cl, char **err)
+{
+	const char *servers[CLUSTER_SERVERS_MAX];
+	natsStatus s;
+
+	for (unsigned i = 0; i < cl->nservers; i++)
+		servers[i] = cl->servers[i];
+	s = natsOptions_Create(&C.opts);
+	IFOK_NATS(s, natsOptions_SetServers(C.opts, servers,
+	    (int)cl->nservers));
+	IFOK_NATS(s, natsOptions_SetName(C.opts, C.me));
+	IFOK_NATS(s, natsOptions_SetMaxReconnect(C.opts, -1));
+	IFOK_NATS(s, natsOptions_SetReconnectWait(C.opts, 500));
+	IFOK_NATS(s, natsOptions_SetTimeout(C.opts, 2000));
+	IFOK_NATS(s, natsOptions_SetPingInterval(C.opts, 2000));
+	IFOK_NATS(s, natsOptions_SetRetryOnFailedConnect(C.opts, true,
+	    on_link, NULL));
+	IFOK_NATS(s, natsOptions_SetDisconnectedCB(C.opts, on_link, NULL));
+	IFOK_NATS(s, natsOptions_SetReconnectedCB(C.opts, on_link, NULL));
+	IFOK_NATS(s, natsOptions_SetClosedCB(C.opts, on_link, NULL));
+	IFOK_NATS(s, natsOptions_SetErrorHandler(C.opts, on_nats_error, NULL));
+	IFOK_NATS(s, natsOptions_UseGlobalMessageDelivery(C.opts, true));
+	if (cl->credentials[0] != '\0')
+		IFOK_NATS(s, natsOptions_SetUserCredentialsFromFiles(C.opts,
+		    cl->credentials, NULL));
+	if (s != NATS_OK) {
+		if (asprintf(err, "cannot set up the NATS client: %s",
+		    nats_GetLastError(NULL)) < 0)
+			*err = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int
+cluster_open(const struct config *cf, struct service **svc, char **err)
+{
+	const struct cluster_conf *cl = &cf->cluster;
+	uint64_t inst;
+	natsStatus s;
+
+	*svc = NULL;
+	if (!cl->enabled)
+		return 0;
+	if ((s = nats_Open(-1)) != NATS_OK ||
+	    (s = nats_SetMessageDeliveryPoolSize(DELIVERY_THREADS)) !=
+	    NATS_OK) {
+		if (asprintf(err, "cannot start the NATS client: %s",
+		    natsStatus_GetText(s)) < 0)
+			*err = NULL;
+		return -1;
+	}
+	snprintf(C.node, sizeof(C.node), "%s", cl->node);
+	/* Tells this run's claims from those of the node's earlier runs. */
+	if (getrandom(&inst, sizeof(inst), 0) != sizeof(inst))
+		inst = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
+	snprintf(C.instance, sizeof(C.instance), "%016llx",
+	    (unsigned long long)inst);
+	snprintf(C.me, sizeof(C.me), "%s %s", C.node, C.instance);
+	snprintf(C.prefix, sizeof(C.prefix), "%s", cl->subject_prefix);
+	C.cf = config_ref((struct config *)cf);
+	if (make_options(cl, err) < 0)
+		return -1;
+	if ((C.svc = service_new("cluster", &cluster_hooks, NULL)) == NULL) {
+		*err = xstrdup("cannot make the cluster thread");
+		return -1;
+	}
+	atomic_store(&C.on, true);
+	route_watch(on_route_change);
+	*svc = C.svc;
+	return 0;
+}
+
+void
+cluster_close(void)
+{
+	natsOptions_Destroy(C.opts);
+	C.opts = NULL;
+	config_unref(C.cf);
+	C.cf = NULL;
+	free(C.buf);
+	C.buf = NULL;
+	C.bufcap = 0;
+}
+
+static void
+reload_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct config *cf = arg;
+	bool moved;
+
+	(void)owner;
+	if (st != MAILBOX_RUN) {
+		config_unref(cf);
+		return;
+	}
+	moved = strcmp(cf->cluster.subject_prefix, C.prefix) != 0;
+	config_unref(C.cf);
+	C.cf = cf;
+	if (moved && C.nc != NULL) {
+		kv_close();
+		resubscribe_all();
+		C.beat_at_ms = 0;
+		log_notice("cluster: subject prefix now %s", C.prefix);
+	}
+}
+
+void
+cluster_reload(const struct config *cf)
+{
+	if (!cluster_on())
+		return;
+	service_post_fn(C.svc, reload_task, config_ref((struct config *)cf));
+}
+
+void
+cluster_stats_append(char *buf, size_t len, bool status)
+{
+	size_t used = strlen(buf);
+	char url[256];
+
+	if (!cluster_on() || used >= len)
+		return;
+	pthread_mutex_lock(&C.url_lock);
+	snprintf(url, sizeof(url), "%s", C.url[0] != '\0' ? C.url : "down");
+	pthread_mutex_unlock(&C.url_lock);
+	if (status)
+		snprintf(buf + used, len - used, ", cluster %s, %llu nodes", url,
+		    (unsigned long long)atomic_load(&C.nodes_seen));
+	else
+		snprintf(buf + used, len - used, " cluster=%s nodes=%llu "
+		    "to_nodes=%llu from_nodes=%llu cluster_errors=%llu", url,
+		    (unsigned long long)atomic_load(&C.nodes_seen),
+		    (unsigned long long)atomic_load(&C.to_nodes),
+		    (unsigned long long)atomic_load(&C.from_nodes),
+		    (unsigned long long)atomic_load(&C.errors));
+}

@@ -1,0 +1,224 @@
+/* cluster_wire.c: addresses, messages and verdicts as nodes send them. */
+#include "cluster_wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "deliver.h"
+
+#define WIRE_VERSION	1
+
+/* The flags that mean something to the recipient's node. */
+#define WIRE_FLAGS	(DELIVER_F_PREFIX_FIRST | DELIVER_F_EXACT | \
+	DELIVER_F_RECEIPT | DELIVER_F_UMR | DELIVER_F_SAR | DELIVER_F_LINE_TEXT)
+
+static const char hex[] = "0123456789ABCDEF";
+
+static bool
+token_char(uint8_t c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+size_t
+cluster_token_encode(const char *addr, char *out)
+{
+	size_t n = 0;
+
+	for (const uint8_t *p = (const uint8_t *)addr; *p != '\0' &&
+	    n + 3 <= CLUSTER_TOKEN_MAX; p++) {
+		if (token_char(*p)) {
+			out[n++] = (char)*p;
+		} else {
+			out[n++] = '=';
+			out[n++] = hex[*p >> 4];
+			out[n++] = hex[*p & 15];
+		}
+	}
+	out[n] = '\0';
+	return n;
+}
+
+static int
+hex_val(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+bool
+cluster_token_decode(const char *tok, size_t len, char *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		int hi, lo;
+
+		if (n == ROUTE_ADDR_MAX)
+			return false;
+		if (token_char((uint8_t)tok[i])) {
+			out[n++] = tok[i];
+			continue;
+		}
+		/* Only the one encoding: =XX, upper case, of a byte that needs it. */
+		if (tok[i] != '=' || i + 2 >= len ||
+		    (hi = hex_val(tok[i + 1])) < 0 ||
+		    (lo = hex_val(tok[i + 2])) < 0 ||
+		    token_char((uint8_t)(hi << 4 | lo)))
+			return false;
+		out[n++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	out[n] = '\0';
+	return route_addr_valid(out, n);
+}
+
+/* The strings of a message, in wire order, and their field sizes. */
+#define WIRE_STRINGS(m) \
+	{ (m)->src_addr, sizeof((m)->src_addr) }, \
+	{ (m)->dst_addr, sizeof((m)->dst_addr) }, \
+	{ (m)->reply_to, sizeof((m)->reply_to) }, \
+	{ (m)->receipted_id, sizeof((m)->receipted_id) }, \
+	{ (m)->from, sizeof((m)->from) }, \
+	{ (m)->to, sizeof((m)->to) }
+
+struct wire_str {
+	char	*s;
+	size_t	cap;
+};
+
+/* Fixed part: version, id, flags, 3 times, 8 bytes, umr, sar, text length. */
+#define WIRE_FIXED	(1 + 8 + 4 + 3 * 8 + 8 + 2 + 4 + 4)
+
+size_t
+cluster_msg_size(const struct deliver_msg *m)
+{
+	/* Each string: a length byte and at most its field less its NUL. */
+	return WIRE_FIXED + sizeof(m->src_addr) + sizeof(m->dst_addr) +
+	    sizeof(m->reply_to) + sizeof(m->receipted_id) + sizeof(m->from) +
+	    sizeof(m->to) + m->len;
+}
+
+static uint8_t *
+put_be(uint8_t *p, uint64_t v, unsigned bytes)
+{
+	for (unsigned i = bytes; i-- > 0; v >>= 8)
+		p[i] = (uint8_t)v;
+	return p + bytes;
+}
+
+size_t
+cluster_msg_encode(const struct deliver_msg *m, uint8_t *out)
+{
+	const struct wire_str strs[] = { WIRE_STRINGS((struct deliver_msg *)m) };
+	uint8_t *p = out;
+
+	*p++ = WIRE_VERSION;
+	p = put_be(p, m->id, 8);
+	p = put_be(p, m->flags & WIRE_FLAGS, 4);
+	p = put_be(p, m->submitted, 8);
+	p = put_be(p, m->due, 8);
+	p = put_be(p, m->expires, 8);
+	*p++ = m->src_ton;
+	*p++ = m->src_npi;
+	*p++ = m->dst_ton;
+	*p++ = m->dst_npi;
+	*p++ = m->esm_class;
+	*p++ = m->data_coding;
+	*p++ = m->registered_delivery;
+	*p++ = m->message_state;
+	p = put_be(p, m->umr, 2);
+	p = put_be(p, m->sar_ref, 2);
+	*p++ = m->sar_total;
+	*p++ = m->sar_seq;
+	p = put_be(p, m->len, 4);
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		size_t n = strnlen(strs[i].s, strs[i].cap - 1);
+
+		*p++ = (uint8_t)n;
+		memcpy(p, strs[i].s, n);
+		p += n;
+	}
+	memcpy(p, m->text, m->len);
+	return (size_t)(p - out) + m->len;
+}
+
+/* Reads bytes big-endian bytes at *p, if that many are left. */
+static bool
+get_be(const uint8_t **p, const uint8_t *end, unsigned bytes, uint64_t *v)
+{
+	if ((size_t)(end - *p) < bytes)
+		return false;
+	*v = 0;
+	for (unsigned i = 0; i < bytes; i++)
+		*v = *v << 8 | (*p)[i];
+	*p += bytes;
+	return true;
+}
+
+struct deliver_msg *
+cluster_msg_decode(const uint8_t *p, size_t n)
+{
+	const uint8_t *end = p + n, *start;
+	uint64_t id, flags, sub, due, exp, umr, sar, len;
+	uint8_t b[8];
+	struct deliver_msg *m;
+
+	if (n < WIRE_FIXED || *p++ != WIRE_VERSION ||
+	    !get_be(&p, end, 8, &id) || !get_be(&p, end, 4, &flags) ||
+	    !get_be(&p, end, 8, &sub) || !get_be(&p, end, 8, &due) ||
+	    !get_be(&p, end, 8, &exp))
+		return NULL;
+	memcpy(b, p, 8);
+	p += 8;
+	if (!get_be(&p, end, 2, &umr) || !get_be(&p, end, 2, &sar) ||
+	    end - p < 2)
+		return NULL;
+	start = p;
+	p += 2;
+	if (!get_be(&p, end, 4, &len) || len > (size_t)(end - p))
+		return NULL;
+	m = deliver_msg_new(len);
+	m->id = id;
+	m->flags = (uint32_t)flags & WIRE_FLAGS;
+	m->submitted = sub;
+	m->due = due;
+	m->expires = exp;
+	m->src_ton = b[0];
+	m->src_npi = b[1];
+	m->dst_ton = b[2];
+	m->dst_npi = b[3];
+	m->esm_class = b[4];
+	m->data_coding = b[5];
+	m->registered_delivery = b[6];
+	m->message_state = b[7];
+	m->umr = (uint16_t)umr;
+	m->sar_ref = (uint16_t)sar;
+	m->sar_total = start[0];
+	m->sar_seq = start[1];
+
+	const struct wire_str strs[] = { WIRE_STRINGS(m) };
+
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		size_t k;
+
+		if (p == end || (k = *p++) >= strs[i].cap ||
+		    (size_t)(end - p) < k || memchr(p, '\0', k) != NULL)
+			goto bad;
+		memcpy(strs[i].s, p, k);
+		strs[i].s[k] = '\0';
+		p += k;
+	}
+	if ((size_t)(end - p) != len)
+		goto bad;
+	memcpy(m->text, p, len);
+	m->len = len;
+	return m;
+bad:
+	free(m);
+	return NULL;
+}
