@@ -24,6 +24,7 @@
 	X(util_suite)		\
 	X(smpp_pdu_suite)	\
 	X(smpp_time_suite)	\
+	X(cluster_wire_suite)	\
 	X(iplimit_suite)	\
 	X(log_suite)		\
 	X(uring_suite)		\

@@ -653,10 +653,11 @@ START_TEST(config_feature_groups)
 		    ER_WITH_SQLITE, "\"store\" needs echorouterd built with "
 		    "WITH_SQLITE (this build has it off)",
 		    "store.x: unknown setting" },
-		{ LISTENER "cluster = { url = \"nats://127.0.0.1\"; };\n", 2,
+		{ LISTENER "cluster = { node = \"a\"; servers = ( "
+		    "\"nats://127.0.0.1\" ); x = 1; };\n", 2,
 		    ER_WITH_NATS, "\"cluster\" needs echorouterd built with "
 		    "WITH_NATS (this build has it off)",
-		    "cluster: unknown setting" },
+		    "cluster.x: unknown setting" },
 		{ "listeners = (\n  { name = \"e\"; address = \"::1\";\n"
 		    "    port = 0; protocol = \"echo\";\n"
 		    "    tls = { cert = \"c.pem\"; }; }\n);\n", 4,
@@ -669,6 +670,80 @@ START_TEST(config_feature_groups)
 		    cases[i].built ? cases[i].in : cases[i].out);
 }
 END_TEST
+
+#if ER_WITH_NATS
+/* Every cluster setting, and the defaults of those left out. */
+START_TEST(config_cluster_every_value)
+{
+	struct config *cf = unit_config(LISTENER
+	    "cluster = {\n"
+	    "  node = \"node_1-B\";\n"
+	    "  servers = ( \"nats://127.0.0.1:4222\", \"tls://h:4223\" );\n"
+	    "  subject_prefix = \"erd.prod\";\n"
+	    "  request_timeout = 5;\n"
+	    "  claim_ttl = 30;\n"
+	    "  credentials = \"/etc/echorouterd/nats.creds\";\n"
+	    "};\n");
+	const struct cluster_conf *cl = &cf->cluster;
+
+	ck_assert(cl->enabled);
+	ck_assert_str_eq(cl->node, "node_1-B");
+	ck_assert_uint_eq(cl->nservers, 2);
+	ck_assert_str_eq(cl->servers[1], "tls://h:4223");
+	ck_assert_str_eq(cl->subject_prefix, "erd.prod");
+	ck_assert_uint_eq(cl->request_timeout, 5);
+	ck_assert_uint_eq(cl->claim_ttl, 30);
+	ck_assert_str_eq(cl->credentials, "/etc/echorouterd/nats.creds");
+	config_unref(cf);
+
+	cf = unit_config(LISTENER "cluster = { node = \"a\"; servers = ( "
+	    "\"nats://x\" ); };\n");
+	ck_assert_str_eq(cf->cluster.subject_prefix, "erd");
+	ck_assert_uint_eq(cf->cluster.request_timeout, 2);
+	ck_assert_uint_eq(cf->cluster.claim_ttl, 10);
+	ck_assert_str_eq(cf->cluster.credentials, "");
+	config_unref(cf);
+	cf = unit_config(LISTENER);
+	ck_assert(!cf->cluster.enabled);
+	config_unref(cf);
+}
+END_TEST
+
+/* Each bad cluster value: one error, naming the setting. */
+START_TEST(config_cluster_errors)
+{
+	static const struct {
+		const char *group;
+		const char *what;
+	} cases[] = {
+		{ "node = \"a.b\"; servers = ( \"nats://x\" );",
+		    "cluster.node: \"a.b\"" },
+		{ "node = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"; "
+		    "servers = ( \"nats://x\" );", "cluster.node" },
+		{ "servers = ( \"nats://x\" );", "\"node\" is missing" },
+		{ "node = \"a\";", "\"servers\" is missing" },
+		{ "node = \"a\"; servers = ( );", "give 1 to 16 servers" },
+		{ "node = \"a\"; servers = ( \"http://x\" );",
+		    "not a nats:// or tls:// URL" },
+		{ "node = \"a\"; servers = ( \"nats://x\" ); "
+		    "subject_prefix = \"a..b\";", "cluster.subject_prefix" },
+		{ "node = \"a\"; servers = ( \"nats://x\" ); "
+		    "subject_prefix = \"a.*\";", "cluster.subject_prefix" },
+		{ "node = \"a\"; servers = ( \"nats://x\" ); "
+		    "request_timeout = 0;", "request_timeout" },
+		{ "node = \"a\"; servers = ( \"nats://x\" ); "
+		    "claim_ttl = 1;", "claim_ttl" },
+	};
+	char text[1024];
+
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		snprintf(text, sizeof(text), LISTENER "cluster = { %s };\n",
+		    cases[i].group);
+		expect_one_error(text, 2, cases[i].what);
+	}
+}
+END_TEST
+#endif
 
 #if ER_WITH_SQLITE
 /* Every store setting, the large ones as int64 (an L suffix). */
@@ -980,6 +1055,10 @@ config_suite(void)
 	tcase_add_test(ok, config_store_relative_config);
 #endif
 	tcase_add_test(ok, config_store_reload_keeps);
+#if ER_WITH_NATS
+	tcase_add_test(ok, config_cluster_every_value);
+	tcase_add_test(ok, config_cluster_errors);
+#endif
 	tcase_set_timeout(ok, 30);
 	suite_add_tcase(s, ok);
 	tcase_add_loop_test(bad, config_bad_case, 0, (int)ARRAY_LEN(bad_cases));

@@ -187,7 +187,7 @@ START_TEST(test_stats_line_text)
 	    "closed_slow-consumer=8 closed_protocol=10 closed_quit=12 "
 	    "closed_shutdown=14 closed_timeout=16 messages=100 "
 	    "bytes_in=2000 bytes_out=4000 routed_local=6 routed_remote=4 "
-	    "routed_stored=0 "
+	    "routed_stored=0 routed_node=0 "
 	    "err_400=2 err_401=0 err_403=0 err_404=0 err_409=0 err_413=0 "
 	    "err_503=1");
 	/* Truncated, still a string. */

@@ -1,0 +1,161 @@
+/* test_cluster_wire.c: addresses as NATS tokens, messages as nodes send them. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/cluster_wire.h"
+#include "../../src/deliver.h"
+#include "../../src/util.h"
+#include "helpers.h"
+#include "suites.h"
+
+START_TEST(token_round_trip)
+{
+	static const char *addrs[] = {
+		"alice", "+4912345", "a.b:c@d", "x_y-z", "=", "a",
+		"1234567890123456789012345678901234567890123456789012345678901234",
+	};
+	char tok[CLUSTER_TOKEN_MAX + 1], back[ROUTE_ADDR_MAX + 1];
+
+	for (size_t i = 0; i < ARRAY_LEN(addrs); i++) {
+		size_t n;
+
+		if (!route_addr_valid(addrs[i], strlen(addrs[i])))
+			continue;
+		n = cluster_token_encode(addrs[i], tok);
+		ck_assert_uint_eq(n, strlen(tok));
+		/* Nothing a subject token or KV key cannot hold. */
+		ck_assert_ptr_null(strpbrk(tok, ".*> +:@"));
+		ck_assert(cluster_token_decode(tok, n, back));
+		ck_assert_str_eq(back, addrs[i]);
+	}
+	cluster_token_encode("+49.1", tok);
+	ck_assert_str_eq(tok, "=2B49=2E1");
+}
+END_TEST
+
+START_TEST(token_rejects)
+{
+	static const char *bad[] = {
+		"", "=2", "=2b49", "=41", "a=", "=ZZ", "=20", "a.b",
+	};
+	char back[ROUTE_ADDR_MAX + 1];
+
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+		ck_assert_msg(!cluster_token_decode(bad[i], strlen(bad[i]),
+		    back), "accepted \"%s\"", bad[i]);
+}
+END_TEST
+
+static struct deliver_msg *
+sample_msg(void)
+{
+	struct deliver_msg *m = deliver_msg_new(5);
+
+	m->id = 0x0102030405060708ull;
+	m->flags = DELIVER_F_RECEIPT | DELIVER_F_SAR | DELIVER_F_NO_VERDICT |
+	    DELIVER_F_STORED;
+	m->submitted = 1700000000;
+	m->due = 1700000100;
+	m->expires = 1700086400;
+	m->src_ton = 1;
+	m->dst_npi = 2;
+	m->esm_class = 4;
+	m->data_coding = 8;
+	m->registered_delivery = 1;
+	m->message_state = 2;
+	m->umr = 65535;
+	m->sar_ref = 513;
+	m->sar_total = 3;
+	m->sar_seq = 2;
+	strcpy(m->src_addr, "12345678901234567890");
+	strcpy(m->reply_to, "alice");
+	strcpy(m->receipted_id, "abc");
+	strcpy(m->from, "alice");
+	strcpy(m->to, "bob");
+	memcpy(m->text, "he\0lo", 5);
+	m->len = 5;
+	return m;
+}
+
+START_TEST(msg_round_trip)
+{
+	struct deliver_msg *m = sample_msg(), *d;
+	uint8_t *buf = malloc(cluster_msg_size(m));
+	size_t n = cluster_msg_encode(m, buf);
+
+	ck_assert_uint_le(n, cluster_msg_size(m));
+	d = cluster_msg_decode(buf, n);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_uint_eq(d->id, m->id);
+	/* Only what means something on the recipient's node travels. */
+	ck_assert_uint_eq(d->flags, DELIVER_F_RECEIPT | DELIVER_F_SAR);
+	ck_assert_uint_eq(d->submitted, m->submitted);
+	ck_assert_uint_eq(d->due, m->due);
+	ck_assert_uint_eq(d->expires, m->expires);
+	ck_assert_uint_eq(d->src_ton, 1);
+	ck_assert_uint_eq(d->dst_npi, 2);
+	ck_assert_uint_eq(d->esm_class, 4);
+	ck_assert_uint_eq(d->data_coding, 8);
+	ck_assert_uint_eq(d->registered_delivery, 1);
+	ck_assert_uint_eq(d->message_state, 2);
+	ck_assert_uint_eq(d->umr, 65535);
+	ck_assert_uint_eq(d->sar_ref, 513);
+	ck_assert_uint_eq(d->sar_total, 3);
+	ck_assert_uint_eq(d->sar_seq, 2);
+	ck_assert_str_eq(d->src_addr, m->src_addr);
+	ck_assert_str_eq(d->dst_addr, "");
+	ck_assert_str_eq(d->reply_to, "alice");
+	ck_assert_str_eq(d->receipted_id, "abc");
+	ck_assert_str_eq(d->from, "alice");
+	ck_assert_str_eq(d->to, "bob");
+	ck_assert_uint_eq(d->len, 5);
+	ck_assert_mem_eq(d->text, "he\0lo", 5);
+	/* Every cut short, and one byte more, is refused. */
+	for (size_t k = 0; k < n; k++)
+		ck_assert_ptr_null(cluster_msg_decode(buf, k));
+	free(d);
+	buf = realloc(buf, n + 1);
+	buf[n] = 0;
+	ck_assert_ptr_null(cluster_msg_decode(buf, n + 1));
+	free(buf);
+	free(m);
+}
+END_TEST
+
+/* A string longer than its field, or with a NUL in it, is refused. */
+START_TEST(msg_rejects_bad_strings)
+{
+	struct deliver_msg *m = sample_msg();
+	uint8_t *buf = malloc(cluster_msg_size(m) + 64);
+	size_t n = cluster_msg_encode(m, buf);
+	/* src_addr's length byte follows the 55 fixed bytes. */
+	uint8_t *len = buf + 55;
+
+	ck_assert_uint_eq(*len, 20);
+	*len = 21;
+	ck_assert_ptr_null(cluster_msg_decode(buf, n));
+	*len = 20;
+	buf[56] = '\0';
+	ck_assert_ptr_null(cluster_msg_decode(buf, n));
+	buf[56] = '1';
+	buf[0] = 2;	/* another version */
+	ck_assert_ptr_null(cluster_msg_decode(buf, n));
+	free(buf);
+	free(m);
+}
+END_TEST
+
+Suite *
+cluster_wire_suite(void)
+{
+	Suite *s = suite_create("cluster_wire");
+	TCase *tc = tcase_create("wire");
+
+	tcase_add_test(tc, token_round_trip);
+	tcase_add_test(tc, token_rejects);
+	tcase_add_test(tc, msg_round_trip);
+	tcase_add_test(tc, msg_rejects_bad_strings);
+	suite_add_tcase(s, tc);
+	return s;
+}
