@@ -100,8 +100,9 @@ struct cluster {
 	kvStore	*nodes;
 	natsSubscription *inbox;
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
-	bool	linked;			/* what the thread last saw of up */
+	char	linked_url[256];	/* the server last logged; "" down */
 	bool	kv_failed;		/* said once per connection */
+	uint64_t kv_retry_ms;		/* JetStream failed: not before */
 	uint64_t beat_at_ms;
 	uint64_t next_req;
 	struct pend *pend[PEND_BUCKETS];
@@ -667,6 +668,13 @@ kv_bucket(const char *what, int64_t ttl_ns)
 	kc.History = 1;
 	kc.TTL = ttl_ns;
 	kc.StorageType = js_FileStorage;
+	/*
+	 * Claims outlive the loss of a NATS server when it can hold them on
+	 * three (a single server, or store.replicas asked for more: that).
+	 */
+	kc.Replicas = C.cf->store.replicas > 3 ? (int)C.cf->store.replicas : 3;
+	if ((s = js_CreateKeyValue(&kv, C.js, &kc)) == NATS_OK)
+		return kv;
 	kc.Replicas = (int)C.cf->store.replicas;
 	if ((s = js_CreateKeyValue(&kv, C.js, &kc)) == NATS_OK)
 		return kv;
@@ -689,6 +697,13 @@ kv_open(void)
 
 	if (C.claims != NULL && C.nodes != NULL)
 		return true;
+	/*
+	 * JetStream's calls wait on this thread: while it is in trouble, ask
+	 * at most once a second, so that sends keep flowing meanwhile.
+	 */
+	if (now_ms() < C.kv_retry_ms)
+		return false;
+	C.kv_retry_ms = now_ms() + 1000;
 	kv_close();
 	jsOptions_Init(&jo);
 	jo.Wait = (int64_t)C.cf->cluster.request_timeout * 1000;
@@ -869,20 +884,24 @@ link_task(void *owner, void *arg, enum mailbox_status st)
 
 	(void)owner;
 	(void)arg;
-	if (st != MAILBOX_RUN || up == C.linked)
+	if (st != MAILBOX_RUN)
 		return;
-	C.linked = up;
 	pthread_mutex_lock(&C.url_lock);
 	snprintf(url, sizeof(url), "%s", C.url);
 	pthread_mutex_unlock(&C.url_lock);
-	if (up) {
+	/* Down and up again before this ran still counts as a move. */
+	if (up && strcmp(url, C.linked_url) != 0) {
 		log_notice("cluster: node %s connected to %s", C.node, url);
+		snprintf(C.linked_url, sizeof(C.linked_url), "%s", url);
+		kv_close();
 		C.kv_failed = false;
+		C.kv_retry_ms = 0;
 		C.beat_at_ms = 0;
 		heartbeat(now_ms());
-	} else {
+	} else if (!up && C.linked_url[0] != '\0') {
 		log_warnx("cluster: lost the NATS server; reconnecting (sends "
 		    "that need another node get a temporary error meanwhile)");
+		C.linked_url[0] = '\0';
 		kv_close();
 	}
 }

@@ -1,0 +1,389 @@
+// cluster.test.js: two echorouterd nodes sharing one address space through
+// three clustered nats-servers (Debian's), all on loopback and free ports:
+// router and SMPP traffic across nodes, ERR 409 across nodes, an account's
+// binds on both nodes, receipts across nodes, a NATS server lost, all of
+// them lost and back, and a node killed with -9.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn, execFileSync } = require('node:child_process');
+const L = require('./lib.js');
+
+const BIN = process.env.ECHOROUTERD_BIN;
+function whySkip() {
+	if (BIN && !/nats: yes/.test(execFileSync(BIN, ['-V']).toString()))
+		return 'built without NATS (WITH_NATS=no)';
+	try {
+		execFileSync('nats-server', ['--version']);
+	} catch (e) {
+		return 'nats-server is not installed (Debian: nats-server; make check installs it)';
+	}
+	return false;
+}
+const skip = whySkip();
+
+const WAIT_MS = 20000;
+const CLAIM_TTL = 3;
+const ESME_ROK = 0;
+const ESME_RTHROTTLED = 0x58;
+
+function freePort() {
+	return new Promise((resolve, reject) => {
+		const srv = net.createServer();
+		srv.on('error', reject);
+		srv.listen(0, '127.0.0.1', () => {
+			const { port } = srv.address();
+			srv.close(() => resolve(port));
+		});
+	});
+}
+
+function sleep(ms) {
+	return new Promise((r) => setTimeout(r, ms));
+}
+
+// Polls fn until it returns a truthy value, for at most ms.
+async function until(fn, ms, what) {
+	const end = Date.now() + ms;
+	for (;;) {
+		const v = await fn();
+		if (v)
+			return v;
+		if (Date.now() > end)
+			throw new Error(`timed out: ${what}`);
+		await sleep(100);
+	}
+}
+
+// Three nats-servers with JetStream, clustered with routes.
+async function startNats(dir) {
+	const ns = [];
+	for (let i = 0; i < 3; i++)
+		ns.push({ name: `n${i}`, port: await freePort(), cport: await freePort(),
+			dir: path.join(dir, `js${i}`), child: null, log: '' });
+	for (const n of ns)
+		startNatsOne(n, ns);
+	await Promise.all(ns.map((n) => waitNatsReady(n)));
+	return ns;
+}
+
+function startNatsOne(n, all) {
+	const routes = all.filter((o) => o !== n)
+		.map((o) => `nats://127.0.0.1:${o.cport}`).join(',');
+	n.log = '';
+	n.child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(n.port),
+		'-js', '-sd', n.dir, '-n', n.name, '--cluster_name', 'erdtest',
+		'--cluster', `nats://127.0.0.1:${n.cport}`, '--routes', routes],
+	{ stdio: ['ignore', 'ignore', 'pipe'] });
+	n.child.stderr.setEncoding('utf8');
+	n.child.stderr.on('data', (c) => { n.log += c; });
+	n.exited = false;
+	n.child.on('exit', () => { n.exited = true; });
+}
+
+function waitNatsReady(n) {
+	return until(() => /Server is ready/.test(n.log), WAIT_MS, `${n.name} ready`);
+}
+
+async function stopNats(n, signal) {
+	if (n.exited)
+		return;
+	n.child.kill(signal || 'SIGTERM');
+	await until(() => n.exited, WAIT_MS, `${n.name} exit`);
+}
+
+function nodeConf(node, servers) {
+	return `dispatchers = 2;
+idle_timeout = 0;
+listeners = (
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; }
+);
+accounts = (
+  { id = "alice"; password = "a"; }, { id = "bob"; password = "b"; },
+  { id = "carol"; password = "c"; }, { id = "dave"; password = "d"; },
+  { id = "shared"; password = "s"; }, { id = "esme"; password = "e"; }
+);
+cluster = {
+  node = "${node}";
+  servers = ( ${servers.map((s) => `"nats://127.0.0.1:${s.port}"`).join(', ')} );
+  subject_prefix = "erdtest";
+  request_timeout = 2;
+  claim_ttl = ${CLAIM_TTL};
+};
+`;
+}
+
+// A line client: send lines, wait for lines matching a test.
+function lineClient(port) {
+	return L.withTimeout(new Promise((resolve, reject) => {
+		const sock = net.connect(port, '127.0.0.1', () => resolve(c));
+		const c = { sock, lines: [], partial: '', waiters: [] };
+		sock.setEncoding('utf8');
+		sock.on('error', reject);
+		sock.on('data', (d) => {
+			const parts = (c.partial + d).split('\n');
+			c.partial = parts.pop();
+			c.lines.push(...parts);
+			for (const w of c.waiters.slice())
+				w();
+		});
+	}), WAIT_MS, 'line connect');
+}
+
+function send(c, text) {
+	c.sock.write(text);
+}
+
+// Waits until n lines match re, and returns them (all lines kept).
+function waitLines(c, re, n, ms) {
+	return L.withTimeout(new Promise((resolve) => {
+		const check = () => {
+			const got = c.lines.filter((l) => re.test(l));
+			if (got.length >= n) {
+				c.waiters = c.waiters.filter((w) => w !== check);
+				resolve(got);
+			}
+		};
+		c.waiters.push(check);
+		check();
+	}), ms || WAIT_MS, `${n} lines like ${re}`);
+}
+
+async function login(port, addr, pass) {
+	const c = await lineClient(port);
+	send(c, `LOGIN ${addr} ${pass}\n`);
+	const [r] = await waitLines(c, /^(OK LOGIN|ERR)/, 1);
+	c.lines = [];
+	return { c, reply: r };
+}
+
+// One LOGIN on a fresh connection, its reply, then closed.
+async function tryLogin(port, addr, pass) {
+	const { c, reply } = await login(port, addr, pass);
+	c.sock.destroy();
+	return reply;
+}
+
+function stats(d) {
+	const before = d.log.length;
+	d.child.kill('SIGUSR1');
+	return until(() => {
+		const m = /stats .*cluster=.*/.exec(d.log.slice(before));
+		return m && m[0];
+	}, WAIT_MS, 'stats line');
+}
+
+let dir, nats, A, B;
+
+test.before(async () => {
+	if (skip)
+		return;
+	dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-cluster-'));
+	nats = await startNats(dir);
+	A = await L.startDaemon(nodeConf('a', [nats[0], nats[1]]));
+	B = await L.startDaemon(nodeConf('b', [nats[2]]));
+	// Both connected, and the JetStream buckets usable: a LOGIN works.
+	for (const d of [A, B])
+		await until(async () => /OK LOGIN/.test(
+			await tryLogin(d.ports.router, 'dave', 'd')), WAIT_MS,
+		'a first LOGIN through JetStream');
+});
+
+test.after(async () => {
+	if (skip)
+		return;
+	for (const d of [A, B])
+		if (d)
+			await L.stopDaemon(d).catch(() => {});
+	for (const n of nats || [])
+		await stopNats(n, 'SIGKILL');
+	fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('10,000 messages each way between nodes, once each, in order, replies in order', { skip }, async () => {
+	const a = (await login(A.ports.router, 'alice', 'a')).c;
+	const b = (await login(B.ports.router, 'bob', 'b')).c;
+	const N = 10000;
+	let outA = '', outB = '';
+	for (let i = 0; i < N; i++) {
+		outA += `SEND bob a${i}\n`;
+		outB += `SEND alice b${i}\n`;
+	}
+	send(a, outA);
+	send(b, outB);
+	for (const [c, from] of [[a, 'alice'], [b, 'bob']]) {
+		const oks = await waitLines(c, /^(OK|ERR) /, N, 60000);
+		assert.ok(oks.every((l) => /^OK \d+$/.test(l)), oks.find((l) => !/^OK/.test(l)));
+		// Replies in command order: message ids rise.
+		const ids = oks.map((l) => BigInt(l.split(' ')[1]));
+		for (let i = 1; i < N; i++)
+			assert.ok(ids[i] > ids[i - 1], `reply ${i} out of order`);
+		const other = from === 'alice' ? b : a;
+		const msgs = await waitLines(other, new RegExp(`^MSG \\d+ ${from} `), N, 60000);
+		const texts = msgs.map((l) => l.split(' ')[3]);
+		const tag = from === 'alice' ? 'a' : 'b';
+		assert.deepEqual(texts, Array.from({ length: N }, (_, i) => `${tag}${i}`));
+		// And each MSG carries the id its sender was told.
+		assert.deepEqual(msgs.map((l) => BigInt(l.split(' ')[1])), ids);
+	}
+	await sleep(300);
+	assert.equal(a.lines.filter((l) => l.startsWith('MSG')).length, N, 'no duplicates');
+	a.sock.destroy();
+	b.sock.destroy();
+	const st = await stats(B);
+	assert.match(st, /from_nodes=[1-9]/);
+});
+
+test('an address held on one node is ERR 409 on the other; free again after QUIT', { skip }, async () => {
+	const { c } = await login(A.ports.router, 'carol', 'c');
+	assert.equal(await tryLogin(B.ports.router, 'carol', 'c'), 'ERR 409 address in use');
+	send(c, 'QUIT\n');
+	await waitLines(c, /^OK BYE/, 1);
+	const x = await until(async () => {
+		const l = await login(B.ports.router, 'carol', 'c');
+		if (l.reply === 'OK LOGIN carol')
+			return l.c;
+		l.c.sock.destroy();
+		return null;
+	}, WAIT_MS, 'carol free on B');
+	// Nobody anywhere: 404, after asking the cluster.
+	send(x, 'SEND nobody-at-all hi\n');
+	const [r] = await waitLines(x, /^(OK|ERR)/, 1);
+	assert.match(r, /^ERR 404 \d+ no route$/);
+	x.sock.destroy();
+});
+
+test('SMPP across nodes: an account bound on both nodes shares traffic; receipts come back', { skip }, async () => {
+	const ra = await L.bind(A.ports.smpp, 'bind_receiver', 'shared', 's');
+	const rb = await L.bind(B.ports.smpp, 'bind_receiver', 'shared', 's');
+	assert.equal(ra.status, ESME_ROK);
+	assert.equal(rb.status, ESME_ROK);
+	const got = { a: [], b: [] };
+	for (const [name, r] of [['a', ra], ['b', rb]])
+		r.s.on('deliver_sm', (pdu) => {
+			got[name].push(L.text(pdu));
+			r.s.send(pdu.response());
+		});
+	// The submitter is on node A, bound as a transceiver for its receipts.
+	const esme = await L.bind(A.ports.smpp, 'bind_transceiver', 'esme', 'e');
+	assert.equal(esme.status, ESME_ROK);
+	const receipts = [];
+	esme.s.on('deliver_sm', (pdu) => {
+		receipts.push(pdu);
+		esme.s.send(pdu.response());
+	});
+	const N = 200;
+	for (let i = 0; i < N; i++) {
+		const r = await L.call(esme.s, 'submit_sm', { source_addr: 'esme',
+			destination_addr: 'shared', short_message: `m${i}`,
+			registered_delivery: 1 });
+		assert.equal(r.command_status, ESME_ROK);
+	}
+	await until(() => got.a.length + got.b.length === N, WAIT_MS, 'all delivered');
+	assert.ok(got.a.length > 0 && got.b.length > 0,
+		`both binds receive: ${got.a.length} on A, ${got.b.length} on B`);
+	assert.deepEqual([...got.a, ...got.b].sort(),
+		Array.from({ length: N }, (_, i) => `m${i}`).sort());
+	// Receipts for what node B delivered crossed back to node A.
+	await until(() => receipts.length === N, WAIT_MS, 'all receipts');
+	assert.ok(receipts.every((p) => p.esm_class & 0x04));
+	for (const s of [ra.s, rb.s, esme.s])
+		s.close();
+});
+
+test('the NATS server a node uses goes away: it moves to another, and no acknowledged message is lost', { skip }, async () => {
+	const url = /connected to nats:\/\/127\.0\.0\.1:(\d+)/.exec(A.log);
+	assert.ok(url, A.log);
+	const used = nats.find((n) => n.port === Number(url[1]));
+	const a = (await login(A.ports.router, 'alice', 'a')).c;
+	const b = (await login(B.ports.router, 'bob', 'b')).c;
+	const N = 2000;
+	let sent = 0;
+	const pump = setInterval(() => {
+		for (let k = 0; k < 50 && sent < N; k++)
+			send(a, `SEND bob f${sent++}\n`);
+		if (sent >= N)
+			clearInterval(pump);
+	}, 5);
+	await sleep(100);
+	await stopNats(used, 'SIGKILL');
+	await until(() => sent >= N, WAIT_MS, 'all sent');
+	const replies = await waitLines(a, /^(OK|ERR) /, N, 60000);
+	const ok = new Set();
+	replies.forEach((l, i) => {
+		if (l.startsWith('OK'))
+			ok.add(`f${i}`);
+		else
+			assert.match(l, /^ERR 503 \d+ cluster unavailable$/);
+	});
+	assert.ok(ok.size > 0);
+	// Every acknowledged message arrived, once, in order.
+	await until(() => b.lines.filter((l) => l.startsWith('MSG')).length >= ok.size,
+		WAIT_MS, 'acknowledged messages delivered');
+	await sleep(300);
+	const texts = b.lines.filter((l) => l.startsWith('MSG')).map((l) => l.split(' ')[3]);
+	for (const t of ok)
+		assert.ok(texts.includes(t), `acknowledged ${t} lost`);
+	assert.equal(new Set(texts).size, texts.length, 'duplicates');
+	const nums = texts.map((t) => Number(t.slice(1)));
+	for (let i = 1; i < nums.length; i++)
+		assert.ok(nums[i] > nums[i - 1], 'out of order');
+	// It says where it went.
+	await until(() => new RegExp(`connected to nats://127.0.0.1:(?!${used.port})`)
+		.test(A.log.slice(url.index + 10)), WAIT_MS, 'reconnected elsewhere');
+	startNatsOne(used, nats);
+	await waitNatsReady(used);
+	a.sock.destroy();
+	b.sock.destroy();
+});
+
+test('every NATS server down: local routing goes on, remote sends get 503, then traffic resumes', { skip }, async () => {
+	const a = (await login(A.ports.router, 'alice', 'a')).c;
+	const c = (await login(A.ports.router, 'carol', 'c')).c;
+	const b = (await login(B.ports.router, 'bob', 'b')).c;
+	for (const n of nats)
+		await stopNats(n, 'SIGTERM');
+	await until(async () => /cluster=down/.test(await stats(A)), WAIT_MS, 'A sees the outage');
+	send(a, 'SEND carol local\nSEND bob remote\n');
+	const r = await waitLines(a, /^(OK|ERR) /, 2);
+	assert.match(r[0], /^OK \d+$/);
+	assert.match(r[1], /^ERR 503 \d+ cluster unavailable$/);
+	await waitLines(c, /^MSG \d+ alice local$/, 1);
+	// A new LOGIN cannot be claimed cluster-wide meanwhile.
+	assert.equal(await tryLogin(A.ports.router, 'dave', 'd'), 'ERR 503 cluster unavailable');
+	for (const n of nats)
+		startNatsOne(n, nats);
+	await Promise.all(nats.map((n) => waitNatsReady(n)));
+	a.lines = [];
+	await until(async () => {
+		send(a, 'SEND bob again\n');
+		const [x] = await waitLines(a, /^(OK|ERR) /, 1);
+		a.lines = [];
+		return x.startsWith('OK');
+	}, 30000, 'remote sends resume');
+	await waitLines(b, /^MSG \d+ alice again$/, 1);
+	for (const x of [a, b, c])
+		x.sock.destroy();
+});
+
+test('a node killed with -9: its addresses are free on the other within claim_ttl', { skip }, async () => {
+	const { c } = await login(B.ports.router, 'carol', 'c');
+	assert.equal(await tryLogin(A.ports.router, 'carol', 'c'), 'ERR 409 address in use');
+	B.child.kill('SIGKILL');
+	const t0 = Date.now();
+	await until(() => B.exited !== null, WAIT_MS, 'B gone');
+	await until(async () => (await tryLogin(A.ports.router, 'carol', 'c')) ===
+		'OK LOGIN carol', (CLAIM_TTL + 3) * 1000, 'carol free on A');
+	const took = (Date.now() - t0) / 1000;
+	// claim_ttl, and the time a LOGIN takes on a loaded machine.
+	assert.ok(took <= CLAIM_TTL + 2, `took ${took} s`);
+	c.sock.destroy();
+	fs.rmSync(B.dir, { recursive: true, force: true });
+	B = null;
+});
