@@ -59,13 +59,14 @@ struct cluster_claim {
 #if ER_WITH_NATS
 
 /*
- * Makes the cluster service when cf has a cluster group (*svc NULL
- * otherwise): not yet connected; it connects in the background once
- * started, and retries for as long as it runs. -1 and a malloc'd *err if
- * it cannot be made. Main thread, before the reactors start.
+ * When cf has a cluster group: connects to NATS (or keeps trying in the
+ * background, for as long as the daemon runs) and makes the cluster's
+ * service threads, appended to svcs[*n] in start order. Nothing without
+ * one. -1 and a malloc'd *err if it cannot. Main thread, before any
+ * thread starts.
  */
-int	cluster_open(const struct config *cf, struct service **svc,
-	    char **err);
+int	cluster_open(const struct config *cf, struct service **svcs,
+	    unsigned *n, char **err);
 
 /* After the service stopped: ends libnats's threads. Main thread. */
 void	cluster_close(void);
@@ -110,11 +111,13 @@ void	cluster_release(const char *addr);
 #else
 
 static inline int
-cluster_open(const struct config *cf, struct service **svc, char **err)
+cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
+    char **err)
 {
 	(void)cf;
+	(void)svcs;
+	(void)n;
 	(void)err;
-	*svc = NULL;
 	return 0;
 }
 

@@ -78,6 +78,7 @@ struct addr_note {
 
 struct cluster {
 	struct service *svc;
+	struct service *kvsvc;		/* "cluster-kv": JetStream's calls */
 	atomic_bool on;
 	atomic_bool up;
 	/* Counters for the stats line; written by any thread. */
@@ -91,19 +92,27 @@ struct cluster {
 	char	node[CLUSTER_NODE_MAX + 1];
 	char	me[CLUSTER_NODE_MAX + 40];	/* "<node> <instance>" */
 	char	instance[24];
-	/* The cluster thread's alone: */
-	struct config *cf;
+	/* Made before the threads start; libnats's, after. */
 	natsOptions *opts;
 	natsConnection *nc;
+	/*
+	 * The key-value thread's alone: JetStream's calls wait (at most
+	 * request_timeout), so they have a thread of their own and never
+	 * hold up messages.
+	 */
+	struct config *kvcf;
 	jsCtx	*js;
 	kvStore	*claims;
 	kvStore	*nodes;
+	bool	kv_failed;		/* said once per connection */
+	uint64_t kv_retry_ms;		/* JetStream failed: not before */
+	bool	beat_ok;		/* our heartbeat is there, as far as known */
+	uint64_t beat_at_ms;
+	/* The cluster thread's alone: */
+	struct config *cf;
 	natsSubscription *inbox;
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
 	char	linked_url[256];	/* the server last logged; "" down */
-	bool	kv_failed;		/* said once per connection */
-	uint64_t kv_retry_ms;		/* JetStream failed: not before */
-	uint64_t beat_at_ms;
 	uint64_t next_req;
 	struct pend *pend[PEND_BUCKETS];
 	struct pend *oldest, *newest;
@@ -168,7 +177,7 @@ addr_subject(char *out, size_t n, const char *addr)
 static void
 bucket_name(char *out, size_t n, const char *what)
 {
-	snprintf(out, n, "%s-%s", C.prefix, what);
+	snprintf(out, n, "%s-%s", C.kvcf->cluster.subject_prefix, what);
 	for (char *p = out; *p != '\0'; p++)
 		if (*p == '.')
 			*p = '_';
@@ -672,10 +681,11 @@ kv_bucket(const char *what, int64_t ttl_ns)
 	 * Claims outlive the loss of a NATS server when it can hold them on
 	 * three (a single server, or store.replicas asked for more: that).
 	 */
-	kc.Replicas = C.cf->store.replicas > 3 ? (int)C.cf->store.replicas : 3;
+	kc.Replicas = C.kvcf->store.replicas > 3 ?
+	    (int)C.kvcf->store.replicas : 3;
 	if ((s = js_CreateKeyValue(&kv, C.js, &kc)) == NATS_OK)
 		return kv;
-	kc.Replicas = (int)C.cf->store.replicas;
+	kc.Replicas = (int)C.kvcf->store.replicas;
 	if ((s = js_CreateKeyValue(&kv, C.js, &kc)) == NATS_OK)
 		return kv;
 	/* Made by another node, or by us with other settings: use it. */
@@ -706,14 +716,14 @@ kv_open(void)
 	C.kv_retry_ms = now_ms() + 1000;
 	kv_close();
 	jsOptions_Init(&jo);
-	jo.Wait = (int64_t)C.cf->cluster.request_timeout * 1000;
+	jo.Wait = (int64_t)C.kvcf->cluster.request_timeout * 1000;
 	if ((s = natsConnection_JetStream(&C.js, C.nc, &jo)) != NATS_OK) {
 		note_error("jetstream", s);
 		return false;
 	}
 	C.claims = kv_bucket("claims", 0);
 	C.nodes = kv_bucket("nodes",
-	    (int64_t)C.cf->cluster.claim_ttl * 1000000000);
+	    (int64_t)C.kvcf->cluster.claim_ttl * 1000000000);
 	if (C.claims == NULL || C.nodes == NULL) {
 		kv_close();
 		return false;
@@ -725,7 +735,7 @@ kv_open(void)
 static void
 heartbeat(uint64_t now)
 {
-	uint64_t every = (uint64_t)C.cf->cluster.claim_ttl * 1000 / 3;
+	uint64_t every = (uint64_t)C.kvcf->cluster.claim_ttl * 1000 / 3;
 	kvKeysList keys;
 	natsStatus s;
 
@@ -734,9 +744,12 @@ heartbeat(uint64_t now)
 	C.beat_at_ms = now + (every > 0 ? every : 1000);
 	if ((s = kvStore_PutString(NULL, C.nodes, C.node, C.instance)) !=
 	    NATS_OK) {
+		C.beat_ok = false;
+		C.beat_at_ms = now + 1000;
 		note_error("heartbeat", s);
 		return;
 	}
+	C.beat_ok = true;
 	memset(&keys, 0, sizeof(keys));
 	if (kvStore_Keys(&keys, C.nodes, NULL) == NATS_OK) {
 		atomic_store(&C.nodes_seen, (uint64_t)keys.Count);
@@ -780,6 +793,16 @@ claim_kv(const char *addr)
 
 	if (!cluster_up() || !kv_open())
 		return CLUSTER_UNAVAILABLE;
+	/*
+	 * Never claim while our own heartbeat may be missing (just back from
+	 * an outage): another node would take the claim for a dead one's.
+	 */
+	if (!C.beat_ok) {
+		C.beat_at_ms = 0;
+		heartbeat(now_ms());
+		if (!C.beat_ok)
+			return CLUSTER_UNAVAILABLE;
+	}
 	cluster_token_encode(addr, key);
 	/* A few rounds: another node may take or free it meanwhile. */
 	for (int round = 0; round < 3; round++) {
@@ -839,7 +862,7 @@ cluster_claim(struct cluster_claim *q)
 {
 	q->task.fn = claim_task;
 	q->task.arg = q;
-	service_post(C.svc, &q->task);
+	service_post(C.kvsvc, &q->task);
 }
 
 static void
@@ -871,10 +894,27 @@ cluster_release(const char *addr)
 	snprintf(an->addr, sizeof(an->addr), "%s", addr);
 	an->task.fn = release_task;
 	an->task.arg = an;
-	service_post(C.svc, &an->task);
+	service_post(C.kvsvc, &an->task);
 }
 
 /* ---- the thread ------------------------------------------------------ */
+
+/* The key-value thread: the connection moved or went down. */
+static void
+kv_link_task(void *owner, void *arg, enum mailbox_status st)
+{
+	(void)owner;
+	if (st != MAILBOX_RUN)
+		return;
+	kv_close();
+	C.kv_failed = false;
+	C.kv_retry_ms = 0;
+	C.beat_at_ms = 0;
+	C.beat_ok = false;
+	/* Up (arg not NULL): say we are alive at once. */
+	if (arg != NULL)
+		heartbeat(now_ms());
+}
 
 static void
 link_task(void *owner, void *arg, enum mailbox_status st)
@@ -893,48 +933,21 @@ link_task(void *owner, void *arg, enum mailbox_status st)
 	if (up && strcmp(url, C.linked_url) != 0) {
 		log_notice("cluster: node %s connected to %s", C.node, url);
 		snprintf(C.linked_url, sizeof(C.linked_url), "%s", url);
-		kv_close();
-		C.kv_failed = false;
-		C.kv_retry_ms = 0;
-		C.beat_at_ms = 0;
-		heartbeat(now_ms());
+		service_post_fn(C.kvsvc, kv_link_task, &C);
 	} else if (!up && C.linked_url[0] != '\0') {
 		log_warnx("cluster: lost the NATS server; reconnecting (sends "
 		    "that need another node get a temporary error meanwhile)");
 		C.linked_url[0] = '\0';
-		kv_close();
+		service_post_fn(C.kvsvc, kv_link_task, NULL);
 	}
-}
-
-static void
-cluster_start(struct service *s, void *arg)
-{
-	natsStatus st;
-
-	(void)s;
-	(void)arg;
-	st = natsConnection_Connect(&C.nc, C.opts);
-	if (st != NATS_OK && st != NATS_NOT_YET_CONNECTED) {
-		log_err("cluster: cannot use the NATS servers: %s",
-		    natsStatus_GetText(st));
-		return;
-	}
-	if (st == NATS_NOT_YET_CONNECTED)
-		log_warnx("cluster: no NATS server answers yet; retrying");
-	else
-		on_link(C.nc, NULL);
-	resubscribe_all();
 }
 
 static void
 cluster_tick(struct service *s, void *arg)
 {
-	uint64_t now = now_ms();
-
 	(void)s;
 	(void)arg;
-	pend_expire(now);
-	heartbeat(now);
+	pend_expire(now_ms());
 }
 
 static void
@@ -956,10 +969,6 @@ cluster_stop(struct service *s, void *arg)
 		}
 	unsubscribe(C.inbox);
 	C.inbox = NULL;
-	/* Our claims go at once, not claim_ttl later. */
-	if (C.nodes != NULL)
-		kvStore_Delete(C.nodes, C.node);
-	kv_close();
 	if (C.nc != NULL) {
 		natsConnection_Close(C.nc);
 		natsConnection_Destroy(C.nc);
@@ -970,9 +979,34 @@ cluster_stop(struct service *s, void *arg)
 }
 
 static const struct service_hooks cluster_hooks = {
-	.start = cluster_start,
 	.tick = cluster_tick,
 	.stop = cluster_stop,
+	.tick_ms = CLUSTER_TICK_MS,
+};
+
+static void
+kv_tick(struct service *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	heartbeat(now_ms());
+}
+
+/* Stopped before the cluster thread: the connection is still there. */
+static void
+kv_stop(struct service *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	/* Our claims go at once, not claim_ttl later. */
+	if (C.nodes != NULL)
+		kvStore_Delete(C.nodes, C.node);
+	kv_close();
+}
+
+static const struct service_hooks kv_hooks = {
+	.tick = kv_tick,
+	.stop = kv_stop,
 	.tick_ms = CLUSTER_TICK_MS,
 };
 
@@ -1013,13 +1047,13 @@ make_options(const struct cluster_conf *cl, char **err)
 }
 
 int
-cluster_open(const struct config *cf, struct service **svc, char **err)
+cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
+    char **err)
 {
 	const struct cluster_conf *cl = &cf->cluster;
 	uint64_t inst;
 	natsStatus s;
 
-	*svc = NULL;
 	if (!cl->enabled)
 		return 0;
 	if ((s = nats_Open(-1)) != NATS_OK ||
@@ -1039,15 +1073,36 @@ cluster_open(const struct config *cf, struct service **svc, char **err)
 	snprintf(C.me, sizeof(C.me), "%s %s", C.node, C.instance);
 	snprintf(C.prefix, sizeof(C.prefix), "%s", cl->subject_prefix);
 	C.cf = config_ref((struct config *)cf);
+	C.kvcf = config_ref((struct config *)cf);
 	if (make_options(cl, err) < 0)
 		return -1;
-	if ((C.svc = service_new("cluster", &cluster_hooks, NULL)) == NULL) {
-		*err = xstrdup("cannot make the cluster thread");
+	if ((C.svc = service_new("cluster", &cluster_hooks, NULL)) == NULL ||
+	    (C.kvsvc = service_new("cluster-kv", &kv_hooks, NULL)) == NULL) {
+		*err = xstrdup("cannot make the cluster threads");
 		return -1;
 	}
+	/*
+	 * Connected (or retrying in the background) before any thread runs:
+	 * the connection is then only read. Its callbacks post to the
+	 * threads, which run what was posted once they start.
+	 */
+	s = natsConnection_Connect(&C.nc, C.opts);
+	if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+		if (asprintf(err, "cannot use the NATS servers: %s",
+		    natsStatus_GetText(s)) < 0)
+			*err = NULL;
+		return -1;
+	}
+	if (s == NATS_NOT_YET_CONNECTED)
+		log_warnx("cluster: no NATS server answers yet; retrying");
+	else
+		on_link(C.nc, NULL);
+	resubscribe_all();
 	atomic_store(&C.on, true);
 	route_watch(on_route_change);
-	*svc = C.svc;
+	/* Stopped in reverse: the key-value thread first. */
+	svcs[(*n)++] = C.svc;
+	svcs[(*n)++] = C.kvsvc;
 	return 0;
 }
 
@@ -1057,7 +1112,8 @@ cluster_close(void)
 	natsOptions_Destroy(C.opts);
 	C.opts = NULL;
 	config_unref(C.cf);
-	C.cf = NULL;
+	config_unref(C.kvcf);
+	C.cf = C.kvcf = NULL;
 	free(C.buf);
 	C.buf = NULL;
 	C.bufcap = 0;
@@ -1078,10 +1134,31 @@ reload_task(void *owner, void *arg, enum mailbox_status st)
 	config_unref(C.cf);
 	C.cf = cf;
 	if (moved && C.nc != NULL) {
-		kv_close();
 		resubscribe_all();
-		C.beat_at_ms = 0;
 		log_notice("cluster: subject prefix now %s", C.prefix);
+	}
+}
+
+static void
+kv_reload_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct config *cf = arg;
+	bool moved;
+
+	(void)owner;
+	if (st != MAILBOX_RUN) {
+		config_unref(cf);
+		return;
+	}
+	moved = strcmp(cf->cluster.subject_prefix,
+	    C.kvcf->cluster.subject_prefix) != 0;
+	config_unref(C.kvcf);
+	C.kvcf = cf;
+	/* Other buckets: open them, and say we are alive there. */
+	if (moved) {
+		kv_close();
+		C.kv_retry_ms = C.beat_at_ms = 0;
+		C.beat_ok = false;
 	}
 }
 
@@ -1091,6 +1168,8 @@ cluster_reload(const struct config *cf)
 	if (!cluster_on())
 		return;
 	service_post_fn(C.svc, reload_task, config_ref((struct config *)cf));
+	service_post_fn(C.kvsvc, kv_reload_task,
+	    config_ref((struct config *)cf));
 }
 
 void

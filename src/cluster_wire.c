@@ -173,6 +173,9 @@ cluster_msg_decode(const uint8_t *p, size_t n)
 	    !get_be(&p, end, 8, &sub) || !get_be(&p, end, 8, &due) ||
 	    !get_be(&p, end, 8, &exp))
 		return NULL;
+	/* Flags this version does not know: not a message it can carry. */
+	if (flags & ~(uint64_t)WIRE_FLAGS)
+		return NULL;
 	memcpy(b, p, 8);
 	p += 8;
 	if (!get_be(&p, end, 2, &umr) || !get_be(&p, end, 2, &sar) ||
@@ -184,7 +187,7 @@ cluster_msg_decode(const uint8_t *p, size_t n)
 		return NULL;
 	m = deliver_msg_new(len);
 	m->id = id;
-	m->flags = (uint32_t)flags & WIRE_FLAGS;
+	m->flags = (uint32_t)flags;
 	m->submitted = sub;
 	m->due = due;
 	m->expires = exp;

@@ -264,13 +264,11 @@ open_services(struct daemon *d)
 	if (svc != NULL)
 		d->svcs[d->nsvcs++] = svc;
 	/* The cluster after the store: it stores what no node takes. */
-	if (cluster_open(d->cf, &svc, &err) < 0) {
+	if (cluster_open(d->cf, d->svcs, &d->nsvcs, &err) < 0) {
 		log_err("cluster: %s", err != NULL ? err : "cannot start");
 		free(err);
 		exit(1);
 	}
-	if (svc != NULL)
-		d->svcs[d->nsvcs++] = svc;
 }
 
 static void
