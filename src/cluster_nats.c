@@ -28,6 +28,7 @@
 
 #include "cluster_wire.h"
 #include "config.h"
+#include "conn.h"
 #include "deliver.h"
 #include "log.h"
 #include "reactor.h"
@@ -59,6 +60,12 @@ struct pend {
 struct csub {
 	struct csub *next;
 	natsSubscription *sub;
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+/* An address this node claimed, as the key-value thread knows it. */
+struct claimed {
+	struct claimed *next;
 	char	addr[ROUTE_ADDR_MAX + 1];
 };
 
@@ -108,6 +115,9 @@ struct cluster {
 	uint64_t kv_retry_ms;		/* JetStream failed: not before */
 	bool	beat_ok;		/* our heartbeat is there, as far as known */
 	uint64_t beat_at_ms;
+	struct claimed *claimed[SUB_BUCKETS];
+	bool	was_down;		/* lost the connection since the last check */
+	uint64_t beat_last_ms;		/* the last heartbeat that went through */
 	/* The cluster thread's alone: */
 	struct config *cf;
 	natsSubscription *inbox;
@@ -749,6 +759,14 @@ heartbeat(uint64_t now)
 		note_error("heartbeat", s);
 		return;
 	}
+	/*
+	 * Silent past claim_ttl (cut off, or the process stopped): the other
+	 * nodes took us for dead, and may have taken our addresses.
+	 */
+	if (C.beat_last_ms != 0 && now - C.beat_last_ms >=
+	    (uint64_t)C.kvcf->cluster.claim_ttl * 1000)
+		C.was_down = true;
+	C.beat_last_ms = now;
 	C.beat_ok = true;
 	memset(&keys, 0, sizeof(keys));
 	if (kvStore_Keys(&keys, C.nodes, NULL) == NATS_OK) {
@@ -836,6 +854,86 @@ claim_kv(const char *addr)
 	return CLUSTER_IN_USE;
 }
 
+static struct claimed **
+claimed_slot(const char *addr)
+{
+	struct claimed **pp = &C.claimed[str_hash(addr) & (SUB_BUCKETS - 1)];
+
+	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void
+claimed_set(const char *addr, bool on)
+{
+	struct claimed **pp = claimed_slot(addr), *c = *pp;
+
+	if (on && c == NULL) {
+		c = xcalloc(1, sizeof(*c));
+		snprintf(c->addr, sizeof(c->addr), "%s", addr);
+		*pp = c;
+	} else if (!on && c != NULL) {
+		*pp = c->next;
+		free(c);
+	}
+}
+
+/* On the reactor: the session holding the address must go. */
+static void
+evict_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct conn_handle *h = arg;
+	struct conn *c;
+	static const char bye[] = "ERR 409 address taken by another node "
+	    "while this one was cut off\n";
+
+	if (st == MAILBOX_RUN && (c = conn_resolve(owner, h)) != NULL &&
+	    !conn_is_closing(c)) {
+		conn_write(c, bye, sizeof(bye) - 1);
+		conn_close_after_flush(c, CONN_CLOSE_QUIT);
+	}
+	free(h);
+}
+
+/*
+ * Back after an outage: a claim of ours that expired meanwhile is made
+ * again, and one another node took lawfully (our heartbeat was gone) wins:
+ * our session for it is closed, so that no address has two owners.
+ */
+static void
+claims_recheck(void)
+{
+	for (size_t i = 0; i < SUB_BUCKETS; i++) {
+		struct claimed *c, *next;
+
+		for (c = C.claimed[i]; c != NULL; c = next) {
+			struct route_owner o;
+			struct reactor *r;
+
+			next = c->next;
+			if (!route_is_claimed(c->addr)) {
+				claimed_set(c->addr, false);
+				continue;
+			}
+			if (claim_kv(c->addr) != CLUSTER_IN_USE)
+				continue;
+			log_warnx("cluster: %s was claimed by another node while "
+			    "this one was cut off: closing its session here",
+			    c->addr);
+			if (route_lookup(c->addr, &o) &&
+			    o.kind == ROUTE_OWNER_CONN &&
+			    (r = reactor_get(o.conn.reactor)) != NULL) {
+				struct conn_handle *h = xmalloc(sizeof(*h));
+
+				*h = o.conn;
+				reactor_post(r, evict_task, h);
+			}
+			claimed_set(c->addr, false);
+		}
+	}
+}
+
 static void
 claim_task(void *owner, void *arg, enum mailbox_status st)
 {
@@ -848,6 +946,8 @@ claim_task(void *owner, void *arg, enum mailbox_status st)
 		return;
 	}
 	q->result = claim_kv(q->addr);
+	if (q->result == CLUSTER_CLAIMED)
+		claimed_set(q->addr, true);
 	if ((r = reactor_get(q->conn.reactor)) == NULL) {
 		free(q);
 		return;
@@ -874,6 +974,8 @@ release_task(void *owner, void *arg, enum mailbox_status st)
 
 	(void)owner;
 	/* A session here took it again meanwhile: the claim stays. */
+	if (st == MAILBOX_RUN && !route_is_claimed(an->addr))
+		claimed_set(an->addr, false);
 	if (st == MAILBOX_RUN && !route_is_claimed(an->addr) &&
 	    cluster_up() && kv_open()) {
 		cluster_token_encode(an->addr, key);
@@ -911,9 +1013,16 @@ kv_link_task(void *owner, void *arg, enum mailbox_status st)
 	C.kv_retry_ms = 0;
 	C.beat_at_ms = 0;
 	C.beat_ok = false;
-	/* Up (arg not NULL): say we are alive at once. */
-	if (arg != NULL)
-		heartbeat(now_ms());
+	/* Up (arg not NULL): say we are alive at once, then check. */
+	if (arg == NULL) {
+		C.was_down = true;
+		return;
+	}
+	heartbeat(now_ms());
+	if (C.was_down && C.beat_ok) {
+		C.was_down = false;
+		claims_recheck();
+	}
 }
 
 static void
@@ -990,6 +1099,11 @@ kv_tick(struct service *s, void *arg)
 	(void)s;
 	(void)arg;
 	heartbeat(now_ms());
+	/* Back, but JetStream was not ready when we came back: now. */
+	if (C.was_down && C.beat_ok && cluster_up()) {
+		C.was_down = false;
+		claims_recheck();
+	}
 }
 
 /* Stopped before the cluster thread: the connection is still there. */
@@ -1002,6 +1116,9 @@ kv_stop(struct service *s, void *arg)
 	if (C.nodes != NULL)
 		kvStore_Delete(C.nodes, C.node);
 	kv_close();
+	for (size_t i = 0; i < SUB_BUCKETS; i++)
+		while (C.claimed[i] != NULL)
+			claimed_set(C.claimed[i]->addr, false);
 }
 
 static const struct service_hooks kv_hooks = {
