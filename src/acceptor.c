@@ -293,7 +293,7 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	atomic_fetch_add_explicit(&conn_live, 1, memory_order_relaxed);
 	counter_add(&a->counters, COUNTER_ACCEPTOR_ACCEPTED, 1);
-	conn_handoff(a->rs[a->next], fd, l->proto, ip);
+	conn_handoff(a->rs[a->next], fd, l->proto, (unsigned)(l - a->ls), ip);
 	a->next = (a->next + 1) % a->nrs;
 }
 

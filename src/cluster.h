@@ -56,6 +56,15 @@ struct cluster_claim {
 	char	addr[ROUTE_ADDR_MAX + 1];
 };
 
+/* The cluster's state as numbers (for /metrics). */
+struct cluster_stats {
+	bool	connected;	/* to a NATS server now */
+	uint64_t nodes;		/* nodes alive, this one included */
+	uint64_t to_nodes;	/* messages sent to other nodes */
+	uint64_t from_nodes;	/* messages from other nodes */
+	uint64_t errors;
+};
+
 #if ER_WITH_NATS
 
 /*
@@ -84,6 +93,9 @@ void	cluster_reload(const struct config *cf);
  * holds a NUL-terminated string; nothing without a cluster. Any thread.
  */
 void	cluster_stats_append(char *buf, size_t len, bool status);
+
+/* Fills st; all zero without a cluster. Any thread. */
+void	cluster_get_stats(struct cluster_stats *st);
 
 /*
  * Sends m to whichever node holds m->to (or its prefix route's address):
@@ -125,6 +137,12 @@ static inline void cluster_close(void) {}
 static inline bool cluster_on(void) { return false; }
 static inline bool cluster_up(void) { return false; }
 static inline void cluster_reload(const struct config *cf) { (void)cf; }
+
+static inline void
+cluster_get_stats(struct cluster_stats *st)
+{
+	*st = (struct cluster_stats){ 0 };
+}
 
 static inline void
 cluster_stats_append(char *buf, size_t len, bool status)

@@ -1290,6 +1290,21 @@ cluster_reload(const struct config *cf)
 }
 
 void
+cluster_get_stats(struct cluster_stats *st)
+{
+	*st = (struct cluster_stats){ 0 };
+	if (!cluster_on())
+		return;
+	pthread_mutex_lock(&C.url_lock);
+	st->connected = C.url[0] != '\0';
+	pthread_mutex_unlock(&C.url_lock);
+	st->nodes = atomic_load(&C.nodes_seen);
+	st->to_nodes = atomic_load(&C.to_nodes);
+	st->from_nodes = atomic_load(&C.from_nodes);
+	st->errors = atomic_load(&C.errors);
+}
+
+void
 cluster_stats_append(char *buf, size_t len, bool status)
 {
 	size_t used = strlen(buf);

@@ -1,5 +1,6 @@
 /* config.c: libconfig file -> validated struct config, every error with FILE:LINE. */
 #include "config.h"
+#include "counter.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -415,6 +416,11 @@ parse_listeners(struct cferr *e, config_setting_t *s, struct config *cf)
 	n = config_setting_length(s);
 	if (n == 0) {
 		cferr_add(e, s, "listeners: at least one listener is needed");
+		return;
+	}
+	if (n > COUNTER_LISTENERS_MAX) {
+		cferr_add(e, s, "listeners: %d of them, at most %d", n,
+		    COUNTER_LISTENERS_MAX);
 		return;
 	}
 	cf->listeners = xcalloc((size_t)n, sizeof(*cf->listeners));

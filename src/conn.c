@@ -112,6 +112,7 @@ struct handoff {
 	int	fd;
 	const struct proto *proto;
 	struct iplimit_entry *ip;
+	uint8_t	listener;
 };
 
 static void conn_on_io(struct reactor *r, struct reactor_io *io,
@@ -219,6 +220,7 @@ conn_new_with(struct reactor *r, int fd, const struct proto *proto,
 	c->r = r;
 	c->proto = proto;
 	c->xp = xp;
+	c->listener = CONN_NO_LISTENER;
 	c->io.fd = fd;
 	c->io.fn = conn_on_io;
 	c->last_active = r->now;
@@ -292,21 +294,24 @@ handoff_task(void *owner, void *arg, enum mailbox_status st)
 		close(h->fd);
 		atomic_fetch_sub(&conn_live, 1);
 	}
-	if (c != NULL)
+	if (c != NULL) {
 		c->ip = h->ip;
-	else
+		c->listener = h->listener;
+		counter_bump(&r->detail.conns[c->listener], 1);
+	} else
 		iplimit_release(h->ip);
 	free(h);
 }
 
 void
 conn_handoff(struct reactor *r, int fd, const struct proto *proto,
-    struct iplimit_entry *ip)
+    unsigned listener, struct iplimit_entry *ip)
 {
 	struct handoff *h = xmalloc(sizeof(*h));
 
 	h->fd = fd;
 	h->proto = proto;
+	h->listener = (uint8_t)listener;
 	h->ip = ip;
 	h->task.fn = handoff_task;
 	h->task.arg = h;
@@ -612,6 +617,9 @@ conn_frames(struct conn *c, const uint8_t *p, size_t n)
 			break;
 		}
 		counter_add(&c->r->counters, COUNTER_MESSAGES, 1);
+		if (c->proto->messages_counter != 0)
+			counter_add(&c->r->counters,
+			    c->proto->messages_counter, 1);
 		if (c->proto->on_message(c, p + off, (size_t)len) < 0)
 			conn_close_after_flush(c, CONN_CLOSE_QUIT);
 		off += (size_t)len;
@@ -652,6 +660,12 @@ conn_can_read(const struct conn *c)
 {
 	return !(c->flags & (CONN_F_CLOSING | CONN_F_DRAIN | CONN_F_PAUSED |
 	    CONN_F_HELD | CONN_F_EOF));
+}
+
+size_t
+conn_input_pending(const struct conn *c)
+{
+	return c->in != NULL ? c->in->len : 0;
 }
 
 bool
@@ -1019,6 +1033,8 @@ conn_free(struct conn *c)
 		set->nlinger--;
 	counter_add(&c->r->counters, COUNTER_CONNS, (uint64_t)-1);
 	counter_add(&c->r->counters, close_counter[c->close_reason], 1);
+	if (c->listener != CONN_NO_LISTENER)
+		counter_bump(&c->r->detail.conns[c->listener], (uint64_t)-1);
 	atomic_fetch_sub(&conn_live, 1);
 	iplimit_release(c->ip);
 	free(c);

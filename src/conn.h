@@ -70,19 +70,23 @@ struct conn {
 	uint16_t flags;
 	uint8_t	close_reason;
 	uint8_t	drain_reason;
+	uint8_t	listener;		/* its listener's index, or CONN_NO_LISTENER */
 	uint32_t linger_input;		/* lingering: ms of the last input */
 };
+
+#define CONN_NO_LISTENER	0xff
 
 /* Connections open in the whole process: the acceptor counts them in. */
 extern atomic_uint conn_live;
 
 /*
  * Gives an accepted socket to reactor r, which adopts it as a connection
- * speaking proto. The caller has counted it in conn_live and never touches
+ * speaking proto, counted under listener (an index in the config's
+ * listeners, below COUNTER_LISTENERS_MAX). The caller has counted it in conn_live and never touches
  * fd again. Any thread.
  */
 void	conn_handoff(struct reactor *r, int fd, const struct proto *proto,
-	    struct iplimit_entry *ip);
+	    unsigned listener, struct iplimit_entry *ip);
 
 /*
  * Adopts fd as a connection speaking proto over the plain transport
@@ -169,6 +173,9 @@ void	conn_release(struct conn *c);
  * at debug level always; below info never. Owning reactor only.
  */
 bool	conn_log_allowed(struct conn *c);
+
+/* Bytes of an unfinished message read and kept. Owning reactor only. */
+size_t	conn_input_pending(const struct conn *c);
 
 /* Bytes queued and not yet sent. Owning reactor only. */
 static inline size_t

@@ -1,4 +1,6 @@
 /* counter.c: the counter table (name, label, kind, help, stats key) and its sums. */
+#include <time.h>
+
 #include "counter.h"
 
 #define REACTOR_SERIES(nm, lbl, val, k, st, kd, fl, hp) {		\
@@ -22,12 +24,25 @@
 	    "closed_" reason, NULL, COUNTER, 0,				\
 	    "Connections closed, by reason.")
 #define ERR(code)							\
-	REACTOR_SERIES("errors_total", "code", #code, "err_" #code,	\
+	REACTOR_SERIES("router_errors_total", "code", #code, "err_" #code,	\
 	    NULL, COUNTER, 0, "Router error replies sent, by code.")
 
+#define ROUTED(from, k)							\
+	REACTOR_SERIES("routed_total", "from", from, k, NULL, COUNTER, 0,	\
+	    "Messages handed to a recipient's session, by where they came "	\
+	    "from: the sender's reactor, another reactor's mailbox, the "	\
+	    "store, another node.")
+#define MESSAGES(proto)							\
+	REACTOR_SERIES("messages_total", "protocol", proto, NULL, NULL,	\
+	    COUNTER, 0, "Whole messages handled, by protocol.")
+#define HTTP(code)							\
+	REACTOR_SERIES("http_errors_total", "code", #code, NULL, NULL,	\
+	    COUNTER, 0, "Metrics listener error answers, by HTTP status.")
+
 static const struct counter_info table[COUNTER_N] = {
+	/* /metrics has them by listener and reactor instead */
 	[COUNTER_CONNS] = REACTOR_SERIES("conns", NULL, NULL, "conns",
-	    "connections", GAUGE, COUNTER_F_PER_REACTOR,
+	    "connections", GAUGE, COUNTER_F_PER_REACTOR | COUNTER_F_NO_METRIC,
 	    "Connections open now."),
 	[COUNTER_ACCEPTOR_ACCEPTED] = ACCEPTOR_SERIES(
 	    "acceptor_accepted_total", NULL, NULL, "accepted",
@@ -44,24 +59,18 @@ static const struct counter_info table[COUNTER_N] = {
 	[COUNTER_CLOSED_QUIT] = CLOSED("quit"),
 	[COUNTER_CLOSED_SHUTDOWN] = CLOSED("shutdown"),
 	[COUNTER_CLOSED_TIMEOUT] = CLOSED("timeout"),
+	/* /metrics has them by protocol (COUNTER_MSG_*) instead */
 	[COUNTER_MESSAGES] = REACTOR_SERIES("messages_total", NULL, NULL,
-	    "messages", "messages", COUNTER, 0,
+	    "messages", "messages", COUNTER, COUNTER_F_NO_METRIC,
 	    "Whole messages handled."),
 	[COUNTER_BYTES_IN] = REACTOR_COUNTER("bytes_in_total", "bytes_in",
 	    "Bytes read from clients."),
 	[COUNTER_BYTES_OUT] = REACTOR_COUNTER("bytes_out_total", "bytes_out",
 	    "Bytes written to clients."),
-	[COUNTER_ROUTED_LOCAL] = REACTOR_COUNTER("routed_local_total",
-	    "routed_local", "Messages delivered on the sender's reactor."),
-	[COUNTER_ROUTED_REMOTE] = REACTOR_COUNTER("routed_remote_total",
-	    "routed_remote",
-	    "Messages delivered through another reactor's mailbox."),
-	[COUNTER_ROUTED_STORED] = REACTOR_COUNTER("routed_stored_total",
-	    "routed_stored",
-	    "Messages from the store handed to a recipient's session."),
-	[COUNTER_ROUTED_NODE] = REACTOR_COUNTER("routed_node_total",
-	    "routed_node",
-	    "Messages from another node handed to a recipient's session."),
+	[COUNTER_ROUTED_LOCAL] = ROUTED("same_reactor", "routed_local"),
+	[COUNTER_ROUTED_REMOTE] = ROUTED("other_reactor", "routed_remote"),
+	[COUNTER_ROUTED_STORED] = ROUTED("store", "routed_stored"),
+	[COUNTER_ROUTED_NODE] = ROUTED("other_node", "routed_node"),
 	[COUNTER_ERR_400] = ERR(400),
 	[COUNTER_ERR_401] = ERR(401),
 	[COUNTER_ERR_403] = ERR(403),
@@ -73,7 +82,42 @@ static const struct counter_info table[COUNTER_N] = {
 	    "Connections reactors took on from the acceptor."),
 	[COUNTER_LOOPS] = REACTOR_COUNTER("loops_total", NULL,
 	    "Reactor loop turns."),
+	[COUNTER_MSG_ECHO] = MESSAGES("echo"),
+	[COUNTER_MSG_ROUTER] = MESSAGES("router"),
+	[COUNTER_MSG_SMPP] = MESSAGES("smpp"),
+	[COUNTER_MSG_METRICS] = MESSAGES("metrics"),
+	[COUNTER_SMPP_THROTTLED] = REACTOR_COUNTER(
+	    "smpp_throttled_total", NULL,
+	    "SMPP submits refused with ESME_RTHROTTLED by max_tps."),
+	[COUNTER_SMPP_WINDOW] = REACTOR_SERIES("smpp_window", NULL, NULL,
+	    NULL, NULL, GAUGE, 0,
+	    "deliver_sm sent and not yet answered, over all binds."),
+	[COUNTER_SMPP_QUEUED] = REACTOR_SERIES("smpp_queued", NULL, NULL,
+	    NULL, NULL, GAUGE, 0,
+	    "deliver_sm waiting for room in a window, over all binds."),
+	[COUNTER_HTTP_400] = HTTP(400),
+	[COUNTER_HTTP_404] = HTTP(404),
+	[COUNTER_HTTP_405] = HTTP(405),
+	[COUNTER_HTTP_408] = HTTP(408),
+	[COUNTER_HTTP_431] = HTTP(431),
 };
+
+/* Upper bounds in ns: 5 us to 10 s, about three per decade. */
+const uint64_t counter_hist_bounds[COUNTER_HIST_BOUNDS] = {
+	5000, 10000, 25000, 50000, 100000, 250000, 500000,
+	1000000, 2500000, 5000000, 10000000, 25000000, 50000000,
+	100000000, 250000000, 500000000,
+	1000000000, 2500000000, 5000000000, 10000000000,
+};
+
+uint64_t
+counter_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 const struct counter_info *
 counter_info(enum counter_id id)

@@ -43,6 +43,18 @@ enum counter_id {
 	COUNTER_ERR_503,
 	COUNTER_ACCEPTED,		/* reactors: connections taken on */
 	COUNTER_LOOPS,			/* reactors: loop turns (watchdog) */
+	COUNTER_MSG_ECHO,		/* messages handled, by protocol */
+	COUNTER_MSG_ROUTER,
+	COUNTER_MSG_SMPP,
+	COUNTER_MSG_METRICS,
+	COUNTER_SMPP_THROTTLED,		/* submits refused by max_tps */
+	COUNTER_SMPP_WINDOW,		/* deliver_sm awaiting a response */
+	COUNTER_SMPP_QUEUED,		/* deliver_sm waiting for the window */
+	COUNTER_HTTP_400,		/* metrics: error answers, by status */
+	COUNTER_HTTP_404,
+	COUNTER_HTTP_405,
+	COUNTER_HTTP_408,
+	COUNTER_HTTP_431,
 	COUNTER_N
 };
 
@@ -59,6 +71,8 @@ enum counter_scope {
 
 /* The stats line and STATUS= also list each reactor's value. */
 #define COUNTER_F_PER_REACTOR	0x1
+/* Not a series of its own in /metrics (a family's sum, say). */
+#define COUNTER_F_NO_METRIC	0x2
 
 struct counter_info {
 	const char *name;	/* Prometheus family: "closed_total" */
@@ -101,6 +115,71 @@ counter_get(const struct counter_block *b, enum counter_id id)
 {
 	return atomic_load_explicit(&b->v[id], memory_order_relaxed);
 }
+
+/*
+ * Histograms, each reactor's own like its counters: latencies in
+ * nanoseconds, sorted into fixed buckets whose upper bounds are
+ * counter_hist_bounds (the last bucket has none: +Inf).
+ */
+enum counter_hist_id {
+	HIST_ROUTE,		/* SEND / submit_sm read -> queued for recipient */
+	HIST_DELIVER_SM,	/* deliver_sm sent -> its response read */
+	HIST_TURN,		/* a reactor loop turn, events to sleep */
+	HIST_N
+};
+
+#define COUNTER_HIST_BOUNDS	20
+extern const uint64_t counter_hist_bounds[COUNTER_HIST_BOUNDS];
+
+/* The count is the buckets' sum, so that a reader sees them agree. */
+struct counter_hist {
+	_Atomic uint64_t bucket[COUNTER_HIST_BOUNDS + 1];
+	_Atomic uint64_t sum_ns;
+};
+
+/* Sizes of the labelled tables below, checked where they are filled. */
+#define COUNTER_LISTENERS_MAX	32	/* listeners a config may have */
+#define COUNTER_SMPP_CMDS	24	/* smpp_command_index: 23 + other */
+#define COUNTER_SMPP_STATUSES	32	/* smpp_status_index: 31 + other */
+
+/*
+ * What a reactor counts beyond its counter_block: histograms and
+ * two-label tables. The same rules: the reactor writes, anyone reads.
+ */
+struct counter_detail {
+	struct counter_hist hist[HIST_N];
+	/* open connections, by listener (the config's order) */
+	_Atomic uint64_t conns[COUNTER_LISTENERS_MAX];
+	/* SMPP PDUs: [0] received, [1] sent; by command, by command_status */
+	_Atomic uint64_t smpp_pdus[2][COUNTER_SMPP_CMDS][COUNTER_SMPP_STATUSES];
+} __attribute__((aligned(CACHE_LINE)));
+
+/* Counts one observation of ns nanoseconds. The writer only. */
+static inline void
+counter_observe(struct counter_hist *h, uint64_t ns)
+{
+	unsigned i = 0;
+
+	while (i < COUNTER_HIST_BOUNDS && ns > counter_hist_bounds[i])
+		i++;
+	atomic_store_explicit(&h->bucket[i],
+	    atomic_load_explicit(&h->bucket[i], memory_order_relaxed) + 1,
+	    memory_order_relaxed);
+	atomic_store_explicit(&h->sum_ns,
+	    atomic_load_explicit(&h->sum_ns, memory_order_relaxed) + ns,
+	    memory_order_relaxed);
+}
+
+/* Adds n to a counter of a detail table. The writer only. */
+static inline void
+counter_bump(_Atomic uint64_t *v, uint64_t n)
+{
+	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) +
+	    n, memory_order_relaxed);
+}
+
+/* A monotonic clock reading in nanoseconds, for the histograms. */
+uint64_t counter_now_ns(void);
 
 /* Every counter summed over some blocks: a snapshot to walk or compare. */
 struct counter_totals {

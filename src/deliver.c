@@ -94,6 +94,11 @@ deliver_here(struct reactor *r, struct deliver_msg *m)
 	if (!conn_can_take(c))
 		return DELIVER_BUSY;
 	v = (enum deliver_verdict)c->proto->on_deliver(c, m);
+	/* Routing latency: what came straight from a sender on this host. */
+	if (v == DELIVER_OK && m->read_ns != 0 &&
+	    !(m->flags & DELIVER_F_STORED))
+		counter_observe(&r->detail.hist[HIST_ROUTE],
+		    counter_now_ns() - m->read_ns);
 	/*
 	 * Protocols that hear back from the client confirm later; the store
 	 * sends the receipts of what it held.

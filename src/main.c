@@ -15,6 +15,7 @@
 #include "counter.h"
 #include "fault.h"
 #include "log.h"
+#include "metrics.h"
 #include "deliver.h"
 #include "reactor.h"
 #include "service.h"
@@ -393,6 +394,7 @@ reload(struct daemon *d)
 		log_config_errors(errors);
 		free(errors);
 		log_err("reload failed: the running configuration stays");
+		metrics_reloaded(false);
 		systemd_ready();
 		return;
 	}
@@ -408,6 +410,7 @@ reload(struct daemon *d)
 	config_unref(d->cf);
 	d->cf = cf;
 	log_notice("reloaded %s", d->opt.config_path);
+	metrics_reloaded(true);
 	systemd_ready();
 }
 
@@ -492,6 +495,7 @@ static void
 start_accepting(struct daemon *d)
 {
 	d->acc = acceptor_new(d->cf, d->rs, d->nrs);
+	metrics_init(d->rs, d->nrs, acceptor_counters(d->acc));
 	adopt_passed_sockets(d);
 	if (acceptor_listen(d->acc) < 0)
 		exit(1);

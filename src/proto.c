@@ -7,6 +7,7 @@ static const struct proto *const protos[] = {
 	&proto_echo,
 	&proto_router,
 	&proto_smpp,
+	&proto_metrics,
 };
 
 const struct proto *
@@ -21,5 +22,5 @@ proto_find(const char *name)
 const char *
 proto_names(void)
 {
-	return "echo, router, smpp";
+	return "echo, router, smpp, metrics";
 }

@@ -65,11 +65,21 @@ struct proto {
 	 * as soon as a message is queued.
 	 */
 	bool	confirms_delivery;
+	/* Its messages_total{protocol} counter (enum counter_id); 0 none. */
+	unsigned messages_counter;
 };
 
 extern const struct proto proto_echo;
 extern const struct proto proto_router;
 extern const struct proto proto_smpp;
+extern const struct proto proto_metrics;
+
+/* For smpp_binds_each: n binds of type ("receiver", ...) for account. */
+typedef void smpp_binds_fn(const char *account, const char *type,
+	    unsigned n, void *arg);
+
+/* Calls fn for each account's SMPP binds now, by type. Any thread. */
+void	smpp_binds_each(smpp_binds_fn *fn, void *arg);
 
 /* The protocol registered under name, or NULL. */
 const struct proto *proto_find(const char *name);

@@ -1,5 +1,6 @@
 /* proto_echo.c: the echo protocol: every byte comes back, in order, exactly once. */
 #include "conn.h"
+#include "counter.h"
 #include "proto.h"
 
 /* Echo has no messages of its own: whatever has arrived is one. */
@@ -23,4 +24,5 @@ const struct proto proto_echo = {
 	.name = "echo",
 	.frame_len = echo_frame_len,
 	.on_message = echo_on_message,
+	.messages_counter = COUNTER_MSG_ECHO,
 };

@@ -33,6 +33,7 @@ enum smpp_state {
 struct smpp_slot {
 	uint32_t seq;
 	uint32_t sent_at;
+	uint64_t sent_ns;		/* for the deliver_sm latency histogram */
 	struct deliver_msg *m;
 };
 
@@ -68,6 +69,7 @@ struct smpp_acct {
 	struct smpp_acct *next;
 	char	id[16];
 	unsigned binds;
+	unsigned by_type[3];		/* transmitter, receiver, transceiver */
 	double	tokens;
 	uint64_t last_ns;
 };
@@ -86,9 +88,9 @@ acct_find_locked(const char *id)
 	return NULL;
 }
 
-/* Counts one more bind of id, unless it has max already. */
+/* Counts one more bind of id (type: 0 tx, 1 rx, 2 trx) unless it has max. */
 static bool
-acct_bind(const char *id, unsigned max)
+acct_bind(const char *id, unsigned max, unsigned type)
 {
 	struct smpp_acct *a;
 	bool ok = true;
@@ -103,14 +105,16 @@ acct_bind(const char *id, unsigned max)
 	}
 	if (a->binds >= max)
 		ok = false;
-	else
+	else {
 		a->binds++;
+		a->by_type[type]++;
+	}
 	pthread_mutex_unlock(&acct_lock);
 	return ok;
 }
 
 static void
-acct_unbind(const char *id)
+acct_unbind(const char *id, unsigned type)
 {
 	struct smpp_acct **pa, *a = NULL;
 
@@ -118,6 +122,7 @@ acct_unbind(const char *id)
 	for (pa = &accts; *pa != NULL; pa = &(*pa)->next) {
 		if (strcmp((*pa)->id, id) != 0)
 			continue;
+		(*pa)->by_type[type]--;
 		/*
 		 * The last bind gone: forget the account, unless it has a
 		 * max_tps bucket in use. Dropped, the next bind would start
@@ -132,6 +137,28 @@ acct_unbind(const char *id)
 	}
 	pthread_mutex_unlock(&acct_lock);
 	free(a);
+}
+
+/* Bind types by index, as acct_bind counts them. */
+static unsigned
+bind_type(uint32_t command_id)
+{
+	return command_id == SMPP_BIND_TRANSMITTER ? 0 :
+	    command_id == SMPP_BIND_RECEIVER ? 1 : 2;
+}
+
+void
+smpp_binds_each(smpp_binds_fn *fn, void *arg)
+{
+	static const char *const types[3] = { "transmitter", "receiver",
+	    "transceiver" };
+
+	pthread_mutex_lock(&acct_lock);
+	for (struct smpp_acct *a = accts; a != NULL; a = a->next)
+		for (unsigned t = 0; t < 3; t++)
+			if (a->by_type[t] > 0)
+				fn(a->id, types[t], a->by_type[t], arg);
+	pthread_mutex_unlock(&acct_lock);
 }
 
 static uint64_t
@@ -194,6 +221,14 @@ sess_seq(struct smpp_sess *s)
 	return seq;
 }
 
+/* Counts a PDU received (dir 0) or sent (1) in the reactor's table. */
+static void
+smpp_count_pdu(struct conn *c, unsigned dir, uint32_t cmd, uint32_t status)
+{
+	counter_bump(&c->r->detail.smpp_pdus[dir][smpp_command_index(cmd)]
+	    [smpp_status_index(status)], 1);
+}
+
 /* Encodes pdu and queues it; false if it could not be encoded. */
 static bool
 smpp_send(struct conn *c, const struct smpp_pdu *pdu, size_t body_hint)
@@ -207,8 +242,10 @@ smpp_send(struct conn *c, const struct smpp_pdu *pdu, size_t body_hint)
 	else
 		cap = sizeof(small);
 	n = smpp_encode(pdu, buf, cap);
-	if (n > 0)
+	if (n > 0) {
 		conn_write(c, buf, (size_t)n);
+		smpp_count_pdu(c, 1, pdu->command_id, pdu->command_status);
+	}
 	if (buf != small)
 		free(buf);
 	return n > 0;
@@ -283,7 +320,8 @@ bind_take(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	/* A router client logged in with this address holds it. */
 	if (receiver && route_join(pdu->system_id, &s->me) < 0)
 		return SMPP_ESME_RBINDFAIL;
-	if (!acct_bind(pdu->system_id, max_binds)) {
+	if (!acct_bind(pdu->system_id, max_binds,
+	    bind_type(pdu->command_id))) {
 		if (receiver)
 			route_release(pdu->system_id, &s->me);
 		return SMPP_ESME_RBINDFAIL;
@@ -443,6 +481,7 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 		    pdu->short_message, len);
 	m->len = len;
 	m->id = deliver_next_id(c->r);
+	m->read_ns = counter_now_ns();
 	m->flags = DELIVER_F_PREFIX_FIRST;
 	m->sender_ref = pdu->sequence_number;
 	m->sender_cmd = pdu->command_id;
@@ -550,6 +589,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	acct = config_find_account(c->r->cf, s->system_id);
 	if (acct != NULL && acct->max_tps > 0 &&
 	    !acct_take_token(s->system_id, acct->max_tps)) {
+		counter_add(&c->r->counters, COUNTER_SMPP_THROTTLED, 1);
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RTHROTTLED, seq, NULL);
 		return;
 	}
@@ -782,8 +822,10 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct deliver_msg *m)
 	smpp_send(c, &pdu, m->len);
 	slot->seq = pdu.sequence_number;
 	slot->sent_at = c->r->now;
+	slot->sent_ns = counter_now_ns();
 	slot->m = m;
 	s->inflight++;
+	counter_add(&c->r->counters, COUNTER_SMPP_WINDOW, 1);
 }
 
 /* Sends queued messages while the window has room. */
@@ -796,6 +838,7 @@ sess_pump(struct conn *c, struct smpp_sess *s)
 
 		s->qhead = (s->qhead + 1) % s->qcap;
 		s->qlen--;
+		counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, (uint64_t)-1);
 		s->qbytes -= deliver_msg_size(m);
 		send_deliver(c, s, m);
 	}
@@ -812,6 +855,9 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 
 		if (m == NULL || s->win[i].seq != seq)
 			continue;
+		counter_observe(&c->r->detail.hist[HIST_DELIVER_SM],
+		    counter_now_ns() - s->win[i].sent_ns);
+		counter_add(&c->r->counters, COUNTER_SMPP_WINDOW, (uint64_t)-1);
 		/* The store removes it, retries or gives up; it sends receipts. */
 		if (m->flags & DELIVER_F_STORED) {
 			store_outcome(m, status == SMPP_ESME_ROK ?
@@ -863,6 +909,14 @@ needs_bind(uint32_t cmd)
 	    cmd == SMPP_REPLACE_SM || cmd == SMPP_UNBIND;
 }
 
+/* The bind's type as acct_bind counts it. */
+static unsigned
+sess_bind_type(const struct smpp_sess *s)
+{
+	return s->state == SMPP_BOUND_TX ? 0 : s->state == SMPP_BOUND_RX ?
+	    1 : 2;
+}
+
 /*
  * Stops taking messages for this bind and gives back its place: the
  * address and the account's bind count, so that the ESME can bind again
@@ -876,7 +930,7 @@ sess_leave(struct smpp_sess *s)
 		s->joined = false;
 	}
 	if (s->counted) {
-		acct_unbind(s->system_id);
+		acct_unbind(s->system_id, sess_bind_type(s));
 		s->counted = false;
 	}
 }
@@ -1001,6 +1055,7 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 
 	if (len >= SMPP_HEADER_LEN)
 		smpp_peek_header(msg, &clen, &id, &st, &seq);
+	smpp_count_pdu(c, 0, id, st);
 	if (clen != len) {
 		/* The close is logged (reason=protocol); this says why. */
 		log_debug("conn=%u.%u smpp command_length %u is absurd: "
@@ -1062,6 +1117,7 @@ smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 		s->qhead = 0;
 	}
 	s->q[(s->qhead + s->qlen++) % s->qcap] = deliver_msg_dup(m);
+	counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, 1);
 	s->qbytes += deliver_msg_size(m);
 	return DELIVER_OK;
 }
@@ -1168,7 +1224,10 @@ smpp_on_close(struct conn *c)
 	if (s->joined)
 		route_release(s->system_id, &s->me);
 	if (s->counted)
-		acct_unbind(s->system_id);
+		acct_unbind(s->system_id, sess_bind_type(s));
+	counter_add(&c->r->counters, COUNTER_SMPP_WINDOW,
+	    -(uint64_t)s->inflight);
+	counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, -(uint64_t)s->qlen);
 	/*
 	 * What was accepted for this bind and not delivered is lost, but
 	 * what the store handed out: it stays there. A deliver_sm sent and
@@ -1213,4 +1272,5 @@ const struct proto proto_smpp = {
 	.on_verdict = smpp_on_verdict,
 	.on_tick = smpp_on_tick,
 	.confirms_delivery = true,
+	.messages_counter = COUNTER_MSG_SMPP,
 };

@@ -239,11 +239,13 @@ reactor_check_stop(struct reactor *r)
 static void
 reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 {
+	uint64_t t0;
 	int n;
 
 	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, r->busy ? 0 : timeout);
 	if (n < 0 && errno != EINTR)
 		fatal("reactor=%u epoll_wait", r->id);
+	t0 = counter_now_ns();
 	reactor_clock(r);
 	counter_add(&r->counters, COUNTER_LOOPS, 1);
 	for (int i = 0; i < n; i++) {
@@ -266,6 +268,7 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 	r->busy = reactor_before_sleep(r);
 	reactor_check_stop(r);
 	reactor_publish(r);
+	counter_observe(&r->detail.hist[HIST_TURN], counter_now_ns() - t0);
 }
 
 static void *

@@ -81,6 +81,8 @@ struct reactor {
 	 * modules hooked in count, and the loop's turns (COUNTER_LOOPS).
 	 */
 	struct counter_block counters;
+	/* The same, for histograms and labelled tables. */
+	struct counter_detail detail;
 	struct mailbox mb;
 	_Atomic int stop_state;		/* enum reactor_stop_state */
 	unsigned id;

@@ -1,4 +1,5 @@
 /* smpp_pdu.c: SMPP 3.4 PDU decoding and encoding, bounds-checked throughout. */
+#include "counter.h"
 #include "smpp_pdu.h"
 
 #include <string.h>
@@ -599,40 +600,110 @@ smpp_encode(const struct smpp_pdu *pdu, uint8_t *buf, size_t cap)
 	return (ssize_t)w.off;
 }
 
+static const struct {
+	uint32_t id;
+	const char *name;
+} command_names[] = {
+	{ SMPP_GENERIC_NACK, "generic_nack" },
+	{ SMPP_BIND_RECEIVER, "bind_receiver" },
+	{ SMPP_BIND_RECEIVER | SMPP_RESP, "bind_receiver_resp" },
+	{ SMPP_BIND_TRANSMITTER, "bind_transmitter" },
+	{ SMPP_BIND_TRANSMITTER | SMPP_RESP, "bind_transmitter_resp" },
+	{ SMPP_QUERY_SM, "query_sm" },
+	{ SMPP_QUERY_SM | SMPP_RESP, "query_sm_resp" },
+	{ SMPP_CANCEL_SM, "cancel_sm" },
+	{ SMPP_CANCEL_SM | SMPP_RESP, "cancel_sm_resp" },
+	{ SMPP_REPLACE_SM, "replace_sm" },
+	{ SMPP_REPLACE_SM | SMPP_RESP, "replace_sm_resp" },
+	{ SMPP_SUBMIT_SM, "submit_sm" },
+	{ SMPP_SUBMIT_SM | SMPP_RESP, "submit_sm_resp" },
+	{ SMPP_DELIVER_SM, "deliver_sm" },
+	{ SMPP_DELIVER_SM | SMPP_RESP, "deliver_sm_resp" },
+	{ SMPP_UNBIND, "unbind" },
+	{ SMPP_UNBIND | SMPP_RESP, "unbind_resp" },
+	{ SMPP_BIND_TRANSCEIVER, "bind_transceiver" },
+	{ SMPP_BIND_TRANSCEIVER | SMPP_RESP, "bind_transceiver_resp" },
+	{ SMPP_ENQUIRE_LINK, "enquire_link" },
+	{ SMPP_ENQUIRE_LINK | SMPP_RESP, "enquire_link_resp" },
+	{ SMPP_DATA_SM, "data_sm" },
+	{ SMPP_DATA_SM | SMPP_RESP, "data_sm_resp" },
+};
+#define NCOMMANDS	(sizeof(command_names) / sizeof(command_names[0]))
+_Static_assert(NCOMMANDS + 1 == COUNTER_SMPP_CMDS,
+    "counter.h: COUNTER_SMPP_CMDS is the commands named here, and other");
+
+unsigned
+smpp_command_index(uint32_t id)
+{
+	for (unsigned i = 0; i < NCOMMANDS; i++)
+		if (command_names[i].id == id)
+			return i;
+	return NCOMMANDS;
+}
+
+const char *
+smpp_command_label(unsigned i)
+{
+	return i < NCOMMANDS ? command_names[i].name : "other";
+}
+
 const char *
 smpp_command_name(uint32_t id)
 {
-	static const struct {
-		uint32_t id;
-		const char *name;
-	} names[] = {
-		{ SMPP_GENERIC_NACK, "generic_nack" },
-		{ SMPP_BIND_RECEIVER, "bind_receiver" },
-		{ SMPP_BIND_RECEIVER | SMPP_RESP, "bind_receiver_resp" },
-		{ SMPP_BIND_TRANSMITTER, "bind_transmitter" },
-		{ SMPP_BIND_TRANSMITTER | SMPP_RESP, "bind_transmitter_resp" },
-		{ SMPP_QUERY_SM, "query_sm" },
-		{ SMPP_QUERY_SM | SMPP_RESP, "query_sm_resp" },
-		{ SMPP_CANCEL_SM, "cancel_sm" },
-		{ SMPP_CANCEL_SM | SMPP_RESP, "cancel_sm_resp" },
-		{ SMPP_REPLACE_SM, "replace_sm" },
-		{ SMPP_REPLACE_SM | SMPP_RESP, "replace_sm_resp" },
-		{ SMPP_SUBMIT_SM, "submit_sm" },
-		{ SMPP_SUBMIT_SM | SMPP_RESP, "submit_sm_resp" },
-		{ SMPP_DELIVER_SM, "deliver_sm" },
-		{ SMPP_DELIVER_SM | SMPP_RESP, "deliver_sm_resp" },
-		{ SMPP_UNBIND, "unbind" },
-		{ SMPP_UNBIND | SMPP_RESP, "unbind_resp" },
-		{ SMPP_BIND_TRANSCEIVER, "bind_transceiver" },
-		{ SMPP_BIND_TRANSCEIVER | SMPP_RESP, "bind_transceiver_resp" },
-		{ SMPP_ENQUIRE_LINK, "enquire_link" },
-		{ SMPP_ENQUIRE_LINK | SMPP_RESP, "enquire_link_resp" },
-		{ SMPP_DATA_SM, "data_sm" },
-		{ SMPP_DATA_SM | SMPP_RESP, "data_sm_resp" },
-	};
+	unsigned i = smpp_command_index(id);
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (names[i].id == id)
-			return names[i].name;
-	return "unknown";
+	return i < NCOMMANDS ? command_names[i].name : "unknown";
+}
+
+static const struct {
+	uint32_t status;
+	const char *name;
+} status_names[] = {
+	{ SMPP_ESME_ROK, "ESME_ROK" },
+	{ SMPP_ESME_RINVMSGLEN, "ESME_RINVMSGLEN" },
+	{ SMPP_ESME_RINVCMDLEN, "ESME_RINVCMDLEN" },
+	{ SMPP_ESME_RINVCMDID, "ESME_RINVCMDID" },
+	{ SMPP_ESME_RINVBNDSTS, "ESME_RINVBNDSTS" },
+	{ SMPP_ESME_RALYBND, "ESME_RALYBND" },
+	{ SMPP_ESME_RINVREGDLVFLG, "ESME_RINVREGDLVFLG" },
+	{ SMPP_ESME_RSYSERR, "ESME_RSYSERR" },
+	{ SMPP_ESME_RINVSRCADR, "ESME_RINVSRCADR" },
+	{ SMPP_ESME_RINVDSTADR, "ESME_RINVDSTADR" },
+	{ SMPP_ESME_RINVMSGID, "ESME_RINVMSGID" },
+	{ SMPP_ESME_RBINDFAIL, "ESME_RBINDFAIL" },
+	{ SMPP_ESME_RINVPASWD, "ESME_RINVPASWD" },
+	{ SMPP_ESME_RINVSYSID, "ESME_RINVSYSID" },
+	{ SMPP_ESME_RCANCELFAIL, "ESME_RCANCELFAIL" },
+	{ SMPP_ESME_RREPLACEFAIL, "ESME_RREPLACEFAIL" },
+	{ SMPP_ESME_RMSGQFUL, "ESME_RMSGQFUL" },
+	{ SMPP_ESME_RINVSERTYP, "ESME_RINVSERTYP" },
+	{ SMPP_ESME_RSUBMITFAIL, "ESME_RSUBMITFAIL" },
+	{ SMPP_ESME_RINVSYSTYP, "ESME_RINVSYSTYP" },
+	{ SMPP_ESME_RTHROTTLED, "ESME_RTHROTTLED" },
+	{ SMPP_ESME_RINVSCHED, "ESME_RINVSCHED" },
+	{ SMPP_ESME_RINVEXPIRY, "ESME_RINVEXPIRY" },
+	{ SMPP_ESME_RX_T_APPN, "ESME_RX_T_APPN" },
+	{ SMPP_ESME_RQUERYFAIL, "ESME_RQUERYFAIL" },
+	{ SMPP_ESME_RINVOPTPARSTREAM, "ESME_RINVOPTPARSTREAM" },
+	{ SMPP_ESME_RINVPARLEN, "ESME_RINVPARLEN" },
+	{ SMPP_ESME_RINVOPTPARAMVAL, "ESME_RINVOPTPARAMVAL" },
+	{ SMPP_ESME_RUNKNOWNERR, "ESME_RUNKNOWNERR" },
+};
+#define NSTATUSES	(sizeof(status_names) / sizeof(status_names[0]))
+_Static_assert(NSTATUSES < COUNTER_SMPP_STATUSES,
+    "counter.h: COUNTER_SMPP_STATUSES has room for these and other");
+
+unsigned
+smpp_status_index(uint32_t status)
+{
+	for (unsigned i = 0; i < NSTATUSES; i++)
+		if (status_names[i].status == status)
+			return i;
+	return COUNTER_SMPP_STATUSES - 1;
+}
+
+const char *
+smpp_status_label(unsigned i)
+{
+	return i < NSTATUSES ? status_names[i].name : "other";
 }

@@ -178,4 +178,15 @@ ssize_t	smpp_encode(const struct smpp_pdu *pdu, uint8_t *buf, size_t cap);
 /* "submit_sm", "bind_transceiver_resp", ...; "unknown" otherwise. */
 const char *smpp_command_name(uint32_t id);
 
+/*
+ * For the metrics' tables (counter.h): a command_id's index below
+ * COUNTER_SMPP_CMDS and a command_status's below COUNTER_SMPP_STATUSES,
+ * the last of each standing for any other; and the label of an index
+ * ("submit_sm_resp", "other"; "ESME_ROK", "other").
+ */
+unsigned smpp_command_index(uint32_t id);
+const char *smpp_command_label(unsigned i);
+unsigned smpp_status_index(uint32_t status);
+const char *smpp_status_label(unsigned i);
+
 #endif

@@ -87,6 +87,8 @@ struct store {
 	atomic_uint_fast64_t st_messages;
 	atomic_uint_fast64_t st_bytes;
 	atomic_uint_fast64_t st_oldest;
+	atomic_uint_fast64_t st_commits;
+	atomic_uint_fast64_t st_commit_failures;
 	atomic_uint nholding;		/* accounts whose held is not 0 */
 };
 
@@ -220,6 +222,8 @@ store_get_stats(struct store_stats *st)
 	st->messages = atomic_load(&S.st_messages);
 	st->bytes = atomic_load(&S.st_bytes);
 	st->oldest = atomic_load(&S.st_oldest);
+	st->commits = atomic_load(&S.st_commits);
+	st->commit_failures = atomic_load(&S.st_commit_failures);
 }
 
 void
@@ -477,9 +481,11 @@ group_commit(void)
 	if (S.in_txn) {
 		S.in_txn = false;
 		if (S.ops->commit(S.b) < 0) {
+			atomic_fetch_add(&S.st_commit_failures, 1);
 			group_failed();
 			return;
 		}
+		atomic_fetch_add(&S.st_commits, 1);
 		write_ok();
 	}
 	for (t = S.waiting; t != NULL; t = next) {

@@ -49,6 +49,8 @@ struct store_stats {
 	uint64_t messages;	/* waiting (not in a final state) */
 	uint64_t bytes;
 	uint64_t oldest;	/* wall clock s of the oldest waiting; 0 none */
+	uint64_t commits;	/* group commits made since start */
+	uint64_t commit_failures; /* and those that failed (rolled back) */
 };
 
 /*

@@ -32,3 +32,9 @@ version_line(void)
 	    ER_LIBURING_VERSION "; sqlite: " SQLITE_IS "; nats: " NATS_IS
 	    "; tls: " TLS_IS ")";
 }
+
+const char *
+version_number(void)
+{
+	return VERSION;
+}

@@ -23,4 +23,7 @@
  */
 const char *version_line(void);
 
+/* The version alone ("0.1.0"). Static storage; any thread. */
+const char *version_number(void);
+
 #endif

@@ -1,0 +1,368 @@
+/* proto_metrics.c: the metrics protocol: HTTP/1.1 GET /metrics for Prometheus. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "buf.h"
+#include "conn.h"
+#include "counter.h"
+#include "metrics.h"
+#include "proto.h"
+
+/*
+ * A request is a header block only: GET and HEAD carry no body, and a
+ * request that says it has one is answered and the connection closed (we
+ * never read bodies, so we could not find the next request). Requests are
+ * answered in the order they came, one at a time, so pipelining works.
+ */
+#define HEADER_MAX		8192	/* over it: 431, then close */
+#define REQUEST_TIMEOUT		10	/* s an unfinished request may take */
+
+#define CONTENT_TYPE	"text/plain; version=0.0.4; charset=utf-8"
+
+/*
+ * The end of the header block in p[0..n): the length up to and with the
+ * empty line (CRLF CRLF, or bare LFs, which RFC 9112 lets servers take),
+ * or 0 if it has not come yet.
+ */
+static size_t
+header_end(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != '\n')
+			continue;
+		if (i + 1 < n && p[i + 1] == '\n')
+			return i + 2;
+		if (i + 2 < n && p[i + 1] == '\r' && p[i + 2] == '\n')
+			return i + 3;
+	}
+	return 0;
+}
+
+static ssize_t
+metrics_frame_len(const uint8_t *p, size_t n, const struct limits *lim)
+{
+	size_t end;
+
+	(void)lim;
+	end = header_end(p, n < HEADER_MAX + 3 ? n : HEADER_MAX + 3);
+	if (end > 0 && end <= HEADER_MAX)
+		return (ssize_t)end;
+	/* Too long: on_message sees no end, answers 431 and closes. */
+	if (n > HEADER_MAX)
+		return (ssize_t)n;
+	return 0;
+}
+
+/* What a request asked, as far as we care. */
+struct request {
+	char	method[16];
+	bool	http10;
+	bool	has_host;
+	bool	close;			/* Connection: close, or 1.0 without keep-alive */
+	bool	keep_alive;		/* HTTP/1.0's Connection: keep-alive */
+	bool	has_body;
+	const char *path;		/* in the message, not NUL-terminated */
+	size_t	pathlen;
+};
+
+static bool
+is_tchar(uint8_t ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	    (ch >= '0' && ch <= '9') || (ch != '\0' &&
+	    strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+/* The next line of p[*off..n), without its CR LF; false at the end. */
+static bool
+next_line(const uint8_t *p, size_t n, size_t *off, const uint8_t **line,
+    size_t *len)
+{
+	size_t i = *off;
+
+	if (i >= n)
+		return false;
+	while (i < n && p[i] != '\n')
+		i++;
+	*line = p + *off;
+	*len = i - *off;
+	if (*len > 0 && (*line)[*len - 1] == '\r')
+		(*len)--;
+	*off = i + 1;
+	return true;
+}
+
+/* Whether the comma-separated list v[0..n) has token tok (any case). */
+static bool
+has_token(const uint8_t *v, size_t n, const char *tok)
+{
+	size_t tl = strlen(tok), i = 0;
+
+	while (i < n) {
+		size_t s, e;
+
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < n && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e - s == tl && strncasecmp((const char *)v + s, tok,
+		    tl) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The request line "METHOD SP target SP HTTP/1.x". */
+static bool
+parse_request_line(const uint8_t *l, size_t n, struct request *rq)
+{
+	size_t i = 0, m;
+
+	while (i < n && is_tchar(l[i]))
+		i++;
+	if (i == 0 || i >= sizeof(rq->method) || i >= n || l[i] != ' ')
+		return false;
+	memcpy(rq->method, l, i);
+	rq->method[i] = '\0';
+	m = ++i;
+	while (i < n && l[i] > ' ' && l[i] < 0x7f)
+		i++;
+	if (i == m || i >= n || l[i] != ' ')
+		return false;
+	rq->path = (const char *)l + m;
+	rq->pathlen = i - m;
+	i++;
+	if (n - i != 8 || memcmp(l + i, "HTTP/1.", 7) != 0 ||
+	    l[i + 7] < '0' || l[i + 7] > '9')
+		return false;
+	rq->http10 = l[i + 7] == '0';
+	/* absolute-form: http://host/path; the path is what we serve */
+	if (rq->pathlen > 7 && strncasecmp(rq->path, "http://", 7) == 0) {
+		const char *s = memchr(rq->path + 7, '/', rq->pathlen - 7);
+		size_t skip = s != NULL ? (size_t)(s - rq->path) : rq->pathlen;
+
+		rq->path += skip;
+		rq->pathlen -= skip;
+		rq->has_host = true;
+	}
+	return true;
+}
+
+/* One header field "name: value". */
+static bool
+parse_field(const uint8_t *l, size_t n, struct request *rq)
+{
+	size_t i = 0, v;
+
+	while (i < n && is_tchar(l[i]))
+		i++;
+	/* No name, no colon, or space before it (RFC 9112 5.1): refused. */
+	if (i == 0 || i >= n || l[i] != ':')
+		return false;
+	v = i + 1;
+	while (v < n && (l[v] == ' ' || l[v] == '\t'))
+		v++;
+	for (size_t k = v; k < n; k++)
+		if ((l[k] < ' ' && l[k] != '\t') || l[k] == 0x7f)
+			return false;
+	if (i == 4 && strncasecmp((const char *)l, "host", 4) == 0)
+		rq->has_host = true;
+	else if (i == 10 && strncasecmp((const char *)l, "connection", 10) ==
+	    0) {
+		if (has_token(l + v, n - v, "close"))
+			rq->close = true;
+		if (has_token(l + v, n - v, "keep-alive"))
+			rq->keep_alive = true;
+	} else if (i == 14 && strncasecmp((const char *)l, "content-length",
+	    14) == 0) {
+		bool digits = v < n, nonzero = false;
+
+		for (size_t k = v; k < n; k++) {
+			if (l[k] == ' ' || l[k] == '\t')
+				continue;
+			if (l[k] < '0' || l[k] > '9')
+				digits = false;
+			else if (l[k] != '0')
+				nonzero = true;
+		}
+		if (!digits)
+			return false;
+		if (nonzero)
+			rq->has_body = true;
+	} else if (i == 17 && strncasecmp((const char *)l, "transfer-encoding",
+	    17) == 0)
+		rq->has_body = true;
+	return true;
+}
+
+/* Parses a whole header block: 0, or the HTTP status to refuse it with. */
+static int
+parse_request(const uint8_t *p, size_t n, struct request *rq)
+{
+	const uint8_t *l;
+	size_t len, off = 0;
+
+	memset(rq, 0, sizeof(*rq));
+	if (header_end(p, n) != n)
+		return 431;
+	/* RFC 9112 2.2: empty lines before the request line are skipped. */
+	do {
+		if (!next_line(p, n, &off, &l, &len))
+			return 400;
+	} while (len == 0);
+	if (!parse_request_line(l, len, rq))
+		return 400;
+	while (next_line(p, n, &off, &l, &len) && len > 0) {
+		if (l[0] == ' ' || l[0] == '\t')
+			return 400;		/* obsolete line folding */
+		if (!parse_field(l, len, rq))
+			return 400;
+	}
+	if (!rq->http10 && !rq->has_host)
+		return 400;			/* RFC 9112 3.2 */
+	if (rq->http10 && !rq->keep_alive)
+		rq->close = true;
+	return 0;
+}
+
+static const char *
+status_text(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 431: return "Request Header Fields Too Large";
+	default: return "Error";
+	}
+}
+
+static void
+count_status(struct conn *c, int status)
+{
+	enum counter_id id;
+
+	switch (status) {
+	case 400: id = COUNTER_HTTP_400; break;
+	case 404: id = COUNTER_HTTP_404; break;
+	case 405: id = COUNTER_HTTP_405; break;
+	case 408: id = COUNTER_HTTP_408; break;
+	case 431: id = COUNTER_HTTP_431; break;
+	default: return;
+	}
+	counter_add(&c->r->counters, id, 1);
+}
+
+/*
+ * Writes the response head and (unless head_only) body. A body given as
+ * NULL is the status line's text.
+ */
+static void
+respond(struct conn *c, int status, const char *type, const void *body,
+    size_t len, bool head_only, bool close)
+{
+	char head[512], date[64], text[64];
+	struct tm tm;
+	time_t now = time(NULL);
+	int n;
+
+	count_status(c, status);
+	if (body == NULL) {
+		snprintf(text, sizeof(text), "%d %s\n", status,
+		    status_text(status));
+		body = text;
+		len = strlen(text);
+	}
+	gmtime_r(&now, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n"
+	    "Date: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
+	    status, status_text(status), date, type, len,
+	    status == 405 ? "Allow: GET, HEAD\r\n" : "",
+	    close ? "Connection: close\r\n" : "");
+	conn_write(c, head, (size_t)n);
+	if (!head_only)
+		conn_write(c, body, len);
+}
+
+/* The second an unfinished request was first seen, in pdata (0: none). */
+static inline uintptr_t
+partial_since(const struct conn *c)
+{
+	return (uintptr_t)c->pdata;
+}
+
+static int
+metrics_on_message(struct conn *c, const uint8_t *msg, size_t len)
+{
+	struct request rq;
+	int status = parse_request(msg, len, &rq);
+	bool head;
+
+	c->pdata = NULL;
+	if (status != 0) {
+		respond(c, status, "text/plain; charset=utf-8", NULL, 0, false,
+		    true);
+		conn_close_after_flush(c, CONN_CLOSE_PROTOCOL);
+		return 0;
+	}
+	head = strcmp(rq.method, "HEAD") == 0;
+	/* A body we will not read: answer, then close. */
+	if (rq.has_body)
+		rq.close = true;
+	if (!head && strcmp(rq.method, "GET") != 0)
+		respond(c, 405, "text/plain; charset=utf-8", NULL, 0, false,
+		    rq.close);
+	else if ((rq.pathlen == 8 || (rq.pathlen > 8 && rq.path[8] == '?')) &&
+	    memcmp(rq.path, "/metrics", 8) == 0) {
+		struct buf *body = buf_new();
+
+		metrics_render(body, c->r->cf);
+		respond(c, 200, CONTENT_TYPE, buf_head(body), body->len, head,
+		    rq.close);
+		buf_free(body);
+	} else
+		respond(c, 404, "text/plain; charset=utf-8", NULL, 0, head,
+		    rq.close);
+	return rq.close ? -1 : 0;
+}
+
+/* A request begun and not finished within REQUEST_TIMEOUT: 408, close. */
+static void
+metrics_on_tick(struct conn *c)
+{
+	uint32_t now = c->r->now;
+
+	if (conn_is_closing(c))
+		return;
+	if (conn_input_pending(c) == 0) {
+		c->pdata = NULL;
+		return;
+	}
+	if (partial_since(c) == 0) {
+		c->pdata = (void *)(uintptr_t)(now + 1);
+		return;
+	}
+	if (now + 1 - partial_since(c) >= REQUEST_TIMEOUT) {
+		respond(c, 408, "text/plain; charset=utf-8", NULL, 0, false,
+		    true);
+		conn_close_after_flush(c, CONN_CLOSE_TIMEOUT);
+	}
+}
+
+const struct proto proto_metrics = {
+	.name = "metrics",
+	.frame_len = metrics_frame_len,
+	.on_message = metrics_on_message,
+	.on_tick = metrics_on_tick,
+	.messages_counter = COUNTER_MSG_METRICS,
+};
