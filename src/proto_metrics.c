@@ -210,7 +210,8 @@ parse_request(const uint8_t *p, size_t n, struct request *rq)
 	size_t len, off = 0;
 
 	memset(rq, 0, sizeof(*rq));
-	if (header_end(p, n) != n)
+	/* frame_len hands over more than HEADER_MAX only when it is too long */
+	if (n > HEADER_MAX || header_end(p, n) != n)
 		return 431;
 	/* RFC 9112 2.2: empty lines before the request line are skipped. */
 	do {

@@ -17,6 +17,7 @@
 	X(reactor_suite)	\
 	X(conn_suite)		\
 	X(proto_echo_suite)	\
+	X(proto_metrics_suite)	\
 	X(acceptor_suite)	\
 	X(route_suite)		\
 	X(proto_router_suite)	\
