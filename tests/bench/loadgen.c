@@ -93,6 +93,7 @@ struct lg_opts {
 	bool	same;		/* router: same-reactor pairs */
 	double	warm, dur, hold, ctimeout, drain;
 	long	srv_pid;	/* -S: report this process's CPU; 0 = none */
+	int	scrape_port;	/* -M: GET /metrics there every 100 ms */
 };
 
 static struct lg_opts opt = {
@@ -1552,6 +1553,15 @@ drain(void)
 	return lost;
 }
 
+/* -M's scraper: what it saw (see scrape_main). */
+static struct {
+	pthread_t tid;
+	atomic_bool run;
+	uint64_t n;		/* whole 200 answers read */
+	uint64_t max_ns;	/* the slowest, request sent to body read */
+	char	error[128];	/* the first failure; the scraper stops */
+} scr;
+
 static void
 report(unsigned total, uint64_t msgs, double secs, uint64_t lost)
 {
@@ -1582,9 +1592,83 @@ report(unsigned total, uint64_t msgs, double secs, uint64_t lost)
 		printf(" srv_cpu_us=%.0f", srv_ticks0 >= 0 &&
 		    srv_ticks1 >= srv_ticks0 ? (double)(srv_ticks1 -
 		    srv_ticks0) * 1e6 / (double)sysconf(_SC_CLK_TCK) : -1.0);
+	if (opt.scrape_port > 0)
+		printf(" scrapes=%" PRIu64 " scrape_max_ms=%.1f", scr.n,
+		    (double)scr.max_ns / 1e6);
 	printf("\n");
 	fflush(stdout);
 	free(h);
+}
+
+/* --- -M: a Prometheus-like scraper beside the load ----------------------- */
+
+/* One GET /metrics on fd, answered 200 with a whole body: 0, or -1. */
+static int
+scrape_once(int fd, char *buf, size_t cap)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: lg\r\n\r\n";
+	size_t have = 0, need = 0;
+	char *end;
+
+	if (write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1)
+		return -1;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, cap - 1 - have);
+
+		if (n <= 0)
+			return -1;
+		have += (size_t)n;
+		buf[have] = '\0';
+		if (need == 0 && (end = strstr(buf, "\r\n\r\n")) != NULL) {
+			char *cl = strstr(buf, "Content-Length: ");
+
+			if (strncmp(buf, "HTTP/1.1 200 ", 13) != 0 || cl == NULL)
+				return -1;
+			need = (size_t)(end + 4 - buf) + strtoul(cl + 16, NULL,
+			    10);
+			if (need >= cap)
+				return -1;
+		}
+		if (need > 0 && have >= need)
+			return have == need ? 0 : -1;
+	}
+}
+
+static void *
+scrape_main(void *arg)
+{
+	struct sockaddr_in dst = *(struct sockaddr_in *)arg;
+	size_t cap = 4 << 20;
+	char *buf = xcalloc(1, cap);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct timeval tv = { .tv_sec = 5 };
+
+	dst.sin_port = htons((uint16_t)opt.scrape_port);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (fd < 0 || connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0) {
+		snprintf(scr.error, sizeof(scr.error), "connect: %s",
+		    strerror(errno));
+		goto out;
+	}
+	while (atomic_load(&scr.run)) {
+		uint64_t t0 = now_ns(), dt;
+
+		if (scrape_once(fd, buf, cap) < 0) {
+			snprintf(scr.error, sizeof(scr.error), "scrape %" PRIu64
+			    " failed", scr.n + 1);
+			break;
+		}
+		dt = now_ns() - t0;
+		if (dt > scr.max_ns)
+			scr.max_ns = dt;
+		scr.n++;
+		sleep_until(t0 + 100000000);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
 }
 
 /* --- options ------------------------------------------------------------ */
@@ -1615,7 +1699,9 @@ usage(void)
 	    "  -T SECS      drain time limit                  [5]\n"
 	    "  -L LABEL     label echoed in the RESULT line\n"
 	    "  -S PID       also report PID's user+system CPU over the measured\n"
-	    "               period (srv_cpu_us=, from /proc/PID/stat)\n");
+	    "               period (srv_cpu_us=, from /proc/PID/stat)\n"
+	    "  -M PORT      meanwhile GET /metrics on PORT every 100 ms, on one\n"
+	    "               keep-alive connection (scrapes=, scrape_max_ms=)\n");
 	exit(2);
 }
 
@@ -1655,7 +1741,7 @@ parse_opts(int argc, char **argv)
 {
 	int ch;
 
-	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:"
+	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:"
 	    "C:T:L:S:l:K:")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
@@ -1683,6 +1769,7 @@ parse_opts(int argc, char **argv)
 		case 'T': opt.drain = secs(optarg); break;
 		case 'L': opt.label = optarg; break;
 		case 'S': opt.srv_pid = (long)num(optarg, 1, 4194304); break;
+		case 'M': opt.scrape_port = (int)num(optarg, 1, 65535); break;
 		case 'l': opt.setup = optarg; break;
 		case 'K': opt.targets = num(optarg, 1, 1000000); break;
 		default: usage();
@@ -1762,6 +1849,11 @@ main(int argc, char **argv)
 		if (pthread_create(&thr[i].tid, NULL, thread_main, &thr[i]))
 			die("pthread_create failed");
 	wait_ready(total);
+	if (opt.scrape_port > 0) {
+		atomic_store(&scr.run, true);
+		if (pthread_create(&scr.tid, NULL, scrape_main, &dst))
+			die("pthread_create failed");
+	}
 	if (opt.hold > 0) {
 		printf("IDLE conns=%u\n", total);
 		fflush(stdout);
@@ -1770,7 +1862,13 @@ main(int argc, char **argv)
 	} else {
 		measured = run_phases(&msgs);
 	}
+	if (opt.scrape_port > 0) {
+		atomic_store(&scr.run, false);
+		pthread_join(scr.tid, NULL);
+		if (scr.error[0] != '\0')
+			fprintf(stderr, "loadgen: -M: %s\n", scr.error);
+	}
 	lost = drain();
 	report(total, msgs, measured, lost);
-	return sum_errors() > 0 || lost > 0 ? 1 : 0;
+	return sum_errors() > 0 || lost > 0 || scr.error[0] != '\0' ? 1 : 0;
 }

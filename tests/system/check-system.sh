@@ -186,9 +186,11 @@ install_into() {
 	    >/dev/null || die "make install DESTDIR=$root failed"
 	sed -i -e "s/port = 7007;/port = $ECHO_PORT;/" \
 	    -e "s/port = 7010;/port = $ROUTER_PORT;/" \
+	    -e "s/port = 9477;/port = $METRICS_PORT;/" \
 	    "$root/etc/echorouterd/echorouterd.conf"
 	listen_on "$root" echorouterd.socket "$ECHO_PORT"
 	listen_on "$root" echorouterd-router.socket "$ROUTER_PORT"
+	listen_on "$root" echorouterd-metrics.socket "$METRICS_PORT"
 }
 
 cleanup() {
@@ -270,6 +272,17 @@ echo_line() {
 	printf '%s' "$line"
 }
 
+# metrics_has PORT PATTERN: GET /metrics from the host; whether the answer
+# is a 200 whose body has a line matching PATTERN.
+metrics_has() {
+	local port=$1 pat=$2 reply
+	exec 5<>"/dev/tcp/127.0.0.1/$port" || return 1
+	printf 'GET /metrics HTTP/1.0\r\n\r\n' >&5
+	reply=$(timeout 5 cat <&5)
+	exec 5>&- 5<&-
+	[[ $reply == "HTTP/1.1 200 OK"* ]] && grep -q -- "$pat" <<<"$reply"
+}
+
 # expect DESCRIPTION COMMAND...
 expect() {
 	local what=$1
@@ -307,6 +320,9 @@ test_direct_start() {
 	    eval '[ "$(echo_line '"$port"' hello-direct)" = hello-direct ]'
 	expect "router PING from the host over loopback" \
 	    eval '[ "$(echo_line '"$ROUTER_PORT"' "PING direct")" = "PONG direct" ]'
+	expect "metrics endpoint answers, counting the echo message" \
+	    metrics_has "$METRICS_PORT" \
+	    '^echorouterd_messages_total{protocol="echo"} [1-9]'
 	expect "systemctl status shows the STATUS text" \
 	    status_has 'Status: "[0-9]* connections (per reactor: .*messages/s[^"]*"'
 	sctl status echorouterd.service | sed -n '1,12p' | sed 's/^/    /'
@@ -392,9 +408,16 @@ test_socket_activation() {
 	    journal_has "name=router .*(socket activation)"'
 	expect "router PING through the passed socket" \
 	    eval '[ "$(echo_line '"$ROUTER_PORT"' "PING act")" = "PONG act" ]'
+	expect "echorouterd-metrics.socket pulled in" \
+	    is_active echorouterd-metrics.socket
+	expect "metrics through the passed socket" \
+	    metrics_has "$METRICS_PORT" '^echorouterd_build_info{version='
+	expect "the daemon took the metrics socket" \
+	    journal_has "name=metrics .*(socket activation)"
 	expect "systemctl status shows the STATUS text" \
 	    status_has 'Status: "[0-9]* connections (per reactor: '
-	sctl stop echorouterd.socket echorouterd-router.socket
+	sctl stop echorouterd.socket echorouterd-router.socket \
+	    echorouterd-metrics.socket
 	expect "stop after socket activation" sctl stop echorouterd.service
 	expect "service is inactive" is_inactive echorouterd.service
 }
@@ -465,6 +488,7 @@ main() {
 	chmod 0755 "$run/root"
 	ECHO_PORT=$(free_port)
 	ROUTER_PORT=$(free_port)
+	METRICS_PORT=$(free_port)
 	[ "$ECHO_PORT" != "$ROUTER_PORT" ] || ROUTER_PORT=$(free_port)
 	install_into "$run/root"
 	say "installed $BIN into the container; listeners echo on" \
