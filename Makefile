@@ -251,7 +251,8 @@ node-deps:
 	fi
 
 check-smpp: $(BIN)
-	ECHOROUTERD_BIN=$(CURDIR)/$(BIN) node --test --test-concurrency=1 tests/smpp/
+	ECHOROUTERD_BIN=$(CURDIR)/$(BIN) ECHOROUTERD_SANITIZE=$(SANITIZE) \
+	    node --test --test-concurrency=1 tests/smpp/
 
 check-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
