@@ -122,7 +122,7 @@ counter_get(const struct counter_block *b, enum counter_id id)
  * counter_hist_bounds (the last bucket has none: +Inf).
  */
 enum counter_hist_id {
-	HIST_ROUTE,		/* SEND / submit_sm read -> queued for recipient */
+	HIST_ROUTE,		/* SEND, submit_sm read -> queued to send */
 	HIST_DELIVER_SM,	/* deliver_sm sent -> its response read */
 	HIST_TURN,		/* a reactor loop turn, events to sleep */
 	HIST_N

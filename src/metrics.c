@@ -30,7 +30,7 @@ static struct {
 	double	start_time;		/* wall clock s */
 	atomic_uint_fast64_t reloads_ok;
 	atomic_uint_fast64_t reloads_failed;
-	_Atomic double last_reload;	/* wall clock s of the last good one */
+	_Atomic double last_reload;	/* wall clock s of the last good */
 } M;
 
 static double
@@ -205,7 +205,7 @@ render_hist(struct buf *out, const char *name, const char *help,
 				    (unsigned long long)cum);
 		}
 		if (per_reactor)
-			lbl[strlen(lbl) - 1] = '\0';	/* the trailing comma */
+			lbl[strlen(lbl) - 1] = '\0';	/* its trailing comma */
 		out_printf(out, "%s_sum%s%s%s %.9f\n", name, *lbl ? "{" : "",
 		    lbl, *lbl ? "}" : "", (double)sum / 1e9);
 		out_printf(out, "%s_count%s%s%s %llu\n", name, *lbl ? "{" : "",
@@ -226,10 +226,14 @@ render_smpp_pdus(struct buf *out)
 			    st++) {
 				uint64_t v = 0;
 
-				for (unsigned i = 0; i < M.nrs; i++)
+				for (unsigned i = 0; i < M.nrs; i++) {
+					const struct counter_detail *dt =
+					    &M.rs[i]->detail;
+
 					v += atomic_load_explicit(
-					    &M.rs[i]->detail.smpp_pdus[d][c][st],
+					    &dt->smpp_pdus[d][c][st],
 					    memory_order_relaxed);
+				}
 				if (v == 0)
 					continue;
 				out_printf(out, PREFIX "smpp_pdus_total{"

@@ -18,7 +18,7 @@
  * answered in the order they came, one at a time, so pipelining works.
  */
 #define HEADER_MAX		8192	/* over it: 431, then close */
-#define REQUEST_TIMEOUT		10	/* s an unfinished request may take */
+#define REQUEST_TIMEOUT		10	/* s for an unfinished request */
 
 #define CONTENT_TYPE	"text/plain; version=0.0.4; charset=utf-8"
 
@@ -61,10 +61,10 @@ struct request {
 	char	method[16];
 	bool	http10;
 	bool	has_host;
-	bool	close;			/* Connection: close, or 1.0 without keep-alive */
-	bool	keep_alive;		/* HTTP/1.0's Connection: keep-alive */
+	bool	close;			/* close after answering */
+	bool	keep_alive;		/* Connection: keep-alive */
 	bool	has_body;
-	const char *path;		/* in the message, not NUL-terminated */
+	const char *path;		/* in the message; no NUL */
 	size_t	pathlen;
 };
 

@@ -33,7 +33,7 @@ enum smpp_state {
 struct smpp_slot {
 	uint32_t seq;
 	uint32_t sent_at;
-	uint64_t sent_ns;		/* for the deliver_sm latency histogram */
+	uint64_t sent_ns;		/* for HIST_DELIVER_SM */
 	struct deliver_msg *m;
 };
 
@@ -69,7 +69,7 @@ struct smpp_acct {
 	struct smpp_acct *next;
 	char	id[16];
 	unsigned binds;
-	unsigned by_type[3];		/* transmitter, receiver, transceiver */
+	unsigned by_type[3];		/* tx, rx, trx (bind_type) */
 	double	tokens;
 	uint64_t last_ns;
 };

@@ -249,6 +249,39 @@ test('counters follow traffic exactly', async () => {
 	}
 });
 
+test('reloads are counted, good and bad, with the time of the last good one', async () => {
+	const d = await L.startDaemon(conf());
+	const M = d.ports.metrics;
+	const file = path.join(d.dir, 'echorouterd.conf');
+	const good = fs.readFileSync(file, 'utf8');
+	try {
+		const m0 = await scrape(M);
+		assert.equal(m0['echorouterd_config_reloads_total{result="ok"}'], 0);
+		const t0 = m0['echorouterd_config_last_reload_success_timestamp_seconds'];
+		assert.ok(Math.abs(t0 - Date.now() / 1000) < 60, `start time ${t0}`);
+		await new Promise((r) => setTimeout(r, 1100));
+		d.child.kill('SIGHUP');
+		let m;
+		await until(async () => {
+			m = await scrape(M);
+			return m['echorouterd_config_reloads_total{result="ok"}'] === 1;
+		}, 'a good reload counted');
+		assert.ok(m['echorouterd_config_last_reload_success_timestamp_seconds'] > t0 + 1);
+		const t1 = m['echorouterd_config_last_reload_success_timestamp_seconds'];
+		fs.writeFileSync(file, 'dispatchers = "many";\n');
+		d.child.kill('SIGHUP');
+		await until(async () => {
+			m = await scrape(M);
+			return m['echorouterd_config_reloads_total{result="failed"}'] === 1;
+		}, 'a failed reload counted');
+		assert.equal(m['echorouterd_config_reloads_total{result="ok"}'], 1);
+		assert.equal(m['echorouterd_config_last_reload_success_timestamp_seconds'], t1);
+	} finally {
+		fs.writeFileSync(file, good);
+		await L.stopDaemon(d);
+	}
+});
+
 // A free loopback port: bind to 0, close, use.
 function freePort() {
 	return new Promise((resolve) => {
