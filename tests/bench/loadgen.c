@@ -94,6 +94,7 @@ struct lg_opts {
 	double	warm, dur, hold, ctimeout, drain;
 	long	srv_pid;	/* -S: report this process's CPU; 0 = none */
 	int	scrape_port;	/* -M: GET /metrics there every 100 ms */
+	int	rport;		/* -r: receivers connect here (another node) */
 };
 
 static struct lg_opts opt = {
@@ -1249,6 +1250,22 @@ start_connect(int ep, const struct sockaddr_in *dst, struct pending *p)
  * returns the fds in connect order (the order the server accepts them when
  * conc is 1), or exits.
  */
+/*
+ * Where connection idx goes: with -r, a cross pair's receiver (the odd
+ * ones, see make_pairs) to the other node's port.
+ */
+static const struct sockaddr_in *
+dst_of(const struct sockaddr_in *dst, unsigned idx)
+{
+	static struct sockaddr_in other;
+
+	if (opt.rport == 0 || !(idx & 1))
+		return dst;
+	other = *dst;
+	other.sin_port = htons((uint16_t)opt.rport);
+	return &other;
+}
+
 static int *
 connect_all(const struct sockaddr_in *dst, unsigned total, unsigned conc)
 {
@@ -1266,7 +1283,8 @@ connect_all(const struct sockaddr_in *dst, unsigned total, unsigned conc)
 			if (slots[i].fd > 0)
 				continue;
 			slots[i] = (struct pending){ .idx = next++ };
-			if (!start_connect(ep, dst, &slots[i]))
+			if (!start_connect(ep, dst_of(dst, slots[i].idx),
+			    &slots[i]))
 				exit(1);
 		}
 		if (now_ns() > deadline)
@@ -1292,7 +1310,7 @@ connect_all(const struct sockaddr_in *dst, unsigned total, unsigned conc)
 				    p->idx, strerror(err));
 				exit(1);
 			}
-			if (!start_connect(ep, dst, p))
+			if (!start_connect(ep, dst_of(dst, p->idx), p))
 				exit(1);
 		}
 	}
@@ -1701,7 +1719,9 @@ usage(void)
 	    "  -S PID       also report PID's user+system CPU over the measured\n"
 	    "               period (srv_cpu_us=, from /proc/PID/stat)\n"
 	    "  -M PORT      meanwhile GET /metrics on PORT every 100 ms, on one\n"
-	    "               keep-alive connection (scrapes=, scrape_max_ms=)\n");
+	    "               keep-alive connection (scrapes=, scrape_max_ms=)\n"
+	    "  -r PORT      router -x cross: receivers connect to PORT (another\n"
+	    "               node of a cluster), senders to -p\n");
 	exit(2);
 }
 
@@ -1741,7 +1761,7 @@ parse_opts(int argc, char **argv)
 {
 	int ch;
 
-	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:"
+	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:"
 	    "C:T:L:S:l:K:")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
@@ -1770,6 +1790,7 @@ parse_opts(int argc, char **argv)
 		case 'L': opt.label = optarg; break;
 		case 'S': opt.srv_pid = (long)num(optarg, 1, 4194304); break;
 		case 'M': opt.scrape_port = (int)num(optarg, 1, 65535); break;
+		case 'r': opt.rport = (int)num(optarg, 1, 65535); break;
 		case 'l': opt.setup = optarg; break;
 		case 'K': opt.targets = num(optarg, 1, 1000000); break;
 		default: usage();
@@ -1788,6 +1809,8 @@ parse_opts(int argc, char **argv)
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && opt.same &&
 	    opt.pairs % opt.reactors)
 		die("same-reactor pairs: -P must be a multiple of -R");
+	if (opt.rport != 0 && (opt.mode != LG_ROUTER || opt.same))
+		die("-r works with -m router -x cross only");
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && !opt.same &&
 	    opt.reactors < 2)
 		die("cross-reactor pairs need -R 2 or more");
