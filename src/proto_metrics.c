@@ -265,11 +265,12 @@ count_status(struct conn *c, int status)
 
 /*
  * Writes the response head and (unless head_only) body. A body given as
- * NULL is the status line's text.
+ * NULL is the status line's text. connection: the Connection header's
+ * value ("close"; "keep-alive" for HTTP/1.0), or NULL for none.
  */
 static void
 respond(struct conn *c, int status, const char *type, const void *body,
-    size_t len, bool head_only, bool close)
+    size_t len, bool head_only, const char *connection)
 {
 	char head[512], date[64], text[64];
 	struct tm tm;
@@ -286,10 +287,12 @@ respond(struct conn *c, int status, const char *type, const void *body,
 	gmtime_r(&now, &tm);
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
 	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n"
-	    "Date: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
-	    status, status_text(status), date, type, len,
+	    "Date: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s"
+	    "\r\n", status, status_text(status), date, type, len,
 	    status == 405 ? "Allow: GET, HEAD\r\n" : "",
-	    close ? "Connection: close\r\n" : "");
+	    connection != NULL ? "Connection: " : "",
+	    connection != NULL ? connection : "",
+	    connection != NULL ? "\r\n" : "");
 	conn_write(c, head, (size_t)n);
 	if (!head_only)
 		conn_write(c, body, len);
@@ -307,12 +310,13 @@ metrics_on_message(struct conn *c, const uint8_t *msg, size_t len)
 {
 	struct request rq;
 	int status = parse_request(msg, len, &rq);
+	const char *connection;
 	bool head;
 
 	c->pdata = NULL;
 	if (status != 0) {
 		respond(c, status, "text/plain; charset=utf-8", NULL, 0, false,
-		    true);
+		    "close");
 		conn_close_after_flush(c, CONN_CLOSE_PROTOCOL);
 		return 0;
 	}
@@ -320,20 +324,21 @@ metrics_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	/* A body we will not read: answer, then close. */
 	if (rq.has_body)
 		rq.close = true;
+	connection = rq.close ? "close" : rq.http10 ? "keep-alive" : NULL;
 	if (!head && strcmp(rq.method, "GET") != 0)
 		respond(c, 405, "text/plain; charset=utf-8", NULL, 0, false,
-		    rq.close);
+		    connection);
 	else if ((rq.pathlen == 8 || (rq.pathlen > 8 && rq.path[8] == '?')) &&
 	    memcmp(rq.path, "/metrics", 8) == 0) {
 		struct buf *body = buf_new();
 
 		metrics_render(body, c->r->cf);
 		respond(c, 200, CONTENT_TYPE, buf_head(body), body->len, head,
-		    rq.close);
+		    connection);
 		buf_free(body);
 	} else
 		respond(c, 404, "text/plain; charset=utf-8", NULL, 0, head,
-		    rq.close);
+		    connection);
 	return rq.close ? -1 : 0;
 }
 
@@ -355,7 +360,7 @@ metrics_on_tick(struct conn *c)
 	}
 	if (now + 1 - partial_since(c) >= REQUEST_TIMEOUT) {
 		respond(c, 408, "text/plain; charset=utf-8", NULL, 0, false,
-		    true);
+		    "close");
 		conn_close_after_flush(c, CONN_CLOSE_TIMEOUT);
 	}
 }

@@ -6,7 +6,7 @@
 # build/fuzz/crashes/. A crash found is kept in tests/fuzz/regress/<target>/
 # and replayed, with the seeds, by `make check-fuzz-replay` (part of check).
 
-FUZZ_TARGETS := router smpp_pdu smpp_session config cluster_wire
+FUZZ_TARGETS := router smpp_pdu smpp_session config cluster_wire metrics
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_DIR := build/fuzz

@@ -343,6 +343,28 @@ START_TEST(metrics_431)
 }
 END_TEST
 
+/* HTTP/1.0 with keep-alive stays open, and says so. */
+START_TEST(metrics_http10_keep_alive)
+{
+	static struct reply r;
+	struct session s;
+	char hv[64];
+	size_t off = 0;
+
+	session_start(&s);
+	send_str(s.fd, "GET /metrics HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"
+	    "GET /nope HTTP/1.0\r\n\r\n");
+	ck_assert_int_eq(response(s.fd, &r, &off, false, "Connection", hv,
+	    sizeof(hv), NULL, NULL), 200);
+	ck_assert_str_eq(hv, "keep-alive");
+	ck_assert_int_eq(response(s.fd, &r, &off, false, "Connection", hv,
+	    sizeof(hv), NULL, NULL), 404);
+	ck_assert_str_eq(hv, "close");
+	expect_eof(s.fd, &r, off);
+	session_end(&s);
+}
+END_TEST
+
 START_TEST(metrics_http10_closes)
 {
 	static struct reply r;
@@ -515,6 +537,7 @@ proto_metrics_suite(void)
 	    sizeof(bad_cases) / sizeof(bad_cases[0]));
 	tcase_add_loop_test(io, metrics_431, 0, 2);
 	tcase_add_test(io, metrics_http10_closes);
+	tcase_add_test(io, metrics_http10_keep_alive);
 	tcase_add_test(io, metrics_unfinished_request_408);
 	tcase_set_timeout(io, 60);
 	suite_add_tcase(s, io);
