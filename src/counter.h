@@ -122,8 +122,10 @@ counter_get(const struct counter_block *b, enum counter_id id)
  * counter_hist_bounds (the last bucket has none: +Inf).
  */
 enum counter_hist_id {
-	HIST_ROUTE,		/* SEND, submit_sm read -> queued to send */
-	HIST_DELIVER_SM,	/* deliver_sm sent -> its response read */
+	/* the start of the turn that read a SEND or submit_sm -> queued */
+	HIST_ROUTE,
+	/* turn that sent a deliver_sm -> turn that read its response */
+	HIST_DELIVER_SM,
 	HIST_TURN,		/* a reactor loop turn, events to sleep */
 	HIST_N
 };

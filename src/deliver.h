@@ -79,7 +79,7 @@ struct deliver_msg {
 	struct store_acct *store_acct;	/* DELIVER_F_STORED: whose it is */
 	uint32_t attempts;		/* DELIVER_F_STORED: failures so far */
 	uint64_t remote_req;		/* REMOTE_REACTOR: the sender's request */
-	uint64_t read_ns;		/* counter_now_ns when read; 0 unknown */
+	uint64_t read_ns;		/* turn_ns of the turn that read it; 0 none */
 	/* SMPP details, carried through untouched; zero from line clients. */
 	uint8_t	src_ton, src_npi;
 	uint8_t	dst_ton, dst_npi;

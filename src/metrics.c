@@ -397,11 +397,13 @@ metrics_render(struct buf *out, const struct config *cf)
 	render_table(out);
 	render_connections(out, cf);
 	render_hist(out, PREFIX "routing_latency_seconds",
-	    "From a SEND or submit_sm read to the message queued on its "
-	    "recipient's connection (not through the store or other nodes).",
+	    "From the reactor turn that read a SEND or submit_sm to the "
+	    "message queued on its recipient's connection (not through the "
+	    "store or other nodes).",
 	    HIST_ROUTE, false);
 	render_hist(out, PREFIX "smpp_deliver_sm_seconds",
-	    "From a deliver_sm sent to its response read.", HIST_DELIVER_SM,
+	    "From the reactor turn that sent a deliver_sm to the one that "
+	    "read its response.", HIST_DELIVER_SM,
 	    false);
 	render_hist(out, PREFIX "reactor_turn_seconds",
 	    "Reactor loop turns, from the wait's end to the next wait: "

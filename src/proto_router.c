@@ -467,7 +467,7 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 	}
 	m = deliver_msg_new(len);
 	m->id = deliver_next_id(c->r);
-	m->read_ns = counter_now_ns();
+	m->read_ns = c->r->turn_ns;
 	m->flags = DELIVER_F_LINE_TEXT;		/* checked above */
 	memcpy(m->from, s->addr, s->addrlen + 1);
 	memcpy(m->to, to, tolen + 1);

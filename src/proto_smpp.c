@@ -481,7 +481,7 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 		    pdu->short_message, len);
 	m->len = len;
 	m->id = deliver_next_id(c->r);
-	m->read_ns = counter_now_ns();
+	m->read_ns = c->r->turn_ns;
 	m->flags = DELIVER_F_PREFIX_FIRST;
 	m->sender_ref = pdu->sequence_number;
 	m->sender_cmd = pdu->command_id;
@@ -822,7 +822,7 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct deliver_msg *m)
 	smpp_send(c, &pdu, m->len);
 	slot->seq = pdu.sequence_number;
 	slot->sent_at = c->r->now;
-	slot->sent_ns = counter_now_ns();
+	slot->sent_ns = c->r->turn_ns;
 	slot->m = m;
 	s->inflight++;
 	counter_add(&c->r->counters, COUNTER_SMPP_WINDOW, 1);
@@ -856,7 +856,7 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 		if (m == NULL || s->win[i].seq != seq)
 			continue;
 		counter_observe(&c->r->detail.hist[HIST_DELIVER_SM],
-		    counter_now_ns() - s->win[i].sent_ns);
+		    c->r->turn_ns - s->win[i].sent_ns);
 		counter_add(&c->r->counters, COUNTER_SMPP_WINDOW, (uint64_t)-1);
 		/* The store removes it, retries or gives up; it sends receipts. */
 		if (m->flags & DELIVER_F_STORED) {

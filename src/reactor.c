@@ -246,6 +246,7 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 	if (n < 0 && errno != EINTR)
 		fatal("reactor=%u epoll_wait", r->id);
 	t0 = counter_now_ns();
+	r->turn_ns = t0;
 	reactor_clock(r);
 	counter_add(&r->counters, COUNTER_LOOPS, 1);
 	for (int i = 0; i < n; i++) {
