@@ -709,6 +709,45 @@ kv_bucket(const char *what, int64_t ttl_ns)
 	return NULL;
 }
 
+/*
+ * Gives the nodes bucket claim_ttl as its TTL. The bucket is the
+ * cluster's: a node that starts, or reloads, with another claim_ttl than
+ * the one it was made with sets it (nodes should agree; the log says so).
+ */
+static void
+nodes_ttl_sync(void)
+{
+	int64_t want = (int64_t)C.kvcf->cluster.claim_ttl * 1000000000;
+	jsStreamInfo *si = NULL, *now = NULL;
+	char stream[CLUSTER_PREFIX_MAX + 20];
+	jsErrCode jerr = 0;
+	natsStatus s;
+	int64_t was;
+
+	snprintf(stream, sizeof(stream), "KV_");
+	bucket_name(stream + 3, sizeof(stream) - 3, "nodes");
+	if ((s = js_GetStreamInfo(&si, C.js, stream, NULL, &jerr)) !=
+	    NATS_OK) {
+		note_error("bucket TTL", s);
+		return;
+	}
+	if ((was = si->Config->MaxAge) != want) {
+		si->Config->MaxAge = want;
+		if ((s = js_UpdateStream(&now, C.js, si->Config, NULL,
+		    &jerr)) == NATS_OK)
+			log_notice("cluster: bucket %s: TTL %lld s, was %lld s "
+			    "(claim_ttl)", stream + 3, (long long)(want /
+			    1000000000), (long long)(was / 1000000000));
+		else
+			log_warnx("cluster: bucket %s: cannot set its TTL to "
+			    "claim_ttl (%lld s): %s", stream + 3,
+			    (long long)(want / 1000000000),
+			    natsStatus_GetText(s));
+		jsStreamInfo_Destroy(now);
+	}
+	jsStreamInfo_Destroy(si);
+}
+
 static bool
 kv_open(void)
 {
@@ -738,6 +777,7 @@ kv_open(void)
 		kv_close();
 		return false;
 	}
+	nodes_ttl_sync();
 	return true;
 }
 
@@ -1260,7 +1300,7 @@ static void
 kv_reload_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct config *cf = arg;
-	bool moved;
+	bool moved, ttl;
 
 	(void)owner;
 	if (st != MAILBOX_RUN) {
@@ -1269,8 +1309,11 @@ kv_reload_task(void *owner, void *arg, enum mailbox_status st)
 	}
 	moved = strcmp(cf->cluster.subject_prefix,
 	    C.kvcf->cluster.subject_prefix) != 0;
+	ttl = cf->cluster.claim_ttl != C.kvcf->cluster.claim_ttl;
 	config_unref(C.kvcf);
 	C.kvcf = cf;
+	if (ttl && !moved && C.nodes != NULL)
+		nodes_ttl_sync();
 	/* Other buckets: open them, and say we are alive there. */
 	if (moved) {
 		kv_close();

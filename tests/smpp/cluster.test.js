@@ -65,7 +65,8 @@ async function startNats(dir) {
 	const ns = [];
 	for (let i = 0; i < 3; i++)
 		ns.push({ name: `n${i}`, port: await freePort(), cport: await freePort(),
-			dir: path.join(dir, `js${i}`), child: null, log: '' });
+			mport: await freePort(), dir: path.join(dir, `js${i}`), child: null,
+			log: '' });
 	for (const n of ns)
 		startNatsOne(n, ns);
 	await Promise.all(ns.map((n) => waitNatsReady(n)));
@@ -78,6 +79,7 @@ function startNatsOne(n, all) {
 	n.log = '';
 	n.child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(n.port),
 		'-js', '-sd', n.dir, '-n', n.name, '--cluster_name', 'erdtest',
+		'-m', String(n.mport),
 		'--cluster', `nats://127.0.0.1:${n.cport}`, '--routes', routes],
 	{ stdio: ['ignore', 'ignore', 'pipe'] });
 	n.child.stderr.setEncoding('utf8');
@@ -97,12 +99,13 @@ async function stopNats(n, signal) {
 	await until(() => n.exited, WAIT_MS, `${n.name} exit`);
 }
 
-function nodeConf(node, servers) {
+function nodeConf(node, servers, claimTtl = CLAIM_TTL) {
 	return `dispatchers = 2;
 idle_timeout = 0;
 listeners = (
   { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
-  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; }
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; },
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }
 );
 accounts = (
   { id = "alice"; password = "a"; }, { id = "bob"; password = "b"; },
@@ -114,7 +117,7 @@ cluster = {
   servers = ( ${servers.map((s) => `"nats://127.0.0.1:${s.port}"`).join(', ')} );
   subject_prefix = "erdtest";
   request_timeout = 2;
-  claim_ttl = ${CLAIM_TTL};
+  claim_ttl = ${claimTtl};
 };
 `;
 }
@@ -229,6 +232,7 @@ test('10,000 messages each way between nodes, once each, in order, replies in or
 	const a = (await login(A.ports.router, 'alice', 'a')).c;
 	const b = (await login(B.ports.router, 'bob', 'b')).c;
 	const N = 10000;
+	const mA = await L.scrape(A.ports.metrics), mB = await L.scrape(B.ports.metrics);
 	let outA = '', outB = '';
 	for (let i = 0; i < N; i++) {
 		outA += `SEND bob a${i}\n`;
@@ -257,6 +261,19 @@ test('10,000 messages each way between nodes, once each, in order, replies in or
 	b.sock.destroy();
 	const st = await stats(B);
 	assert.match(st, /from_nodes=[1-9]/);
+	// The metrics count it: each node handed N messages from the other to
+	// its session, and sent N to it.
+	for (const [name, n, before] of [['A', A, mA], ['B', B, mB]]) {
+		const m = await L.scrape(n.ports.metrics);
+		const d = (k) => L.val(m, k) - L.val(before, k);
+		assert.equal(d('echorouterd_routed_total{from="other_node"}'), N, name);
+		assert.equal(d('echorouterd_cluster_messages_total{direction="sent"}'), N, name);
+		assert.equal(d('echorouterd_cluster_messages_total{direction="received"}'), N, name);
+		assert.equal(m['echorouterd_cluster_connected'], 1, name);
+		// Nodes are counted at each heartbeat (claim_ttl / 3).
+		await until(async () => (await L.scrape(n.ports.metrics))[
+			'echorouterd_cluster_nodes'] === 2, WAIT_MS, `${name} sees 2 nodes`);
+	}
 });
 
 test('an address held on one node is ERR 409 on the other; free again after QUIT', { skip }, async () => {
@@ -270,6 +287,32 @@ test('an address held on one node is ERR 409 on the other; free again after QUIT
 	const [r] = await waitLines(x, /^(OK|ERR)/, 1);
 	assert.match(r, /^ERR 404 \d+ no route$/);
 	x.sock.destroy();
+});
+
+// The nodes bucket's max_age (its TTL) in s, from a nats-server's /jsz.
+async function nodesTtl(n) {
+	const r = await L.withTimeout(fetch(`http://127.0.0.1:${n.mport}/jsz?streams=true&config=true`)
+		.then((x) => x.json()), WAIT_MS, 'jsz');
+	for (const a of r.account_details || [])
+		for (const st of a.stream_detail || [])
+			if (st.name === 'KV_erdtest-nodes')
+				return st.config.max_age / 1e9;
+	return null;
+}
+
+test('claim_ttl reloaded: the nodes bucket takes it as its TTL', { skip }, async () => {
+	assert.equal(await nodesTtl(nats[0]), CLAIM_TTL);
+	const file = path.join(A.dir, 'echorouterd.conf');
+	const before = A.log.length;
+	fs.writeFileSync(file, nodeConf('a', [nats[0], nats[1]], CLAIM_TTL + 3));
+	A.child.kill('SIGHUP');
+	await until(() => A.log.slice(before).includes(
+		`bucket erdtest-nodes: TTL ${CLAIM_TTL + 3} s, was ${CLAIM_TTL} s`), WAIT_MS, 'TTL logged');
+	await until(async () => await nodesTtl(nats[0]) === CLAIM_TTL + 3, WAIT_MS, 'TTL on the server');
+	// Back, for the tests that count on claim_ttl.
+	fs.writeFileSync(file, nodeConf('a', [nats[0], nats[1]]));
+	A.child.kill('SIGHUP');
+	await until(async () => await nodesTtl(nats[0]) === CLAIM_TTL, WAIT_MS, 'TTL back');
 });
 
 test('SMPP across nodes: an account bound on both nodes shares traffic; receipts come back', { skip }, async () => {

@@ -127,7 +127,51 @@ function text(pdu) {
 	return asString(sm.message !== undefined ? sm.message : sm);
 }
 
+// One GET /metrics on a fresh connection: the body (status 200 checked).
+function scrapeRaw(port) {
+	return withTimeout(new Promise((resolve, reject) => {
+		const sock = net.connect(port, '127.0.0.1', () =>
+			sock.write('GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'));
+		let buf = '';
+		sock.setEncoding('utf8');
+		sock.on('data', (c) => { buf += c; });
+		sock.on('error', reject);
+		sock.on('close', () => {
+			const i = buf.indexOf('\r\n\r\n');
+			if (!buf.startsWith('HTTP/1.1 200 ') || i < 0)
+				return reject(new Error(`bad scrape: ${buf.slice(0, 300)}`));
+			const len = Number(/\r\nContent-Length: (\d+)/i.exec(buf)[1]);
+			const body = buf.slice(i + 4);
+			if (Buffer.byteLength(body) !== len)
+				return reject(new Error(`body ${Buffer.byteLength(body)} != ${len}`));
+			resolve(body);
+		});
+	}), 10000, 'scrape');
+}
+
+// Parses an exposition into { 'name{labels}': value }.
+function parseMetrics(text) {
+	const v = {};
+	for (const line of text.split('\n')) {
+		if (line === '' || line.startsWith('#'))
+			continue;
+		const i = line.lastIndexOf(' ');
+		v[line.slice(0, i)] = Number(line.slice(i + 1));
+	}
+	return v;
+}
+
+async function scrape(port) {
+	return parseMetrics(await scrapeRaw(port));
+}
+
+// The value of a series, 0 when absent (a table row not yet counted).
+function val(m, series) {
+	return m[series] === undefined ? 0 : m[series];
+}
+
 module.exports = {
+	scrapeRaw, scrape, parseMetrics, val,
 	smpp, startDaemon, stopDaemon, connect, call, next, bind, rawConnect,
 	rawRead, header, text, withTimeout,
 };

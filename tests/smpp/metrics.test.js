@@ -32,49 +32,6 @@ ${extra}
 `;
 }
 
-// One GET /metrics on a fresh connection: the body (status 200 checked).
-function scrapeRaw(port) {
-	return L.withTimeout(new Promise((resolve, reject) => {
-		const sock = net.connect(port, '127.0.0.1', () =>
-			sock.write('GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'));
-		let buf = '';
-		sock.setEncoding('utf8');
-		sock.on('data', (c) => { buf += c; });
-		sock.on('error', reject);
-		sock.on('close', () => {
-			const i = buf.indexOf('\r\n\r\n');
-			if (!buf.startsWith('HTTP/1.1 200 ') || i < 0)
-				return reject(new Error(`bad scrape: ${buf.slice(0, 300)}`));
-			const len = Number(/\r\nContent-Length: (\d+)/i.exec(buf)[1]);
-			const body = buf.slice(i + 4);
-			if (Buffer.byteLength(body) !== len)
-				return reject(new Error(`body ${Buffer.byteLength(body)} != ${len}`));
-			resolve(body);
-		});
-	}), 10000, 'scrape');
-}
-
-// Parses an exposition into { 'name{labels}': value }.
-function parse(text) {
-	const v = {};
-	for (const line of text.split('\n')) {
-		if (line === '' || line.startsWith('#'))
-			continue;
-		const i = line.lastIndexOf(' ');
-		v[line.slice(0, i)] = Number(line.slice(i + 1));
-	}
-	return v;
-}
-
-async function scrape(port) {
-	return parse(await scrapeRaw(port));
-}
-
-// The value of a series, 0 when absent (a table row not yet counted).
-function val(m, series) {
-	return m[series] === undefined ? 0 : m[series];
-}
-
 // Echo messages one at a time: each a read of its own on the daemon.
 async function echoMessages(port, n) {
 	const sock = await L.rawConnect(port);
@@ -137,11 +94,11 @@ test('promtool check metrics passes after traffic of every protocol', async (t) 
 		const tx = await L.bind(d.ports.smpp, 'bind_transmitter', 'tx', 't');
 		const r = await L.call(tx.s, 'submit_sm', { destination_addr: 'rx', short_message: 'hi' });
 		assert.equal(r.command_status, 0);
-		const m = await until(async () => val(await scrape(d.ports.metrics),
+		const m = await until(async () => L.val(await L.scrape(d.ports.metrics),
 			'echorouterd_smpp_pdus_total{direction="received",command="deliver_sm_resp",status="ESME_ROK"}') === 1,
 		'deliver_sm_resp counted');
 		void m;
-		const text = await scrapeRaw(d.ports.metrics);
+		const text = await L.scrapeRaw(d.ports.metrics);
 		const res = spawnSync(PROMTOOL, ['check', 'metrics'], { input: text, timeout: 20000 });
 		assert.equal(res.status, 0, `promtool: ${res.stdout}${res.stderr}\n${text}`);
 		for (const fam of ['echorouterd_routing_latency_seconds_bucket', 'echorouterd_smpp_binds{',
@@ -158,11 +115,11 @@ test('counters follow traffic exactly', async () => {
 	const M = d.ports.metrics;
 	try {
 		// echo: 1,000 messages, one read each
-		let before = await scrape(M);
+		let before = await L.scrape(M);
 		await echoMessages(d.ports.echo, 1000);
-		let after = await scrape(M);
-		assert.equal(val(after, 'echorouterd_messages_total{protocol="echo"}') -
-			val(before, 'echorouterd_messages_total{protocol="echo"}'), 1000);
+		let after = await L.scrape(M);
+		assert.equal(L.val(after, 'echorouterd_messages_total{protocol="echo"}') -
+			L.val(before, 'echorouterd_messages_total{protocol="echo"}'), 1000);
 
 		// router: 200 SENDs delivered, one 404
 		const a = await routerClient(d.ports.router);
@@ -170,22 +127,22 @@ test('counters follow traffic exactly', async () => {
 		a.sock.write('LOGIN alice a\n');
 		b.sock.write('LOGIN bob b\n');
 		await until(() => a.lines.length >= 1 && b.lines.length >= 1, 'logins');
-		before = await scrape(M);
+		before = await L.scrape(M);
 		for (let i = 0; i < 200; i++)
 			a.sock.write(`SEND bob m${i}\n`);
 		a.sock.write('SEND nobody x\n');
 		await until(() => a.lines.length >= 202, 'replies');
 		await until(() => b.lines.filter((l) => l.startsWith('MSG ')).length === 200, 'MSGs');
-		after = await scrape(M);
+		after = await L.scrape(M);
 		const routed = (m) => ['same_reactor', 'other_reactor', 'store', 'other_node']
-			.reduce((s, w) => s + val(m, `echorouterd_routed_total{from="${w}"}`), 0);
+			.reduce((s, w) => s + L.val(m, `echorouterd_routed_total{from="${w}"}`), 0);
 		assert.equal(routed(after) - routed(before), 200);
-		assert.equal(val(after, 'echorouterd_routing_latency_seconds_count') -
-			val(before, 'echorouterd_routing_latency_seconds_count'), 200);
-		assert.equal(val(after, 'echorouterd_router_errors_total{code="404"}') -
-			val(before, 'echorouterd_router_errors_total{code="404"}'), 1);
-		assert.equal(val(after, 'echorouterd_messages_total{protocol="router"}') -
-			val(before, 'echorouterd_messages_total{protocol="router"}'), 201);
+		assert.equal(L.val(after, 'echorouterd_routing_latency_seconds_count') -
+			L.val(before, 'echorouterd_routing_latency_seconds_count'), 200);
+		assert.equal(L.val(after, 'echorouterd_router_errors_total{code="404"}') -
+			L.val(before, 'echorouterd_router_errors_total{code="404"}'), 1);
+		assert.equal(L.val(after, 'echorouterd_messages_total{protocol="router"}') -
+			L.val(before, 'echorouterd_messages_total{protocol="router"}'), 201);
 		assert.ok(after['echorouterd_routing_latency_seconds_sum'] > 0);
 
 		// SMPP: 50 submits to a bound receiver
@@ -193,7 +150,7 @@ test('counters follow traffic exactly', async () => {
 		let delivered = 0;
 		rx.s.on('deliver_sm', (pdu) => { delivered++; rx.s.send(pdu.response()); });
 		const tx = await L.bind(d.ports.smpp, 'bind_transceiver', 'tx', 't');
-		let m = await scrape(M);
+		let m = await L.scrape(M);
 		assert.equal(m['echorouterd_smpp_binds{account="rx",type="receiver"}'], 1);
 		assert.equal(m['echorouterd_smpp_binds{account="tx",type="transceiver"}'], 1);
 		before = m;
@@ -207,23 +164,23 @@ test('counters follow traffic exactly', async () => {
 		// A scrape is no snapshot: the response may be counted and its
 		// window slot not yet freed. Wait until all of it is, bounded.
 		await until(async () => {
-			after = await scrape(M);
-			return val(after, dsr) - val(before, dsr) === 50 &&
-				val(after, 'echorouterd_smpp_window') === 0 &&
-				val(after, 'echorouterd_smpp_deliver_sm_seconds_count') -
-				val(before, 'echorouterd_smpp_deliver_sm_seconds_count') === 50;
+			after = await L.scrape(M);
+			return L.val(after, dsr) - L.val(before, dsr) === 50 &&
+				L.val(after, 'echorouterd_smpp_window') === 0 &&
+				L.val(after, 'echorouterd_smpp_deliver_sm_seconds_count') -
+				L.val(before, 'echorouterd_smpp_deliver_sm_seconds_count') === 50;
 		}, 'deliver_sm_resp counted, window empty, round trips timed');
-		assert.equal(val(after, sub) - val(before, sub), 50);
-		assert.equal(val(after, 'echorouterd_smpp_queued'), 0);
+		assert.equal(L.val(after, sub) - L.val(before, sub), 50);
+		assert.equal(L.val(after, 'echorouterd_smpp_queued'), 0);
 		await L.call(rx.s, 'unbind');
 		rx.s.close();
-		await until(async () => (await scrape(M))['echorouterd_smpp_binds{account="rx",type="receiver"}'] === undefined,
+		await until(async () => (await L.scrape(M))['echorouterd_smpp_binds{account="rx",type="receiver"}'] === undefined,
 			'rx bind gone');
 
 		// connections: what is open now, by listener
-		m = await scrape(M);
-		const open = (l) => val(m, `echorouterd_connections{listener="${l}",reactor="0"}`) +
-			val(m, `echorouterd_connections{listener="${l}",reactor="1"}`);
+		m = await L.scrape(M);
+		const open = (l) => L.val(m, `echorouterd_connections{listener="${l}",reactor="0"}`) +
+			L.val(m, `echorouterd_connections{listener="${l}",reactor="1"}`);
 		assert.equal(open('router'), 2);
 		assert.equal(open('smpp'), 1);
 
@@ -233,7 +190,7 @@ test('counters follow traffic exactly', async () => {
 		// made while the limit is reached: a connection that was still
 		// lingering may free a slot meanwhile, and one more is then held.)
 		const held = [];
-		before = await scrape(M);
+		before = await L.scrape(M);
 		const already = open('router') + open('smpp') + open('echo');
 		for (let i = 0; i < 40 - already; i++)
 			held.push(await L.rawConnect(d.ports.echo));
@@ -253,13 +210,13 @@ test('counters follow traffic exactly', async () => {
 		await new Promise((r) => setTimeout(r, 300));
 		let failed = 0;
 		await until(async () => {
-			after = await scrape(M).catch(() => null);
+			after = await L.scrape(M).catch(() => null);
 			failed += after === null;
 			return after !== null;
 		}, 'a scrape once the held ones closed');
 		// A scrape made before the held ones were gone was refused too.
-		assert.equal(val(after, 'echorouterd_refused_total{why="ip"}') -
-			val(before, 'echorouterd_refused_total{why="ip"}'), 7 + failed);
+		assert.equal(L.val(after, 'echorouterd_refused_total{why="ip"}') -
+			L.val(before, 'echorouterd_refused_total{why="ip"}'), 7 + failed);
 		tx.s.close(); a.sock.destroy(); b.sock.destroy();
 	} finally {
 		await L.stopDaemon(d);
@@ -272,7 +229,7 @@ test('reloads are counted, good and bad, with the time of the last good one', as
 	const file = path.join(d.dir, 'echorouterd.conf');
 	const good = fs.readFileSync(file, 'utf8');
 	try {
-		const m0 = await scrape(M);
+		const m0 = await L.scrape(M);
 		assert.equal(m0['echorouterd_config_reloads_total{result="ok"}'], 0);
 		const t0 = m0['echorouterd_config_last_reload_success_timestamp_seconds'];
 		assert.ok(Math.abs(t0 - Date.now() / 1000) < 60, `start time ${t0}`);
@@ -280,7 +237,7 @@ test('reloads are counted, good and bad, with the time of the last good one', as
 		d.child.kill('SIGHUP');
 		let m;
 		await until(async () => {
-			m = await scrape(M);
+			m = await L.scrape(M);
 			return m['echorouterd_config_reloads_total{result="ok"}'] === 1;
 		}, 'a good reload counted');
 		assert.ok(m['echorouterd_config_last_reload_success_timestamp_seconds'] > t0 + 1);
@@ -288,7 +245,7 @@ test('reloads are counted, good and bad, with the time of the last good one', as
 		fs.writeFileSync(file, 'dispatchers = "many";\n');
 		d.child.kill('SIGHUP');
 		await until(async () => {
-			m = await scrape(M);
+			m = await L.scrape(M);
 			return m['echorouterd_config_reloads_total{result="failed"}'] === 1;
 		}, 'a failed reload counted');
 		assert.equal(m['echorouterd_config_reloads_total{result="ok"}'], 1);
@@ -344,7 +301,7 @@ scrape_configs:
 			return r.length === 1 && r[0].value[1] === '1';
 		}, `up == 1\n${plog}`, 60000);
 		await echoMessages(d.ports.echo, 500);
-		const want = val(await scrape(d.ports.metrics), 'echorouterd_messages_total{protocol="echo"}');
+		const want = L.val(await L.scrape(d.ports.metrics), 'echorouterd_messages_total{protocol="echo"}');
 		assert.equal(want, 500);
 		// After a scrape that followed the traffic, Prometheus has the count.
 		await until(async () => {
@@ -388,9 +345,9 @@ test('10,000 half-sent requests stay within the per-connection bound', async (t)
 			await Promise.all(batch);
 		}
 		await until(async () => {
-			const m = await scrape(d.ports.metrics);
-			return val(m, 'echorouterd_connections{listener="metrics",reactor="0"}') +
-				val(m, 'echorouterd_connections{listener="metrics",reactor="1"}') >= N + 1;
+			const m = await L.scrape(d.ports.metrics);
+			return L.val(m, 'echorouterd_connections{listener="metrics",reactor="0"}') +
+				L.val(m, 'echorouterd_connections{listener="metrics",reactor="1"}') >= N + 1;
 		}, 'all connections open', 30000);
 		const grown = rssKiB(d.child.pid) - base;
 		const per = grown * 1024 / N;
@@ -401,7 +358,7 @@ test('10,000 half-sent requests stay within the per-connection bound', async (t)
 		// is the bound; a buffer of the 8 KiB header limit would be over 8.
 		assert.ok(per < BOUND, `RSS grew ${grown} KiB: ${per.toFixed(0)} bytes per connection`);
 		// Still answering meanwhile.
-		const m = await scrape(d.ports.metrics);
+		const m = await L.scrape(d.ports.metrics);
 		assert.ok(m['process_open_fds'] >= N);
 	} finally {
 		socks.forEach((s) => s.destroy());
