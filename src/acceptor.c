@@ -21,6 +21,7 @@
 #include "net.h"
 #include "proto.h"
 #include "reactor.h"
+#include "tls.h"
 #include "util.h"
 
 #define ACCEPT_BUDGET	1024		/* accepts per wakeup per listener */
@@ -33,6 +34,12 @@ struct listener {
 	bool	adopted;		/* passed by systemd */
 	char	name[CONFIG_NAME_MAX + 1];
 	const struct proto *proto;
+	/*
+	 * A reference to the TLS context new clients get, or NULL: plain.
+	 * Whether a listener has TLS is fixed at start; its pair follows
+	 * reloads (acceptor_set_config).
+	 */
+	struct tls_ctx *tls;
 };
 
 struct acceptor {
@@ -78,6 +85,7 @@ acceptor_new(struct config *cf, struct reactor **rs, unsigned n)
 		memcpy(a->ls[i].name, cf->listeners[i].name,
 		    sizeof(a->ls[i].name));
 		a->ls[i].proto = cf->listeners[i].proto;
+		a->ls[i].tls = tls_ctx_ref(cf->listeners[i].tls_ctx);
 	}
 	a->ips = iplimit_new();
 	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -95,6 +103,8 @@ acceptor_free(struct acceptor *a)
 	if (a->spare_fd >= 0)
 		close(a->spare_fd);
 	close(a->epfd);
+	for (size_t i = 0; i < a->nls; i++)
+		tls_ctx_unref(a->ls[i].tls);
 	free(a->ls);
 	iplimit_free(a->ips);
 	config_unref(a->cf);
@@ -293,7 +303,8 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	atomic_fetch_add_explicit(&conn_live, 1, memory_order_relaxed);
 	counter_add(&a->counters, COUNTER_ACCEPTOR_ACCEPTED, 1);
-	conn_handoff(a->rs[a->next], fd, l->proto, (unsigned)(l - a->ls), ip);
+	conn_handoff(a->rs[a->next], fd, l->proto, (unsigned)(l - a->ls),
+	    tls_ctx_ref(l->tls), ip);
 	a->next = (a->next + 1) % a->nrs;
 }
 
@@ -393,6 +404,16 @@ acceptor_stop(struct acceptor *a)
 void
 acceptor_set_config(struct acceptor *a, struct config *cf)
 {
+	/* New clients of a TLS listener get the reloaded pair. */
+	for (size_t i = 0; i < a->nls; i++) {
+		const struct listener_conf *lc =
+		    config_find_listener(cf, a->ls[i].name);
+
+		if (a->ls[i].tls == NULL || lc == NULL || lc->tls_ctx == NULL)
+			continue;
+		tls_ctx_unref(a->ls[i].tls);
+		a->ls[i].tls = tls_ctx_ref(lc->tls_ctx);
+	}
 	config_unref(a->cf);
 	a->cf = config_ref(cf);
 }
