@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "counter.h"
 #include "tls.h"
 #include "transport.h"
 #include "util.h"
@@ -148,6 +149,7 @@ struct tls_xp {
 	bool	want_write;		/* OpenSSL waits for a writable socket */
 	bool	want_read;		/* a write waits for input (handshake) */
 	bool	failed;
+	int	reason;			/* OpenSSL's reason for the failure */
 };
 
 static inline struct tls_xp *
@@ -183,6 +185,7 @@ tls_result(struct tls_xp *t, int ret)
 		t->failed = true;
 		return -1;
 	default:
+		t->reason = ERR_GET_REASON(ERR_peek_error());
 		ERR_clear_error();
 		t->failed = true;
 		errno = EPROTO;
@@ -190,10 +193,14 @@ tls_result(struct tls_xp *t, int ret)
 	}
 }
 
-/* Moves the handshake on: true once it is done. */
+/*
+ * Moves the handshake on: true once it is done. A failure closes c,
+ * counted by why (the closed reason is "protocol").
+ */
 static bool
-tls_handshake(struct tls_xp *t, ssize_t *res)
+tls_handshake(struct conn *c, struct tls_xp *t, ssize_t *res)
 {
+	enum counter_id why = COUNTER_TLS_BAD;
 	int r;
 
 	if (t->handshaken)
@@ -202,14 +209,23 @@ tls_handshake(struct tls_xp *t, ssize_t *res)
 	if ((r = SSL_do_handshake(t->ssl)) == 1) {
 		t->handshaken = true;
 		t->want_read = t->want_write = false;
+		counter_add(&c->r->counters, COUNTER_TLS_OK, 1);
 		return true;
 	}
 	*res = tls_result(t, r);
+	if (*res < 0 && errno == EAGAIN)
+		return false;
 	/* A handshake that ends with the peer gone is a failure, not EOF. */
 	if (*res == 0) {
 		errno = ECONNRESET;
 		*res = -1;
 	}
+	if (t->reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE ||
+	    t->reason == SSL_R_CERTIFICATE_VERIFY_FAILED ||
+	    SSL_get_verify_result(t->ssl) != X509_V_OK)
+		why = COUNTER_TLS_CERT;
+	counter_add(&c->r->counters, why, 1);
+	conn_close(c, CONN_CLOSE_PROTOCOL);
 	return false;
 }
 
@@ -221,7 +237,7 @@ tls_read(struct conn *c, void *p, size_t n)
 	size_t got = 0;
 	int r;
 
-	if (!tls_handshake(t, &res))
+	if (!tls_handshake(c, t, &res))
 		return res;
 	ERR_clear_error();
 	if ((r = SSL_read_ex(t->ssl, p, n, &got)) == 1) {
@@ -245,7 +261,7 @@ tls_writev(struct conn *c, const struct iovec *iov, int cnt)
 	ssize_t res = -1;
 	int r;
 
-	if (!tls_handshake(t, &res))
+	if (!tls_handshake(c, t, &res))
 		return res;
 	for (int i = 0; i < cnt && n < sizeof(buf); i++) {
 		size_t k = iov[i].iov_len < sizeof(buf) - n ?
@@ -316,8 +332,10 @@ tls_tick(struct conn *c)
 {
 	struct tls_xp *t = tls_of(c);
 
-	if (!t->handshaken && c->r->now >= t->deadline)
+	if (!t->handshaken && c->r->now >= t->deadline) {
+		counter_add(&c->r->counters, COUNTER_TLS_TIMEOUT, 1);
 		conn_close(c, CONN_CLOSE_TIMEOUT);
+	}
 }
 
 static void

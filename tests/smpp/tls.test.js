@@ -196,20 +196,31 @@ test('SMPP over TLS (ssmpp://): bind, submit_sm, deliver_sm', { skip }, async ()
 	rx.close();
 });
 
-test('metrics over HTTPS', { skip }, async () => {
-	const body = await L.withTimeout(new Promise((resolve, reject) => {
-		https.get({ host: '127.0.0.1', port: d.ports.metrics, path: '/metrics', ca: pem('ca') },
-			(res) => {
-				let b = '';
-				res.setEncoding('utf8');
-				res.on('data', (c) => { b += c; });
-				res.on('end', () => resolve(b));
-			}).on('error', reject);
+function httpsScrape() {
+	return L.withTimeout(new Promise((resolve, reject) => {
+		https.get({ host: '127.0.0.1', port: d.ports.metrics, path: '/metrics', ca: pem('ca'),
+			agent: false }, (res) => {
+			let b = '';
+			res.setEncoding('utf8');
+			res.on('data', (c) => { b += c; });
+			res.on('end', () => resolve(b));
+		}).on('error', reject);
 	}), 10000, 'https');
+}
+const handshakes = async () => {
+	const m = L.parseMetrics(await httpsScrape());
+	const v = (r) => L.val(m, `echorouterd_tls_handshakes_total{result="${r}"}`);
+	return { ok: v('ok'), bad: v('bad'), certificate: v('certificate'), timeout: v('timeout') };
+};
+
+test('metrics over HTTPS', { skip }, async () => {
+	const body = await httpsScrape();
 	assert.match(body, /^echorouterd_build_info\{version="/m);
+	assert.match(body, /^echorouterd_tls_handshakes_total\{result="ok"\} [1-9]/m);
 });
 
 test('client certificates: none, another CA\'s: refused; ours: served', { skip }, async () => {
+	const before = await handshakes();
 	await assert.rejects(tlsConnect(d.ports.mtls).then(async (s) => {
 		// TLS 1.3: the server's refusal may come after the client's finish.
 		s.write('x');
@@ -223,9 +234,12 @@ test('client certificates: none, another CA\'s: refused; ours: served', { skip }
 	const back = await L.withTimeout(new Promise((r) => s.once('data', r)), 5000, 'echo');
 	assert.equal(back.toString(), 'mutual\n');
 	s.end();
+	const after = await handshakes();
+	assert.equal(after.certificate - before.certificate, 2, 'refused certificates counted');
 });
 
 test('hostile handshakes: plaintext, random bytes, a truncated ClientHello, one byte a second', { skip }, async () => {
+	const before = await handshakes();
 	// Plaintext on a TLS port: closed, nothing echoed in clear.
 	let s = await L.rawConnect(d.ports.echo);
 	s.write('hello in clear\r\n\r\n');
@@ -254,6 +268,10 @@ test('hostile handshakes: plaintext, random bytes, a truncated ClientHello, one 
 	assert.equal((await L.withTimeout(new Promise((r) => ok.once('data', r)), 5000, 'echo'))
 		.toString(), 'still\n');
 	ok.end();
+	// Counted by why: two bad, two out of time.
+	const after = await handshakes();
+	assert.equal(after.bad - before.bad, 2);
+	assert.equal(after.timeout - before.timeout, 2);
 });
 
 test('SIGHUP: new connections get the new certificate, old ones keep working; a bad pair is refused', { skip }, async () => {
