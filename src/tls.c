@@ -149,8 +149,22 @@ struct tls_xp {
 	bool	want_write;		/* OpenSSL waits for a writable socket */
 	bool	want_read;		/* a write waits for input (handshake) */
 	bool	failed;
+	bool	deferred;		/* the turn's handshake budget was spent */
 	int	reason;			/* OpenSSL's reason for the failure */
 };
+
+/*
+ * Handshake steps a reactor takes per loop turn. A step can cost a
+ * signature (a millisecond): a flood of new clients waits its turn, in
+ * the order they came, rather than stall the clients already served.
+ * Each reactor is a thread: the budget is the thread's.
+ */
+#define TLS_HANDSHAKES_PER_TURN	8
+
+static __thread struct {
+	uint64_t turn;			/* the reactor's turn_ns it is for */
+	unsigned used;
+} hs_budget;
 
 static inline struct tls_xp *
 tls_of(struct conn *c)
@@ -205,6 +219,17 @@ tls_handshake(struct conn *c, struct tls_xp *t, ssize_t *res)
 
 	if (t->handshaken)
 		return true;
+	if (hs_budget.turn != c->r->turn_ns) {
+		hs_budget.turn = c->r->turn_ns;
+		hs_budget.used = 0;
+	}
+	/* Spent: again next turn (has_pending keeps the reactor awake). */
+	if ((t->deferred = hs_budget.used >= TLS_HANDSHAKES_PER_TURN)) {
+		errno = EAGAIN;
+		*res = -1;
+		return false;
+	}
+	hs_budget.used++;
 	ERR_clear_error();
 	if ((r = SSL_do_handshake(t->ssl)) == 1) {
 		t->handshaken = true;
@@ -323,7 +348,9 @@ tls_events(struct conn *c, uint32_t events)
 static bool
 tls_has_pending(struct conn *c)
 {
-	return tls_of(c)->handshaken && SSL_has_pending(tls_of(c)->ssl);
+	struct tls_xp *t = tls_of(c);
+
+	return t->deferred || (t->handshaken && SSL_has_pending(t->ssl));
 }
 
 /* A handshake not done by its deadline: closed (reason timeout). */

@@ -274,6 +274,49 @@ test('hostile handshakes: plaintext, random bytes, a truncated ClientHello, one 
 	assert.equal(after.timeout - before.timeout, 2);
 });
 
+test('2,000 stalled handshakes: 50 established clients see no error, and the stalled ones go at handshake_timeout', { skip }, async () => {
+	const est = [];
+	for (let i = 0; i < 50; i++)
+		est.push(await tlsConnect(d.ports.echo));
+	const before = await handshakes();
+	const stalled = [];
+	const closed = [];
+	for (let i = 0; i < 2000; i += 200) {
+		const batch = [];
+		for (let k = 0; k < 200; k++)
+			batch.push(L.rawConnect(d.ports.echo).then((s) => {
+				s.on('error', () => {});
+				closed.push(new Promise((r) => s.on('close', r)));
+				// A ClientHello's first bytes, and nothing more.
+				s.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]));
+				stalled.push(s);
+			}));
+		await Promise.all(batch);
+	}
+	// Meanwhile, every established client: 50 round trips each.
+	await Promise.all(est.map(async (s, i) => {
+		for (let k = 0; k < 50; k++) {
+			const msg = `c${i}-${k}\n`;
+			const back = await L.withTimeout(new Promise((resolve, reject) => {
+				let b = '';
+				const on = (c) => {
+					b += c;
+					if (b.length >= msg.length) { s.off('data', on); resolve(b); }
+				};
+				s.on('data', on);
+				s.once('error', reject);
+				s.write(msg);
+			}), 5000, `round trip ${i}/${k}`);
+			assert.equal(back, msg);
+		}
+	}));
+	await L.withTimeout(Promise.all(closed), (HANDSHAKE_TIMEOUT + 10) * 1000,
+		'the stalled ones closed');
+	const after = await handshakes();
+	assert.equal(after.timeout - before.timeout, 2000);
+	est.forEach((s) => s.end());
+});
+
 test('SIGHUP: new connections get the new certificate, old ones keep working; a bad pair is refused', { skip }, async () => {
 	const old = await tlsConnect(d.ports.echo);
 	assert.equal(old.getPeerCertificate().serialNumber.replace(/^0+/, ''), (1001).toString(16).toUpperCase());
