@@ -283,6 +283,27 @@ acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
 	return false;
 }
 
+/*
+ * The kernel memory one client may hold: limits.socket_send_buffer and
+ * socket_receive_buffer (the kernel doubles them for its bookkeeping,
+ * and caps them at net.core.wmem_max / rmem_max).
+ */
+static void
+acceptor_socket_buffers(struct acceptor *a, int fd)
+{
+	const struct limits *l = &a->cf->limits;
+	int v;
+
+	if (l->socket_send_buffer != 0) {
+		v = (int)l->socket_send_buffer;
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	}
+	if (l->socket_receive_buffer != 0) {
+		v = (int)l->socket_receive_buffer;
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	}
+}
+
 static void
 acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
     const struct sockaddr *sa)
@@ -301,6 +322,7 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 		return;
 	/* Replies are small and already batched: send them at once. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	acceptor_socket_buffers(a, fd);
 	atomic_fetch_add_explicit(&conn_live, 1, memory_order_relaxed);
 	counter_add(&a->counters, COUNTER_ACCEPTOR_ACCEPTED, 1);
 	conn_handoff(a->rs[a->next], fd, l->proto, (unsigned)(l - a->ls),

@@ -219,6 +219,24 @@ parse_log(struct cferr *e, const config_setting_t *s, struct config *cf)
 	}
 }
 
+/* 0 (the kernel's default), or 4096 bytes to 64 MiB. */
+static void
+get_socket_buffer(struct cferr *e, const config_setting_t *k, size_t *out)
+{
+	unsigned count = e->count;
+	size_t v = 0;
+
+	get_size(e, k, 0, 64 << 20, &v);
+	if (e->count != count)
+		return;
+	if (v != 0 && v < 4096) {
+		cferr_add(e, k, "limits.%s: %zu; use 0 (the kernel's default) "
+		    "or 4096 to 67108864", config_setting_name(k), v);
+		return;
+	}
+	*out = v;
+}
+
 static void
 parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 {
@@ -251,6 +269,10 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 			    &l->connection_rate_per_ip);
 		else if (strcmp(name, "handshake_timeout") == 0)
 			get_unsigned(e, k, 1, 3600, &l->handshake_timeout);
+		else if (strcmp(name, "socket_send_buffer") == 0)
+			get_socket_buffer(e, k, &l->socket_send_buffer);
+		else if (strcmp(name, "socket_receive_buffer") == 0)
+			get_socket_buffer(e, k, &l->socket_receive_buffer);
 		else
 			cferr_add(e, k, "limits.%s: unknown setting", name);
 	}

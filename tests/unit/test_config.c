@@ -722,6 +722,26 @@ START_TEST(config_tls_handshake_timeout)
 END_TEST
 #endif
 
+/* Socket buffers: 0 (the kernel's) by default, else 4096 to 64 MiB. */
+START_TEST(config_socket_buffers)
+{
+	struct config *cf = unit_config(LISTENER);
+
+	ck_assert_uint_eq(cf->limits.socket_send_buffer, 0);
+	ck_assert_uint_eq(cf->limits.socket_receive_buffer, 0);
+	config_unref(cf);
+	cf = unit_config(LISTENER "limits = { socket_send_buffer = 16384; "
+	    "socket_receive_buffer = 65536; };\n");
+	ck_assert_uint_eq(cf->limits.socket_send_buffer, 16384);
+	ck_assert_uint_eq(cf->limits.socket_receive_buffer, 65536);
+	config_unref(cf);
+	expect_one_error(LISTENER "limits = { socket_send_buffer = 100; };\n",
+	    2, "limits.socket_send_buffer: 100; use 0");
+	expect_one_error(LISTENER "limits = { socket_receive_buffer = "
+	    "100000000; };\n", 2, "socket_receive_buffer");
+}
+END_TEST
+
 #if ER_WITH_NATS
 /* Every cluster setting, and the defaults of those left out. */
 START_TEST(config_cluster_every_value)
@@ -1114,6 +1134,7 @@ config_suite(void)
 	tcase_add_test(ok, config_tls_errors);
 	tcase_add_test(ok, config_tls_handshake_timeout);
 #endif
+	tcase_add_test(ok, config_socket_buffers);
 	tcase_set_timeout(ok, 30);
 	suite_add_tcase(s, ok);
 	tcase_add_loop_test(bad, config_bad_case, 0, (int)ARRAY_LEN(bad_cases));
