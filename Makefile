@@ -125,7 +125,8 @@ endif
 DEB_DEPS := build-essential pkg-config libconfig-dev libsystemd-dev \
 	liburing-dev check mandoc man-db netcat-openbsd systemd \
 	$(foreach o,$(OPTIONS),$(if $(filter no,$(WITH_$o)),,$($o_DEB))) \
-	$(if $(filter no,$(WITH_NATS)),,nats-server) prometheus
+	$(if $(filter no,$(WITH_NATS)),,nats-server) prometheus \
+	$(if $(filter no,$(WITH_TLS)),,openssl)
 # What `make check-system` adds (it installs them itself when root).
 SYSTEM_DEPS := systemd-container debootstrap
 

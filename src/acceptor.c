@@ -21,6 +21,7 @@
 #include "net.h"
 #include "proto.h"
 #include "reactor.h"
+#include "tls.h"
 #include "util.h"
 
 #define ACCEPT_BUDGET	1024		/* accepts per wakeup per listener */
@@ -33,6 +34,12 @@ struct listener {
 	bool	adopted;		/* passed by systemd */
 	char	name[CONFIG_NAME_MAX + 1];
 	const struct proto *proto;
+	/*
+	 * A reference to the TLS context new clients get, or NULL: plain.
+	 * Whether a listener has TLS is fixed at start; its pair follows
+	 * reloads (acceptor_set_config).
+	 */
+	struct tls_ctx *tls;
 };
 
 struct acceptor {
@@ -78,6 +85,7 @@ acceptor_new(struct config *cf, struct reactor **rs, unsigned n)
 		memcpy(a->ls[i].name, cf->listeners[i].name,
 		    sizeof(a->ls[i].name));
 		a->ls[i].proto = cf->listeners[i].proto;
+		a->ls[i].tls = tls_ctx_ref(cf->listeners[i].tls_ctx);
 	}
 	a->ips = iplimit_new();
 	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -95,6 +103,8 @@ acceptor_free(struct acceptor *a)
 	if (a->spare_fd >= 0)
 		close(a->spare_fd);
 	close(a->epfd);
+	for (size_t i = 0; i < a->nls; i++)
+		tls_ctx_unref(a->ls[i].tls);
 	free(a->ls);
 	iplimit_free(a->ips);
 	config_unref(a->cf);
@@ -273,6 +283,27 @@ acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
 	return false;
 }
 
+/*
+ * The kernel memory one client may hold: limits.socket_send_buffer and
+ * socket_receive_buffer (the kernel doubles them for its bookkeeping,
+ * and caps them at net.core.wmem_max / rmem_max).
+ */
+static void
+acceptor_socket_buffers(struct acceptor *a, int fd)
+{
+	const struct limits *l = &a->cf->limits;
+	int v;
+
+	if (l->socket_send_buffer != 0) {
+		v = (int)l->socket_send_buffer;
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	}
+	if (l->socket_receive_buffer != 0) {
+		v = (int)l->socket_receive_buffer;
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	}
+}
+
 static void
 acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
     const struct sockaddr *sa)
@@ -291,9 +322,11 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 		return;
 	/* Replies are small and already batched: send them at once. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	acceptor_socket_buffers(a, fd);
 	atomic_fetch_add_explicit(&conn_live, 1, memory_order_relaxed);
 	counter_add(&a->counters, COUNTER_ACCEPTOR_ACCEPTED, 1);
-	conn_handoff(a->rs[a->next], fd, l->proto, (unsigned)(l - a->ls), ip);
+	conn_handoff(a->rs[a->next], fd, l->proto, (unsigned)(l - a->ls),
+	    tls_ctx_ref(l->tls), ip);
 	a->next = (a->next + 1) % a->nrs;
 }
 
@@ -393,6 +426,16 @@ acceptor_stop(struct acceptor *a)
 void
 acceptor_set_config(struct acceptor *a, struct config *cf)
 {
+	/* New clients of a TLS listener get the reloaded pair. */
+	for (size_t i = 0; i < a->nls; i++) {
+		const struct listener_conf *lc =
+		    config_find_listener(cf, a->ls[i].name);
+
+		if (a->ls[i].tls == NULL || lc == NULL || lc->tls_ctx == NULL)
+			continue;
+		tls_ctx_unref(a->ls[i].tls);
+		a->ls[i].tls = tls_ctx_ref(lc->tls_ctx);
+	}
 	config_unref(a->cf);
 	a->cf = config_ref(cf);
 }

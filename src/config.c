@@ -1,6 +1,7 @@
 /* config.c: libconfig file -> validated struct config, every error with FILE:LINE. */
 #include "config.h"
 #include "counter.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -218,6 +219,24 @@ parse_log(struct cferr *e, const config_setting_t *s, struct config *cf)
 	}
 }
 
+/* 0 (the kernel's default), or 4096 bytes to 64 MiB. */
+static void
+get_socket_buffer(struct cferr *e, const config_setting_t *k, size_t *out)
+{
+	unsigned count = e->count;
+	size_t v = 0;
+
+	get_size(e, k, 0, 64 << 20, &v);
+	if (e->count != count)
+		return;
+	if (v != 0 && v < 4096) {
+		cferr_add(e, k, "limits.%s: %zu; use 0 (the kernel's default) "
+		    "or 4096 to 67108864", config_setting_name(k), v);
+		return;
+	}
+	*out = v;
+}
+
 static void
 parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 {
@@ -248,6 +267,12 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 		else if (strcmp(name, "connection_rate_per_ip") == 0)
 			get_unsigned(e, k, 0, 10000000,
 			    &l->connection_rate_per_ip);
+		else if (strcmp(name, "handshake_timeout") == 0)
+			get_unsigned(e, k, 1, 3600, &l->handshake_timeout);
+		else if (strcmp(name, "socket_send_buffer") == 0)
+			get_socket_buffer(e, k, &l->socket_send_buffer);
+		else if (strcmp(name, "socket_receive_buffer") == 0)
+			get_socket_buffer(e, k, &l->socket_receive_buffer);
 		else
 			cferr_add(e, k, "limits.%s: unknown setting", name);
 	}
@@ -315,15 +340,86 @@ built_out(struct cferr *e, const config_setting_t *k, const char *group)
 	return false;
 }
 
+static void get_conf_path(struct cferr *e, const config_setting_t *k,
+	    const struct config *cf, const char *what, char *out, size_t n);
+
+/* A listener's tls group. */
+static void
+parse_tls(struct cferr *e, config_setting_t *s, const struct config *cf,
+    struct tls_conf *t)
+{
+	bool cert = false, key = false;
+
+	t->enabled = true;
+	t->min_version = 12;
+	if (!config_setting_is_group(s)) {
+		cferr_add(e, s, "tls: expected a group { certificate = ...; "
+		    "key = ...; }");
+		return;
+	}
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *k = config_setting_get_elem(s, i);
+		const char *name = config_setting_name(k), *v;
+
+		if (strcmp(name, "certificate") == 0) {
+			get_conf_path(e, k, cf, "tls.certificate",
+			    t->certificate, sizeof(t->certificate));
+			cert = true;
+		} else if (strcmp(name, "key") == 0) {
+			get_conf_path(e, k, cf, "tls.key", t->key,
+			    sizeof(t->key));
+			key = true;
+		} else if (strcmp(name, "ca") == 0) {
+			get_conf_path(e, k, cf, "tls.ca", t->ca, sizeof(t->ca));
+		} else if (strcmp(name, "verify_client") == 0) {
+			get_bool(e, k, &t->verify_client);
+		} else if (strcmp(name, "min_version") == 0) {
+			if ((v = get_string(e, k)) == NULL)
+				continue;
+			if (strcmp(v, "TLSv1.2") == 0)
+				t->min_version = 12;
+			else if (strcmp(v, "TLSv1.3") == 0)
+				t->min_version = 13;
+			else
+				cferr_add(e, k, "tls.min_version \"%s\": use "
+				    "\"TLSv1.2\" or \"TLSv1.3\"", v);
+		} else if (strcmp(name, "ciphers") == 0) {
+			if ((v = get_string(e, k)) == NULL)
+				continue;
+			if (strlen(v) >= sizeof(t->ciphers))
+				cferr_add(e, k, "tls.ciphers: longer than %zu "
+				    "characters", sizeof(t->ciphers) - 1);
+			else
+				snprintf(t->ciphers, sizeof(t->ciphers), "%s",
+				    v);
+		} else {
+			cferr_add(e, k, "tls.%s: unknown setting", name);
+		}
+	}
+	if (!cert || t->certificate[0] == '\0')
+		cferr_add(e, s, "tls: \"certificate\" is missing (a PEM file "
+		    "with the certificate chain)");
+	if (!key || t->key[0] == '\0')
+		cferr_add(e, s, "tls: \"key\" is missing (a PEM file with "
+		    "the private key)");
+	if (t->verify_client && t->ca[0] == '\0')
+		cferr_add(e, s, "tls: verify_client = true needs \"ca\", the "
+		    "CAs a client certificate must be signed by");
+}
+
 static void
 parse_listener_key(struct cferr *e, config_setting_t *k,
-    struct listener_conf *l, unsigned *seen)
+    const struct config *cf, struct listener_conf *l, unsigned *seen)
 {
 	const char *name = config_setting_name(k), *v = NULL;
 	unsigned port = 0;
 
 	if (built_out(e, k, "listeners"))
 		return;
+	if (strcmp(name, "tls") == 0) {
+		parse_tls(e, k, cf, &l->tls);
+		return;
+	}
 	if (strcmp(name, "port") == 0) {
 		get_unsigned(e, k, 0, 65535, &port);
 		l->port = (uint16_t)port;
@@ -360,7 +456,8 @@ parse_listener_key(struct cferr *e, config_setting_t *k,
 }
 
 static void
-parse_listener(struct cferr *e, config_setting_t *s, struct listener_conf *l)
+parse_listener(struct cferr *e, config_setting_t *s, const struct config *cf,
+    struct listener_conf *l)
 {
 	static const char *const required[] = {
 		"name", "address", "port", "protocol"
@@ -374,7 +471,8 @@ parse_listener(struct cferr *e, config_setting_t *s, struct listener_conf *l)
 		return;
 	}
 	for (int i = 0; i < config_setting_length(s); i++)
-		parse_listener_key(e, config_setting_get_elem(s, i), l, &seen);
+		parse_listener_key(e, config_setting_get_elem(s, i), cf, l,
+		    &seen);
 	for (unsigned i = 0; i < ARRAY_LEN(required); i++)
 		if (!(seen & (1u << i)))
 			cferr_add(e, s, "listener: \"%s\" is missing",
@@ -425,9 +523,19 @@ parse_listeners(struct cferr *e, config_setting_t *s, struct config *cf)
 	}
 	cf->listeners = xcalloc((size_t)n, sizeof(*cf->listeners));
 	cf->nlisteners = (size_t)n;
-	for (int i = 0; i < n; i++)
-		parse_listener(e, config_setting_get_elem(s, i),
-		    &cf->listeners[i]);
+	for (int i = 0; i < n; i++) {
+		config_setting_t *ls = config_setting_get_elem(s, i);
+		struct listener_conf *l = &cf->listeners[i];
+		unsigned before = e->count;
+		char err[1024];
+
+		parse_listener(e, ls, cf, l);
+		/* The pair is read now: a bad one fails the load. */
+		if (l->tls.enabled && e->count == before &&
+		    (l->tls_ctx = tls_ctx_new(&l->tls, err, sizeof(err))) ==
+		    NULL)
+			cferr_add(e, ls, "listener \"%s\": %s", l->name, err);
+	}
 	check_listener_dups(e, s, cf);
 }
 
@@ -1026,6 +1134,7 @@ config_defaults(struct config *cf)
 	cf->limits.output_limit = 8 << 20;
 	cf->limits.output_stall_timeout = 30;
 	cf->limits.max_pdu_size = 65536;
+	cf->limits.handshake_timeout = 10;
 	cf->smpp.window = 16;
 	cf->smpp.queue_limit = 1000;
 	cf->smpp.enquire_link_interval = 30;
@@ -1101,6 +1210,8 @@ config_unref(struct config *cf)
 	if (cf == NULL ||
 	    atomic_fetch_sub_explicit(&cf->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	for (size_t i = 0; i < cf->nlisteners; i++)
+		tls_ctx_unref(cf->listeners[i].tls_ctx);
 	free(cf->listeners);
 	free(cf->accounts);
 	free(cf->account_slots);

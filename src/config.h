@@ -25,6 +25,9 @@ struct limits {
 	size_t	max_pdu_size;		/* SMPP: longest command_length */
 	unsigned max_connections_per_ip; /* 0: no limit */
 	unsigned connection_rate_per_ip; /* new per second; 0: no limit */
+	unsigned handshake_timeout;	/* s for a TLS handshake */
+	size_t	socket_send_buffer;	/* SO_SNDBUF of clients; 0 the kernel's */
+	size_t	socket_receive_buffer;	/* SO_RCVBUF of clients; 0 the kernel's */
 };
 
 /* The SMPP front end's settings. */
@@ -36,11 +39,27 @@ struct smpp_conf {
 	char	system_id[16];		/* ours, in bind responses */
 };
 
+/* A listener's tls group: files resolved against the config's dir. */
+struct tls_conf {
+	bool	enabled;		/* the listener has a tls group */
+	char	certificate[4096];	/* PEM chain */
+	char	key[4096];		/* PEM private key */
+	char	ca[4096];		/* PEM bundle for client certs; "" none */
+	bool	verify_client;		/* a client certificate is required */
+	unsigned min_version;		/* 12: TLSv1.2, 13: TLSv1.3 */
+	char	ciphers[512];		/* TLS 1.2 cipher list; "" default */
+};
+
+struct tls_ctx;
+
 struct listener_conf {
 	char	name[CONFIG_NAME_MAX + 1];
 	char	address[64];		/* IPv4 or IPv6 literal */
 	uint16_t port;			/* 0: the kernel picks one */
 	const struct proto *proto;
+	struct tls_conf tls;
+	/* Made from tls when the config is loaded (tls.h); NULL without. */
+	struct tls_ctx *tls_ctx;
 	int	line;			/* where it was defined */
 };
 

@@ -17,6 +17,7 @@
 #include "iplimit.h"
 #include "log.h"
 #include "proto.h"
+#include "tls.h"
 #include "transport.h"
 #include "uring.h"
 
@@ -112,6 +113,7 @@ struct handoff {
 	int	fd;
 	const struct proto *proto;
 	struct iplimit_entry *ip;
+	struct tls_ctx *tls;		/* a reference, or NULL: plain */
 	uint8_t	listener;
 };
 
@@ -286,11 +288,22 @@ handoff_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct reactor *r = owner;
 	struct handoff *h = arg;
+	struct transport *xp;
 	struct conn *c = NULL;
 
-	if (st == MAILBOX_RUN && !conn_set_of(r)->draining)
-		c = conn_new(r, h->fd, h->proto);
-	else {
+	if (st == MAILBOX_RUN && !conn_set_of(r)->draining) {
+		if (h->tls == NULL)
+			c = conn_new(r, h->fd, h->proto);
+		else if ((xp = tls_transport_new(h->tls, h->fd, r->now,
+		    r->cf->limits.handshake_timeout)) != NULL)
+			c = conn_new_with(r, h->fd, h->proto, xp);
+		else {
+			log_warnx("reactor=%u cannot start TLS on fd %d",
+			    r->id, h->fd);
+			close(h->fd);
+			atomic_fetch_sub(&conn_live, 1);
+		}
+	} else {
 		close(h->fd);
 		atomic_fetch_sub(&conn_live, 1);
 	}
@@ -300,15 +313,17 @@ handoff_task(void *owner, void *arg, enum mailbox_status st)
 		counter_bump(&r->detail.conns[c->listener], 1);
 	} else
 		iplimit_release(h->ip);
+	tls_ctx_unref(h->tls);
 	free(h);
 }
 
 void
 conn_handoff(struct reactor *r, int fd, const struct proto *proto,
-    unsigned listener, struct iplimit_entry *ip)
+    unsigned listener, struct tls_ctx *tls, struct iplimit_entry *ip)
 {
 	struct handoff *h = xmalloc(sizeof(*h));
 
+	h->tls = tls;
 	h->fd = fd;
 	h->proto = proto;
 	h->listener = (uint8_t)listener;
@@ -349,8 +364,8 @@ conn_update_interest(struct conn *c)
 		events |= c->io.events & EPOLLOUT;
 	else if (c->out.bytes > 0)
 		events |= EPOLLOUT;
-	if (c->xp->ops->wants != NULL)
-		events |= c->xp->ops->wants(c);
+	if (c->xp->ops->events != NULL)
+		events = c->xp->ops->events(c, events);
 	if (reactor_mod_io(c->r, &c->io, events) < 0)
 		conn_close(c, CONN_CLOSE_RESET);
 }
@@ -943,6 +958,13 @@ conn_on_io(struct reactor *r, struct reactor_io *io, uint32_t events)
 	}
 	if (events & EPOLLOUT)
 		conn_flush(c);
+	/*
+	 * Writable with nothing to send: the transport asked for it (a TLS
+	 * handshake to move on), and a read moves it.
+	 */
+	if ((events & EPOLLOUT) && c->out.bytes == 0 &&
+	    c->xp->ops->events != NULL && conn_can_read(c))
+		events |= EPOLLIN;
 	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && conn_can_read(c))
 		conn_read_soon(c);
 	else if (events & (EPOLLHUP | EPOLLERR))
@@ -1082,6 +1104,9 @@ conn_tick_all(struct conn_set *set)
 	for (uint32_t i = 0; i < set->nslots; i++) {
 		struct conn *c = set->slots[i];
 
+		if (c != NULL && c->xp->ops->tick != NULL &&
+		    !conn_is_closing(c))
+			c->xp->ops->tick(c);
 		if (c != NULL && c->proto->on_tick != NULL &&
 		    !conn_is_closing(c))
 			c->proto->on_tick(c);

@@ -32,6 +32,11 @@
 	    "Messages handed to a recipient's session, by where they came "	\
 	    "from: the sender's reactor, another reactor's mailbox, the "	\
 	    "store, another node.")
+#define TLS(result, k)							\
+	REACTOR_SERIES("tls_handshakes_total", "result", result, k, NULL,	\
+	    COUNTER, 0, "TLS handshakes, by result: done, failed (plaintext, "	\
+	    "garbage, no common version), client certificate refused, not "	\
+	    "done within handshake_timeout.")
 #define MESSAGES(proto)							\
 	REACTOR_SERIES("messages_total", "protocol", proto, NULL, NULL,	\
 	    COUNTER, 0, "Whole messages handled, by protocol.")
@@ -100,6 +105,10 @@ static const struct counter_info table[COUNTER_N] = {
 	[COUNTER_HTTP_405] = HTTP(405),
 	[COUNTER_HTTP_408] = HTTP(408),
 	[COUNTER_HTTP_431] = HTTP(431),
+	[COUNTER_TLS_OK] = TLS("ok", "tls_ok"),
+	[COUNTER_TLS_BAD] = TLS("bad", "tls_bad"),
+	[COUNTER_TLS_CERT] = TLS("certificate", "tls_certificate"),
+	[COUNTER_TLS_TIMEOUT] = TLS("timeout", "tls_timeout"),
 };
 
 /* Upper bounds in ns: 5 us to 10 s, about three per decade. */

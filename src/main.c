@@ -345,10 +345,12 @@ warn_restart_needed(const struct config *old, const struct config *cf)
 
 		listeners = strcmp(a->name, b->name) != 0 ||
 		    strcmp(a->address, b->address) != 0 ||
-		    a->port != b->port || a->proto != b->proto;
+		    a->port != b->port || a->proto != b->proto ||
+		    a->tls.enabled != b->tls.enabled;
 	}
 	if (listeners)
-		log_warnx("reload: listeners changed: apply after a restart");
+		log_warnx("reload: listeners changed: apply after a restart "
+		    "(a TLS listener's certificate, key and settings reload)");
 }
 
 /*

@@ -33,11 +33,17 @@ struct transport_ops {
 	/* Bytes written that the peer has not acknowledged yet. */
 	size_t	(*unsent)(struct conn *c);
 	/*
-	 * Epoll events the transport itself waits for now, besides what
-	 * the connection wants (a TLS handshake that must write). May be
-	 * NULL: none.
+	 * The epoll events to wait for, given those the connection wants:
+	 * the transport adds what it waits for itself (a TLS handshake that
+	 * must write) and takes away what would only wake it for nothing
+	 * (writable, while its write waits for input). May be NULL: as is.
 	 */
-	uint32_t (*wants)(struct conn *c);
+	uint32_t (*events)(struct conn *c, uint32_t events);
+	/*
+	 * About once a second, for the transport's own deadline (a TLS
+	 * handshake); it may close c. May be NULL.
+	 */
+	void	(*tick)(struct conn *c);
 	/*
 	 * Whether it holds input already read from the socket that the
 	 * connection has not had (decrypted TLS records): the socket will

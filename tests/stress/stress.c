@@ -2542,6 +2542,129 @@ show_valgrind_summary(const struct daemon *d)
 	fclose(f);
 }
 
+/*
+ * 6. Kernel memory of never-reading clients: SOCKMEM_N echo clients (with
+ * 4 KiB socket buffers of their own) each send SOCKMEM_BYTES and read
+ * nothing back. What the kernel then holds for TCP (the "mem" pages of
+ * /proc/net/sockstat) is measured with the daemon's socket buffers left
+ * to the kernel and with limits.socket_send_buffer and
+ * socket_receive_buffer at 16 KiB: with them it must stay under
+ * SOCKMEM_BOUND per client, and under half of what the kernel's own
+ * buffers take. (The kernel doubles a buffer's size for its bookkeeping:
+ * 2 x (16 + 16) KiB on our side, 2 x (4 + 4) on the client's, and the
+ * queued segments' overhead comes on top: about 108 KiB measured here,
+ * against about 355 KiB without the limits.)
+ */
+#define SOCKMEM_N	1000
+#define SOCKMEM_BYTES	(256 * 1024)
+#define SOCKMEM_BOUND	(128 * 1024)
+#define SOCKMEM_LIMITS							\
+	"limits = { output_high_watermark = 65536; output_limit = 262144; "\
+	"output_stall_timeout = 60; max_connections_per_ip = 0;%s };\n"
+
+/* TCP's memory in pages, from /proc/net/sockstat; -1 if unreadable. */
+static long
+sockstat_tcp_pages(void)
+{
+	FILE *f = fopen("/proc/net/sockstat", "re");
+	char line[256];
+	long mem = -1;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		const char *m = strstr(line, " mem ");
+
+		if (strncmp(line, "TCP:", 4) == 0 && m != NULL)
+			mem = atol(m + 5);
+	}
+	fclose(f);
+	return mem;
+}
+
+/* One run: bytes of kernel TCP memory per never-reading client, or -1. */
+static long
+sockmem_run(struct daemon *d, const char *name, const char *extra)
+{
+	static uint8_t chunk[SOCKMEM_BYTES];
+	char conf[1024];
+	int fds[SOCKMEM_N], small = 4096, open = 0;
+	size_t sent[SOCKMEM_N] = { 0 };
+	long base, mem, per = -1;
+	uint64_t end;
+
+	snprintf(conf, sizeof(conf), CONF_HEAD SOCKMEM_LIMITS, extra);
+	if (daemon_start(d, name, conf, 0) < 0)
+		return -1;
+	base = sockstat_tcp_pages();
+	for (int i = 0; i < SOCKMEM_N; i++) {
+		fds[i] = connect_wait(d->echo_port, small, 5000);
+		if (fds[i] >= 0) {
+			setsockopt(fds[i], SOL_SOCKET, SO_SNDBUF, &small,
+			    sizeof(small));
+			open++;
+		}
+	}
+	if (open < SOCKMEM_N)
+		note("%s: %d of %d clients connected", name, open, SOCKMEM_N);
+	/* Push until nothing more goes anywhere (or 3 s). */
+	end = now_ms() + 3000;
+	for (bool moved = true; moved && now_ms() < end;) {
+		moved = false;
+		for (int i = 0; i < SOCKMEM_N; i++) {
+			ssize_t w;
+
+			if (fds[i] < 0 || sent[i] == SOCKMEM_BYTES)
+				continue;
+			w = send(fds[i], chunk, SOCKMEM_BYTES - sent[i],
+			    MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (w > 0) {
+				sent[i] += (size_t)w;
+				moved = true;
+			}
+		}
+		if (!moved) {
+			sleep_ms(300);	/* let the daemon drain into the queues */
+			moved = now_ms() + 300 < end;
+		}
+	}
+	sleep_ms(500);
+	mem = sockstat_tcp_pages();
+	if (base >= 0 && mem >= 0) {
+		per = (mem - base) * sysconf(_SC_PAGESIZE) / (open > 0 ? open : 1);
+		say("%s: TCP memory %ld -> %ld pages: %ld bytes per "
+		    "never-reading client (%d clients)", name, base, mem, per,
+		    open);
+	} else {
+		note("/proc/net/sockstat has no TCP mem line");
+	}
+	for (int i = 0; i < SOCKMEM_N; i++)
+		if (fds[i] >= 0)
+			close_rst(fds[i]);
+	expect_clean_exit(d, 15000);
+	return per;
+}
+
+static void
+scenario_sockmem(struct daemon *d)
+{
+	long dflt = sockmem_run(d, "sockmem-default", "");
+	long lim = sockmem_run(d, "sockmem-limited",
+	    " socket_send_buffer = 16384; socket_receive_buffer = 16384;");
+
+	if (lim < 0 || dflt < 0)
+		return;
+	say("kernel memory per never-reading client: %ld bytes with the "
+	    "kernel's buffers, %ld with 16 KiB limits (bound %d)", dflt, lim,
+	    SOCKMEM_BOUND);
+	if (lim > SOCKMEM_BOUND)
+		note("socket buffer limits: %ld bytes per client, over %d",
+		    lim, SOCKMEM_BOUND);
+	if (lim * 2 > dflt)
+		note("socket buffer limits: %ld bytes per client, not under "
+		    "half of the %ld without them", lim, dflt);
+}
+
 static const struct {
 	const char *name;
 	void	(*fn)(struct daemon *);
@@ -2551,6 +2674,7 @@ static const struct {
 	{ "fdlimit", scenario_fdlimit },
 	{ "sighup", scenario_sighup },
 	{ "sigterm", scenario_sigterm },
+	{ "sockmem", scenario_sockmem },
 	{ "valgrind", scenario_valgrind },
 };
 

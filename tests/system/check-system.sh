@@ -191,6 +191,36 @@ install_into() {
 	listen_on "$root" echorouterd.socket "$ECHO_PORT"
 	listen_on "$root" echorouterd-router.socket "$ROUTER_PORT"
 	listen_on "$root" echorouterd-metrics.socket "$METRICS_PORT"
+	add_tls_listener "$root"
+}
+
+# add_tls_listener ROOT: an echo listener over TLS on TLS_PORT, its key
+# handed to the DynamicUser service the documented way: root's file, mode
+# 0600, passed with LoadCredential= in a drop-in.
+add_tls_listener() {
+	local root=$1 etc=$1/etc/echorouterd
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+	    -addext subjectAltName=IP:127.0.0.1 -keyout "$etc/tls-key.pem" \
+	    -out "$etc/tls-cert.pem" 2>/dev/null ||
+	    die "openssl could not make a test certificate"
+	chmod 0600 "$etc/tls-key.pem"
+	chmod 0644 "$etc/tls-cert.pem"
+	cp "$etc/tls-cert.pem" "$run/tls-cert.pem"
+	sed -i "s|protocol = \"metrics\"; }|protocol = \"metrics\"; },\n\
+  { name = \"tlsecho\"; address = \"127.0.0.1\"; port = $TLS_PORT; \
+protocol = \"echo\";\n    tls = { certificate = \"/etc/echorouterd/tls-cert.pem\"; \
+key = \"/run/credentials/echorouterd.service/tls-key.pem\"; }; }|" \
+	    "$etc/echorouterd.conf"
+	mkdir -p "$root/etc/systemd/system/echorouterd.service.d"
+	printf '[Service]\nLoadCredential=tls-key.pem:/etc/echorouterd/tls-key.pem\n' \
+	    >"$root/etc/systemd/system/echorouterd.service.d/tls.conf"
+}
+
+# tls_line PORT TEXT: sends a line over TLS from the host; prints the answer.
+tls_line() {
+	{ printf '%s\n' "$2"; sleep 2; } | timeout 5 openssl s_client -quiet \
+	    -connect "127.0.0.1:$1" -CAfile "$run/tls-cert.pem" \
+	    -verify_return_error 2>/dev/null | head -n 1
 }
 
 cleanup() {
@@ -320,6 +350,8 @@ test_direct_start() {
 	    eval '[ "$(echo_line '"$port"' hello-direct)" = hello-direct ]'
 	expect "router PING from the host over loopback" \
 	    eval '[ "$(echo_line '"$ROUTER_PORT"' "PING direct")" = "PONG direct" ]'
+	expect "echo over TLS (key passed with LoadCredential=)" \
+	    eval '[ "$(tls_line '"$TLS_PORT"' hello-tls)" = hello-tls ]'
 	expect "metrics endpoint answers, counting the echo message" \
 	    metrics_has "$METRICS_PORT" \
 	    '^echorouterd_messages_total{protocol="echo"} [1-9]'
@@ -489,6 +521,7 @@ main() {
 	ECHO_PORT=$(free_port)
 	ROUTER_PORT=$(free_port)
 	METRICS_PORT=$(free_port)
+	TLS_PORT=$(free_port)
 	[ "$ECHO_PORT" != "$ROUTER_PORT" ] || ROUTER_PORT=$(free_port)
 	install_into "$run/root"
 	say "installed $BIN into the container; listeners echo on" \

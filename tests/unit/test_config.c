@@ -660,14 +660,85 @@ START_TEST(config_feature_groups)
 		    "cluster.x: unknown setting" },
 		{ "listeners = (\n  { name = \"e\"; address = \"::1\";\n"
 		    "    port = 0; protocol = \"echo\";\n"
-		    "    tls = { cert = \"c.pem\"; }; }\n);\n", 4,
+		    "    tls = { certificate = \"c.pem\"; key = \"k.pem\"; "
+		    "x = 1; }; }\n);\n", 4,
 		    ER_WITH_TLS, "\"tls\" needs echorouterd built with WITH_TLS "
-		    "(this build has it off)", "listeners.tls: unknown setting" },
+		    "(this build has it off)", "tls.x: unknown setting" },
 	};
 
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
 		expect_one_error(cases[i].text, cases[i].line,
 		    cases[i].built ? cases[i].in : cases[i].out);
+}
+END_TEST
+
+#if ER_WITH_TLS
+/* Each bad tls group: one error, naming what is wrong. */
+START_TEST(config_tls_errors)
+{
+	static const struct {
+		const char *group;
+		const char *what;
+	} cases[] = {
+		{ "key = \"/k.pem\";", "tls: \"certificate\" is missing" },
+		{ "certificate = \"/c.pem\";", "tls: \"key\" is missing" },
+		{ "certificate = \"/c.pem\"; key = \"/k.pem\"; "
+		    "min_version = \"TLSv1.1\";", "tls.min_version \"TLSv1.1\"" },
+		{ "certificate = \"/c.pem\"; key = \"/k.pem\"; "
+		    "verify_client = true;", "verify_client = true needs \"ca\"" },
+		{ "certificate = \"/c.pem\"; key = \"/k.pem\"; "
+		    "verify_client = 1;", "verify_client" },
+		{ "certificate = \"/c.pem\"; key = \"/k.pem\"; sni = 1;",
+		    "tls.sni: unknown setting" },
+		/* Well formed: the files are read, and are not there. */
+		{ "certificate = \"/nonexistent/c.pem\"; key = \"/k.pem\";",
+		    "listener \"e\": tls.certificate /nonexistent/c.pem: " },
+	};
+	char text[1024];
+
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		snprintf(text, sizeof(text), "listeners = ( { name = \"e\"; "
+		    "address = \"::1\"; port = 0; protocol = \"echo\";\n"
+		    "  tls = { %s }; } );\n", cases[i].group);
+		expect_one_error(text, 1 + (strstr(cases[i].what, "listener") ==
+		    NULL), cases[i].what);
+	}
+}
+END_TEST
+
+/* handshake_timeout: 10 by default, 1 to 3600. */
+START_TEST(config_tls_handshake_timeout)
+{
+	struct config *cf = unit_config(LISTENER);
+
+	ck_assert_uint_eq(cf->limits.handshake_timeout, 10);
+	config_unref(cf);
+	cf = unit_config(LISTENER "limits = { handshake_timeout = 3; };\n");
+	ck_assert_uint_eq(cf->limits.handshake_timeout, 3);
+	config_unref(cf);
+	expect_one_error(LISTENER "limits = { handshake_timeout = 0; };\n",
+	    2, "handshake_timeout");
+}
+END_TEST
+#endif
+
+/* Socket buffers: 0 (the kernel's) by default, else 4096 to 64 MiB. */
+START_TEST(config_socket_buffers)
+{
+	struct config *cf = unit_config(LISTENER);
+
+	ck_assert_uint_eq(cf->limits.socket_send_buffer, 0);
+	ck_assert_uint_eq(cf->limits.socket_receive_buffer, 0);
+	config_unref(cf);
+	cf = unit_config(LISTENER "limits = { socket_send_buffer = 16384; "
+	    "socket_receive_buffer = 65536; };\n");
+	ck_assert_uint_eq(cf->limits.socket_send_buffer, 16384);
+	ck_assert_uint_eq(cf->limits.socket_receive_buffer, 65536);
+	config_unref(cf);
+	expect_one_error(LISTENER "limits = { socket_send_buffer = 100; };\n",
+	    2, "limits.socket_send_buffer: 100; use 0");
+	expect_one_error(LISTENER "limits = { socket_receive_buffer = "
+	    "100000000; };\n", 2, "socket_receive_buffer");
 }
 END_TEST
 
@@ -1059,6 +1130,11 @@ config_suite(void)
 	tcase_add_test(ok, config_cluster_every_value);
 	tcase_add_test(ok, config_cluster_errors);
 #endif
+#if ER_WITH_TLS
+	tcase_add_test(ok, config_tls_errors);
+	tcase_add_test(ok, config_tls_handshake_timeout);
+#endif
+	tcase_add_test(ok, config_socket_buffers);
 	tcase_set_timeout(ok, 30);
 	suite_add_tcase(s, ok);
 	tcase_add_loop_test(bad, config_bad_case, 0, (int)ARRAY_LEN(bad_cases));

@@ -125,10 +125,11 @@ fake_unsent(struct conn *c)
 	return ((struct fake *)c->xp)->unsent;
 }
 
+/* Adds what it waits for itself (wants), like TLS mid-handshake. */
 static uint32_t
-fake_wants(struct conn *c)
+fake_events(struct conn *c, uint32_t events)
 {
-	return ((struct fake *)c->xp)->wants;
+	return events | ((struct fake *)c->xp)->wants;
 }
 
 static bool
@@ -152,7 +153,7 @@ static const struct transport_ops fake_xp = {
 	.writev = fake_writev,
 	.shutdown = fake_shutdown,
 	.unsent = fake_unsent,
-	.wants = fake_wants,
+	.events = fake_events,
 	.has_pending = fake_has_pending,
 	.batchable = true,
 	.close = fake_close,
@@ -165,7 +166,7 @@ static const struct transport_ops fake_xp_unbatchable = {
 	.writev = fake_writev,
 	.shutdown = fake_shutdown,
 	.unsent = fake_unsent,
-	.wants = fake_wants,
+	.events = fake_events,
 	.has_pending = fake_has_pending,
 	.batchable = false,
 	.close = fake_close,

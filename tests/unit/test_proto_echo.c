@@ -162,7 +162,7 @@ START_TEST(echo_round_trip_on_reactor)
 	    SOCK_CLOEXEC, 0, sv), 0);
 	ck_assert_int_eq(reactor_start(r), 0);
 	atomic_fetch_add(&conn_live, 1);
-	conn_handoff(r, sv[1], &proto_echo, 0, NULL);
+	conn_handoff(r, sv[1], &proto_echo, 0, NULL, NULL);
 	deadline = unit_now_ms() + 10000;
 	while (got < ROUND_TRIP_BYTES) {
 		bool progress = false;

@@ -121,7 +121,7 @@ session_start(struct session *s)
 	tcp_pair(sv);
 	ck_assert_int_eq(reactor_start(s->r), 0);
 	atomic_fetch_add(&conn_live, 1);
-	conn_handoff(s->r, sv[1], &proto_metrics, 0, NULL);
+	conn_handoff(s->r, sv[1], &proto_metrics, 0, NULL, NULL);
 	s->fd = sv[0];
 }
 

@@ -1,0 +1,346 @@
+// tls.test.js: TLS listeners against real clients: Node's tls (echo under
+// partial reads and writes, router across reactors, HTTPS metrics), the npm
+// smpp client over ssmpp://, client certificates, hostile handshakes, and
+// a certificate swapped by SIGHUP. Certificates come from openssl(1).
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const https = require('node:https');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const tls = require('node:tls');
+const { execFileSync } = require('node:child_process');
+const L = require('./lib.js');
+
+const BIN = process.env.ECHOROUTERD_BIN;
+let skip = false;
+if (BIN && !/tls: yes/.test(execFileSync(BIN, ['-V']).toString()))
+	skip = 'built without TLS';
+try {
+	execFileSync('openssl', ['version']);
+} catch (e) {
+	skip = skip || 'openssl(1) not installed';
+}
+
+const HANDSHAKE_TIMEOUT = 2;
+let dir, d;
+
+function openssl(...args) {
+	execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+}
+
+// A CA (name), and a certificate it signs for cn (server: for 127.0.0.1).
+function makeCa(name) {
+	openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`,
+		'-out', `${name}.pem`, '-days', '2', '-subj', `/CN=${name}`);
+}
+function makeCert(ca, name, cn, serial) {
+	fs.writeFileSync(path.join(dir, `${name}.ext`),
+		'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
+	openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`,
+		'-out', `${name}.csr`, '-subj', `/CN=${cn}`);
+	openssl('x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`,
+		'-set_serial', String(serial), '-out', `${name}.pem`, '-days', '2',
+		'-extfile', `${name}.ext`);
+}
+const pem = (name) => fs.readFileSync(path.join(dir, `${name}.pem`));
+const keyOf = (name) => fs.readFileSync(path.join(dir, `${name}.key`));
+
+function conf() {
+	const t = `certificate = "${dir}/server.pem"; key = "${dir}/server.key";`;
+	return `dispatchers = 2;
+idle_timeout = 0;
+limits = { handshake_timeout = ${HANDSHAKE_TIMEOUT}; };
+listeners = (
+  { name = "echo"; address = "127.0.0.1"; port = 0; protocol = "echo"; tls = { ${t} }; },
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; tls = { ${t} }; },
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; tls = { ${t} }; },
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; tls = { ${t} }; },
+  { name = "mtls"; address = "127.0.0.1"; port = 0; protocol = "echo";
+    tls = { ${t} ca = "${dir}/ca.pem"; verify_client = true; min_version = "TLSv1.3"; }; }
+);
+accounts = ( { id = "tx"; password = "t"; }, { id = "rx"; password = "r"; },
+  { id = "alice"; password = "a"; }, { id = "bob"; password = "b"; } );
+`;
+}
+
+function tlsConnect(port, extra = {}) {
+	return L.withTimeout(new Promise((resolve, reject) => {
+		const s = tls.connect({ port, host: '127.0.0.1', ca: pem('ca'), ...extra },
+			() => resolve(s));
+		s.on('error', reject);
+	}), 10000, 'tls connect');
+}
+
+// Resolves when s closes, with what it read meanwhile.
+function untilClosed(s, ms = 10000) {
+	return L.withTimeout(new Promise((resolve) => {
+		const got = [];
+		s.on('data', (c) => got.push(c));
+		s.on('error', () => {});
+		s.on('close', () => resolve(Buffer.concat(got)));
+	}), ms, 'close');
+}
+
+async function until(pred, what, ms = 10000) {
+	const end = Date.now() + ms;
+	while (!(await pred())) {
+		if (Date.now() > end)
+			throw new Error(`timed out: ${what}`);
+		await new Promise((r) => setTimeout(r, 50));
+	}
+}
+
+test.before(async () => {
+	if (skip)
+		return;
+	dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-tls-'));
+	makeCa('ca');
+	makeCa('other');
+	makeCert('ca', 'server', '127.0.0.1', 1001);
+	makeCert('ca', 'client', 'client', 2001);
+	makeCert('other', 'stranger', 'stranger', 3001);
+	d = await L.startDaemon(conf());
+});
+
+test.after(async () => {
+	if (skip)
+		return;
+	await L.stopDaemon(d);
+	fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('echo over TLS: 4 MiB byte-exact through small writes and a slow reader', { skip }, async () => {
+	const s = await tlsConnect(d.ports.echo);
+	const N = 4 << 20;
+	const out = Buffer.alloc(N);
+	for (let i = 0; i < N; i++)
+		out[i] = (i * 131 + (i >> 11)) & 0xff;
+	const chunks = [];
+	let got = 0;
+	const done = new Promise((resolve) => {
+		s.on('data', (c) => {
+			chunks.push(c);
+			got += c.length;
+			// A slow reader now and then: the daemon's writes go partial.
+			if (chunks.length % 50 === 0) {
+				s.pause();
+				setTimeout(() => s.resume(), 20);
+			}
+			if (got >= N)
+				resolve();
+		});
+	});
+	for (let off = 0; off < N;) {
+		const n = Math.min(N - off, 1 + Math.floor(Math.random() * 70000));
+		if (!s.write(out.subarray(off, off + n)))
+			await new Promise((r) => s.once('drain', r));
+		off += n;
+	}
+	await L.withTimeout(done, 60000, 'echo back');
+	assert.ok(Buffer.concat(chunks).equals(out), 'echoed bytes differ');
+	s.end();
+});
+
+test('router over TLS: LOGIN and SEND between two clients', { skip }, async () => {
+	const a = await tlsConnect(d.ports.router);
+	const b = await tlsConnect(d.ports.router);
+	const lines = (s) => {
+		const acc = { l: [], buf: '' };
+		s.setEncoding('utf8');
+		s.on('data', (x) => {
+			acc.buf += x;
+			let i;
+			while ((i = acc.buf.indexOf('\n')) >= 0) {
+				acc.l.push(acc.buf.slice(0, i));
+				acc.buf = acc.buf.slice(i + 1);
+			}
+		});
+		return acc;
+	};
+	const la = lines(a), lb = lines(b);
+	a.write('LOGIN alice a\n');
+	b.write('LOGIN bob b\n');
+	await until(() => la.l.length && lb.l.length, 'logins');
+	for (let i = 0; i < 100; i++)
+		a.write(`SEND bob m${i}\n`);
+	await until(() => lb.l.filter((l) => l.startsWith('MSG ')).length === 100, '100 MSGs');
+	assert.deepEqual(lb.l.filter((l) => l.startsWith('MSG ')).map((l) => l.split(' ')[3]),
+		Array.from({ length: 100 }, (_, i) => `m${i}`));
+	a.end();
+	b.end();
+});
+
+test('SMPP over TLS (ssmpp://): bind, submit_sm, deliver_sm', { skip }, async () => {
+	const connect = () => L.withTimeout(new Promise((resolve, reject) => {
+		const s = L.smpp.connect({ url: `ssmpp://127.0.0.1:${d.ports.smpp}`, ca: pem('ca') },
+			() => resolve(s));
+		s.on('error', reject);
+	}), 10000, 'ssmpp connect');
+	const rx = await connect();
+	const got = [];
+	rx.on('deliver_sm', (pdu) => { got.push(L.text(pdu)); rx.send(pdu.response()); });
+	assert.equal((await L.call(rx, 'bind_receiver', { system_id: 'rx', password: 'r' })).command_status, 0);
+	const tx = await connect();
+	assert.equal((await L.call(tx, 'bind_transmitter', { system_id: 'tx', password: 't' })).command_status, 0);
+	for (let i = 0; i < 20; i++) {
+		const r = await L.call(tx, 'submit_sm', { destination_addr: 'rx', short_message: `s${i}` });
+		assert.equal(r.command_status, 0);
+	}
+	await until(() => got.length === 20, '20 deliver_sm');
+	assert.deepEqual(got, Array.from({ length: 20 }, (_, i) => `s${i}`));
+	tx.close();
+	rx.close();
+});
+
+function httpsScrape() {
+	return L.withTimeout(new Promise((resolve, reject) => {
+		https.get({ host: '127.0.0.1', port: d.ports.metrics, path: '/metrics', ca: pem('ca'),
+			agent: false }, (res) => {
+			let b = '';
+			res.setEncoding('utf8');
+			res.on('data', (c) => { b += c; });
+			res.on('end', () => resolve(b));
+		}).on('error', reject);
+	}), 10000, 'https');
+}
+const handshakes = async () => {
+	const m = L.parseMetrics(await httpsScrape());
+	const v = (r) => L.val(m, `echorouterd_tls_handshakes_total{result="${r}"}`);
+	return { ok: v('ok'), bad: v('bad'), certificate: v('certificate'), timeout: v('timeout') };
+};
+
+test('metrics over HTTPS', { skip }, async () => {
+	const body = await httpsScrape();
+	assert.match(body, /^echorouterd_build_info\{version="/m);
+	assert.match(body, /^echorouterd_tls_handshakes_total\{result="ok"\} [1-9]/m);
+});
+
+test('client certificates: none, another CA\'s: refused; ours: served', { skip }, async () => {
+	const before = await handshakes();
+	await assert.rejects(tlsConnect(d.ports.mtls).then(async (s) => {
+		// TLS 1.3: the server's refusal may come after the client's finish.
+		s.write('x');
+		await untilClosed(s);
+		throw new Error('closed');
+	}));
+	await assert.rejects(tlsConnect(d.ports.mtls, { cert: pem('stranger'), key: keyOf('stranger') })
+		.then(async (s) => { s.write('x'); await untilClosed(s); throw new Error('closed'); }));
+	const s = await tlsConnect(d.ports.mtls, { cert: pem('client'), key: keyOf('client') });
+	s.write('mutual\n');
+	const back = await L.withTimeout(new Promise((r) => s.once('data', r)), 5000, 'echo');
+	assert.equal(back.toString(), 'mutual\n');
+	s.end();
+	const after = await handshakes();
+	assert.equal(after.certificate - before.certificate, 2, 'refused certificates counted');
+});
+
+test('hostile handshakes: plaintext, random bytes, a truncated ClientHello, one byte a second', { skip }, async () => {
+	const before = await handshakes();
+	// Plaintext on a TLS port: closed, nothing echoed in clear.
+	let s = await L.rawConnect(d.ports.echo);
+	s.write('hello in clear\r\n\r\n');
+	let got = await untilClosed(s);
+	assert.ok(!got.includes('hello'), 'plaintext came back');
+	// Random bytes.
+	s = await L.rawConnect(d.ports.echo);
+	s.write(Buffer.from(Array.from({ length: 300 }, () => Math.floor(Math.random() * 256))));
+	await untilClosed(s);
+	// A ClientHello cut short: closed at handshake_timeout, not before.
+	s = await L.rawConnect(d.ports.echo);
+	const t0 = Date.now();
+	s.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]));
+	await untilClosed(s, (HANDSHAKE_TIMEOUT + 5) * 1000);
+	const took = (Date.now() - t0) / 1000;
+	assert.ok(took >= HANDSHAKE_TIMEOUT - 1 && took < HANDSHAKE_TIMEOUT + 3, `closed after ${took} s`);
+	// One byte a second: the deadline is for the whole handshake.
+	s = await L.rawConnect(d.ports.echo);
+	const drip = setInterval(() => s.write(Buffer.from([0x16])), 1000);
+	const t1 = Date.now();
+	await untilClosed(s, (HANDSHAKE_TIMEOUT + 5) * 1000).finally(() => clearInterval(drip));
+	assert.ok((Date.now() - t1) / 1000 < HANDSHAKE_TIMEOUT + 3);
+	// And the listener still serves.
+	const ok = await tlsConnect(d.ports.echo);
+	ok.write('still\n');
+	assert.equal((await L.withTimeout(new Promise((r) => ok.once('data', r)), 5000, 'echo'))
+		.toString(), 'still\n');
+	ok.end();
+	// Counted by why: two bad, two out of time.
+	const after = await handshakes();
+	assert.equal(after.bad - before.bad, 2);
+	assert.equal(after.timeout - before.timeout, 2);
+});
+
+test('2,000 stalled handshakes: 50 established clients see no error, and the stalled ones go at handshake_timeout', { skip }, async () => {
+	const est = [];
+	for (let i = 0; i < 50; i++)
+		est.push(await tlsConnect(d.ports.echo));
+	const before = await handshakes();
+	const stalled = [];
+	const closed = [];
+	for (let i = 0; i < 2000; i += 200) {
+		const batch = [];
+		for (let k = 0; k < 200; k++)
+			batch.push(L.rawConnect(d.ports.echo).then((s) => {
+				s.on('error', () => {});
+				closed.push(new Promise((r) => s.on('close', r)));
+				// A ClientHello's first bytes, and nothing more.
+				s.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]));
+				stalled.push(s);
+			}));
+		await Promise.all(batch);
+	}
+	// Meanwhile, every established client: 50 round trips each.
+	await Promise.all(est.map(async (s, i) => {
+		for (let k = 0; k < 50; k++) {
+			const msg = `c${i}-${k}\n`;
+			const back = await L.withTimeout(new Promise((resolve, reject) => {
+				let b = '';
+				const on = (c) => {
+					b += c;
+					if (b.length >= msg.length) { s.off('data', on); resolve(b); }
+				};
+				s.on('data', on);
+				s.once('error', reject);
+				s.write(msg);
+			}), 5000, `round trip ${i}/${k}`);
+			assert.equal(back, msg);
+		}
+	}));
+	await L.withTimeout(Promise.all(closed), (HANDSHAKE_TIMEOUT + 10) * 1000,
+		'the stalled ones closed');
+	const after = await handshakes();
+	assert.equal(after.timeout - before.timeout, 2000);
+	est.forEach((s) => s.end());
+});
+
+test('SIGHUP: new connections get the new certificate, old ones keep working; a bad pair is refused', { skip }, async () => {
+	const old = await tlsConnect(d.ports.echo);
+	assert.equal(old.getPeerCertificate().serialNumber.replace(/^0+/, ''), (1001).toString(16).toUpperCase());
+	makeCert('ca', 'server2', '127.0.0.1', 1002);
+	fs.copyFileSync(path.join(dir, 'server2.pem'), path.join(dir, 'server.pem'));
+	fs.copyFileSync(path.join(dir, 'server2.key'), path.join(dir, 'server.key'));
+	let before = d.log.length;
+	d.child.kill('SIGHUP');
+	await until(() => /reloaded /.test(d.log.slice(before)), 'reloaded');
+	const neu = await tlsConnect(d.ports.echo);
+	assert.equal(neu.getPeerCertificate().serialNumber.replace(/^0+/, ''), (1002).toString(16).toUpperCase());
+	old.write('old\n');
+	assert.equal((await L.withTimeout(new Promise((r) => old.once('data', r)), 5000, 'old echo'))
+		.toString(), 'old\n');
+	// A key that does not match: the reload fails, naming the file; the
+	// pair in use stays.
+	fs.copyFileSync(path.join(dir, 'client.key'), path.join(dir, 'server.key'));
+	before = d.log.length;
+	d.child.kill('SIGHUP');
+	await until(() => /reload failed/.test(d.log.slice(before)), 'reload failed');
+	assert.match(d.log.slice(before), /server\.key/);
+	const still = await tlsConnect(d.ports.echo);
+	assert.equal(still.getPeerCertificate().serialNumber.replace(/^0+/, ''), (1002).toString(16).toUpperCase());
+	fs.copyFileSync(path.join(dir, 'server2.key'), path.join(dir, 'server.key'));
+	for (const s of [old, neu, still])
+		s.end();
+});
