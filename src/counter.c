@@ -37,6 +37,10 @@
 	    COUNTER, 0, "TLS handshakes, by result: done, failed (plaintext, "	\
 	    "garbage, no common version), client certificate refused, not "	\
 	    "done within handshake_timeout.")
+#define KTLS(dir, k)							\
+	REACTOR_SERIES("tls_ktls_total", "direction", dir, k, NULL,	\
+	    COUNTER, 0, "TLS connections whose records the kernel "	\
+	    "encrypts (send) or decrypts (receive): kernel TLS.")
 #define MESSAGES(proto)							\
 	REACTOR_SERIES("messages_total", "protocol", proto, NULL, NULL,	\
 	    COUNTER, 0, "Whole messages handled, by protocol.")
@@ -109,6 +113,8 @@ static const struct counter_info table[COUNTER_N] = {
 	[COUNTER_TLS_BAD] = TLS("bad", "tls_bad"),
 	[COUNTER_TLS_CERT] = TLS("certificate", "tls_certificate"),
 	[COUNTER_TLS_TIMEOUT] = TLS("timeout", "tls_timeout"),
+	[COUNTER_TLS_KTLS_SEND] = KTLS("send", "tls_ktls_send"),
+	[COUNTER_TLS_KTLS_RECV] = KTLS("receive", "tls_ktls_receive"),
 };
 
 /* Upper bounds in ns: 5 us to 10 s, about three per decade. */

@@ -59,6 +59,8 @@ enum counter_id {
 	COUNTER_TLS_BAD,
 	COUNTER_TLS_CERT,
 	COUNTER_TLS_TIMEOUT,
+	COUNTER_TLS_KTLS_SEND,		/* handshakes done with kernel TLS */
+	COUNTER_TLS_KTLS_RECV,
 	COUNTER_N
 };
 

@@ -16,6 +16,7 @@
 #include "fault.h"
 #include "log.h"
 #include "metrics.h"
+#include "tls.h"
 #include "deliver.h"
 #include "reactor.h"
 #include "service.h"
@@ -499,6 +500,11 @@ start_accepting(struct daemon *d)
 	d->acc = acceptor_new(d->cf, d->rs, d->nrs);
 	metrics_init(d->rs, d->nrs, acceptor_counters(d->acc));
 	adopt_passed_sockets(d);
+	for (size_t i = 0; i < d->cf->nlisteners; i++)
+		if (d->cf->listeners[i].tls.enabled) {
+			tls_log_kernel();
+			break;
+		}
 	if (acceptor_listen(d->acc) < 0)
 		exit(1);
 	wait_reactors_running(d);

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "conn.h"
 #include "counter.h"
+#include "log.h"
 #include "tls.h"
 #include "transport.h"
 #include "util.h"
@@ -64,7 +65,7 @@ ctx_setup(SSL_CTX *ssl, const struct tls_conf *tc, char *err, size_t len)
 	    SSL_MODE_ENABLE_PARTIAL_WRITE |
 	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_options(ssl, SSL_OP_NO_RENEGOTIATION |
-	    SSL_OP_CIPHER_SERVER_PREFERENCE);
+	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_ENABLE_KTLS);
 	/* Resumption: a session cache for TLS 1.2 ids; tickets are on. */
 	SSL_CTX_set_session_cache_mode(ssl, SSL_SESS_CACHE_SERVER);
 	SSL_CTX_set_session_id_context(ssl, sid, sizeof(sid) - 1);
@@ -90,6 +91,30 @@ ctx_setup(SSL_CTX *ssl, const struct tls_conf *tc, char *err, size_t len)
 	SSL_CTX_set_verify(ssl, tc->verify_client ? SSL_VERIFY_PEER |
 	    SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_NONE, NULL);
 	return true;
+}
+
+void
+tls_log_kernel(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "re");
+	char ulp[256] = "";
+	bool tls = false;
+
+	if (f != NULL) {
+		if (fgets(ulp, sizeof(ulp), f) != NULL)
+			ulp[strcspn(ulp, "\n")] = '\0';
+		fclose(f);
+	}
+	for (char *p = strtok(ulp, " "); p != NULL; p = strtok(NULL, " "))
+		tls = tls || strcmp(p, "tls") == 0;
+	if (tls)
+		log_notice("TLS: kernel TLS available: records go through "
+		    "the kernel where the cipher allows (tls_ktls in the "
+		    "stats line)");
+	else
+		log_notice("TLS: no kernel TLS (no \"tls\" in "
+		    "net.ipv4.tcp_available_ulp; modprobe tls): OpenSSL "
+		    "encrypts in the reactors");
 }
 
 struct tls_ctx *
@@ -235,6 +260,11 @@ tls_handshake(struct conn *c, struct tls_xp *t, ssize_t *res)
 		t->handshaken = true;
 		t->want_read = t->want_write = false;
 		counter_add(&c->r->counters, COUNTER_TLS_OK, 1);
+		/* Kernel TLS where the kernel and the cipher allow it. */
+		if (BIO_get_ktls_send(SSL_get_wbio(t->ssl)))
+			counter_add(&c->r->counters, COUNTER_TLS_KTLS_SEND, 1);
+		if (BIO_get_ktls_recv(SSL_get_rbio(t->ssl)))
+			counter_add(&c->r->counters, COUNTER_TLS_KTLS_RECV, 1);
 		return true;
 	}
 	*res = tls_result(t, r);

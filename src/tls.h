@@ -30,6 +30,9 @@ struct transport;
 struct tls_ctx *tls_ctx_new(const struct tls_conf *tc, char *err,
 	    size_t len);
 
+/* Logs whether the kernel offers kernel TLS (at start). Main thread. */
+void	tls_log_kernel(void);
+
 /* References; the last unref frees it. Any thread. */
 struct tls_ctx *tls_ctx_ref(struct tls_ctx *ctx);
 void	tls_ctx_unref(struct tls_ctx *ctx);
@@ -60,6 +63,7 @@ tls_ctx_ref(struct tls_ctx *ctx)
 }
 
 static inline void tls_ctx_unref(struct tls_ctx *ctx) { (void)ctx; }
+static inline void tls_log_kernel(void) {}
 
 static inline struct transport *
 tls_transport_new(struct tls_ctx *ctx, int fd, unsigned now,

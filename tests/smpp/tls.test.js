@@ -219,6 +219,23 @@ test('metrics over HTTPS', { skip }, async () => {
 	assert.match(body, /^echorouterd_tls_handshakes_total\{result="ok"\} [1-9]/m);
 });
 
+test('kernel TLS: the log says which path is taken, and the metrics count it', { skip }, async () => {
+	const ulp = fs.existsSync('/proc/sys/net/ipv4/tcp_available_ulp') ?
+		fs.readFileSync('/proc/sys/net/ipv4/tcp_available_ulp', 'utf8').split(/\s+/) : [];
+	const s = await tlsConnect(d.ports.echo);
+	s.end();
+	const m = L.parseMetrics(await httpsScrape());
+	const send = L.val(m, 'echorouterd_tls_ktls_total{direction="send"}');
+	assert.ok('echorouterd_tls_ktls_total{direction="send"}' in m, 'the series is there');
+	if (ulp.includes('tls')) {
+		assert.match(d.log, /TLS: kernel TLS available/);
+		assert.ok(send > 0, 'kernel TLS on, and not used');
+	} else {
+		assert.match(d.log, /TLS: no kernel TLS/);
+		assert.equal(send, 0);
+	}
+});
+
 test('client certificates: none, another CA\'s: refused; ours: served', { skip }, async () => {
 	const before = await handshakes();
 	await assert.rejects(tlsConnect(d.ports.mtls).then(async (s) => {
