@@ -6,11 +6,16 @@ LOADGEN    := $(BUILD)/loadgen
 BENCH_DEBS := redis-server memcached nats-server gnuplot-nox
 LOADGEN_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 
+# With TLS built, the generator speaks it too (-Y), through the same OpenSSL.
+LOADGEN_TLS := $(if $(filter yes,$(TLS_ON)),-DLG_TLS=1,-DLG_TLS=0)
+LOADGEN_TLS_LIBS := $(if $(filter yes,$(TLS_ON)),$(shell $(PKG_CONFIG) --libs openssl 2>/dev/null))
+
 $(LOADGEN): tests/bench/loadgen.c src/util.c src/util.h $(BUILD)/.make-settings
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(LOADGEN_CFLAGS) -Isrc $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \
-	    tests/bench/loadgen.c src/util.c -lm
+	$(Q)$(CC) $(LOADGEN_CFLAGS) $(LOADGEN_TLS) -Isrc $(CFLAGS) $(CPPFLAGS) \
+	    $(LDFLAGS) -o $@ tests/bench/loadgen.c src/util.c -lm \
+	    $(LOADGEN_TLS_LIBS)
 
 # The store's drain client (make bench's store rows).
 DRAIN := $(BUILD)/drain

@@ -39,6 +39,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -55,6 +56,11 @@
 #include <unistd.h>
 
 #include "util.h"	/* xcalloc, u64_to_dec: the daemon's own */
+
+#if LG_TLS
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#endif
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -95,6 +101,7 @@ struct lg_opts {
 	long	srv_pid;	/* -S: report this process's CPU; 0 = none */
 	int	scrape_port;	/* -M: GET /metrics there every 100 ms */
 	int	rport;		/* -r: receivers connect here (another node) */
+	bool	tls;		/* -Y: every connection over TLS */
 };
 
 static struct lg_opts opt = {
@@ -399,12 +406,81 @@ conn_want_out(struct lg_thread *t, struct lg_conn *c, bool on)
 		lg_error(t, "epoll_ctl: %s", strerror(errno));
 }
 
+/* --- TLS (-Y): the same traffic through OpenSSL ------------------------- */
+
+#if LG_TLS
+static SSL_CTX *tls_ctx;
+static SSL **tls_by_fd;		/* each connection's session, by fd */
+static int tls_nfd;
+
+/* OpenSSL's answer as read(2)/write(2) would give it. */
+static ssize_t
+tls_result(SSL *ssl, int r, size_t done)
+{
+	if (r == 1)
+		return (ssize_t)done;
+	switch (SSL_get_error(ssl, r)) {
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	default:
+		ERR_clear_error();
+		errno = errno != 0 ? errno : EIO;
+		return -1;
+	}
+}
+#endif
+
+static ssize_t
+lg_read(int fd, void *p, size_t n)
+{
+#if LG_TLS
+	if (opt.tls) {
+		size_t got = 0;
+		int r = SSL_read_ex(tls_by_fd[fd], p, n, &got);
+
+		return tls_result(tls_by_fd[fd], r, got);
+	}
+#endif
+	return read(fd, p, n);
+}
+
+static ssize_t
+lg_write(int fd, const void *p, size_t n)
+{
+#if LG_TLS
+	if (opt.tls) {
+		size_t done = 0;
+		int r = SSL_write_ex(tls_by_fd[fd], p, n, &done);
+
+		return tls_result(tls_by_fd[fd], r, done);
+	}
+#endif
+	return write(fd, p, n);
+}
+
+/* Decrypted input OpenSSL holds, which epoll will not announce. */
+static bool
+lg_pending(int fd)
+{
+#if LG_TLS
+	return opt.tls && SSL_pending(tls_by_fd[fd]) > 0;
+#else
+	(void)fd;
+	return false;
+#endif
+}
+
 /* Writes what is pending; returns false if the connection failed. */
 static bool
 conn_flush(struct lg_thread *t, struct lg_conn *c)
 {
 	while (c->woff < c->wlen) {
-		ssize_t n = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+		ssize_t n = lg_write(c->fd, c->wbuf + c->woff,
+		    c->wlen - c->woff);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -431,7 +507,7 @@ conn_send(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
 	if (c->wlen == 0) {
 		ssize_t w;
 
-		while ((w = write(c->fd, p, n)) < 0 && errno == EINTR)
+		while ((w = lg_write(c->fd, p, n)) < 0 && errno == EINTR)
 			;
 		if (w < 0 && errno != EAGAIN) {
 			lg_error(t, "conn %u: write: %s", c->id,
@@ -1030,8 +1106,8 @@ buffered_input(struct lg_thread *t, struct lg_conn *c, char *p, size_t n)
 static void
 conn_readable(struct lg_thread *t, struct lg_conn *c)
 {
-	for (int budget = 16; budget > 0; budget--) {
-		ssize_t n = read(c->fd, t->inbuf, LG_SCRATCH);
+	for (int budget = 16; budget > 0 || lg_pending(c->fd); budget--) {
+		ssize_t n = lg_read(c->fd, t->inbuf, LG_SCRATCH);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -1721,7 +1797,8 @@ usage(void)
 	    "  -M PORT      meanwhile GET /metrics on PORT every 100 ms, on one\n"
 	    "               keep-alive connection (scrapes=, scrape_max_ms=)\n"
 	    "  -r PORT      router -x cross: receivers connect to PORT (another\n"
-	    "               node of a cluster), senders to -p\n");
+	    "               node of a cluster), senders to -p\n"
+	    "  -Y           every connection over TLS (echo and line modes)\n");
 	exit(2);
 }
 
@@ -1761,7 +1838,7 @@ parse_opts(int argc, char **argv)
 {
 	int ch;
 
-	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:"
+	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:Y"
 	    "C:T:L:S:l:K:")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
@@ -1791,6 +1868,7 @@ parse_opts(int argc, char **argv)
 		case 'S': opt.srv_pid = (long)num(optarg, 1, 4194304); break;
 		case 'M': opt.scrape_port = (int)num(optarg, 1, 65535); break;
 		case 'r': opt.rport = (int)num(optarg, 1, 65535); break;
+		case 'Y': opt.tls = true; break;
 		case 'l': opt.setup = optarg; break;
 		case 'K': opt.targets = num(optarg, 1, 1000000); break;
 		default: usage();
@@ -1809,11 +1887,71 @@ parse_opts(int argc, char **argv)
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && opt.same &&
 	    opt.pairs % opt.reactors)
 		die("same-reactor pairs: -P must be a multiple of -R");
+	if (opt.tls && opt.mode != LG_ECHO && opt.mode != LG_LINE)
+		die("-Y works with echo and line modes only");
 	if (opt.rport != 0 && (opt.mode != LG_ROUTER || opt.same))
 		die("-r works with -m router -x cross only");
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && !opt.same &&
 	    opt.reactors < 2)
 		die("cross-reactor pairs need -R 2 or more");
+}
+
+/* -Y: a client context (no verification: a benchmark, on loopback). */
+static void
+tls_init(void)
+{
+#if LG_TLS
+	struct rlimit rl;
+
+	if (!opt.tls)
+		return;
+	if ((tls_ctx = SSL_CTX_new(TLS_client_method())) == NULL)
+		die("SSL_CTX_new failed");
+	SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_NONE, NULL);
+	SSL_CTX_set_mode(tls_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	getrlimit(RLIMIT_NOFILE, &rl);
+	tls_nfd = rl.rlim_cur == RLIM_INFINITY ? 1 << 20 : (int)rl.rlim_cur;
+	tls_by_fd = xcalloc((size_t)tls_nfd, sizeof(*tls_by_fd));
+#else
+	if (opt.tls)
+		die("-Y: this loadgen was built without OpenSSL");
+#endif
+}
+
+/* -Y: every connection's handshake, one after another (bounded). */
+static void
+tls_handshake_all(const int *fds, unsigned total)
+{
+#if LG_TLS
+	uint64_t deadline = now_ns() + (uint64_t)(opt.ctimeout * 1e9);
+
+	if (!opt.tls)
+		return;
+	for (unsigned i = 0; i < total; i++) {
+		SSL *ssl = SSL_new(tls_ctx);
+		int r;
+
+		if (ssl == NULL || fds[i] >= tls_nfd ||
+		    SSL_set_fd(ssl, fds[i]) != 1)
+			die("TLS: cannot set up connection %u", i);
+		tls_by_fd[fds[i]] = ssl;
+		while ((r = SSL_connect(ssl)) != 1) {
+			int e = SSL_get_error(ssl, r);
+			struct pollfd pfd = { .fd = fds[i],
+			    .events = e == SSL_ERROR_WANT_WRITE ? POLLOUT :
+			    POLLIN };
+
+			if ((e != SSL_ERROR_WANT_READ &&
+			    e != SSL_ERROR_WANT_WRITE) || now_ns() > deadline)
+				die("TLS handshake %u of %u failed", i + 1, total);
+			poll(&pfd, 1, 100);
+		}
+	}
+#else
+	(void)fds;
+	(void)total;
+#endif
 }
 
 /* Raises the open-file limit to the hard one; checks that total fits. */
@@ -1864,8 +2002,10 @@ main(int argc, char **argv)
 	snprintf(run_tag, sizeof(run_tag), "lg%ld", (long)getpid());
 
 	/* Router placement follows connect order: one connect at a time. */
+	tls_init();
 	fds = connect_all(&dst, total, opt.mode == LG_ROUTER ||
 	    opt.mode == LG_SMPP ? 1 : opt.conc);
+	tls_handshake_all(fds, total);
 	threads_init(fds, total);
 	free(fds);
 	for (unsigned i = 0; i < opt.threads; i++)
