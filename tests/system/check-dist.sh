@@ -90,7 +90,8 @@ check_socket_names() {
 	for u in systemd/*.socket; do
 		n=$(sed -n 's/^FileDescriptorName=//p' "$u")
 		all="$all $n "
-		if grep -q "name = \"$n\"" conf/echorouterd.conf; then
+		if grep -v '^[[:space:]]*#' conf/echorouterd.conf |
+		    grep -q "name = \"$n\""; then
 			pass "$u: FileDescriptorName=$n is a listener"
 		else
 			fail "$u: FileDescriptorName=$n: no such listener" \
@@ -106,7 +107,8 @@ check_socket_names() {
 			fi ;;
 		esac
 	done
-	for n in $(sed -n 's/.*{ *name = "\([^"]*\)".*/\1/p' \
+	# The listeners the sample has (not the commented examples).
+	for n in $(sed -n '/^[[:space:]]*#/d; s/.*{ *name = "\([^"]*\)".*/\1/p' \
 	    conf/echorouterd.conf); do
 		case $all in
 		*" $n "*) pass "listener $n has a socket unit" ;;
