@@ -72,11 +72,13 @@
 #define LG_HIST_SUB	32
 #define LG_HIST_N	(64 + 40 * LG_HIST_SUB)
 
-enum lg_mode { LG_ECHO, LG_LINE, LG_ROUTER, LG_REDIS, LG_NATS, LG_SMPP };
+enum lg_mode { LG_ECHO, LG_LINE, LG_ROUTER, LG_REDIS, LG_NATS, LG_SMPP,
+    LG_HANDSHAKE };
 
 static const char *const mode_names[] = {
 	[LG_ECHO] = "echo", [LG_LINE] = "line", [LG_ROUTER] = "router",
 	[LG_REDIS] = "redis", [LG_NATS] = "nats", [LG_SMPP] = "smpp",
+	[LG_HANDSHAKE] = "handshake",
 };
 
 struct lg_opts {
@@ -102,6 +104,8 @@ struct lg_opts {
 	int	scrape_port;	/* -M: GET /metrics there every 100 ms */
 	int	rport;		/* -r: receivers connect here (another node) */
 	bool	tls;		/* -Y: every connection over TLS */
+	bool	resume;		/* -Z: handshake mode resumes sessions */
+	bool	req_set;	/* -q given */
 };
 
 static struct lg_opts opt = {
@@ -582,6 +586,8 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 			break;
 		case LG_SMPP:
 			len += smpp_submit(p + len, c, seq);
+			break;
+		case LG_HANDSHAKE:	/* handshake_run: no connections here */
 			break;
 		}
 		c->ts[seq % opt.depth] = now;
@@ -1167,6 +1173,7 @@ conn_setup(struct lg_thread *t, struct lg_conn *c)
 		}
 		/* FALLTHROUGH */
 	case LG_ECHO:
+	case LG_HANDSHAKE:
 		if (opt.hold > 0)
 			pump(t, c, true);
 		else
@@ -1798,7 +1805,10 @@ usage(void)
 	    "               keep-alive connection (scrapes=, scrape_max_ms=)\n"
 	    "  -r PORT      router -x cross: receivers connect to PORT (another\n"
 	    "               node of a cluster), senders to -p\n"
-	    "  -Y           every connection over TLS (echo and line modes)\n");
+	    "  -Y           every connection over TLS (echo and line modes)\n"
+	    "  -m handshake -Y: per thread, connect, handshake, one request\n"
+	    "               (-q/-e, or 16 echoed bytes without -q), close;\n"
+	    "               rate = such cycles per second; -Z resumes sessions\n");
 	exit(2);
 }
 
@@ -1838,7 +1848,7 @@ parse_opts(int argc, char **argv)
 {
 	int ch;
 
-	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:Y"
+	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:YZ"
 	    "C:T:L:S:l:K:")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
@@ -1852,7 +1862,7 @@ parse_opts(int argc, char **argv)
 		case 'w': opt.warm = secs(optarg); break;
 		case 'D': opt.dur = secs(optarg); break;
 		case 'I': opt.hold = secs(optarg); break;
-		case 'q': opt.req = optarg; break;
+		case 'q': opt.req = optarg; opt.req_set = true; break;
 		case 'e': opt.expect = optarg; break;
 		case 'x':
 			if (strcmp(optarg, "same") && strcmp(optarg, "cross"))
@@ -1869,6 +1879,7 @@ parse_opts(int argc, char **argv)
 		case 'M': opt.scrape_port = (int)num(optarg, 1, 65535); break;
 		case 'r': opt.rport = (int)num(optarg, 1, 65535); break;
 		case 'Y': opt.tls = true; break;
+		case 'Z': opt.resume = true; break;
 		case 'l': opt.setup = optarg; break;
 		case 'K': opt.targets = num(optarg, 1, 1000000); break;
 		default: usage();
@@ -1887,8 +1898,11 @@ parse_opts(int argc, char **argv)
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && opt.same &&
 	    opt.pairs % opt.reactors)
 		die("same-reactor pairs: -P must be a multiple of -R");
-	if (opt.tls && opt.mode != LG_ECHO && opt.mode != LG_LINE)
-		die("-Y works with echo and line modes only");
+	if (opt.tls && opt.mode != LG_ECHO && opt.mode != LG_LINE &&
+	    opt.mode != LG_HANDSHAKE)
+		die("-Y works with echo, line and handshake modes only");
+	if (opt.mode == LG_HANDSHAKE && !opt.tls)
+		die("-m handshake needs -Y");
 	if (opt.rport != 0 && (opt.mode != LG_ROUTER || opt.same))
 		die("-r works with -m router -x cross only");
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && !opt.same &&
@@ -1954,6 +1968,137 @@ tls_handshake_all(const int *fds, unsigned total)
 #endif
 }
 
+/* --- -m handshake: new TLS connections per second ---------------------- */
+
+#if LG_TLS
+struct hs_thread {
+	pthread_t tid;
+	struct sockaddr_in dst;
+	uint64_t done;		/* cycles finished in the measured period */
+	uint64_t resumed;	/* of them, with a resumed session */
+	char	error[160];
+};
+
+/* One cycle: connect, handshake, one request and its answer, close. */
+static int
+hs_cycle(struct hs_thread *h, SSL_SESSION **sess)
+{
+	char req[64], buf[256];
+	size_t want, got = 0, n;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok = -1;
+	struct timeval tv = { .tv_sec = 5 };
+	SSL *ssl = NULL;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&h->dst, sizeof(h->dst)) < 0 ||
+	    (ssl = SSL_new(tls_ctx)) == NULL || SSL_set_fd(ssl, fd) != 1)
+		goto out;
+	if (opt.resume && *sess != NULL)
+		SSL_set_session(ssl, *sess);
+	if (SSL_connect(ssl) != 1)
+		goto out;
+	if (SSL_session_reused(ssl))
+		h->resumed++;
+	/* A line request (-q, answered by -e) or 16 bytes of echo. */
+	if (opt.req_set) {
+		memcpy(req, line_req, line_req_len);
+		n = line_req_len;
+		want = strlen(opt.expect);
+	} else {
+		memset(req, 'x', 16);
+		n = 16;
+		want = 16;
+	}
+	if (SSL_write_ex(ssl, req, n, &got) != 1)
+		goto out;
+	for (got = 0; got < want;) {
+		size_t k = 0;
+
+		if (SSL_read_ex(ssl, buf + got, sizeof(buf) - got, &k) != 1)
+			goto out;
+		got += k;
+	}
+	/* TLS 1.3 tickets come after the handshake: now we have one. */
+	if (opt.resume) {
+		SSL_SESSION *s = SSL_get1_session(ssl);
+
+		if (s != NULL) {
+			SSL_SESSION_free(*sess);
+			*sess = s;
+		}
+	}
+	/* close_notify: a session freed without it cannot be resumed. */
+	SSL_shutdown(ssl);
+	ok = 0;
+out:
+	if (ok < 0 && h->error[0] == '\0')
+		snprintf(h->error, sizeof(h->error), "cycle failed: %s",
+		    strerror(errno));
+	ERR_clear_error();
+	SSL_free(ssl);
+	close(fd);
+	return ok;
+}
+
+static void *
+hs_main(void *arg)
+{
+	struct hs_thread *h = arg;
+	SSL_SESSION *sess = NULL;
+	uint64_t start = now_ns(), measure = start + (uint64_t)(opt.warm * 1e9),
+	    end = measure + (uint64_t)(opt.dur * 1e9);
+
+	while (now_ns() < end) {
+		if (hs_cycle(h, &sess) < 0)
+			break;
+		if (now_ns() >= measure)
+			h->done++;
+	}
+	SSL_SESSION_free(sess);
+	return NULL;
+}
+#endif
+
+static int
+handshake_run(void)
+{
+#if LG_TLS
+	struct hs_thread *hs = xcalloc(opt.threads, sizeof(*hs));
+	uint64_t done = 0, resumed = 0, errors = 0;
+
+	tls_init();
+	line_req_len = (size_t)snprintf(line_req, sizeof(line_req), "%s\r\n",
+	    opt.req);
+	for (unsigned i = 0; i < opt.threads; i++) {
+		hs[i].dst.sin_family = AF_INET;
+		hs[i].dst.sin_port = htons((uint16_t)opt.port);
+		if (inet_pton(AF_INET, opt.host, &hs[i].dst.sin_addr) != 1)
+			die("bad IPv4 address \"%s\"", opt.host);
+		if (pthread_create(&hs[i].tid, NULL, hs_main, &hs[i]))
+			die("pthread_create failed");
+	}
+	for (unsigned i = 0; i < opt.threads; i++) {
+		pthread_join(hs[i].tid, NULL);
+		done += hs[i].done;
+		resumed += hs[i].resumed;
+		if (hs[i].error[0] != '\0') {
+			fprintf(stderr, "loadgen: %s\n", hs[i].error);
+			errors++;
+		}
+	}
+	printf("RESULT label=%s mode=handshake threads=%u secs=%.2f msgs=%"
+	    PRIu64 " rate=%.0f resumed=%" PRIu64 " p99_us=0 errors=%" PRIu64
+	    " lost=0\n", opt.label, opt.threads, opt.dur, done,
+	    done / opt.dur, resumed, errors);
+	return errors > 0 ? 1 : 0;
+#else
+	die("-m handshake: this loadgen was built without OpenSSL");
+#endif
+}
+
 /* Raises the open-file limit to the hard one; checks that total fits. */
 static void
 raise_nofile(unsigned total)
@@ -1980,6 +2125,8 @@ main(int argc, char **argv)
 	int *fds;
 
 	parse_opts(argc, argv);
+	if (opt.mode == LG_HANDSHAKE)
+		return handshake_run();
 	total = opt.mode >= LG_ROUTER ? 2 * opt.pairs : opt.n;
 	if (opt.nsrc < 0)
 		opt.nsrc = total >= 4000 ? 16 : 0;
