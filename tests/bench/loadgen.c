@@ -412,6 +412,8 @@ conn_want_out(struct lg_thread *t, struct lg_conn *c, bool on)
 
 /* --- TLS (-Y): the same traffic through OpenSSL ------------------------- */
 
+#define LG_TLS_CHUNK	256	/* -Y: connections handshaken at a time */
+
 #if LG_TLS
 static SSL_CTX *tls_ctx;
 static SSL **tls_by_fd;		/* each connection's session, by fd */
@@ -2150,9 +2152,26 @@ main(int argc, char **argv)
 
 	/* Router placement follows connect order: one connect at a time. */
 	tls_init();
-	fds = connect_all(&dst, total, opt.mode == LG_ROUTER ||
-	    opt.mode == LG_SMPP ? 1 : opt.conc);
-	tls_handshake_all(fds, total);
+	if (!opt.tls) {
+		fds = connect_all(&dst, total, opt.mode == LG_ROUTER ||
+		    opt.mode == LG_SMPP ? 1 : opt.conc);
+	} else {
+		/*
+		 * In chunks, each handshaken before the next connects: a
+		 * server closes a client that sits on its handshake (as
+		 * echorouterd does at handshake_timeout).
+		 */
+		fds = xcalloc(total, sizeof(*fds));
+		for (unsigned at = 0; at < total; at += LG_TLS_CHUNK) {
+			unsigned k = total - at < LG_TLS_CHUNK ? total - at :
+			    LG_TLS_CHUNK;
+			int *part = connect_all(&dst, k, opt.conc);
+
+			tls_handshake_all(part, k);
+			memcpy(fds + at, part, k * sizeof(*fds));
+			free(part);
+		}
+	}
 	threads_init(fds, total);
 	free(fds);
 	for (unsigned i = 0; i < opt.threads; i++)
