@@ -11,7 +11,10 @@ const smpp = require('smpp');
 
 const BIN = process.env.ECHOROUTERD_BIN ||
 	path.join(__dirname, '..', '..', 'build', 'default', 'echorouterd');
-const WAIT_MS = 15000;
+// ECHOROUTERD_WRAP: a command the daemon runs under (make check-valgrind
+// runs the TLS tests under valgrind); every wait is then longer.
+const WRAP = (process.env.ECHOROUTERD_WRAP || '').split(/\s+/).filter(Boolean);
+const WAIT_MS = WRAP.length ? 120000 : 15000;
 
 function withTimeout(promise, ms, what) {
 	let timer;
@@ -27,7 +30,8 @@ async function startDaemon(conf) {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-smpp-'));
 	const file = path.join(dir, 'echorouterd.conf');
 	fs.writeFileSync(file, conf);
-	const child = spawn(BIN, ['-c', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+	const argv = [...WRAP, BIN, '-c', file];
+	const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
 	const d = { child, dir, log: '', ports: {}, exited: null };
 	child.stderr.setEncoding('utf8');
 	child.on('exit', (code, signal) => { d.exited = { code, signal }; });
@@ -173,5 +177,5 @@ function val(m, series) {
 module.exports = {
 	scrapeRaw, scrape, parseMetrics, val,
 	smpp, startDaemon, stopDaemon, connect, call, next, bind, rawConnect,
-	rawRead, header, text, withTimeout,
+	rawRead, header, text, withTimeout, WRAP,
 };

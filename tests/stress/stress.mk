@@ -21,9 +21,11 @@ check-stress: $(BIN) $(STRESS)
 	$(Q)$(STRESS_ENV) ECHOROUTERD_BIN=$(BIN) STRESS_BIN=$(STRESS) \
 		tests/stress/run-stress $(STRESS_SCENARIOS)
 
-# The daemon under valgrind through a mixed workload; needs a build
+# The daemon under valgrind through a mixed workload, then through the TLS
+# tests (tests/smpp/tls.test.js: every protocol behind TLS, client
+# certificates, hostile handshakes, a certificate reload); needs a build
 # without sanitizers. Installs valgrind with apt-get when root.
-check-valgrind: $(BIN) $(STRESS)
+check-valgrind: $(BIN) $(STRESS) node-deps
 	@if [ -n "$(SANITIZE)" ]; then \
 		echo "check-valgrind: build without SANITIZE"; exit 1; fi
 	@command -v $(VALGRIND) >/dev/null || \
@@ -37,5 +39,8 @@ check-valgrind: $(BIN) $(STRESS)
 	$(Q)ECHOROUTERD_BIN=$(BIN) STRESS_BIN=$(STRESS) \
 		STRESS_WRAP="$(VALGRIND) $(VALGRIND_FLAGS)" \
 		tests/stress/run-stress valgrind
+	$(Q)ECHOROUTERD_BIN=$(CURDIR)/$(BIN) \
+		ECHOROUTERD_WRAP="$(VALGRIND) $(VALGRIND_FLAGS)" \
+		node --test --test-concurrency=1 tests/smpp/tls.test.js
 
 -include $(STRESS).d
