@@ -59,11 +59,15 @@ ctx_setup(SSL_CTX *ssl, const struct tls_conf *tc, char *err, size_t len)
 	/*
 	 * Buffers go back while a connection is idle (an idle TLS client
 	 * costs little); partial writes as from a socket; renegotiation,
-	 * a way to make a server work for nothing, refused.
+	 * a way to make a server work for nothing, refused. Read-ahead:
+	 * one read(2) takes what the socket holds, not a record header
+	 * and then its body in two (what is left over is SSL_has_pending,
+	 * which tls_has_pending reports).
 	 */
 	SSL_CTX_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS |
 	    SSL_MODE_ENABLE_PARTIAL_WRITE |
 	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_read_ahead(ssl, 1);
 	SSL_CTX_set_options(ssl, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_ENABLE_KTLS);
 	/* Resumption: a session cache for TLS 1.2 ids; tickets are on. */
