@@ -121,6 +121,7 @@ struct cluster {
 	/* The cluster thread's alone: */
 	struct config *cf;
 	natsSubscription *inbox;
+	natsSubscription *notices;	/* <prefix>.h.*: binds elsewhere */
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
 	char	linked_url[256];	/* the server last logged; "" down */
 	uint64_t next_req;
@@ -595,6 +596,41 @@ unsubscribe(natsSubscription *sub)
 	natsSubscription_Destroy(sub);
 }
 
+/*
+ * "<prefix>.h.<token>": addr is held here now. A node whose store keeps
+ * messages for it sends them here (store_held_elsewhere). Best effort:
+ * the stores also try now and then by themselves.
+ */
+static void
+announce(const char *addr)
+{
+	char subj[SUBJECT_MAX], tok[CLUSTER_TOKEN_MAX + 1];
+	natsStatus s;
+
+	if (!store_on() || !cluster_up())
+		return;
+	cluster_token_encode(addr, tok);
+	snprintf(subj, sizeof(subj), "%s.h.%s", C.prefix, tok);
+	if ((s = natsConnection_Publish(C.nc, subj, NULL, 0)) != NATS_OK)
+		note_error("publish a notice", s);
+}
+
+/* libnats's thread: another node holds an address now. */
+static void
+on_notice(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+    void *closure)
+{
+	const char *tok = strrchr(natsMsg_GetSubject(msg), '.');
+	char addr[ROUTE_ADDR_MAX + 1];
+
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	if (tok != NULL && cluster_token_decode(tok + 1, strlen(tok + 1), addr))
+		store_held_elsewhere(addr);
+	natsMsg_Destroy(msg);
+}
+
 /* Subscribes to addr while someone here holds it, and only then. */
 static void
 sub_reconcile(const char *addr)
@@ -607,6 +643,7 @@ sub_reconcile(const char *addr)
 		snprintf(cs->addr, sizeof(cs->addr), "%s", addr);
 		cs->sub = subscribe_addr(addr);
 		*pp = cs;
+		announce(addr);
 	} else if (!held && cs != NULL) {
 		*pp = cs->next;
 		unsubscribe(cs->sub);
@@ -653,10 +690,17 @@ resubscribe_all(void)
 	if ((s = natsConnection_Subscribe(&C.inbox, C.nc, subj, on_verdict,
 	    NULL)) != NATS_OK)
 		note_error("subscribe to verdicts", s);
+	unsubscribe(C.notices);
+	C.notices = NULL;
+	snprintf(subj, sizeof(subj), "%s.h.*", C.prefix);
+	if (store_on() && (s = natsConnection_Subscribe(&C.notices, C.nc, subj,
+	    on_notice, NULL)) != NATS_OK)
+		note_error("subscribe to notices", s);
 	for (size_t i = 0; i < SUB_BUCKETS; i++)
 		for (struct csub *cs = C.subs[i]; cs != NULL; cs = cs->next) {
 			unsubscribe(cs->sub);
 			cs->sub = subscribe_addr(cs->addr);
+			announce(cs->addr);
 		}
 }
 
@@ -1118,6 +1162,8 @@ cluster_stop(struct service *s, void *arg)
 		}
 	unsubscribe(C.inbox);
 	C.inbox = NULL;
+	unsubscribe(C.notices);
+	C.notices = NULL;
 	if (C.nc != NULL) {
 		natsConnection_Close(C.nc);
 		natsConnection_Destroy(C.nc);

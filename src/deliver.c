@@ -176,6 +176,10 @@ deliver_reply(struct reactor *r, struct deliver_msg *m)
 		cluster_answer(m);
 		return;
 	}
+	if (m->sender.reactor == DELIVER_STORE_REACTOR) {
+		store_remote_verdict(m);
+		return;
+	}
 	if ((back = reactor_get(m->sender.reactor)) == NULL) {
 		free(m);
 		return;
@@ -205,6 +209,9 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 	m->verdict = deliver_here(r, m);
 	if (m->verdict == DELIVER_OK)
 		counter_add(&r->counters, COUNTER_ROUTED_REMOTE, 1);
+	/* The store's own: it keeps it, and hears the verdict. */
+	else if (m->sender.reactor == DELIVER_STORE_REACTOR)
+		;
 	/* The recipient left on the way: its account's store takes it. */
 	else if (m->verdict == DELIVER_NO_ROUTE && deliver_to_store(r, m))
 		return;
@@ -360,7 +367,9 @@ deliver_unrouted(const struct config *cf, struct deliver_msg *m)
 			return;
 		}
 	}
-	if (!held && deliver_store_if(cf, m, to, false))
+	/* (Not what the store itself sent: it is in the store already.) */
+	if (!held && m->sender.reactor != DELIVER_STORE_REACTOR &&
+	    deliver_store_if(cf, m, to, false))
 		return;
 	m->verdict = DELIVER_NO_ROUTE;
 	deliver_reply(NULL, m);

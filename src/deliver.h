@@ -50,11 +50,18 @@ enum {
 	DELIVER_F_SAR = 1 << 5,		/* the sar_* fields are set */
 	DELIVER_F_LINE_TEXT = 1 << 6,	/* text checked fit for a line */
 	DELIVER_F_STORED = 1 << 7,	/* from the store: tell it the outcome */
+	/* The store's, delivered by another node: that node sends receipts. */
+	DELIVER_F_VIA_NODE = 1 << 8,
 };
 
 #define DELIVER_NO_REACTOR	UINT32_MAX
 /* The sender is on another node: its verdict goes back through NATS. */
 #define DELIVER_REMOTE_REACTOR	(UINT32_MAX - 1)
+/*
+ * The sender is this node's store, handing a stored message to an
+ * account bound on another node: the verdict goes to store_outcome.
+ */
+#define DELIVER_STORE_REACTOR	(UINT32_MAX - 2)
 #define DELIVER_NODE_MAX	32	/* a node name's bytes (cluster.node) */
 
 /*

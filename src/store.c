@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "deliver.h"
 #include "log.h"
@@ -38,6 +39,11 @@
 /* Ids the store makes (receipts) end in this reactor number. */
 #define STORE_ID_LOW		1023
 #define STORE_TICK_MS		100
+/*
+ * In a cluster, an account with a backlog and nobody here: how often the
+ * store tries whether another node holds it (besides the nodes' notices).
+ */
+#define STORE_PROBE_S		10
 
 /*
  * An account that has had messages in the store this run. Made on first
@@ -59,6 +65,8 @@ struct store_acct {
 	uint64_t cursor;		/* handed out up to this id */
 	uint64_t rescan_at;		/* s: a retry or a schedule falls due */
 	uint64_t resume_ms;		/* no room at its sessions: wait */
+	uint64_t probe_at;		/* s: try other nodes again then */
+	bool	remote;			/* another node may hold it: send there */
 	unsigned ninflight;
 	uint64_t inflight[STORE_ACCT_INFLIGHT];
 };
@@ -550,6 +558,7 @@ struct pump {
 	uint64_t now;
 	unsigned room;
 	bool	offline;
+	bool	remote;		/* through the cluster: nobody here has it */
 };
 
 static int
@@ -571,6 +580,22 @@ pump_one(struct store_rec *rec, void *arg)
 	}
 	if (rec->expires <= p->now)
 		return 0;	/* the tick expires it */
+	if (p->remote) {
+		/*
+		 * To the node that holds the account, as a sender's message
+		 * would go; its verdict comes back to store_remote_verdict.
+		 * It travels as a live message: that node's session sends
+		 * the receipt, as for any message it delivers.
+		 */
+		rec->m = NULL;
+		m->sender.reactor = DELIVER_STORE_REACTOR;
+		m->store_acct = a;
+		m->attempts = rec->attempts;
+		a->inflight[a->ninflight++] = m->id;
+		S.ninflight++;
+		cluster_send(m);
+		return --p->room == 0;
+	}
 	if (!route_lookup(a->id, &owner) || owner.kind != ROUTE_OWNER_CONN ||
 	    (r = reactor_get(owner.conn.reactor)) == NULL) {
 		p->offline = true;
@@ -605,8 +630,11 @@ pump(struct store_acct *a)
 		 */
 		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
 		    S.ninflight >= STORE_INFLIGHT_MAX ||
-		    a->ninflight > STORE_ACCT_INFLIGHT / 2 ||
-		    !route_is_held(a->id))
+		    a->ninflight > STORE_ACCT_INFLIGHT / 2)
+			return;
+		/* Held here, or (in a cluster) perhaps on another node. */
+		p.remote = !route_is_held(a->id);
+		if (p.remote && !(a->remote && cluster_up()))
 			return;
 		p.room = STORE_ACCT_INFLIGHT - a->ninflight;
 		if (p.room > global)
@@ -685,8 +713,9 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 			break;
 		}
 		acct_leave(a, m);
-		receipt(m, o == STORE_DELIVERED ? SMPP_STATE_DELIVERED :
-		    SMPP_STATE_UNDELIVERABLE);
+		if (!(m->flags & DELIVER_F_VIA_NODE))
+			receipt(m, o == STORE_DELIVERED ?
+			    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
 		break;
 	case STORE_RETRY:
 		m->attempts++;
@@ -699,6 +728,10 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 		a->cursor = 0;
 		break;
 	case STORE_RETURNED:
+		/* Sent to the cluster, and no node has it: wait for news. */
+		if (m->sender.reactor == DELIVER_STORE_REACTOR &&
+		    m->verdict == DELIVER_NO_ROUTE)
+			a->remote = false;
 		/*
 		 * No room at its sessions: wait a little. A session that
 		 * left: another may take it, but not in a tight loop.
@@ -740,6 +773,50 @@ store_outcome(struct deliver_msg *m, enum store_outcome o)
 	m->task.fn = fns[o];
 	m->task.arg = m;
 	service_post(S.svc, &m->task);
+}
+
+void
+store_remote_verdict(struct deliver_msg *m)
+{
+	switch (m->verdict) {
+	case DELIVER_OK:
+		/* Queued there (or in that node's store): its receipt. */
+		m->flags |= DELIVER_F_VIA_NODE;
+		store_outcome(m, STORE_DELIVERED);
+		break;
+	case DELIVER_UNFIT:
+		store_outcome(m, STORE_FAILED);
+		break;
+	case DELIVER_FULL:
+		store_outcome(m, STORE_RETRY);
+		break;
+	default:
+		/* Nobody, busy, gone, the cluster down or silent: later. */
+		store_outcome(m, STORE_RETURNED);
+		break;
+	}
+}
+
+static void
+elsewhere_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct store_acct *a;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && (a = acct_find(arg)) != NULL) {
+		a->remote = true;
+		a->resume_ms = 0;
+		mark_dirty(a);
+	}
+	free(arg);
+}
+
+void
+store_held_elsewhere(const char *account)
+{
+	if (!store_on() || !store_holds(account))
+		return;
+	service_post_fn(S.svc, elsewhere_task, xstrdup(account));
 }
 
 static void
@@ -861,6 +938,16 @@ tick(struct service *svc, void *arg)
 			/* A bind that raced its wake-up, a pause that ended. */
 			if (a->count > a->ninflight)
 				mark_dirty(a);
+			/*
+			 * Nobody here: now and then, whether another node
+			 * has it (a notice of its bind may have been missed).
+			 */
+			if (a->count > a->ninflight && !a->remote &&
+			    now >= a->probe_at && cluster_up() &&
+			    !route_is_held(a->id)) {
+				a->probe_at = now + STORE_PROBE_S;
+				a->remote = true;
+			}
 		}
 		publish_stats();
 		if (now - S.last_purge >= 60) {

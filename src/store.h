@@ -117,6 +117,19 @@ void	store_wake(const char *account);
  */
 void	store_outcome(struct deliver_msg *m, enum store_outcome o);
 
+/*
+ * In a cluster. The verdict another node (or the cluster) gave a stored
+ * message the store sent it (sender DELIVER_STORE_REACTOR): the outcome it
+ * means. Takes m. Any thread.
+ */
+void	store_remote_verdict(struct deliver_msg *m);
+
+/*
+ * Another node says account is bound there now: what is stored for it
+ * goes there (through the cluster) while nobody here holds it. Any thread.
+ */
+void	store_held_elsewhere(const char *account);
+
 /* SMPP query_sm, cancel_sm, replace_sm on the store. */
 enum store_req_kind {
 	STORE_REQ_QUERY,

@@ -453,6 +453,90 @@ test('a node silent past claim_ttl loses its addresses, and closes their session
 		c.sock.destroy();
 });
 
+// Two more nodes with stores (SQLite), on their own subject prefix.
+function storeNodeConf(node, servers, db) {
+	return nodeConf(node, servers).replace('subject_prefix = "erdtest"',
+		'subject_prefix = "erdstore"') + `store = { path = "${db}"; sync = "full"; };\n`;
+}
+
+function storedCount(d) {
+	return stats(d).then((line) => Number(/ stored=(\d+)/.exec(line)[1]));
+}
+
+// A receiver that answers every deliver_sm and keeps the texts.
+function collect(sess, into) {
+	sess.on('deliver_sm', (pdu) => {
+		into.push(pdu);
+		sess.send(pdu.response());
+	});
+}
+
+test('stored messages reach an account bound on another node, and their receipts come back to the submitter', { skip }, async () => {
+	const SA = await L.startDaemon(storeNodeConf('sa', [nats[0]], path.join(dir, 'sa.db')));
+	let SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb.db')));
+	try {
+		// The submitter on node SA; rcpt is bound nowhere: SA stores.
+		let esme = await L.bind(SA.ports.smpp, 'bind_transceiver', 'esme', 'e');
+		assert.equal(esme.status, ESME_ROK);
+		const N = 50;
+		for (let i = 0; i < N; i++) {
+			const r = await L.call(esme.s, 'submit_sm', { source_addr: 'esme',
+				destination_addr: 'carol', short_message: `s${i}`,
+				registered_delivery: 1 });
+			assert.equal(r.command_status, ESME_ROK);
+		}
+		assert.equal(await storedCount(SA), N);
+		// The submitter leaves: its receipts will wait on node SB.
+		esme.s.close();
+		// carol binds on SB: SA hears of it and sends its backlog there.
+		const rx = await L.bind(SB.ports.smpp, 'bind_receiver', 'carol', 'c');
+		assert.equal(rx.status, ESME_ROK);
+		const got = [];
+		collect(rx.s, got);
+		await until(() => got.length >= N, WAIT_MS, 'the backlog on node SB');
+		await sleep(300);
+		assert.deepEqual(got.map(L.text), Array.from({ length: N }, (_, i) => `s${i}`),
+			'once each, in order');
+		await until(async () => (await storedCount(SA)) === 0, WAIT_MS,
+			'SA\'s store empty');
+		// The receipts, made on SB, wait in SB's store for the submitter.
+		await until(async () => (await storedCount(SB)) === N, WAIT_MS,
+			'the receipts stored on SB');
+		esme = await L.bind(SA.ports.smpp, 'bind_receiver', 'esme', 'e');
+		const receipts = [];
+		collect(esme.s, receipts);
+		await until(() => receipts.length >= N, WAIT_MS, 'the receipts on SA');
+		await sleep(300);
+		assert.equal(receipts.length, N, 'one receipt each');
+		assert.ok(receipts.every((p) => (p.esm_class & 0x04) && /stat:DELIVRD/.test(L.text(p))));
+		await until(async () => (await storedCount(SB)) === 0, WAIT_MS,
+			'SB\'s store empty');
+		esme.s.close();
+		rx.s.close();
+
+		// A node that comes back with a backlog for an account already
+		// bound elsewhere (no notice to hear): it finds it by itself.
+		const tx = await L.bind(SB.ports.smpp, 'bind_transmitter', 'esme', 'e');
+		for (let i = 0; i < 20; i++)
+			assert.equal((await L.call(tx.s, 'submit_sm', { source_addr: 'esme',
+				destination_addr: 'dave', short_message: `late${i}` })).command_status,
+			ESME_ROK);
+		tx.s.close();
+		await L.stopDaemon(SB);
+		const late = [];
+		const rd = await L.bind(SA.ports.smpp, 'bind_receiver', 'dave', 'd');
+		collect(rd.s, late);
+		SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb.db')));
+		await until(() => late.length >= 20, WAIT_MS, 'the late backlog on SA');
+		await sleep(300);
+		assert.deepEqual(late.map(L.text), Array.from({ length: 20 }, (_, i) => `late${i}`));
+		rd.s.close();
+	} finally {
+		await L.stopDaemon(SA);
+		await L.stopDaemon(SB);
+	}
+});
+
 test('a node killed with -9: its addresses are free on the other within claim_ttl', { skip }, async () => {
 	// The last test's carol on A leaves asynchronously: wait for it.
 	const c = await loginWhenFree(B.ports.router, 'carol', 'c');
