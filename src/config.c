@@ -872,9 +872,12 @@ get_store_backend(struct cferr *e, const config_setting_t *k,
 	if (strcmp(v, "sqlite") == 0)
 		st->jetstream = false;
 	else if (strcmp(v, "jetstream") == 0)
-		/* Not written yet: said plainly rather than run as sqlite. */
-		cferr_add(e, k, "store.backend: \"jetstream\" is not in this "
-		    "version yet; use \"sqlite\" (each node its own store)");
+#if ER_WITH_NATS
+		st->jetstream = true;
+#else
+		cferr_add(e, k, "store.backend: \"jetstream\": built without "
+		    "the NATS client (WITH_NATS=no)");
+#endif
 	else
 		cferr_add(e, k, "store.backend: \"%s\" is not one of sqlite, "
 		    "jetstream", v);
@@ -934,7 +937,8 @@ parse_store(struct cferr *e, const config_setting_t *s, struct config *cf)
 		else
 			cferr_add(e, k, "store.%s: unknown setting", name);
 	}
-	if (!has_path)
+	/* JetStream keeps the messages on the NATS servers: no file. */
+	if (!has_path && !st->jetstream)
 		cferr_add(e, s, "store: \"path\" is missing");
 }
 
@@ -1172,6 +1176,9 @@ load_file(struct cferr *e, config_t *lc, struct config *cf)
 		parse_root_key(e, config_setting_get_elem(root, i), cf);
 	if (config_lookup(lc, "listeners") == NULL)
 		cferr_add(e, NULL, "listeners: at least one listener is needed");
+	if (cf->store.jetstream && !cf->cluster.enabled)
+		cferr_at(e, cf->path, cf->store.line, "store.backend: "
+		    "\"jetstream\" needs a cluster group (its NATS servers)");
 }
 
 struct config *
@@ -1269,6 +1276,11 @@ config_keep_start_only(struct config *cf, const struct config *old)
 	if (st->sync_full != o->sync_full) {
 		kept |= CONFIG_KEPT_STORE_SYNC;
 		st->sync_full = o->sync_full;
+	}
+	if (st->jetstream != o->jetstream || st->replicas != o->replicas) {
+		kept |= CONFIG_KEPT_STORE_BACKEND;
+		st->jetstream = o->jetstream;
+		st->replicas = o->replicas;
 	}
 	return kept;
 }

@@ -179,11 +179,13 @@ void	config_unref(struct config *cf);
 #define CONFIG_KEPT_CLUSTER_ADDED 0x10	/* a cluster group appeared */
 #define CONFIG_KEPT_CLUSTER_REMOVED 0x20	/* the cluster group went */
 #define CONFIG_KEPT_CLUSTER_NODE 0x40	/* node, servers or credentials */
+#define CONFIG_KEPT_STORE_BACKEND 0x80	/* store.backend or replicas */
 
 /*
  * For a reload: cf is the new snapshot, not yet handed out, old the one in
  * force. Gives cf old's settings that take effect only at start (the store
- * group itself, store.path, store.sync; the cluster group itself,
+ * group itself, store.path, store.sync, store.backend, store.replicas;
+ * the cluster group itself,
  * cluster.node, servers, credentials), so that cf describes what keeps
  * running, and returns which of them differed as CONFIG_KEPT_* bits (0:
  * none). Nothing is logged. Main thread.

@@ -379,6 +379,9 @@ keep_start_only(const struct config *old, struct config *cf)
 	if (kept & CONFIG_KEPT_CLUSTER_NODE)
 		log_warnx("reload: cluster.node, servers or credentials "
 		    "changed: apply after a restart");
+	if (kept & CONFIG_KEPT_STORE_BACKEND)
+		log_warnx("reload: store.backend or store.replicas changed: "
+		    "applies after a restart");
 	if (kept & CONFIG_KEPT_STORE_SYNC)
 		log_warnx("reload: store.sync changed: applies after a "
 		    "restart (\"%s\" stays)", old->store.sync_full ? "full" :

@@ -588,6 +588,8 @@ pump_one(struct store_rec *rec, void *arg)
 		 * the receipt, as for any message it delivers.
 		 */
 		rec->m = NULL;
+		/* (A receipt is stored with nobody waiting: the store is.) */
+		m->flags &= ~(uint32_t)DELIVER_F_NO_VERDICT;
 		m->sender.reactor = DELIVER_STORE_REACTOR;
 		m->store_acct = a;
 		m->attempts = rec->attempts;
@@ -921,6 +923,9 @@ tick(struct service *svc, void *arg)
 
 	(void)svc;
 	(void)arg;
+	/* The backend's own work: what it holds may change (JetStream). */
+	if (S.ops->poll != NULL && !S.in_txn && S.ops->poll(S.b) > 0)
+		resync();
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
 		if (a->resume_ms != 0 && ms >= a->resume_ms) {
 			a->resume_ms = 0;
@@ -1145,6 +1150,16 @@ store_check(const struct config *cf, char **err)
 
 	if (!cf->store.enabled)
 		return 0;
+#if ER_WITH_NATS
+	if (cf->store.jetstream) {
+		/* The settings only: -t does not ask the NATS servers. */
+		store_js_set_cluster(&cf->cluster);
+		if ((b = store_js_ops.open(&cf->store, true, err)) == NULL)
+			return -1;
+		store_js_ops.close(b);
+		return 0;
+	}
+#endif
 #if ER_WITH_SQLITE
 	if ((b = store_sqlite_ops.open(&cf->store, true, err)) == NULL)
 		return -1;
@@ -1173,11 +1188,18 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	*svc = NULL;
 	if (!cf->store.enabled)
 		return 0;
-#if ER_WITH_SQLITE
-	S.ops = &store_sqlite_ops;
-#else
-	return store_check(cf, err);
+#if ER_WITH_NATS
+	if (cf->store.jetstream) {
+		store_js_set_cluster(&cf->cluster);
+		S.ops = &store_js_ops;
+	}
 #endif
+#if ER_WITH_SQLITE
+	if (S.ops == NULL)
+		S.ops = &store_sqlite_ops;
+#endif
+	if (S.ops == NULL)
+		return store_check(cf, err);
 	if ((S.b = S.ops->open(&cf->store, false, err)) == NULL)
 		return -1;
 	if (S.ops->backlogs(S.b, backlog_one, NULL) < 0 ||
@@ -1206,8 +1228,13 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	publish_stats();
 	atomic_store(&on, true);
 	*svc = S.svc;
-	log_info("store: %s: %llu messages waiting", cf->store.path,
-	    (unsigned long long)S.nmessages);
+	if (cf->store.jetstream)
+		log_info("store: JetStream (node %s's messages): %llu "
+		    "waiting", cf->cluster.node,
+		    (unsigned long long)S.nmessages);
+	else
+		log_info("store: %s: %llu messages waiting", cf->store.path,
+		    (unsigned long long)S.nmessages);
 	return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * store_backend.h: what the store thread asks of the file that holds the
- * messages. SQLite (store_sqlite.c) is the one backend today; a JetStream
- * one (the cluster) fits beside it. Every call is on the store thread.
+ * messages: SQLite (store_sqlite.c), one file, or JetStream (store_js.c),
+ * a key-value bucket on the cluster's NATS servers. Every call is on the
+ * store thread.
  *
  * Writes happen between begin and commit: the store thread begins at the
  * first write of a batch of tasks and commits after the batch (group
@@ -87,9 +88,24 @@ struct store_backend_ops {
 	uint64_t (*oldest)(struct store_backend *b, const char *account);
 	/* The highest id stored (0: none). */
 	int	(*max_id)(struct store_backend *b, uint64_t *id);
+	/*
+	 * Optional, every tick: work of the backend's own (JetStream: load
+	 * once the servers answer, take over a dead node's messages). 1 when
+	 * what it holds changed by itself (the store counts again), else 0.
+	 */
+	int	(*poll)(struct store_backend *b);
 };
 
 extern const struct store_backend_ops store_sqlite_ops;
+
+#if ER_WITH_NATS
+struct cluster_conf;
+
+extern const struct store_backend_ops store_js_ops;
+
+/* The cluster the JetStream backend's next open uses (copied). */
+void	store_js_set_cluster(const struct cluster_conf *cl);
+#endif
 
 /* The bytes a message counts for in max_bytes: its text and fields. */
 uint64_t store_msg_bytes(const struct deliver_msg *m);

@@ -463,14 +463,6 @@ function storedCount(d) {
 	return stats(d).then((line) => Number(/ stored=(\d+)/.exec(line)[1]));
 }
 
-// A receiver that answers every deliver_sm and keeps the texts.
-function collect(sess, into) {
-	sess.on('deliver_sm', (pdu) => {
-		into.push(pdu);
-		sess.send(pdu.response());
-	});
-}
-
 test('stored messages reach an account bound on another node, and their receipts come back to the submitter', { skip }, async () => {
 	const SA = await L.startDaemon(storeNodeConf('sa', [nats[0]], path.join(dir, 'sa.db')));
 	let SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb.db')));
@@ -489,10 +481,8 @@ test('stored messages reach an account bound on another node, and their receipts
 		// The submitter leaves: its receipts will wait on node SB.
 		esme.s.close();
 		// carol binds on SB: SA hears of it and sends its backlog there.
-		const rx = await L.bind(SB.ports.smpp, 'bind_receiver', 'carol', 'c');
-		assert.equal(rx.status, ESME_ROK);
-		const got = [];
-		collect(rx.s, got);
+		const rx = await L.session(SB.ports.smpp, 'bind_receiver', 'carol', 'c');
+		const got = rx.got;
 		await until(() => got.length >= N, WAIT_MS, 'the backlog on node SB');
 		await sleep(300);
 		assert.deepEqual(got.map(L.text), Array.from({ length: N }, (_, i) => `s${i}`),
@@ -502,9 +492,8 @@ test('stored messages reach an account bound on another node, and their receipts
 		// The receipts, made on SB, wait in SB's store for the submitter.
 		await until(async () => (await storedCount(SB)) === N, WAIT_MS,
 			'the receipts stored on SB');
-		esme = await L.bind(SA.ports.smpp, 'bind_receiver', 'esme', 'e');
-		const receipts = [];
-		collect(esme.s, receipts);
+		esme = await L.session(SA.ports.smpp, 'bind_receiver', 'esme', 'e');
+		const receipts = esme.got;
 		await until(() => receipts.length >= N, WAIT_MS, 'the receipts on SA');
 		await sleep(300);
 		assert.equal(receipts.length, N, 'one receipt each');
@@ -523,9 +512,8 @@ test('stored messages reach an account bound on another node, and their receipts
 			ESME_ROK);
 		tx.s.close();
 		await L.stopDaemon(SB);
-		const late = [];
-		const rd = await L.bind(SA.ports.smpp, 'bind_receiver', 'dave', 'd');
-		collect(rd.s, late);
+		const rd = await L.session(SA.ports.smpp, 'bind_receiver', 'dave', 'd');
+		const late = rd.got;
 		SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb.db')));
 		await until(() => late.length >= 20, WAIT_MS, 'the late backlog on SA');
 		await sleep(300);
@@ -534,6 +522,72 @@ test('stored messages reach an account bound on another node, and their receipts
 	} finally {
 		await L.stopDaemon(SA);
 		await L.stopDaemon(SB);
+	}
+});
+
+// Nodes whose store is in JetStream (three copies on the three servers).
+function jsNodeConf(node, servers) {
+	return nodeConf(node, servers).replace('subject_prefix = "erdtest"',
+		'subject_prefix = "erdjs"') +
+		'store = { backend = "jetstream"; replicas = 3; };\n';
+}
+
+// submit_sm until the store takes it (JetStream may still be electing).
+async function submitStored(sess, to, text) {
+	let r;
+	await until(async () => {
+		r = await L.call(sess, 'submit_sm', { source_addr: 'esme',
+			destination_addr: to, short_message: text, registered_delivery: 1 });
+		return r.command_status === ESME_ROK;
+	}, WAIT_MS * 2, 'the JetStream store takes a message');
+	return r;
+}
+
+test('JetStream store: messages stored through a node killed with -9 are delivered through another, and their receipts reach the submitter', { skip }, async () => {
+	let JA = await L.startDaemon(jsNodeConf('ja', [nats[0]]));
+	const JB = await L.startDaemon(jsNodeConf('jb', [nats[2]]));
+	try {
+		const esme = await L.bind(JA.ports.smpp, 'bind_transceiver', 'esme', 'e');
+		assert.equal(esme.status, ESME_ROK);
+		const N = 30;
+		await submitStored(esme.s, 'carol', 'j0');
+		for (let i = 1; i < N; i++)
+			assert.equal((await L.call(esme.s, 'submit_sm', { source_addr: 'esme',
+				destination_addr: 'carol', short_message: `j${i}`,
+				registered_delivery: 1 })).command_status, ESME_ROK);
+		assert.equal(await storedCount(JA), N);
+		esme.s.close();
+		// Node ja dies with its messages acknowledged and undelivered.
+		JA.child.kill('SIGKILL');
+		await until(() => JA.exited !== null, WAIT_MS, 'ja gone');
+		fs.rmSync(JA.dir, { recursive: true, force: true });
+		await until(() => /node ja is gone: took over its 30 messages/.test(JB.log),
+			(CLAIM_TTL + 15) * 1000, 'jb takes over ja\'s messages');
+		assert.equal(await storedCount(JB), N);
+		const rx = await L.session(JB.ports.smpp, 'bind_receiver', 'carol', 'c');
+		const got = rx.got;
+		await until(() => got.length >= N, WAIT_MS, 'carol gets them on jb');
+		await sleep(300);
+		assert.deepEqual(got.map(L.text), Array.from({ length: N }, (_, i) => `j${i}`));
+		rx.s.close();
+		// The receipts wait in jb's store (in JetStream) for the submitter,
+		// who comes back on ja, started again.
+		await until(async () => (await storedCount(JB)) === N, WAIT_MS,
+			'the receipts stored on jb');
+		JA = await L.startDaemon(jsNodeConf('ja', [nats[1]]));
+		const back = await L.session(JA.ports.smpp, 'bind_receiver', 'esme', 'e');
+		const receipts = back.got;
+		await until(() => receipts.length >= N, WAIT_MS, 'the receipts on ja');
+		await sleep(300);
+		assert.equal(receipts.length, N);
+		assert.ok(receipts.every((p) => /stat:DELIVRD/.test(L.text(p))));
+		await until(async () => (await storedCount(JB)) === 0, WAIT_MS,
+			'jb\'s store empty');
+		back.s.close();
+	} finally {
+		if (JA.exited === null)
+			await L.stopDaemon(JA);
+		await L.stopDaemon(JB);
 	}
 });
 

@@ -86,6 +86,22 @@ async function bind(port, how, system_id, password) {
 	return { s, status: r.command_status, resp: r };
 }
 
+// Connects, answers (status(pdu), default ROK) and collects every
+// deliver_sm from the start, then binds: a backlog may come right behind
+// the bind_resp.
+async function session(port, how, id, password, status) {
+	const s = await connect(port);
+	const got = [];
+	s.on('deliver_sm', (pdu) => {
+		got.push(pdu);
+		s.send(pdu.response({ command_status: status ? status(pdu) : 0 }));
+	});
+	const r = await call(s, how, { system_id: id, password });
+	if (r.command_status !== 0)
+		throw new Error(`bind ${id}: status ${r.command_status}`);
+	return { s, got };
+}
+
 // A raw TCP client, for bytes the smpp package would not send.
 function rawConnect(port) {
 	return withTimeout(new Promise((resolve, reject) => {
@@ -176,6 +192,6 @@ function val(m, series) {
 
 module.exports = {
 	scrapeRaw, scrape, parseMetrics, val,
-	smpp, startDaemon, stopDaemon, connect, call, next, bind, rawConnect,
+	smpp, startDaemon, stopDaemon, connect, call, next, bind, session, rawConnect,
 	rawRead, header, text, withTimeout, WRAP,
 };

@@ -39,20 +39,7 @@ store = { path = "${storePath || 'store.db'}"; sync = "full"; };
 `;
 }
 
-// Connects, answers (status(pdu), default ROK) and collects every
-// deliver_sm from the start, then binds: a backlog may come right behind
-// the bind_resp.
-async function session(port, how, id, password, status) {
-	const s = await L.connect(port);
-	const got = [];
-	s.on('deliver_sm', (pdu) => {
-		got.push(pdu);
-		s.send(pdu.response({ command_status: status ? status(pdu) : ESME_ROK }));
-	});
-	const r = await L.call(s, how, { system_id: id, password });
-	assert.equal(r.command_status, ESME_ROK, `bind ${id}`);
-	return { s, got };
-}
+const { session } = L;
 
 async function until(pred, what, ms = 10000) {
 	const end = Date.now() + ms;

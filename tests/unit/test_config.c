@@ -816,6 +816,44 @@ START_TEST(config_cluster_errors)
 END_TEST
 #endif
 
+#if ER_WITH_NATS && ER_WITH_SQLITE
+#define CLUSTER_A "cluster = { node = \"a\"; servers = ( \"nats://x\" ); };\n"
+
+/*
+ * store.backend: "jetstream" takes no path and needs a cluster; both it
+ * and replicas take effect at start only.
+ */
+START_TEST(config_store_jetstream)
+{
+	struct config *old, *cf = unit_config(LISTENER CLUSTER_A
+	    "store = { backend = \"jetstream\"; replicas = 3; };\n");
+
+	ck_assert(cf->store.enabled);
+	ck_assert(cf->store.jetstream);
+	ck_assert_uint_eq(cf->store.replicas, 3);
+	old = cf;
+	cf = unit_config(LISTENER CLUSTER_A "store = { path = \"/a.db\"; "
+	    "backend = \"sqlite\"; };\n");
+	ck_assert(!cf->store.jetstream);
+	ck_assert_uint_eq(config_keep_start_only(cf, old),
+	    CONFIG_KEPT_STORE_PATH | CONFIG_KEPT_STORE_BACKEND);
+	ck_assert(cf->store.jetstream);
+	ck_assert_uint_eq(cf->store.replicas, 3);
+	config_unref(cf);
+	config_unref(old);
+	expect_one_error(LISTENER "store = { backend = \"jetstream\"; };\n",
+	    2, "\"jetstream\" needs a cluster group");
+	expect_one_error(LISTENER CLUSTER_A "store = { backend = \"x\"; "
+	    "path = \"/a.db\"; };\n", 3, "\"x\" is not one of sqlite, "
+	    "jetstream");
+	expect_one_error(LISTENER CLUSTER_A "store = { backend = "
+	    "\"sqlite\"; };\n", 3, "\"path\" is missing");
+	expect_one_error(LISTENER CLUSTER_A "store = { backend = "
+	    "\"jetstream\"; replicas = 6; };\n", 3, "replicas");
+}
+END_TEST
+#endif
+
 #if ER_WITH_SQLITE
 /* Every store setting, the large ones as int64 (an L suffix). */
 START_TEST(config_store_every_value)
@@ -1129,6 +1167,9 @@ config_suite(void)
 #if ER_WITH_NATS
 	tcase_add_test(ok, config_cluster_every_value);
 	tcase_add_test(ok, config_cluster_errors);
+#endif
+#if ER_WITH_NATS && ER_WITH_SQLITE
+	tcase_add_test(ok, config_store_jetstream);
 #endif
 #if ER_WITH_TLS
 	tcase_add_test(ok, config_tls_errors);

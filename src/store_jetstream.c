@@ -1,0 +1,1116 @@
+/*
+ * store_jetstream.c: the store's messages in a JetStream key-value bucket
+ * on the cluster's NATS servers (store.backend = "jetstream"), so that a
+ * node's backlog survives the loss of the node. See store_backend.h.
+ *
+ * The bucket "<prefix>-store" (file storage, store.replicas copies):
+ *   m.<node>.<id>   one message and what the store keeps beside it
+ *   p.<node>        node has messages here (a partition); its instance
+ *   a.<node>        another node is taking node's messages over
+ * Each node writes its own partition alone, so its store stays the one
+ * writer of what it holds, as with SQLite, and keeps the partition in
+ * memory (bounded by store.max_bytes), read back at start. A node that is
+ * gone from the cluster's nodes bucket (silent past claim_ttl) has its
+ * partition taken over by a live one: its messages are written into the
+ * taker's partition and deleted from its own. A message can then be
+ * delivered twice (the dead node may have handed it out), never lost.
+ *
+ * Writes between begin and commit are published asynchronously and the
+ * commit waits for JetStream to acknowledge them all (group commit). A
+ * failed commit reads the partition back: it then holds what JetStream
+ * holds, which the store counts again.
+ *
+ * This runs on the store thread, which may wait on the network; reactors
+ * never do.
+ */
+#include "store_backend.h"
+
+#include <nats/nats.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster_wire.h"
+#include "config.h"
+#include "deliver.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+#define JS_ID_BUCKETS	(1u << 16)
+#define JS_ACCT_BUCKETS	1024
+#define JS_KEY_MAX	(2 + CLUSTER_NODE_MAX + 1 + 20 + 1)
+/* Row format: its version, then the fields below, then the message. */
+#define JS_ROW_VERSION	1
+#define JS_ROW_FIXED	(1 + 1 + 8 + 8 + 8 + 4 + 1)
+/* How long a JetStream call may take, ms, and a commit. */
+#define JS_WAIT_MS	3000
+#define JS_COMMIT_MS	5000
+/* How often, s, partitions are looked at for dead nodes. */
+#define JS_ADOPT_EVERY_MIN 2
+
+struct js_row {
+	struct js_row *next;		/* id hash chain */
+	struct store_rec rec;		/* rec.m owned */
+};
+
+/* An account's ENROUTE rows, in id order. */
+struct js_acct {
+	struct js_acct *next;
+	char	id[65];
+	struct js_row **v;
+	size_t	n;
+	size_t	cap;
+};
+
+struct store_backend {
+	natsOptions *opts;
+	natsConnection *nc;
+	jsCtx	*js;
+	kvStore	*kv;			/* <prefix>-store */
+	kvStore	*nodes;			/* <prefix>-nodes, the cluster's */
+	char	node[CLUSTER_NODE_MAX + 1];
+	char	bucket[CLUSTER_PREFIX_MAX + 16];
+	char	nodes_bucket[CLUSTER_PREFIX_MAX + 16];
+	char	subj_prefix[CLUSTER_PREFIX_MAX + 32];	/* "$KV.<bucket>." */
+	unsigned replicas;
+	unsigned claim_ttl;
+	bool	loaded;			/* the partition is in memory */
+	bool	changed;		/* for poll: loaded or taken over */
+	bool	in_txn;
+	bool	txn_failed;		/* a publish failed in this group */
+	unsigned npending;		/* publishes this group */
+	atomic_bool ack_failed;		/* libnats's thread: an ack said no */
+	uint64_t next_load_ms;
+	uint64_t next_adopt_ms;
+	uint64_t nrows;
+	uint8_t	*buf;
+	size_t	bufcap;
+	struct js_row *ids[JS_ID_BUCKETS];
+	struct js_acct *accts[JS_ACCT_BUCKETS];
+};
+
+static struct cluster_conf js_cluster;
+
+void
+store_js_set_cluster(const struct cluster_conf *cl)
+{
+	js_cluster = *cl;
+}
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- the index -------------------------------------------------------- */
+
+static unsigned
+id_hash(uint64_t id)
+{
+	return (unsigned)((id * 0x9E3779B97F4A7C15ull) >> 48) &
+	    (JS_ID_BUCKETS - 1);
+}
+
+static struct js_row **
+row_slot(struct store_backend *b, uint64_t id)
+{
+	struct js_row **pp = &b->ids[id_hash(id)];
+
+	while (*pp != NULL && (*pp)->rec.m->id != id)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static struct js_row *
+row_find(struct store_backend *b, uint64_t id)
+{
+	return *row_slot(b, id);
+}
+
+static struct js_acct *
+acct_of(struct store_backend *b, const char *id, bool make)
+{
+	uint32_t h = 2166136261u;
+	struct js_acct *a;
+
+	for (const char *s = id; *s != '\0'; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	h %= JS_ACCT_BUCKETS;
+	for (a = b->accts[h]; a != NULL; a = a->next)
+		if (strcmp(a->id, id) == 0)
+			return a;
+	if (!make)
+		return NULL;
+	a = xcalloc(1, sizeof(*a));
+	snprintf(a->id, sizeof(a->id), "%s", id);
+	a->next = b->accts[h];
+	b->accts[h] = a;
+	return a;
+}
+
+/* Where id is, or goes, in a's rows. */
+static size_t
+acct_pos(const struct js_acct *a, uint64_t id)
+{
+	size_t lo = 0, hi = a->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->v[mid]->rec.m->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void
+acct_add(struct store_backend *b, struct js_row *r)
+{
+	struct js_acct *a = acct_of(b, r->rec.account, true);
+	size_t i = acct_pos(a, r->rec.m->id);
+
+	if (i < a->n && a->v[i] == r)
+		return;
+	if (a->n == a->cap) {
+		a->cap = a->cap ? a->cap * 2 : 16;
+		a->v = xrealloc(a->v, a->cap * sizeof(*a->v));
+	}
+	memmove(a->v + i + 1, a->v + i, (a->n - i) * sizeof(*a->v));
+	a->v[i] = r;
+	a->n++;
+}
+
+static void
+acct_del(struct store_backend *b, struct js_row *r)
+{
+	struct js_acct *a = acct_of(b, r->rec.account, false);
+	size_t i;
+
+	if (a == NULL)
+		return;
+	i = acct_pos(a, r->rec.m->id);
+	if (i < a->n && a->v[i] == r) {
+		memmove(a->v + i, a->v + i + 1, (a->n - i - 1) * sizeof(*a->v));
+		a->n--;
+	}
+}
+
+/* Puts rec (taking rec->m) in the index, over a row with its id. */
+static void
+index_set(struct store_backend *b, struct store_rec *rec)
+{
+	struct js_row **pp = row_slot(b, rec->m->id), *r = *pp;
+
+	if (r != NULL) {
+		if (r->rec.state == STORE_ENROUTE)
+			acct_del(b, r);
+		free(r->rec.m);
+	} else {
+		r = xcalloc(1, sizeof(*r));
+		*pp = r;
+		b->nrows++;
+	}
+	r->rec = *rec;
+	rec->m = NULL;
+	if (r->rec.state == STORE_ENROUTE)
+		acct_add(b, r);
+}
+
+static void
+index_del(struct store_backend *b, uint64_t id)
+{
+	struct js_row **pp = row_slot(b, id), *r = *pp;
+
+	if (r == NULL)
+		return;
+	if (r->rec.state == STORE_ENROUTE)
+		acct_del(b, r);
+	*pp = r->next;
+	free(r->rec.m);
+	free(r);
+	b->nrows--;
+}
+
+static void
+index_clear(struct store_backend *b)
+{
+	for (size_t i = 0; i < JS_ID_BUCKETS; i++)
+		while (b->ids[i] != NULL) {
+			struct js_row *r = b->ids[i];
+
+			b->ids[i] = r->next;
+			free(r->rec.m);
+			free(r);
+		}
+	for (size_t i = 0; i < JS_ACCT_BUCKETS; i++)
+		for (struct js_acct *a = b->accts[i]; a != NULL; a = a->next)
+			a->n = 0;
+	b->nrows = 0;
+}
+
+/* ---- rows on the wire ------------------------------------------------- */
+
+static uint8_t *
+put_be(uint8_t *p, uint64_t v, unsigned bytes)
+{
+	for (unsigned i = bytes; i-- > 0; v >>= 8)
+		p[i] = (uint8_t)v;
+	return p + bytes;
+}
+
+static uint64_t
+get_be(const uint8_t *p, unsigned bytes)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < bytes; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* rec as a value, in b->buf: its length. */
+static size_t
+row_encode(struct store_backend *b, const struct store_rec *rec)
+{
+	size_t alen = strlen(rec->account);
+	size_t need = JS_ROW_FIXED + alen + cluster_msg_size(rec->m);
+	uint8_t *p;
+
+	if (need > b->bufcap) {
+		free(b->buf);
+		b->bufcap = need * 2;
+		b->buf = xmalloc(b->bufcap);
+	}
+	p = b->buf;
+	*p++ = JS_ROW_VERSION;
+	*p++ = rec->state;
+	p = put_be(p, rec->due, 8);
+	p = put_be(p, rec->expires, 8);
+	p = put_be(p, rec->final_date, 8);
+	p = put_be(p, rec->attempts, 4);
+	*p++ = (uint8_t)alen;
+	memcpy(p, rec->account, alen);
+	p += alen;
+	return (size_t)(p - b->buf) + cluster_msg_encode(rec->m, p);
+}
+
+/* A value back into rec (rec->m malloc'd): false if it is not one. */
+static bool
+row_decode(const uint8_t *p, size_t n, struct store_rec *rec)
+{
+	size_t alen;
+
+	memset(rec, 0, sizeof(*rec));
+	if (n < JS_ROW_FIXED || p[0] != JS_ROW_VERSION)
+		return false;
+	rec->state = p[1];
+	rec->due = get_be(p + 2, 8);
+	rec->expires = get_be(p + 10, 8);
+	rec->final_date = get_be(p + 18, 8);
+	rec->attempts = (uint32_t)get_be(p + 26, 4);
+	alen = p[30];
+	if (alen >= sizeof(rec->account) || n < JS_ROW_FIXED + alen)
+		return false;
+	memcpy(rec->account, p + JS_ROW_FIXED, alen);
+	rec->account[alen] = '\0';
+	rec->m = cluster_msg_decode(p + JS_ROW_FIXED + alen,
+	    n - JS_ROW_FIXED - alen);
+	return rec->m != NULL;
+}
+
+static void
+row_key(char *out, size_t n, const char *node, uint64_t id)
+{
+	snprintf(out, n, "m.%s.%llu", node, (unsigned long long)id);
+}
+
+/* ---- writes ----------------------------------------------------------- */
+
+/* libnats's thread: JetStream did not take a write. */
+static void
+on_ack_error(jsCtx *js, jsPubAckErr *pae, void *closure)
+{
+	struct store_backend *b = closure;
+
+	(void)js;
+	(void)pae;
+	atomic_store(&b->ack_failed, true);
+}
+
+/* Publishes value (NULL: a delete) for key in the group. */
+static int
+publish(struct store_backend *b, const char *key, const void *value,
+    size_t len)
+{
+	char subj[sizeof(b->subj_prefix) + JS_KEY_MAX];
+	natsMsg *msg = NULL;
+	natsStatus s;
+
+	if (!b->loaded || b->js == NULL)
+		return -1;
+	snprintf(subj, sizeof(subj), "%s%s", b->subj_prefix, key);
+	s = natsMsg_Create(&msg, subj, NULL, value, (int)len);
+	if (s == NATS_OK && value == NULL)
+		s = natsMsgHeader_Set(msg, "KV-Operation", "DEL");
+	if (s == NATS_OK)
+		s = js_PublishMsgAsync(b->js, &msg, NULL);
+	natsMsg_Destroy(msg);
+	if (s != NATS_OK) {
+		b->txn_failed = true;
+		return -1;
+	}
+	b->npending++;
+	return 0;
+}
+
+static int
+publish_row(struct store_backend *b, const struct store_rec *rec)
+{
+	char key[JS_KEY_MAX];
+	size_t n = row_encode(b, rec);
+
+	row_key(key, sizeof(key), b->node, rec->m->id);
+	return publish(b, key, b->buf, n);
+}
+
+/* ---- the connection and the partition ---------------------------------- */
+
+static void
+bucket_names(struct store_backend *b, const struct cluster_conf *cl)
+{
+	snprintf(b->bucket, sizeof(b->bucket), "%s-store", cl->subject_prefix);
+	snprintf(b->nodes_bucket, sizeof(b->nodes_bucket), "%s-nodes",
+	    cl->subject_prefix);
+	for (char *p = b->bucket; *p != '\0'; p++)
+		if (*p == '.')
+			*p = '_';
+	for (char *p = b->nodes_bucket; *p != '\0'; p++)
+		if (*p == '.')
+			*p = '_';
+	snprintf(b->subj_prefix, sizeof(b->subj_prefix), "$KV.%s.", b->bucket);
+}
+
+/* The store bucket, made if missing; the nodes bucket if it is there. */
+static bool
+open_buckets(struct store_backend *b)
+{
+	kvConfig kc;
+	natsStatus s;
+
+	if (b->kv == NULL) {
+		kvConfig_Init(&kc);
+		kc.Bucket = b->bucket;
+		kc.History = 1;
+		kc.StorageType = js_FileStorage;
+		kc.Replicas = (int)b->replicas;
+		if ((s = js_CreateKeyValue(&b->kv, b->js, &kc)) != NATS_OK &&
+		    (s = js_KeyValue(&b->kv, b->js, b->bucket)) != NATS_OK) {
+			b->kv = NULL;
+			log_debug("store: JetStream bucket %s: %s", b->bucket,
+			    natsStatus_GetText(s));
+			return false;
+		}
+	}
+	/* The cluster thread makes it; until then nobody is taken over. */
+	if (b->nodes == NULL &&
+	    js_KeyValue(&b->nodes, b->js, b->nodes_bucket) != NATS_OK)
+		b->nodes = NULL;
+	return true;
+}
+
+/*
+ * Calls fn for every entry under keys (a subject filter) as it is now.
+ * The entries' count, or -1.
+ */
+static long
+each_entry(struct store_backend *b, const char *keys,
+    void (*fn)(struct store_backend *b, kvEntry *e, void *arg), void *arg)
+{
+	kvWatcher *w = NULL;
+	kvWatchOptions wo;
+	kvEntry *e = NULL;
+	natsStatus s;
+	long n = 0;
+
+	kvWatchOptions_Init(&wo);
+	wo.IgnoreDeletes = true;
+	wo.Timeout = JS_WAIT_MS;
+	if (kvStore_Watch(&w, b->kv, keys, &wo) != NATS_OK)
+		return -1;
+	/* Entries, then a NULL one: all there was. */
+	while ((s = kvWatcher_Next(&e, w, JS_WAIT_MS)) == NATS_OK &&
+	    e != NULL) {
+		fn(b, e, arg);
+		kvEntry_Destroy(e);
+		e = NULL;
+		n++;
+	}
+	kvWatcher_Destroy(w);
+	return s == NATS_OK ? n : -1;
+}
+
+static void
+load_one(struct store_backend *b, kvEntry *e, void *arg)
+{
+	struct store_rec rec;
+	unsigned long *bad = arg;
+
+	if (row_decode(kvEntry_Value(e), (size_t)kvEntry_ValueLen(e), &rec))
+		index_set(b, &rec);
+	else
+		(*bad)++;
+}
+
+static bool alive(struct store_backend *b, const char *node);
+
+/* Reads this node's partition into memory. true once done. */
+static bool
+load(struct store_backend *b)
+{
+	char keys[JS_KEY_MAX], val[64];
+	unsigned long bad = 0;
+	kvEntry *e = NULL;
+	natsStatus s;
+
+	b->loaded = false;
+	index_clear(b);
+	if (natsConnection_Status(b->nc) != NATS_CONN_STATUS_CONNECTED ||
+	    !open_buckets(b))
+		return false;
+	/*
+	 * Another node is taking this one's messages over (it took this
+	 * node for dead): after it, unless it died too.
+	 */
+	snprintf(keys, sizeof(keys), "a.%s", b->node);
+	if ((s = kvStore_Get(&e, b->kv, keys)) == NATS_OK) {
+		bool wait = b->nodes == NULL ||
+		    alive(b, kvEntry_ValueString(e));
+
+		if (wait)
+			log_info("store: node %s is taking over this node's "
+			    "messages: waiting for it",
+			    kvEntry_ValueString(e));
+		else
+			kvStore_Delete(b->kv, keys);
+		kvEntry_Destroy(e);
+		if (wait)
+			return false;
+	} else if (s != NATS_NOT_FOUND) {
+		return false;
+	}
+	snprintf(keys, sizeof(keys), "m.%s.>", b->node);
+	if (each_entry(b, keys, load_one, &bad) < 0) {
+		index_clear(b);
+		return false;
+	}
+	if (bad > 0)
+		log_err("store: %lu entries of bucket %s are not messages; "
+		    "left alone", bad, b->bucket);
+	/* The partition is ours, and has messages, from now on. */
+	snprintf(keys, sizeof(keys), "p.%s", b->node);
+	snprintf(val, sizeof(val), "%lld", (long long)time(NULL));
+	if (kvStore_PutString(NULL, b->kv, keys, val) != NATS_OK) {
+		index_clear(b);
+		return false;
+	}
+	b->loaded = true;
+	b->changed = true;
+	return true;
+}
+
+/* ---- taking over a dead node's partition -------------------------------- */
+
+struct names {
+	char	(*v)[CLUSTER_NODE_MAX + 1];
+	size_t	n;
+};
+
+static void
+name_one(struct store_backend *b, kvEntry *e, void *arg)
+{
+	struct names *ns = arg;
+	const char *k = kvEntry_Key(e);
+
+	(void)b;
+	if (strncmp(k, "p.", 2) != 0 || strlen(k + 2) > CLUSTER_NODE_MAX)
+		return;
+	ns->v = xrealloc(ns->v, (ns->n + 1) * sizeof(*ns->v));
+	snprintf(ns->v[ns->n++], sizeof(ns->v[0]), "%s", k + 2);
+}
+
+/* Whether node has its heartbeat in the nodes bucket. In doubt, yes. */
+static bool
+alive(struct store_backend *b, const char *node)
+{
+	kvEntry *e = NULL;
+	natsStatus s = kvStore_Get(&e, b->nodes, node);
+
+	kvEntry_Destroy(e);
+	return s != NATS_NOT_FOUND;
+}
+
+struct move {
+	const char *from;
+	unsigned long moved;
+	unsigned long kept;
+	bool	failed;
+};
+
+/* One of a dead node's messages into this node's partition. */
+static void
+move_one(struct store_backend *b, kvEntry *e, void *arg)
+{
+	struct move *mv = arg;
+	struct store_rec rec;
+	char key[JS_KEY_MAX];
+	size_t n;
+
+	if (mv->failed)
+		return;
+	if (!row_decode(kvEntry_Value(e), (size_t)kvEntry_ValueLen(e), &rec)) {
+		mv->kept++;
+		return;
+	}
+	/* Ids are unique per node: one the same as ours stays there. */
+	if (row_find(b, rec.m->id) != NULL) {
+		free(rec.m);
+		mv->kept++;
+		return;
+	}
+	n = row_encode(b, &rec);
+	row_key(key, sizeof(key), b->node, rec.m->id);
+	if (kvStore_Put(NULL, b->kv, key, b->buf, (int)n) != NATS_OK ||
+	    kvStore_Delete(b->kv, kvEntry_Key(e)) != NATS_OK) {
+		free(rec.m);
+		mv->failed = true;
+		return;
+	}
+	index_set(b, &rec);
+	mv->moved++;
+}
+
+static void
+adopt(struct store_backend *b, const char *dead)
+{
+	char key[JS_KEY_MAX], keys[JS_KEY_MAX], val[CLUSTER_NODE_MAX + 32];
+	struct move mv = { .from = dead };
+	kvEntry *e = NULL;
+	uint64_t rev = 0;
+	natsStatus s;
+
+	/* One taker: whoever makes a.<dead>, or replaces a dead taker's. */
+	snprintf(key, sizeof(key), "a.%s", dead);
+	snprintf(val, sizeof(val), "%s", b->node);
+	s = kvStore_CreateString(&rev, b->kv, key, val);
+	if (s != NATS_OK) {
+		if (kvStore_Get(&e, b->kv, key) != NATS_OK)
+			return;
+		if (strcmp(kvEntry_ValueString(e), b->node) != 0 &&
+		    alive(b, kvEntry_ValueString(e))) {
+			kvEntry_Destroy(e);
+			return;
+		}
+		s = kvStore_UpdateString(&rev, b->kv, key, val,
+		    kvEntry_Revision(e));
+		kvEntry_Destroy(e);
+		if (s != NATS_OK)
+			return;
+	}
+	snprintf(keys, sizeof(keys), "m.%s.>", dead);
+	if (each_entry(b, keys, move_one, &mv) < 0 || mv.failed) {
+		log_err("store: taking over node %s's messages stopped after "
+		    "%lu; again later", dead, mv.moved);
+		b->changed |= mv.moved > 0;
+		return;
+	}
+	if (mv.kept == 0) {
+		snprintf(keys, sizeof(keys), "p.%s", dead);
+		kvStore_Delete(b->kv, keys);
+	}
+	kvStore_Delete(b->kv, key);
+	log_notice("store: node %s is gone: took over its %lu messages%s",
+	    dead, mv.moved, mv.kept > 0 ? " (some left: see the log)" : "");
+	if (mv.kept > 0)
+		log_err("store: %lu messages of node %s have ids this node "
+		    "uses, or cannot be read: left in the bucket", mv.kept,
+		    dead);
+	b->changed |= mv.moved > 0;
+}
+
+/* Takes over the partitions of nodes that are gone. */
+static void
+adopt_dead(struct store_backend *b)
+{
+	struct names ns = { 0 };
+
+	if (b->nodes == NULL && !open_buckets(b))
+		return;
+	if (b->nodes == NULL)
+		return;
+	if (each_entry(b, "p.*", name_one, &ns) >= 0)
+		for (size_t i = 0; i < ns.n; i++)
+			if (strcmp(ns.v[i], b->node) != 0 &&
+			    !alive(b, ns.v[i]))
+				adopt(b, ns.v[i]);
+	free(ns.v);
+}
+
+/* ---- the backend ops ---------------------------------------------------- */
+
+static void js_close(struct store_backend *b);
+
+static struct store_backend *
+js_open(const struct store_conf *cf, bool check_only, char **err)
+{
+	const struct cluster_conf *cl = &js_cluster;
+	struct store_backend *b;
+	const char *servers[CLUSTER_SERVERS_MAX];
+	jsOptions jo;
+	natsStatus s;
+
+	if (!cl->enabled) {
+		if (asprintf(err, "store.backend \"jetstream\" needs a cluster "
+		    "group") < 0)
+			*err = NULL;
+		return NULL;
+	}
+	b = xcalloc(1, sizeof(*b));
+	memcpy(b->node, cl->node, sizeof(b->node));
+	b->node[sizeof(b->node) - 1] = '\0';
+	b->replicas = cf->replicas;
+	b->claim_ttl = cl->claim_ttl;
+	bucket_names(b, cl);
+	/* -t: the settings were checked; the servers are not asked. */
+	if (check_only)
+		return b;
+	for (unsigned i = 0; i < cl->nservers; i++)
+		servers[i] = cl->servers[i];
+	s = natsOptions_Create(&b->opts);
+	if (s == NATS_OK)
+		s = natsOptions_SetServers(b->opts, servers, (int)cl->nservers);
+	if (s == NATS_OK)
+		s = natsOptions_SetName(b->opts, "echorouterd store");
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxReconnect(b->opts, -1);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectWait(b->opts, 500);
+	if (s == NATS_OK)
+		s = natsOptions_SetTimeout(b->opts, 2000);
+	if (s == NATS_OK)
+		s = natsOptions_SetRetryOnFailedConnect(b->opts, true, NULL,
+		    NULL);
+	if (s == NATS_OK && cl->credentials[0] != '\0')
+		s = natsOptions_SetUserCredentialsFromFiles(b->opts,
+		    cl->credentials, NULL);
+	/* Connects in the background when no server answers yet. */
+	if (s == NATS_OK && (s = natsConnection_Connect(&b->nc, b->opts)) ==
+	    NATS_NOT_YET_CONNECTED)
+		s = NATS_OK;
+	if (s == NATS_OK) {
+		jsOptions_Init(&jo);
+		jo.Wait = JS_WAIT_MS;
+		jo.PublishAsync.ErrHandler = on_ack_error;
+		jo.PublishAsync.ErrHandlerClosure = b;
+		jo.PublishAsync.MaxPending = 4096;
+		s = natsConnection_JetStream(&b->js, b->nc, &jo);
+	}
+	if (s != NATS_OK) {
+		if (asprintf(err, "JetStream store: cannot set up the NATS "
+		    "client: %s", natsStatus_GetText(s)) < 0)
+			*err = NULL;
+		js_close(b);
+		return NULL;
+	}
+	/* Read now if the servers answer; else at a later tick. */
+	if (!load(b))
+		log_warnx("store: JetStream bucket %s not readable yet; "
+		    "messages are refused until it is", b->bucket);
+	b->next_adopt_ms = mono_ms() + 1000;
+	return b;
+}
+
+static void
+js_close(struct store_backend *b)
+{
+	if (b == NULL)
+		return;
+	if (b->js != NULL && b->npending > 0) {
+		jsPubOptions po;
+
+		jsPubOptions_Init(&po);
+		po.MaxWait = JS_COMMIT_MS;
+		js_PublishAsyncComplete(b->js, &po);
+	}
+	index_clear(b);
+	for (size_t i = 0; i < JS_ACCT_BUCKETS; i++)
+		while (b->accts[i] != NULL) {
+			struct js_acct *a = b->accts[i];
+
+			b->accts[i] = a->next;
+			free(a->v);
+			free(a);
+		}
+	kvStore_Destroy(b->kv);
+	kvStore_Destroy(b->nodes);
+	jsCtx_Destroy(b->js);
+	if (b->nc != NULL) {
+		natsConnection_Close(b->nc);
+		natsConnection_Destroy(b->nc);
+	}
+	natsOptions_Destroy(b->opts);
+	free(b->buf);
+	free(b);
+}
+
+static int
+js_begin(struct store_backend *b, bool durable)
+{
+	(void)durable;		/* acknowledged by JetStream: durable */
+	if (!b->loaded)
+		return -1;
+	b->in_txn = true;
+	b->txn_failed = false;
+	b->npending = 0;
+	atomic_store(&b->ack_failed, false);
+	return 0;
+}
+
+static int
+js_commit(struct store_backend *b)
+{
+	jsPubOptions po;
+	natsStatus s = NATS_OK;
+
+	if (!b->in_txn)
+		return 0;
+	b->in_txn = false;
+	if (b->npending > 0) {
+		jsPubOptions_Init(&po);
+		po.MaxWait = JS_COMMIT_MS;
+		s = js_PublishAsyncComplete(b->js, &po);
+		b->npending = 0;
+	}
+	if (s == NATS_OK && !b->txn_failed && !atomic_load(&b->ack_failed))
+		return 0;
+	/*
+	 * Some writes may have been taken, some not: what JetStream holds
+	 * is the truth, read back (now, or at a later tick).
+	 */
+	log_err("store: JetStream did not take a group of writes (%s)",
+	    s != NATS_OK ? natsStatus_GetText(s) : "refused");
+	load(b);
+	return -1;
+}
+
+static void
+js_rollback(struct store_backend *b)
+{
+	if (b->in_txn) {
+		b->in_txn = false;
+		load(b);
+	}
+}
+
+static bool
+js_in_txn(struct store_backend *b)
+{
+	return b->in_txn;
+}
+
+static struct deliver_msg *
+msg_dup(const struct deliver_msg *m)
+{
+	struct deliver_msg *c = xmalloc(deliver_msg_size(m));
+
+	memcpy(c, m, deliver_msg_size(m));
+	return c;
+}
+
+static int
+js_put(struct store_backend *b, const struct store_rec *rec)
+{
+	struct store_rec r = *rec;
+
+	if (!b->in_txn || row_find(b, rec->m->id) != NULL ||
+	    publish_row(b, rec) < 0)
+		return -1;
+	r.m = msg_dup(rec->m);
+	index_set(b, &r);
+	return 0;
+}
+
+static int
+js_update(struct store_backend *b, const struct store_rec *rec)
+{
+	struct js_row *row = row_find(b, rec->m->id);
+	struct store_rec r = *rec;
+
+	if (!b->in_txn || row == NULL || publish_row(b, rec) < 0)
+		return -1;
+	r.m = msg_dup(rec->m);
+	index_set(b, &r);
+	return 0;
+}
+
+static int
+js_mark(struct store_backend *b, uint64_t id, uint8_t state,
+    uint64_t final_date, uint64_t due, uint32_t attempts)
+{
+	struct js_row *row = row_find(b, id);
+	struct store_rec r;
+
+	if (!b->in_txn || row == NULL)
+		return -1;
+	r = row->rec;
+	r.state = state;
+	r.final_date = final_date;
+	r.due = due;
+	r.attempts = attempts;
+	if (publish_row(b, &r) < 0)
+		return -1;
+	if (row->rec.state == STORE_ENROUTE && state != STORE_ENROUTE)
+		acct_del(b, row);
+	else if (row->rec.state != STORE_ENROUTE && state == STORE_ENROUTE) {
+		row->rec.state = state;
+		acct_add(b, row);
+	}
+	row->rec.state = state;
+	row->rec.final_date = final_date;
+	row->rec.due = due;
+	row->rec.attempts = attempts;
+	return 0;
+}
+
+static int
+js_get(struct store_backend *b, uint64_t id, struct store_rec *rec)
+{
+	struct js_row *row = row_find(b, id);
+
+	if (!b->loaded)
+		return -1;
+	if (row == NULL)
+		return 0;
+	*rec = row->rec;
+	rec->m = msg_dup(row->rec.m);
+	return 1;
+}
+
+/* Calls fn with a copy of row's record; its result. */
+static int
+call(const struct js_row *row, store_rec_fn *fn, void *arg)
+{
+	struct store_rec rec = row->rec;
+	int r;
+
+	rec.m = msg_dup(row->rec.m);
+	r = fn(&rec, arg);
+	free(rec.m);
+	return r;
+}
+
+static int
+js_scan(struct store_backend *b, const char *account, uint64_t after,
+    unsigned n, store_rec_fn *fn, void *arg)
+{
+	struct js_acct *a = acct_of(b, account, false);
+	int count = 0;
+
+	if (!b->loaded)
+		return -1;
+	if (a == NULL)
+		return 0;
+	/*
+	 * fn changes nothing here (the store marks rows once a scan is
+	 * over); a copy of the few pointers keeps the walk safe anyway.
+	 */
+	for (size_t i = acct_pos(a, after + 1); i < a->n && count < (int)n;
+	    i++) {
+		count++;
+		if (call(a->v[i], fn, arg) != 0)
+			break;
+	}
+	return count;
+}
+
+/* Every ENROUTE row in any order, while fn says go on and n lasts. */
+static int
+each_enroute(struct store_backend *b, unsigned n,
+    bool (*want)(const struct store_rec *rec, const void *key),
+    const void *key, store_rec_fn *fn, void *arg)
+{
+	int count = 0;
+
+	if (!b->loaded)
+		return -1;
+	for (size_t i = 0; i < JS_ACCT_BUCKETS; i++)
+		for (struct js_acct *a = b->accts[i]; a != NULL; a = a->next)
+			for (size_t j = 0; j < a->n; j++) {
+				if (count >= (int)n)
+					return count;
+				if (!want(&a->v[j]->rec, key))
+					continue;
+				count++;
+				if (call(a->v[j], fn, arg) != 0)
+					return count;
+			}
+	return count;
+}
+
+static bool
+want_expired(const struct store_rec *rec, const void *key)
+{
+	return rec->expires <= *(const uint64_t *)key;
+}
+
+static int
+js_expired(struct store_backend *b, uint64_t now, unsigned n,
+    store_rec_fn *fn, void *arg)
+{
+	return each_enroute(b, n, want_expired, &now, fn, arg);
+}
+
+struct dest_key {
+	const char *submitter;
+	const char *dst;
+};
+
+static bool
+want_dest(const struct store_rec *rec, const void *key)
+{
+	const struct dest_key *k = key;
+
+	return strcmp(rec->m->reply_to, k->submitter) == 0 &&
+	    strcmp(rec->m->to, k->dst) == 0;
+}
+
+static int
+js_by_dest(struct store_backend *b, const char *submitter, const char *dst,
+    unsigned n, store_rec_fn *fn, void *arg)
+{
+	struct dest_key k = { submitter, dst };
+
+	return each_enroute(b, n, want_dest, &k, fn, arg);
+}
+
+static int
+js_purge(struct store_backend *b, uint64_t before, unsigned n)
+{
+	char key[JS_KEY_MAX];
+	unsigned done = 0;
+
+	if (!b->in_txn)
+		return -1;
+	for (size_t i = 0; i < JS_ID_BUCKETS && done < n; i++) {
+		struct js_row **pp = &b->ids[i];
+
+		while (*pp != NULL && done < n) {
+			struct js_row *r = *pp;
+
+			if (r->rec.state == STORE_ENROUTE ||
+			    r->rec.final_date >= before) {
+				pp = &r->next;
+				continue;
+			}
+			row_key(key, sizeof(key), b->node, r->rec.m->id);
+			if (publish(b, key, NULL, 0) < 0)
+				return -1;
+			index_del(b, r->rec.m->id);
+			done++;
+		}
+	}
+	return (int)done;
+}
+
+static int
+js_backlogs(struct store_backend *b, store_backlog_fn *fn, void *arg)
+{
+	if (!b->loaded)
+		return 0;	/* nothing yet: counted when it is read */
+	for (size_t i = 0; i < JS_ACCT_BUCKETS; i++)
+		for (struct js_acct *a = b->accts[i]; a != NULL; a = a->next) {
+			uint64_t bytes = 0;
+
+			if (a->n == 0)
+				continue;
+			for (size_t j = 0; j < a->n; j++)
+				bytes += store_msg_bytes(a->v[j]->rec.m);
+			if (fn(a->id, a->n, bytes, arg) != 0)
+				return 0;
+		}
+	return 0;
+}
+
+static uint64_t
+js_oldest(struct store_backend *b, const char *account)
+{
+	struct js_acct *a = acct_of(b, account, false);
+
+	return a != NULL && a->n > 0 ? a->v[0]->rec.m->submitted : 0;
+}
+
+static int
+js_max_id(struct store_backend *b, uint64_t *id)
+{
+	*id = 0;
+	for (size_t i = 0; i < JS_ID_BUCKETS; i++)
+		for (struct js_row *r = b->ids[i]; r != NULL; r = r->next)
+			if (r->rec.m->id > *id)
+				*id = r->rec.m->id;
+	return 0;
+}
+
+static int
+js_poll(struct store_backend *b)
+{
+	uint64_t now = mono_ms();
+	unsigned every = b->claim_ttl / 2;
+
+	if (!b->loaded && now >= b->next_load_ms && !b->in_txn) {
+		b->next_load_ms = now + 1000;
+		if (load(b))
+			log_info("store: JetStream bucket %s: %llu messages "
+			    "of this node", b->bucket,
+			    (unsigned long long)b->nrows);
+	}
+	if (b->loaded && now >= b->next_adopt_ms && !b->in_txn) {
+		if (every < JS_ADOPT_EVERY_MIN)
+			every = JS_ADOPT_EVERY_MIN;
+		b->next_adopt_ms = now + every * 1000ull;
+		adopt_dead(b);
+	}
+	if (!b->changed)
+		return 0;
+	b->changed = false;
+	return 1;
+}
+
+const struct store_backend_ops store_js_ops = {
+	.name = "jetstream",
+	.open = js_open,
+	.close = js_close,
+	.begin = js_begin,
+	.commit = js_commit,
+	.rollback = js_rollback,
+	.in_txn = js_in_txn,
+	.put = js_put,
+	.update = js_update,
+	.mark = js_mark,
+	.get = js_get,
+	.scan = js_scan,
+	.expired = js_expired,
+	.by_dest = js_by_dest,
+	.purge = js_purge,
+	.backlogs = js_backlogs,
+	.oldest = js_oldest,
+	.max_id = js_max_id,
+	.poll = js_poll,
+};
