@@ -5,15 +5,22 @@
  *
  * The bucket "<prefix>-store" (file storage, store.replicas copies):
  *   m.<node>.<id>   one message and what the store keeps beside it
- *   p.<node>        node has messages here (a partition); its instance
+ *   p.<node>        node has messages here (a partition)
  *   a.<node>        another node is taking node's messages over
  * Each node writes its own partition alone, so its store stays the one
- * writer of what it holds, as with SQLite, and keeps the partition in
- * memory (bounded by store.max_bytes), read back at start. A node that is
- * gone from the cluster's nodes bucket (silent past claim_ttl) has its
- * partition taken over by a live one: its messages are written into the
- * taker's partition and deleted from its own. A message can then be
+ * writer of what it holds, as with SQLite, and keeps the partition's
+ * waiting (ENROUTE) messages in memory (bounded by store.max_bytes), read
+ * back at start. A node that is gone from the cluster's nodes bucket
+ * (silent past claim_ttl) has its partition taken over by a live one: its
+ * messages are written into the taker's partition. A message can then be
  * delivered twice (the dead node may have handed it out), never lost.
+ *
+ * Nothing is ever deleted (a KV delete leaves a marker per key for good):
+ * a message in a final state is written over, and stays for query_sm, and
+ * a moved one is written over as moved; the bucket's TTL (default_validity
+ * when the bucket was made, at least an hour) removes them. So that it
+ * does not remove a waiting message, those are written again once half
+ * the TTL has passed.
  *
  * Writes between begin and commit are published asynchronously and the
  * commit waits for JetStream to acknowledge them all (group commit). A
@@ -50,10 +57,17 @@
 #define JS_COMMIT_MS	5000
 /* How often, s, partitions are looked at for dead nodes. */
 #define JS_ADOPT_EVERY_MIN 2
+/* The bucket's TTL at least, s; how often waiting rows are refreshed. */
+#define JS_TTL_MIN	3600
+#define JS_REFRESH_EVERY_MS 60000
+/* The state of a message another node took over (never a real one). */
+#define JS_STATE_MOVED	0xFF
 
+/* A waiting (ENROUTE) message. */
 struct js_row {
 	struct js_row *next;		/* id hash chain */
 	struct store_rec rec;		/* rec.m owned */
+	uint64_t written;		/* wall clock s it was written */
 };
 
 /* An account's ENROUTE rows, in id order. */
@@ -77,6 +91,7 @@ struct store_backend {
 	char	subj_prefix[CLUSTER_PREFIX_MAX + 32];	/* "$KV.<bucket>." */
 	unsigned replicas;
 	unsigned claim_ttl;
+	uint64_t ttl;			/* s: the bucket's, when we made it */
 	bool	loaded;			/* the partition is in memory */
 	bool	changed;		/* for poll: loaded or taken over */
 	bool	in_txn;
@@ -85,6 +100,7 @@ struct store_backend {
 	atomic_bool ack_failed;		/* libnats's thread: an ack said no */
 	uint64_t next_load_ms;
 	uint64_t next_adopt_ms;
+	uint64_t next_refresh_ms;
 	uint64_t nrows;
 	uint8_t	*buf;
 	size_t	bufcap;
@@ -204,15 +220,25 @@ acct_del(struct store_backend *b, struct js_row *r)
 	}
 }
 
-/* Puts rec (taking rec->m) in the index, over a row with its id. */
+static void index_del(struct store_backend *b, uint64_t id);
+
+/*
+ * Puts rec (taking rec->m), written at written, in the index over a row
+ * with its id; a final one only takes the row out.
+ */
 static void
-index_set(struct store_backend *b, struct store_rec *rec)
+index_set(struct store_backend *b, struct store_rec *rec, uint64_t written)
 {
 	struct js_row **pp = row_slot(b, rec->m->id), *r = *pp;
 
+	if (rec->state != STORE_ENROUTE) {
+		index_del(b, rec->m->id);
+		free(rec->m);
+		rec->m = NULL;
+		return;
+	}
 	if (r != NULL) {
-		if (r->rec.state == STORE_ENROUTE)
-			acct_del(b, r);
+		acct_del(b, r);
 		free(r->rec.m);
 	} else {
 		r = xcalloc(1, sizeof(*r));
@@ -220,9 +246,9 @@ index_set(struct store_backend *b, struct store_rec *rec)
 		b->nrows++;
 	}
 	r->rec = *rec;
+	r->written = written;
 	rec->m = NULL;
-	if (r->rec.state == STORE_ENROUTE)
-		acct_add(b, r);
+	acct_add(b, r);
 }
 
 static void
@@ -232,8 +258,7 @@ index_del(struct store_backend *b, uint64_t id)
 
 	if (r == NULL)
 		return;
-	if (r->rec.state == STORE_ENROUTE)
-		acct_del(b, r);
+	acct_del(b, r);
 	*pp = r->next;
 	free(r->rec.m);
 	free(r);
@@ -346,7 +371,7 @@ on_ack_error(jsCtx *js, jsPubAckErr *pae, void *closure)
 	atomic_store(&b->ack_failed, true);
 }
 
-/* Publishes value (NULL: a delete) for key in the group. */
+/* Publishes value for key in the group. */
 static int
 publish(struct store_backend *b, const char *key, const void *value,
     size_t len)
@@ -359,8 +384,6 @@ publish(struct store_backend *b, const char *key, const void *value,
 		return -1;
 	snprintf(subj, sizeof(subj), "%s%s", b->subj_prefix, key);
 	s = natsMsg_Create(&msg, subj, NULL, value, (int)len);
-	if (s == NATS_OK && value == NULL)
-		s = natsMsgHeader_Set(msg, "KV-Operation", "DEL");
 	if (s == NATS_OK)
 		s = js_PublishMsgAsync(b->js, &msg, NULL);
 	natsMsg_Destroy(msg);
@@ -412,6 +435,7 @@ open_buckets(struct store_backend *b)
 		kc.History = 1;
 		kc.StorageType = js_FileStorage;
 		kc.Replicas = (int)b->replicas;
+		kc.TTL = (int64_t)b->ttl * 1000000000;
 		if ((s = js_CreateKeyValue(&b->kv, b->js, &kc)) != NATS_OK &&
 		    (s = js_KeyValue(&b->kv, b->js, b->bucket)) != NATS_OK) {
 			b->kv = NULL;
@@ -425,6 +449,17 @@ open_buckets(struct store_backend *b)
 	    js_KeyValue(&b->nodes, b->js, b->nodes_bucket) != NATS_OK)
 		b->nodes = NULL;
 	return true;
+}
+
+/* The partition key, written again so that the TTL does not take it. */
+static bool
+mark_partition(struct store_backend *b)
+{
+	char key[JS_KEY_MAX], val[32];
+
+	snprintf(key, sizeof(key), "p.%s", b->node);
+	snprintf(val, sizeof(val), "%lld", (long long)time(NULL));
+	return kvStore_PutString(NULL, b->kv, key, val) == NATS_OK;
 }
 
 /*
@@ -458,14 +493,22 @@ each_entry(struct store_backend *b, const char *keys,
 	return s == NATS_OK ? n : -1;
 }
 
+/* kvEntry_Created is in ns since the epoch. */
+static uint64_t
+entry_time(kvEntry *e)
+{
+	return (uint64_t)kvEntry_Created(e) / 1000000000;
+}
+
 static void
 load_one(struct store_backend *b, kvEntry *e, void *arg)
 {
 	struct store_rec rec;
 	unsigned long *bad = arg;
 
+	/* Only what waits; the rest is there for query_sm, or moved. */
 	if (row_decode(kvEntry_Value(e), (size_t)kvEntry_ValueLen(e), &rec))
-		index_set(b, &rec);
+		index_set(b, &rec, entry_time(e));
 	else
 		(*bad)++;
 }
@@ -476,7 +519,7 @@ static bool alive(struct store_backend *b, const char *node);
 static bool
 load(struct store_backend *b)
 {
-	char keys[JS_KEY_MAX], val[64];
+	char keys[JS_KEY_MAX];
 	unsigned long bad = 0;
 	kvEntry *e = NULL;
 	natsStatus s;
@@ -516,9 +559,7 @@ load(struct store_backend *b)
 		log_err("store: %lu entries of bucket %s are not messages; "
 		    "left alone", bad, b->bucket);
 	/* The partition is ours, and has messages, from now on. */
-	snprintf(keys, sizeof(keys), "p.%s", b->node);
-	snprintf(val, sizeof(val), "%lld", (long long)time(NULL));
-	if (kvStore_PutString(NULL, b->kv, keys, val) != NATS_OK) {
+	if (!mark_partition(b)) {
 		index_clear(b);
 		return false;
 	}
@@ -580,21 +621,33 @@ move_one(struct store_backend *b, kvEntry *e, void *arg)
 		mv->kept++;
 		return;
 	}
+	/* Final or moved: left for the TTL. */
+	if (rec.state != STORE_ENROUTE) {
+		free(rec.m);
+		return;
+	}
 	/* Ids are unique per node: one the same as ours stays there. */
 	if (row_find(b, rec.m->id) != NULL) {
 		free(rec.m);
 		mv->kept++;
 		return;
 	}
+	/* Ours first, then theirs written over as moved. */
 	n = row_encode(b, &rec);
 	row_key(key, sizeof(key), b->node, rec.m->id);
-	if (kvStore_Put(NULL, b->kv, key, b->buf, (int)n) != NATS_OK ||
-	    kvStore_Delete(b->kv, kvEntry_Key(e)) != NATS_OK) {
+	if (kvStore_Put(NULL, b->kv, key, b->buf, (int)n) != NATS_OK) {
 		free(rec.m);
 		mv->failed = true;
 		return;
 	}
-	index_set(b, &rec);
+	b->buf[1] = JS_STATE_MOVED;
+	if (kvStore_Put(NULL, b->kv, kvEntry_Key(e), b->buf, (int)n) !=
+	    NATS_OK) {
+		free(rec.m);
+		mv->failed = true;
+		return;
+	}
+	index_set(b, &rec, (uint64_t)time(NULL));
 	mv->moved++;
 }
 
@@ -634,9 +687,9 @@ adopt(struct store_backend *b, const char *dead)
 	}
 	if (mv.kept == 0) {
 		snprintf(keys, sizeof(keys), "p.%s", dead);
-		kvStore_Delete(b->kv, keys);
+		kvStore_Purge(b->kv, keys, NULL);
 	}
-	kvStore_Delete(b->kv, key);
+	kvStore_Purge(b->kv, key, NULL);
 	log_notice("store: node %s is gone: took over its %lu messages%s",
 	    dead, mv.moved, mv.kept > 0 ? " (some left: see the log)" : "");
 	if (mv.kept > 0)
@@ -656,6 +709,7 @@ adopt_dead(struct store_backend *b)
 		return;
 	if (b->nodes == NULL)
 		return;
+	mark_partition(b);
 	if (each_entry(b, "p.*", name_one, &ns) >= 0)
 		for (size_t i = 0; i < ns.n; i++)
 			if (strcmp(ns.v[i], b->node) != 0 &&
@@ -667,6 +721,14 @@ adopt_dead(struct store_backend *b)
 /* ---- the backend ops ---------------------------------------------------- */
 
 static void js_close(struct store_backend *b);
+
+/* Connected after all: load sees it (a callback makes Connect return). */
+static void
+on_connected(natsConnection *nc, void *closure)
+{
+	(void)nc;
+	(void)closure;
+}
 
 static struct store_backend *
 js_open(const struct store_conf *cf, bool check_only, char **err)
@@ -688,6 +750,8 @@ js_open(const struct store_conf *cf, bool check_only, char **err)
 	b->node[sizeof(b->node) - 1] = '\0';
 	b->replicas = cf->replicas;
 	b->claim_ttl = cl->claim_ttl;
+	b->ttl = cf->default_validity > JS_TTL_MIN ? cf->default_validity :
+	    JS_TTL_MIN;
 	bucket_names(b, cl);
 	/* -t: the settings were checked; the servers are not asked. */
 	if (check_only)
@@ -706,8 +770,8 @@ js_open(const struct store_conf *cf, bool check_only, char **err)
 	if (s == NATS_OK)
 		s = natsOptions_SetTimeout(b->opts, 2000);
 	if (s == NATS_OK)
-		s = natsOptions_SetRetryOnFailedConnect(b->opts, true, NULL,
-		    NULL);
+		s = natsOptions_SetRetryOnFailedConnect(b->opts, true,
+		    on_connected, NULL);
 	if (s == NATS_OK && cl->credentials[0] != '\0')
 		s = natsOptions_SetUserCredentialsFromFiles(b->opts,
 		    cl->credentials, NULL);
@@ -735,6 +799,7 @@ js_open(const struct store_conf *cf, bool check_only, char **err)
 		log_warnx("store: JetStream bucket %s not readable yet; "
 		    "messages are refused until it is", b->bucket);
 	b->next_adopt_ms = mono_ms() + 1000;
+	b->next_refresh_ms = mono_ms() + JS_REFRESH_EVERY_MS;
 	return b;
 }
 
@@ -844,7 +909,7 @@ js_put(struct store_backend *b, const struct store_rec *rec)
 	    publish_row(b, rec) < 0)
 		return -1;
 	r.m = msg_dup(rec->m);
-	index_set(b, &r);
+	index_set(b, &r, (uint64_t)time(NULL));
 	return 0;
 }
 
@@ -857,7 +922,7 @@ js_update(struct store_backend *b, const struct store_rec *rec)
 	if (!b->in_txn || row == NULL || publish_row(b, rec) < 0)
 		return -1;
 	r.m = msg_dup(rec->m);
-	index_set(b, &r);
+	index_set(b, &r, (uint64_t)time(NULL));
 	return 0;
 }
 
@@ -877,16 +942,15 @@ js_mark(struct store_backend *b, uint64_t id, uint8_t state,
 	r.attempts = attempts;
 	if (publish_row(b, &r) < 0)
 		return -1;
-	if (row->rec.state == STORE_ENROUTE && state != STORE_ENROUTE)
-		acct_del(b, row);
-	else if (row->rec.state != STORE_ENROUTE && state == STORE_ENROUTE) {
-		row->rec.state = state;
-		acct_add(b, row);
+	/* Final: out of memory; query_sm reads it from the bucket. */
+	if (state != STORE_ENROUTE) {
+		index_del(b, id);
+		return 0;
 	}
-	row->rec.state = state;
 	row->rec.final_date = final_date;
 	row->rec.due = due;
 	row->rec.attempts = attempts;
+	row->written = (uint64_t)time(NULL);
 	return 0;
 }
 
@@ -894,14 +958,34 @@ static int
 js_get(struct store_backend *b, uint64_t id, struct store_rec *rec)
 {
 	struct js_row *row = row_find(b, id);
+	char key[JS_KEY_MAX];
+	kvEntry *e = NULL;
+	natsStatus s;
+	int found = 0;
 
 	if (!b->loaded)
 		return -1;
-	if (row == NULL)
+	if (row != NULL) {
+		*rec = row->rec;
+		rec->m = msg_dup(row->rec.m);
+		return 1;
+	}
+	/* A final one: in the bucket, until its TTL. */
+	row_key(key, sizeof(key), b->node, id);
+	if ((s = kvStore_Get(&e, b->kv, key)) == NATS_NOT_FOUND)
 		return 0;
-	*rec = row->rec;
-	rec->m = msg_dup(row->rec.m);
-	return 1;
+	if (s != NATS_OK)
+		return -1;
+	if (row_decode(kvEntry_Value(e), (size_t)kvEntry_ValueLen(e), rec)) {
+		if (rec->state == JS_STATE_MOVED) {
+			free(rec->m);
+			rec->m = NULL;
+		} else {
+			found = 1;
+		}
+	}
+	kvEntry_Destroy(e);
+	return found;
 }
 
 /* Calls fn with a copy of row's record; its result. */
@@ -1001,33 +1085,37 @@ js_by_dest(struct store_backend *b, const char *submitter, const char *dst,
 	return each_enroute(b, n, want_dest, &k, fn, arg);
 }
 
+/* The bucket's TTL purges: final messages are not in memory. */
 static int
 js_purge(struct store_backend *b, uint64_t before, unsigned n)
 {
-	char key[JS_KEY_MAX];
-	unsigned done = 0;
+	(void)b;
+	(void)before;
+	(void)n;
+	return 0;
+}
 
-	if (!b->in_txn)
-		return -1;
-	for (size_t i = 0; i < JS_ID_BUCKETS && done < n; i++) {
-		struct js_row **pp = &b->ids[i];
+/*
+ * Writes again the waiting messages written more than half the TTL ago
+ * (a long validity), so that the TTL never takes one. Its own group.
+ */
+static void
+refresh(struct store_backend *b)
+{
+	uint64_t old = (uint64_t)time(NULL) - b->ttl / 2;
+	unsigned long n = 0;
 
-		while (*pp != NULL && done < n) {
-			struct js_row *r = *pp;
-
-			if (r->rec.state == STORE_ENROUTE ||
-			    r->rec.final_date >= before) {
-				pp = &r->next;
-				continue;
+	if (js_begin(b, true) < 0)
+		return;
+	for (size_t i = 0; i < JS_ID_BUCKETS; i++)
+		for (struct js_row *r = b->ids[i]; r != NULL; r = r->next)
+			if (r->written <= old && publish_row(b, &r->rec) == 0) {
+				r->written = (uint64_t)time(NULL);
+				n++;
 			}
-			row_key(key, sizeof(key), b->node, r->rec.m->id);
-			if (publish(b, key, NULL, 0) < 0)
-				return -1;
-			index_del(b, r->rec.m->id);
-			done++;
-		}
-	}
-	return (int)done;
+	if (js_commit(b) == 0 && n > 0)
+		log_info("store: wrote %lu waiting messages again (the "
+		    "bucket's TTL is %llu s)", n, (unsigned long long)b->ttl);
 }
 
 static int
@@ -1086,6 +1174,10 @@ js_poll(struct store_backend *b)
 			every = JS_ADOPT_EVERY_MIN;
 		b->next_adopt_ms = now + every * 1000ull;
 		adopt_dead(b);
+	}
+	if (b->loaded && now >= b->next_refresh_ms && !b->in_txn) {
+		b->next_refresh_ms = now + JS_REFRESH_EVERY_MS;
+		refresh(b);
 	}
 	if (!b->changed)
 		return 0;

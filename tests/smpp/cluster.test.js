@@ -32,16 +32,7 @@ const CLAIM_TTL = 6;
 const ESME_ROK = 0;
 const ESME_RTHROTTLED = 0x58;
 
-function freePort() {
-	return new Promise((resolve, reject) => {
-		const srv = net.createServer();
-		srv.on('error', reject);
-		srv.listen(0, '127.0.0.1', () => {
-			const { port } = srv.address();
-			srv.close(() => resolve(port));
-		});
-	});
-}
+const { freePort } = L;
 
 function sleep(ms) {
 	return new Promise((r) => setTimeout(r, ms));

@@ -86,6 +86,18 @@ async function bind(port, how, system_id, password) {
 	return { s, status: r.command_status, resp: r };
 }
 
+// A loopback port nobody listens on now.
+function freePort() {
+	return new Promise((resolve, reject) => {
+		const srv = net.createServer();
+		srv.on('error', reject);
+		srv.listen(0, '127.0.0.1', () => {
+			const { port } = srv.address();
+			srv.close(() => resolve(port));
+		});
+	});
+}
+
 // Connects, answers (status(pdu), default ROK) and collects every
 // deliver_sm from the start, then binds: a backlog may come right behind
 // the bind_resp.
@@ -193,5 +205,5 @@ function val(m, series) {
 module.exports = {
 	scrapeRaw, scrape, parseMetrics, val,
 	smpp, startDaemon, stopDaemon, connect, call, next, bind, session, rawConnect,
-	rawRead, header, text, withTimeout, WRAP,
+	rawRead, header, text, withTimeout, WRAP, freePort,
 };

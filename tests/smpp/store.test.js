@@ -8,13 +8,70 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { execFileSync } = require('node:child_process');
+const { execFileSync, spawn } = require('node:child_process');
 const L = require('./lib.js');
+
+// ERD_STORE_BACKEND=jetstream (store-jetstream.test.js): the same tests on
+// the JetStream backend, each daemon a one-node cluster on a nats-server
+// -js that the tests start.
+const JS = process.env.ERD_STORE_BACKEND === 'jetstream';
 
 // A build without SQLite (WITH_SQLITE=no) has no store to test.
 const BIN = process.env.ECHOROUTERD_BIN;
-const skip = BIN && !/sqlite: yes/.test(execFileSync(BIN, ['-V']).toString()) ?
-    'built without SQLite' : false;
+function whySkip() {
+	const v = BIN ? execFileSync(BIN, ['-V']).toString() : 'sqlite: yes nats: yes';
+	if (!/sqlite: yes/.test(v))
+		return 'built without SQLite';
+	if (!JS)
+		return false;
+	if (!/nats: yes/.test(v))
+		return 'built without NATS (WITH_NATS=no)';
+	try {
+		execFileSync('nats-server', ['--version']);
+	} catch (e) {
+		return 'nats-server is not installed (Debian: nats-server; make check installs it)';
+	}
+	return false;
+}
+const skip = whySkip();
+let nats = null;
+
+test.before(async () => {
+	if (skip || !JS)
+		return;
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-storejs-'));
+	const port = await L.freePort();
+	const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js',
+		'-sd', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+	nats = { dir, port, child, log: '' };
+	child.stderr.setEncoding('utf8');
+	await L.withTimeout(new Promise((resolve, reject) => {
+		child.stderr.on('data', (c) => {
+			nats.log += c;
+			if (/Server is ready/.test(nats.log))
+				resolve();
+		});
+		child.on('exit', () => reject(new Error(`nats-server exited:\n${nats.log}`)));
+	}), 15000, 'nats-server ready');
+});
+
+test.after(async () => {
+	if (nats === null)
+		return;
+	nats.child.kill('SIGKILL');
+	fs.rmSync(nats.dir, { recursive: true, force: true });
+});
+
+// With JetStream, the store a path names: a node and a prefix of its own.
+let fresh = 0;
+function jsStore(storePath) {
+	const tag = storePath ? String(Buffer.from(storePath).reduce((h, c) => (h * 31 + c) >>> 0, 7))
+		: `f${process.pid}x${fresh++}`;
+	return `store = { backend = "jetstream"; };
+cluster = { node = "n1"; servers = ( "nats://127.0.0.1:${nats.port}" );
+  subject_prefix = "st${tag}"; claim_ttl = 4; };
+`;
+}
 
 const ESME_ROK = 0x00;
 const ESME_RCANCELFAIL = 0x11;
@@ -35,7 +92,7 @@ accounts = (
   { id = "bob"; password = "b"; },
   { id = "carol"; password = "c"; }
 );
-store = { path = "${storePath || 'store.db'}"; sync = "full"; };
+${JS ? jsStore(storePath) : `store = { path = "${storePath || 'store.db'}"; sync = "full"; };`}
 `;
 }
 
@@ -252,7 +309,7 @@ test('a restart keeps the backlog: 100 delivered once, in order', { skip }, asyn
 		await L.stopDaemon(d);
 		d = await L.startDaemon(conf(db));
 		try {
-			assert.match(d.log, /100 messages waiting/);
+			assert.match(d.log, /100 (messages )?waiting/);
 			const b = await session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
 			await until(() => b.got.length >= 100, 'the backlog');
 			await sleep(300);
