@@ -306,6 +306,18 @@ txn(bool durable)
 static void group_failed(void);
 
 /*
+ * What a sender hears when its message could not be stored: the store is
+ * full, or (JetStream) the NATS servers cannot take it now: the cluster's
+ * temporary error.
+ */
+static enum deliver_verdict
+refusal(void)
+{
+	return S.failing && S.cf->store.jetstream ? DELIVER_UNAVAILABLE :
+	    DELIVER_FULL;
+}
+
+/*
  * A write failed. If it took the group's transaction with it, nothing of
  * the group is stored: its puts are refused now.
  */
@@ -323,7 +335,9 @@ write_failed(const char *what)
 {
 	if (!S.failing)
 		log_err("store: %s failed: %s; refusing messages until it "
-		    "works again", what, "cannot write the store file");
+		    "works again", what, S.cf->store.jetstream ?
+		    "JetStream does not take it (NATS down?)" :
+		    "cannot write the store file");
 	S.failing = true;
 }
 
@@ -473,7 +487,7 @@ group_failed(void)
 		struct deliver_msg *m = t->arg;
 
 		next = t->next;
-		m->verdict = DELIVER_FULL;
+		m->verdict = refusal();
 		deliver_answer(m);
 	}
 	S.waiting = NULL;
@@ -526,7 +540,7 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 	}
 	if (!put_one(a, m)) {
 		held_sub(a);
-		m->verdict = DELIVER_FULL;
+		m->verdict = refusal();
 		deliver_answer(m);
 		return;
 	}

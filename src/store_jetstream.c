@@ -840,7 +840,12 @@ static int
 js_begin(struct store_backend *b, bool durable)
 {
 	(void)durable;		/* acknowledged by JetStream: durable */
-	if (!b->loaded)
+	/*
+	 * Cut off: refused now, rather than buffered by libnats to be stored
+	 * later, maybe, after the sender heard no.
+	 */
+	if (!b->loaded ||
+	    natsConnection_Status(b->nc) != NATS_CONN_STATUS_CONNECTED)
 		return -1;
 	b->in_txn = true;
 	b->txn_failed = false;

@@ -36,14 +36,14 @@ function whySkip() {
 const skip = whySkip();
 let nats = null;
 
-test.before(async () => {
-	if (skip || !JS)
-		return;
-	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-storejs-'));
-	const port = await L.freePort();
-	const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js',
-		'-sd', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
-	nats = { dir, port, child, log: '' };
+// Starts nats (again, on the same port and directory).
+async function natsStart() {
+	const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(nats.port),
+		'-js', '-sd', nats.dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+	nats.child = child;
+	nats.log = '';
+	nats.exited = false;
+	child.on('exit', () => { nats.exited = true; });
 	child.stderr.setEncoding('utf8');
 	await L.withTimeout(new Promise((resolve, reject) => {
 		child.stderr.on('data', (c) => {
@@ -53,6 +53,14 @@ test.before(async () => {
 		});
 		child.on('exit', () => reject(new Error(`nats-server exited:\n${nats.log}`)));
 	}), 15000, 'nats-server ready');
+}
+
+test.before(async () => {
+	if (skip || !JS)
+		return;
+	nats = { dir: fs.mkdtempSync(path.join(os.tmpdir(), 'erd-storejs-')),
+		port: await L.freePort() };
+	await natsStart();
 });
 
 test.after(async () => {
@@ -100,7 +108,7 @@ const { session } = L;
 
 async function until(pred, what, ms = 10000) {
 	const end = Date.now() + ms;
-	while (!pred()) {
+	while (!(await pred())) {
 		if (Date.now() > end)
 			throw new Error(`timed out: ${what}`);
 		await new Promise((r) => setTimeout(r, 20));
@@ -356,5 +364,44 @@ test('behind a full window, acknowledged messages wait on disk, not in memory', 
 		}
 	} finally {
 		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('JetStream: with the NATS server gone, what would be stored is refused for now (ESME_RTHROTTLED); then stored again, nothing lost', { skip: skip || (!JS && 'the JetStream backend only') }, async () => {
+	const ESME_RTHROTTLED = 0x58;
+	const d = await L.startDaemon(conf());
+	try {
+		const a = await session(d.ports.smpp, 'bind_transmitter', 'alice', 'a');
+		const acked = [];
+		for (let i = 0; i < 3; i++) {
+			assert.equal((await submit(a.s, { short_message: `before${i}` })).command_status, ESME_ROK);
+			acked.push(`before${i}`);
+		}
+		nats.child.kill('SIGKILL');
+		await until(() => nats.exited, 'nats-server gone');
+		// Refused, not lost and not left waiting: a temporary error.
+		const refused = [];
+		for (let i = 0; i < 3; i++) {
+			const r = await submit(a.s, { short_message: `during${i}` });
+			assert.equal(r.command_status, ESME_RTHROTTLED, `during${i}`);
+			refused.push(`during${i}`);
+		}
+		await natsStart();
+		// The node reconnects and reads its messages again.
+		let r;
+		await until(async () => {
+			r = await submit(a.s, { short_message: 'after' });
+			return r.command_status === ESME_ROK;
+		}, 'stored again', 20000);
+		acked.push('after');
+		const b = await session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+		await until(() => b.got.length >= acked.length, 'the backlog', 20000);
+		await sleep(500);
+		// Every acknowledged one once, in order; no refused one.
+		assert.deepEqual(b.got.map(L.text), acked);
+		a.s.close();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
 	}
 });
