@@ -572,6 +572,8 @@ main(int argc, char **argv)
 	systemd_stopping();
 	acceptor_close_listeners(d.acc);
 	stop_reactors(&d);
+	/* The store lets go of NATS before the cluster closes the library. */
+	store_quiesce();
 	stop_services(&d);
 	log_stats(&d);
 	cluster_close();

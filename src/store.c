@@ -83,6 +83,7 @@ struct store {
 	bool	in_txn;
 	bool	durable;		/* the open transaction acknowledges */
 	bool	failing;		/* writes fail: logged once */
+	bool	quiesced;		/* shutting down: nothing written */
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
 	struct store_acct *dirty;
 	uint64_t id_seq;		/* the store's own message ids */
@@ -333,7 +334,7 @@ write_error(void)
 static void
 write_failed(const char *what)
 {
-	if (!S.failing)
+	if (!S.failing && !S.quiesced)
 		log_err("store: %s failed: %s; refusing messages until it "
 		    "works again", what, S.cf->store.jetstream ?
 		    "JetStream does not take it (NATS down?)" :
@@ -1156,6 +1157,45 @@ static const struct service_hooks hooks = {
 	.stop = stop,
 	.tick_ms = STORE_TICK_MS,
 };
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool	done;
+} quiet = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+
+static void
+quiesce_task(void *owner, void *arg, enum mailbox_status st)
+{
+	(void)owner;
+	(void)arg;
+	(void)st;
+	/* What the stores still hold goes first; nothing is written after. */
+	group_commit();
+	S.quiesced = true;
+	if (S.ops->quiesce != NULL)
+		S.ops->quiesce(S.b);
+	pthread_mutex_lock(&quiet.lock);
+	quiet.done = true;
+	pthread_cond_signal(&quiet.cond);
+	pthread_mutex_unlock(&quiet.lock);
+}
+
+void
+store_quiesce(void)
+{
+	static struct mailbox_task t;
+
+	if (!store_on() || S.ops->quiesce == NULL)
+		return;
+	t.fn = quiesce_task;
+	t.arg = NULL;
+	service_post(S.svc, &t);
+	pthread_mutex_lock(&quiet.lock);
+	while (!quiet.done)
+		pthread_cond_wait(&quiet.cond, &quiet.lock);
+	pthread_mutex_unlock(&quiet.lock);
+}
 
 int
 store_check(const struct config *cf, char **err)

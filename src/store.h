@@ -75,6 +75,14 @@ int	store_open(const struct config *cf, struct service **svc, char **err);
  */
 uint64_t store_id_floor(void);
 
+/*
+ * At shutdown, once the reactors have stopped and before the other
+ * services stop: the store commits what it holds and lets go of the NATS
+ * servers (JetStream), which the cluster's stop then closes for good.
+ * Waits for it. Main thread.
+ */
+void	store_quiesce(void);
+
 /* After the service has stopped: closes the file, frees all. */
 void	store_close(void);
 

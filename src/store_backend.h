@@ -94,6 +94,12 @@ struct store_backend_ops {
 	 * what it holds changed by itself (the store counts again), else 0.
 	 */
 	int	(*poll)(struct store_backend *b);
+	/*
+	 * Optional, at shutdown once nothing more comes: lets go of what the
+	 * backend shares with others (JetStream: the NATS connection, before
+	 * the cluster ends the NATS library). Every write fails after it.
+	 */
+	void	(*quiesce)(struct store_backend *b);
 };
 
 extern const struct store_backend_ops store_sqlite_ops;

@@ -93,6 +93,7 @@ struct store_backend {
 	unsigned claim_ttl;
 	uint64_t ttl;			/* s: the bucket's, when we made it */
 	bool	loaded;			/* the partition is in memory */
+	bool	quiesced;		/* shutting down: no NATS any more */
 	bool	changed;		/* for poll: loaded or taken over */
 	bool	in_txn;
 	bool	txn_failed;		/* a publish failed in this group */
@@ -526,7 +527,8 @@ load(struct store_backend *b)
 
 	b->loaded = false;
 	index_clear(b);
-	if (natsConnection_Status(b->nc) != NATS_CONN_STATUS_CONNECTED ||
+	if (b->quiesced ||
+	    natsConnection_Status(b->nc) != NATS_CONN_STATUS_CONNECTED ||
 	    !open_buckets(b))
 		return false;
 	/*
@@ -844,7 +846,7 @@ js_begin(struct store_backend *b, bool durable)
 	 * Cut off: refused now, rather than buffered by libnats to be stored
 	 * later, maybe, after the sender heard no.
 	 */
-	if (!b->loaded ||
+	if (!b->loaded || b->quiesced ||
 	    natsConnection_Status(b->nc) != NATS_CONN_STATUS_CONNECTED)
 		return -1;
 	b->in_txn = true;
@@ -1161,12 +1163,40 @@ js_max_id(struct store_backend *b, uint64_t *id)
 	return 0;
 }
 
+/* Done with NATS: the connection goes now, on the store thread. */
+static void
+js_quiesce(struct store_backend *b)
+{
+	if (b->js != NULL && b->npending > 0) {
+		jsPubOptions po;
+
+		jsPubOptions_Init(&po);
+		po.MaxWait = JS_COMMIT_MS;
+		js_PublishAsyncComplete(b->js, &po);
+	}
+	b->npending = 0;
+	b->loaded = false;
+	b->quiesced = true;
+	kvStore_Destroy(b->kv);
+	kvStore_Destroy(b->nodes);
+	jsCtx_Destroy(b->js);
+	b->kv = b->nodes = NULL;
+	b->js = NULL;
+	if (b->nc != NULL) {
+		natsConnection_Close(b->nc);
+		natsConnection_Destroy(b->nc);
+		b->nc = NULL;
+	}
+}
+
 static int
 js_poll(struct store_backend *b)
 {
 	uint64_t now = mono_ms();
 	unsigned every = b->claim_ttl / 2;
 
+	if (b->quiesced)
+		return 0;
 	if (!b->loaded && now >= b->next_load_ms && !b->in_txn) {
 		b->next_load_ms = now + 1000;
 		if (load(b))
@@ -1210,4 +1240,5 @@ const struct store_backend_ops store_js_ops = {
 	.oldest = js_oldest,
 	.max_id = js_max_id,
 	.poll = js_poll,
+	.quiesce = js_quiesce,
 };

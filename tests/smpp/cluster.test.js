@@ -511,8 +511,7 @@ test('stored messages reach an account bound on another node, and their receipts
 		assert.deepEqual(late.map(L.text), Array.from({ length: 20 }, (_, i) => `late${i}`));
 		rd.s.close();
 	} finally {
-		await L.stopDaemon(SA);
-		await L.stopDaemon(SB);
+		await L.stopAll(SA, SB);
 	}
 });
 
@@ -576,9 +575,7 @@ test('JetStream store: messages stored through a node killed with -9 are deliver
 			'jb\'s store empty');
 		back.s.close();
 	} finally {
-		if (JA.exited === null)
-			await L.stopDaemon(JA);
-		await L.stopDaemon(JB);
+		await L.stopAll(JA.exited === null ? JA : null, JB);
 	}
 });
 

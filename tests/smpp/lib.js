@@ -60,6 +60,18 @@ async function stopDaemon(d) {
 		throw new Error(`daemon exit ${JSON.stringify(d.exited)}:\n${d.log}`);
 }
 
+// Stops every daemon given (null or exited ones skipped), even when one
+// fails: a daemon left running keeps the test process alive. Throws the
+// first failure.
+async function stopAll(...ds) {
+	const errors = [];
+	for (const d of ds)
+		if (d)
+			await stopDaemon(d).catch((e) => errors.push(e));
+	if (errors.length > 0)
+		throw errors[0];
+}
+
 function connect(port) {
 	return withTimeout(new Promise((resolve, reject) => {
 		const s = smpp.connect({ url: `smpp://127.0.0.1:${port}` }, () => resolve(s));
@@ -204,6 +216,6 @@ function val(m, series) {
 
 module.exports = {
 	scrapeRaw, scrape, parseMetrics, val,
-	smpp, startDaemon, stopDaemon, connect, call, next, bind, session, rawConnect,
+	smpp, startDaemon, stopDaemon, stopAll, connect, call, next, bind, session, rawConnect,
 	rawRead, header, text, withTimeout, WRAP, freePort,
 };
