@@ -177,10 +177,14 @@ test('counters follow traffic exactly', async () => {
 		await until(async () => (await L.scrape(M))['echorouterd_smpp_binds{account="rx",type="receiver"}'] === undefined,
 			'rx bind gone');
 
-		// connections: what is open now, by listener
-		m = await L.scrape(M);
+		// connections: what is open now, by listener. The bind goes at
+		// unbind, its connection only once the daemon reads the close.
 		const open = (l) => L.val(m, `echorouterd_connections{listener="${l}",reactor="0"}`) +
 			L.val(m, `echorouterd_connections{listener="${l}",reactor="1"}`);
+		await until(async () => {
+			m = await L.scrape(M);
+			return open('smpp') <= 1;
+		}, 'rx connection closed');
 		assert.equal(open('router'), 2);
 		assert.equal(open('smpp'), 1);
 
