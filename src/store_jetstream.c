@@ -701,7 +701,36 @@ adopt(struct store_backend *b, const char *dead)
 	b->changed |= mv.moved > 0;
 }
 
-/* Takes over the partitions of nodes that are gone. */
+/*
+ * Whether another node took this one's messages over (it took this node
+ * for dead: cut off, or stopped, past claim_ttl): our partition key gone,
+ * or a taker's key there.
+ */
+static bool
+taken_over(struct store_backend *b)
+{
+	char key[JS_KEY_MAX];
+	kvEntry *e = NULL;
+	natsStatus s;
+
+	snprintf(key, sizeof(key), "p.%s", b->node);
+	if ((s = kvStore_Get(&e, b->kv, key)) == NATS_NOT_FOUND)
+		return true;
+	kvEntry_Destroy(e);
+	e = NULL;
+	if (s != NATS_OK)
+		return false;
+	snprintf(key, sizeof(key), "a.%s", b->node);
+	s = kvStore_Get(&e, b->kv, key);
+	kvEntry_Destroy(e);
+	return s == NATS_OK;
+}
+
+/*
+ * Takes over the partitions of nodes that are gone; first, whether this
+ * one's was taken: then what is still ours is read again, rather than
+ * deliver what is now another node's too.
+ */
 static void
 adopt_dead(struct store_backend *b)
 {
@@ -711,6 +740,16 @@ adopt_dead(struct store_backend *b)
 		return;
 	if (b->nodes == NULL)
 		return;
+	if (taken_over(b)) {
+		log_notice("store: another node took this node's messages "
+		    "over (it took this node for dead): reading what is "
+		    "still ours again");
+		b->loaded = false;
+		b->next_load_ms = 0;
+		b->changed = true;
+		index_clear(b);
+		return;
+	}
 	mark_partition(b);
 	if (each_entry(b, "p.*", name_one, &ns) >= 0)
 		for (size_t i = 0; i < ns.n; i++)

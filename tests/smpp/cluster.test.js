@@ -579,6 +579,37 @@ test('JetStream store: messages stored through a node killed with -9 are deliver
 	}
 });
 
+test('JetStream store: a node frozen past claim_ttl has its messages taken over, and does not deliver them too when back', { skip }, async () => {
+	const JC = await L.startDaemon(jsNodeConf('jc', [nats[0]]));
+	const JD = await L.startDaemon(jsNodeConf('jd', [nats[2]]));
+	try {
+		const esme = await L.session(JC.ports.smpp, 'bind_transmitter', 'esme', 'e');
+		const N = 20;
+		await submitStored(esme.s, 'dave', 'c0');
+		for (let i = 1; i < N; i++)
+			assert.equal((await L.call(esme.s, 'submit_sm', { source_addr: 'esme',
+				destination_addr: 'dave', short_message: `c${i}` })).command_status, ESME_ROK);
+		esme.s.close();
+		// jc stops answering (frozen, or cut off) past claim_ttl.
+		JC.child.kill('SIGSTOP');
+		await until(() => /node jc is gone: took over its 20 messages/.test(JD.log),
+			(CLAIM_TTL + 20) * 1000, 'jd takes over jc\'s messages');
+		JC.child.kill('SIGCONT');
+		await until(() => /another node took this node's messages over/.test(JC.log),
+			WAIT_MS, 'jc reads its messages again');
+		await until(async () => (await storedCount(JC)) === 0, WAIT_MS, 'jc holds none of them');
+		// dave binds on jc: each message once, from jd through the cluster.
+		const rx = await L.session(JC.ports.smpp, 'bind_receiver', 'dave', 'd');
+		await until(() => rx.got.length >= N, WAIT_MS, 'dave gets them');
+		await sleep(1000);
+		assert.deepEqual(rx.got.map(L.text), Array.from({ length: N }, (_, i) => `c${i}`));
+		rx.s.close();
+	} finally {
+		JC.child.kill('SIGCONT');
+		await L.stopAll(JC, JD);
+	}
+});
+
 test('a node killed with -9: its addresses are free on the other within claim_ttl', { skip }, async () => {
 	// The last test's carol on A leaves asynchronously: wait for it.
 	const c = await loginWhenFree(B.ports.router, 'carol', 'c');
