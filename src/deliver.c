@@ -228,16 +228,36 @@ deliver_answer(struct deliver_msg *m)
 	deliver_reply(NULL, m);
 }
 
+static const char *deliver_target(const struct config *cf,
+	    struct deliver_msg *m, bool *held);
+static bool deliver_store_if(const struct config *cf, struct deliver_msg *m,
+	    const char *to, bool held);
+
 void
 deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct reactor *r = owner;
 	struct deliver_msg *m = arg;
 
+	bool held;
+	const char *to;
+
 	if (st == MAILBOX_CANCELLED) {
 		/* Exiting: the sending node hears nothing and times out. */
 		free(m);
 		return;
+	}
+	/*
+	 * Behind what this node's store holds for the account, as a local
+	 * sender's message would go: per sender -> recipient order.
+	 */
+	{
+		struct route_owner chosen = m->recipient;
+
+		to = deliver_target(r->cf, m, &held);
+		if (deliver_store_if(r->cf, m, to, true))
+			return;
+		m->recipient = chosen;	/* the owner the cluster picked */
 	}
 	m->verdict = deliver_here(r, m);
 	if (m->verdict == DELIVER_OK)

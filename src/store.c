@@ -605,6 +605,7 @@ pump_one(struct store_rec *rec, void *arg)
 		rec->m = NULL;
 		/* (A receipt is stored with nobody waiting: the store is.) */
 		m->flags &= ~(uint32_t)DELIVER_F_NO_VERDICT;
+		m->due = 0;	/* due now: not to be scheduled there again */
 		m->sender.reactor = DELIVER_STORE_REACTOR;
 		m->store_acct = a;
 		m->attempts = rec->attempts;
