@@ -60,14 +60,6 @@ struct acceptor {
 	struct counter_block counters;	/* read by any thread */
 };
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 struct acceptor *
 acceptor_new(struct config *cf, struct reactor **rs, unsigned n)
@@ -184,7 +176,7 @@ static void
 acceptor_log_refusal(struct acceptor *a, const char *why)
 {
 	const struct counter_block *k = &a->counters;
-	uint64_t now = now_ms();
+	uint64_t now = mono_ms();
 
 	if (now - a->last_refuse_log_ms < 1000)
 		return;
@@ -209,7 +201,7 @@ acceptor_pause(struct acceptor *a)
 		if (a->ls[i].fd >= 0)
 			epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->ls[i].fd, NULL);
 	a->paused = true;
-	a->resume_ms = now_ms() + PAUSE_MS;
+	a->resume_ms = mono_ms() + PAUSE_MS;
 }
 
 /*
@@ -231,7 +223,7 @@ acceptor_resume(struct acceptor *a)
 	}
 	a->paused = failed;
 	if (failed)
-		a->resume_ms = now_ms() + PAUSE_MS;
+		a->resume_ms = mono_ms() + PAUSE_MS;
 }
 
 /*
@@ -269,7 +261,7 @@ acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
 	enum iplimit_verdict v;
 
 	v = iplimit_admit(a->ips, sa, lim->max_connections_per_ip,
-	    lim->connection_rate_per_ip, now_ms(), ip);
+	    lim->connection_rate_per_ip, mono_ms(), ip);
 	if (v == IPLIMIT_OK)
 		return true;
 	close(fd);
@@ -378,14 +370,14 @@ acceptor_run(struct acceptor *a, int sigfd, const struct acceptor_hooks *hooks)
 {
 	struct epoll_event evs[16], sev = { .events = EPOLLIN };
 	unsigned tick_ms = hooks->tick_ms ? hooks->tick_ms : 1000;
-	uint64_t next_tick = now_ms() + tick_ms;
+	uint64_t next_tick = mono_ms() + tick_ms;
 
 	sev.data.u64 = SIGFD_TAG;
 	if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, sigfd, &sev) < 0)
 		fatal("epoll_ctl signalfd");
 	a->running = true;
 	while (a->running) {
-		uint64_t now = now_ms(), wake = next_tick;
+		uint64_t now = mono_ms(), wake = next_tick;
 		int n;
 
 		if (a->paused && a->resume_ms < wake)
@@ -400,7 +392,7 @@ acceptor_run(struct acceptor *a, int sigfd, const struct acceptor_hooks *hooks)
 			else if (!a->paused)
 				acceptor_accept(a, &a->ls[evs[i].data.u64]);
 		}
-		now = now_ms();
+		now = mono_ms();
 		if (a->paused && now >= a->resume_ms)
 			acceptor_resume(a);
 		if (now - a->last_gc_ms >= 1000) {

@@ -134,14 +134,6 @@ struct cluster {
 
 static struct cluster C = { .url_lock = PTHREAD_MUTEX_INITIALIZER };
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static uint32_t
 str_hash(const char *s)
@@ -231,7 +223,7 @@ pend_link(struct pend *p)
 	struct pend **pp;
 
 	p->req = ++C.next_req;
-	p->deadline_ms = now_ms() + (uint64_t)C.cf->cluster.request_timeout *
+	p->deadline_ms = mono_ms() + (uint64_t)C.cf->cluster.request_timeout *
 	    1000;
 	pp = pend_slot(p->req);
 	p->hnext = *pp;
@@ -804,9 +796,9 @@ kv_open(void)
 	 * JetStream's calls wait on this thread: while it is in trouble, ask
 	 * at most once a second, so that sends keep flowing meanwhile.
 	 */
-	if (now_ms() < C.kv_retry_ms)
+	if (mono_ms() < C.kv_retry_ms)
 		return false;
-	C.kv_retry_ms = now_ms() + 1000;
+	C.kv_retry_ms = mono_ms() + 1000;
 	kv_close();
 	jsOptions_Init(&jo);
 	jo.Wait = (int64_t)C.kvcf->cluster.request_timeout * 1000;
@@ -901,7 +893,7 @@ claim_kv(const char *addr)
 	 */
 	if (!C.beat_ok) {
 		C.beat_at_ms = 0;
-		heartbeat(now_ms());
+		heartbeat(mono_ms());
 		if (!C.beat_ok)
 			return CLUSTER_UNAVAILABLE;
 	}
@@ -1102,7 +1094,7 @@ kv_link_task(void *owner, void *arg, enum mailbox_status st)
 		C.was_down = true;
 		return;
 	}
-	heartbeat(now_ms());
+	heartbeat(mono_ms());
 	if (C.was_down && C.beat_ok) {
 		C.was_down = false;
 		claims_recheck();
@@ -1140,7 +1132,7 @@ cluster_tick(struct service *s, void *arg)
 {
 	(void)s;
 	(void)arg;
-	pend_expire(now_ms());
+	pend_expire(mono_ms());
 }
 
 static void
@@ -1184,7 +1176,7 @@ kv_tick(struct service *s, void *arg)
 {
 	(void)s;
 	(void)arg;
-	heartbeat(now_ms());
+	heartbeat(mono_ms());
 	/* Back, but JetStream was not ready when we came back: now. */
 	if (C.was_down && C.beat_ok && cluster_up()) {
 		C.was_down = false;

@@ -95,14 +95,6 @@ service_run_batch(struct service *s)
 		s->h->after_batch(s, s->arg);
 }
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /*
  * The poll timeout until the next tick is due, running it when it is:
@@ -115,7 +107,7 @@ service_tick_due(struct service *s, uint64_t *next)
 
 	if (s->h->tick == NULL || s->h->tick_ms == 0)
 		return -1;
-	if ((now = now_ms()) >= *next) {
+	if ((now = mono_ms()) >= *next) {
 		s->h->tick(s, s->arg);
 		*next = now + s->h->tick_ms;
 		return (int)s->h->tick_ms;
@@ -128,7 +120,7 @@ service_main(void *arg)
 {
 	struct service *s = arg;
 	struct pollfd pfd = { .fd = mailbox_fd(&s->mb), .events = POLLIN };
-	uint64_t next_tick = now_ms() + s->h->tick_ms;
+	uint64_t next_tick = mono_ms() + s->h->tick_ms;
 
 	/* Named before any hook or task runs: they may look. */
 	service_self = s;

@@ -110,14 +110,6 @@ wall_now(void)
 	return (uint64_t)time(NULL);
 }
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 uint64_t
 store_msg_bytes(const struct deliver_msg *m)

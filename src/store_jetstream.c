@@ -117,14 +117,6 @@ store_js_set_cluster(const struct cluster_conf *cl)
 	js_cluster = *cl;
 }
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ---- the index -------------------------------------------------------- */
 

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static _Noreturn void
@@ -113,4 +114,13 @@ u64_to_dec(char *buf, uint64_t v)
 		*--p = (char)('0' + v);
 	}
 	return n;
+}
+
+uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

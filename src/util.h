@@ -34,4 +34,7 @@ size_t	u64_to_dec(char *buf, uint64_t v);
 /* Keeps per-thread data written by one thread off other threads' lines. */
 #define CACHE_LINE 64
 
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t mono_ms(void);
+
 #endif

@@ -11,21 +11,11 @@ const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn, execFileSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const L = require('./lib.js');
 
 const BIN = process.env.ECHOROUTERD_BIN;
-function whySkip() {
-	if (BIN && !/nats: yes/.test(execFileSync(BIN, ['-V']).toString()))
-		return 'built without NATS (WITH_NATS=no)';
-	try {
-		execFileSync('nats-server', ['--version']);
-	} catch (e) {
-		return 'nats-server is not installed (Debian: nats-server; make check installs it)';
-	}
-	return false;
-}
-const skip = whySkip();
+const skip = L.natsMissing(BIN);
 
 const WAIT_MS = 20000;
 const CLAIM_TTL = 6;

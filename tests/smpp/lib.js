@@ -98,6 +98,20 @@ async function bind(port, how, system_id, password) {
 	return { s, status: r.command_status, resp: r };
 }
 
+// Why a test that needs NATS cannot run (false: it can): a build without
+// the NATS client, or no nats-server.
+function natsMissing(bin) {
+	const { execFileSync } = require('node:child_process');
+	if (bin && !/nats: yes/.test(execFileSync(bin, ['-V']).toString()))
+		return 'built without NATS (WITH_NATS=no)';
+	try {
+		execFileSync('nats-server', ['--version']);
+	} catch (e) {
+		return 'nats-server is not installed (Debian: nats-server; make check installs it)';
+	}
+	return false;
+}
+
 // A loopback port nobody listens on now.
 function freePort() {
 	return new Promise((resolve, reject) => {
@@ -217,5 +231,5 @@ function val(m, series) {
 module.exports = {
 	scrapeRaw, scrape, parseMetrics, val,
 	smpp, startDaemon, stopDaemon, stopAll, connect, call, next, bind, session, rawConnect,
-	rawRead, header, text, withTimeout, WRAP, freePort,
+	rawRead, header, text, withTimeout, WRAP, freePort, natsMissing,
 };

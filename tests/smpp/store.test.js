@@ -19,19 +19,9 @@ const JS = process.env.ERD_STORE_BACKEND === 'jetstream';
 // A build without SQLite (WITH_SQLITE=no) has no store to test.
 const BIN = process.env.ECHOROUTERD_BIN;
 function whySkip() {
-	const v = BIN ? execFileSync(BIN, ['-V']).toString() : 'sqlite: yes nats: yes';
-	if (!/sqlite: yes/.test(v))
+	if (BIN && !/sqlite: yes/.test(execFileSync(BIN, ['-V']).toString()))
 		return 'built without SQLite';
-	if (!JS)
-		return false;
-	if (!/nats: yes/.test(v))
-		return 'built without NATS (WITH_NATS=no)';
-	try {
-		execFileSync('nats-server', ['--version']);
-	} catch (e) {
-		return 'nats-server is not installed (Debian: nats-server; make check installs it)';
-	}
-	return false;
+	return JS ? L.natsMissing(BIN) : false;
 }
 const skip = whySkip();
 let nats = null;
