@@ -34,6 +34,7 @@
 
 struct config;
 struct deliver_msg;
+struct reactor_batch;
 struct service;
 
 /* What became of a LOGIN's cluster-wide claim. */
@@ -101,15 +102,16 @@ void	cluster_get_stats(struct cluster_stats *st);
  * Sends m to whichever node holds m->to (or its prefix route's address):
  * its verdict comes back through deliver_answer, DELIVER_UNAVAILABLE when
  * the cluster is down or silent past request_timeout; nobody anywhere:
- * deliver_unrouted. Takes m. Any thread.
+ * deliver_unrouted. Staged in b (the calling thread's, reactor.h) when it
+ * is not NULL, posted now otherwise. Takes m. Any thread.
  */
-void	cluster_send(struct deliver_msg *m);
+void	cluster_send(struct reactor_batch *b, struct deliver_msg *m);
 
 /*
- * Sends the verdict of m, which came from another node, back to it.
- * Takes m. Any thread.
+ * Sends the verdict of m, which came from another node, back to it,
+ * staged in b as cluster_send does. Takes m. Any thread.
  */
-void	cluster_answer(struct deliver_msg *m);
+void	cluster_answer(struct reactor_batch *b, struct deliver_msg *m);
 
 /* Claims q->addr cluster-wide (see struct cluster_claim). Any thread. */
 void	cluster_claim(struct cluster_claim *q);
@@ -153,8 +155,19 @@ cluster_stats_append(char *buf, size_t len, bool status)
 }
 
 /* Never called without a cluster (cluster_on is false). */
-static inline void cluster_send(struct deliver_msg *m) { free(m); }
-static inline void cluster_answer(struct deliver_msg *m) { free(m); }
+static inline void
+cluster_send(struct reactor_batch *b, struct deliver_msg *m)
+{
+	(void)b;
+	free(m);
+}
+
+static inline void
+cluster_answer(struct reactor_batch *b, struct deliver_msg *m)
+{
+	(void)b;
+	free(m);
+}
 static inline void cluster_claim(struct cluster_claim *q) { free(q); }
 static inline void cluster_release(const char *addr) { (void)addr; }
 

@@ -38,18 +38,25 @@
 
 #define CLUSTER_TICK_MS		100
 #define CLUSTER_QUEUE		"erd"	/* every node's queue group */
-#define PEND_BUCKETS		4096	/* a power of two */
+#define PEND_BUCKETS		16384	/* a power of two */
 #define SUB_BUCKETS		4096	/* a power of two */
+#define OUT_BUCKETS		1024	/* a power of two */
+/* A bundle, or a batch of verdicts, is sent once it is this big. */
+#define BUNDLE_BYTES		(64 * 1024)
+#define VERDICTS_BYTES		(64 * 1024)
+/* Spare struct pends kept for reuse, at most. */
+#define PEND_SPARE		4096
 #define SUBJECT_MAX		(CLUSTER_PREFIX_MAX + CLUSTER_TOKEN_MAX + 64)
 /* Runs call while s is still NATS_OK. */
 #define IFOK_NATS(s, call)	do { if ((s) == NATS_OK) (s) = (call); } while (0)
 /* libnats's delivery threads: a subscription keeps to one, so in order. */
 #define DELIVERY_THREADS	2
 
-/* A message sent to another node, awaiting its verdict. */
+/* A message for another node: in an outbox, then awaiting its verdict. */
 struct pend {
 	struct pend *hnext;		/* by request id */
 	struct pend *prev, *next;	/* by deadline (sent order) */
+	struct pend *qnext;		/* in its outbox */
 	uint64_t req;
 	uint64_t deadline_ms;
 	unsigned cand;			/* which address is being tried */
@@ -69,12 +76,37 @@ struct claimed {
 	char	addr[ROUTE_ADDR_MAX + 1];
 };
 
-/* A verdict (or NATS's "no responders") for one of our requests. */
+/*
+ * What the messages for one address this batch, sent as one bundle when
+ * the batch ends (or when it is full).
+ */
+struct outbox {
+	struct outbox *hnext;		/* by address */
+	struct outbox *next;		/* in the order they were opened */
+	struct pend *head, *tail;
+	unsigned count;
+	size_t	bytes;			/* the bundle's size, at most */
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+/* This batch's verdicts for one other node, sent when it ends. */
+struct verdicts {
+	struct verdicts *next;
+	uint8_t	*buf;
+	size_t	len, cap;
+	char	node[DELIVER_NODE_MAX + 1];
+};
+
+/*
+ * Verdicts for our requests, as they came (cluster_verdict_get), or
+ * NATS's "no responders" for the count requests of a bundle from first.
+ */
 struct verdict_note {
 	struct mailbox_task task;
-	uint64_t req;
 	bool	nobody;
-	enum deliver_verdict v;
+	uint64_t first, count;
+	size_t	n;
+	uint8_t	data[];
 };
 
 /* An address whose holders changed, or a claim given up. */
@@ -127,8 +159,14 @@ struct cluster {
 	uint64_t next_req;
 	struct pend *pend[PEND_BUCKETS];
 	struct pend *oldest, *newest;
+	struct pend *spare;		/* for reuse, by hnext */
+	unsigned nspare;
 	struct csub *subs[SUB_BUCKETS];
-	uint8_t	*buf;			/* an encoded message */
+	struct outbox *out[OUT_BUCKETS];
+	struct outbox *out_first, *out_last;	/* this batch's */
+	struct verdicts *vlist;			/* this batch's */
+	struct reactor_batch answers;		/* verdicts for our reactors */
+	uint8_t	*buf;			/* a bundle */
 	size_t	bufcap;
 };
 
@@ -216,16 +254,45 @@ pend_unlink(struct pend *p)
 	p->prev = p->next = p->hnext = NULL;
 }
 
-/* Files p under a new request id, with a new deadline, as the newest. */
+/* A pend for m, spare or new. */
+static struct pend *
+pend_new(struct deliver_msg *m)
+{
+	struct pend *p = C.spare;
+
+	if (p != NULL) {
+		C.spare = p->hnext;
+		C.nspare--;
+		*p = (struct pend){ 0 };
+	} else {
+		p = xcalloc(1, sizeof(*p));
+	}
+	p->m = m;
+	return p;
+}
+
 static void
-pend_link(struct pend *p)
+pend_free(struct pend *p)
+{
+	if (C.nspare == PEND_SPARE) {
+		free(p);
+		return;
+	}
+	p->hnext = C.spare;
+	C.spare = p;
+	C.nspare++;
+}
+
+/* Files p under a new request id, with its deadline, as the newest. */
+static void
+pend_link(struct pend *p, uint64_t deadline_ms)
 {
 	struct pend **pp;
 
 	p->req = ++C.next_req;
-	p->deadline_ms = mono_ms() + (uint64_t)C.cf->cluster.request_timeout *
-	    1000;
-	pp = pend_slot(p->req);
+	p->deadline_ms = deadline_ms;
+	/* A new id: first in its bucket, nothing to look for. */
+	pp = &C.pend[p->req & (PEND_BUCKETS - 1)];
 	p->hnext = *pp;
 	*pp = p;
 	p->prev = C.newest;
@@ -237,18 +304,25 @@ pend_link(struct pend *p)
 	C.newest = p;
 }
 
-/* Ends p with verdict v, told to the sender. */
+/* Ends p, which is in no list, with verdict v, told to the sender. */
 static void
-pend_finish(struct pend *p, enum deliver_verdict v)
+pend_end(struct pend *p, enum deliver_verdict v)
 {
 	struct deliver_msg *m = p->m;
 
-	pend_unlink(p);
-	free(p);
+	pend_free(p);
 	if (v == DELIVER_UNAVAILABLE)
 		atomic_fetch_add(&C.errors, 1);
 	m->verdict = v;
-	deliver_answer(m);
+	deliver_answer_in(&C.answers, m);
+}
+
+/* Ends p, awaiting its verdict, with verdict v. */
+static void
+pend_finish(struct pend *p, enum deliver_verdict v)
+{
+	pend_unlink(p);
+	pend_end(p, v);
 }
 
 /*
@@ -274,102 +348,282 @@ candidate(const struct deliver_msg *m, unsigned i)
 	return i < n ? list[i] : NULL;
 }
 
-/* Room for an encoded m in C.buf. */
+/* Room for n bytes in C.buf. */
 static uint8_t *
-wire_buf(const struct deliver_msg *m)
+wire_room(size_t n)
 {
-	size_t need = cluster_msg_size(m);
-
-	if (need > C.bufcap) {
+	if (n > C.bufcap) {
 		free(C.buf);
-		C.bufcap = need * 2;
+		C.bufcap = n * 2;
 		C.buf = xmalloc(C.bufcap);
 	}
 	return C.buf;
 }
 
 /*
+ * Sends ob's messages as one bundle, under consecutive request ids, and
+ * empties it. The reply subject names the first id and the count, for
+ * NATS's "no responders" on them all.
+ */
+static void
+outbox_send(struct outbox *ob)
+{
+	char subj[SUBJECT_MAX], reply[SUBJECT_MAX];
+	uint8_t *buf = wire_room(ob->bytes);
+	uint64_t first = C.next_req + 1, deadline = mono_ms() +
+	    (uint64_t)C.cf->cluster.request_timeout * 1000;
+	struct pend *p, *next;
+	natsStatus s = NATS_CONNECTION_DISCONNECTED;
+	size_t n = cluster_bundle_head(buf);
+
+	for (p = ob->head; p != NULL; p = p->qnext) {
+		pend_link(p, deadline);
+		n += cluster_bundle_put(p->m, buf + n);
+	}
+	addr_subject(subj, sizeof(subj), ob->addr);
+	snprintf(reply, sizeof(reply), "%s.r.%s.%llu.%u", C.prefix, C.node,
+	    (unsigned long long)first, ob->count);
+	/* Buffered by libnats: a full buffer is a refusal, not a wait. */
+	if (!cluster_up() || (s = natsConnection_PublishRequest(C.nc, subj,
+	    reply, buf, (int)n)) != NATS_OK) {
+		note_error("publish", s);
+		for (p = ob->head; p != NULL; p = next) {
+			next = p->qnext;
+			pend_finish(p, DELIVER_UNAVAILABLE);
+		}
+	} else {
+		atomic_fetch_add_explicit(&C.to_nodes, ob->count,
+		    memory_order_relaxed);
+	}
+	ob->head = ob->tail = NULL;
+	ob->count = 0;
+	ob->bytes = CLUSTER_BUNDLE_HEAD;
+}
+
+/* Queues p for addr, in this batch's bundle for it. */
+static void
+outbox_add(const char *addr, struct pend *p)
+{
+	struct outbox **pp = &C.out[str_hash(addr) & (OUT_BUCKETS - 1)], *ob;
+	size_t need = cluster_bundle_item_size(p->m);
+
+	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->hnext;
+	if ((ob = *pp) == NULL) {
+		ob = *pp = xcalloc(1, sizeof(*ob));
+		snprintf(ob->addr, sizeof(ob->addr), "%s", addr);
+		ob->bytes = CLUSTER_BUNDLE_HEAD;
+		if (C.out_last != NULL)
+			C.out_last->next = ob;
+		else
+			C.out_first = ob;
+		C.out_last = ob;
+	} else if (ob->count == CLUSTER_BUNDLE_MAX ||
+	    ob->bytes + need > BUNDLE_BYTES) {
+		outbox_send(ob);	/* full: this one starts the next */
+	}
+	p->qnext = NULL;
+	if (ob->tail != NULL)
+		ob->tail->qnext = p;
+	else
+		ob->head = p;
+	ob->tail = p;
+	ob->count++;
+	ob->bytes += need;
+}
+
+/*
+ * Each outbox, sent (or, when send is false, its messages told the
+ * cluster is unavailable), and then gone.
+ */
+static void
+outbox_flush(bool send)
+{
+	struct outbox *ob, *next;
+	struct pend *p, *pn;
+
+	for (ob = C.out_first; ob != NULL; ob = next) {
+		next = ob->next;
+		C.out[str_hash(ob->addr) & (OUT_BUCKETS - 1)] = NULL;
+		if (send && ob->count > 0)
+			outbox_send(ob);
+		for (p = ob->head; p != NULL; p = pn) {
+			pn = p->qnext;
+			pend_end(p, DELIVER_UNAVAILABLE);
+		}
+		free(ob);
+	}
+	C.out_first = C.out_last = NULL;
+}
+
+/*
  * Asks the nodes holding p's next candidate address to deliver it; when
- * none is left, nobody anywhere has it.
+ * none is left, nobody anywhere has it. p is in no list.
  */
 static void
 pend_try(struct pend *p)
 {
 	const char *addr = candidate(p->m, p->cand);
-	char subj[SUBJECT_MAX], reply[SUBJECT_MAX];
-	natsStatus s;
-	size_t n;
 
 	if (addr == NULL) {
 		struct deliver_msg *m = p->m;
 
-		pend_unlink(p);
-		free(p);
+		pend_free(p);
 		deliver_unrouted(C.cf, m);
 		return;
 	}
 	if (!cluster_up()) {
-		pend_finish(p, DELIVER_UNAVAILABLE);
+		pend_end(p, DELIVER_UNAVAILABLE);
 		return;
 	}
-	pend_link(p);
-	addr_subject(subj, sizeof(subj), addr);
-	snprintf(reply, sizeof(reply), "%s.r.%s.%llu", C.prefix, C.node,
-	    (unsigned long long)p->req);
-	n = cluster_msg_encode(p->m, wire_buf(p->m));
-	/* Buffered by libnats: a full buffer is a refusal, not a wait. */
-	if ((s = natsConnection_PublishRequest(C.nc, subj, reply, C.buf,
-	    (int)n)) != NATS_OK) {
-		note_error("publish", s);
-		pend_finish(p, DELIVER_UNAVAILABLE);
-		return;
-	}
-	atomic_fetch_add_explicit(&C.to_nodes, 1, memory_order_relaxed);
+	outbox_add(addr, p);
 }
 
 static void
 send_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct deliver_msg *m = arg;
-	struct pend *p;
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
 		free(m);
 		return;
 	}
-	p = xcalloc(1, sizeof(*p));
-	p->m = m;
-	pend_try(p);
+	pend_try(pend_new(m));
 }
 
 void
-cluster_send(struct deliver_msg *m)
+cluster_send(struct reactor_batch *b, struct deliver_msg *m)
 {
 	m->task.fn = send_task;
 	m->task.arg = m;
-	service_post(C.svc, &m->task);
+	if (b != NULL)
+		reactor_batch_add_service(b, C.svc, &m->task);
+	else
+		service_post(C.svc, &m->task);
+}
+
+/* What another node said of request req (nobody: no node has it). */
+static void
+pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
+{
+	struct pend *p = *pend_slot(req);
+
+	/* Else it timed out: the sender had its answer. */
+	if (p == NULL)
+		return;
+	/* Nobody has that address (or not any more): the next one. */
+	if (nobody || v == DELIVER_NO_ROUTE) {
+		pend_unlink(p);
+		p->cand++;
+		pend_try(p);
+	} else {
+		pend_finish(p, v);
+	}
+}
+
+/* Only verdicts a sender may hear; anything else is a failure. */
+static enum deliver_verdict
+verdict_of(uint8_t b)
+{
+	if (b >= DELIVER_OK && b <= DELIVER_UNAVAILABLE && b != DELIVER_STORE)
+		return (enum deliver_verdict)b;
+	return DELIVER_UNAVAILABLE;
 }
 
 static void
 verdict_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct verdict_note *vn = arg;
-	struct pend *p;
+	uint64_t req;
+	uint8_t v;
 
 	(void)owner;
-	if (st == MAILBOX_RUN && (p = *pend_slot(vn->req)) != NULL) {
-		/* Nobody has that address (or not any more): the next one. */
-		if (vn->nobody || vn->v == DELIVER_NO_ROUTE) {
-			pend_unlink(p);
-			p->cand++;
-			pend_try(p);
-		} else {
-			pend_finish(p, vn->v);
+	if (st == MAILBOX_RUN && vn->nobody) {
+		for (uint64_t i = 0; i < vn->count; i++)
+			pend_verdict(vn->first + i, true, DELIVER_NO_ROUTE);
+	} else if (st == MAILBOX_RUN) {
+		for (size_t i = 0; i < vn->n; i++) {
+			cluster_verdict_get(vn->data, i, &req, &v);
+			pend_verdict(req, false, verdict_of(v));
 		}
 	}
-	/* Else it timed out: the sender had its answer. */
 	free(vn);
+}
+
+/* This batch's verdicts for node: found, or made empty. */
+static struct verdicts *
+verdicts_for(const char *node)
+{
+	struct verdicts *vb;
+
+	for (vb = C.vlist; vb != NULL; vb = vb->next)
+		if (strcmp(vb->node, node) == 0)
+			return vb;
+	vb = xcalloc(1, sizeof(*vb));
+	snprintf(vb->node, sizeof(vb->node), "%s", node);
+	vb->next = C.vlist;
+	C.vlist = vb;
+	return vb;
+}
+
+/* Sends what vb holds, if anything, and empties it. */
+static void
+verdicts_send(struct verdicts *vb)
+{
+	char subj[SUBJECT_MAX];
+	natsStatus s;
+
+	if (vb->len == 0)
+		return;
+	snprintf(subj, sizeof(subj), "%s.r.%s.v", C.prefix, vb->node);
+	if (C.nc != NULL && (s = natsConnection_Publish(C.nc, subj, vb->buf,
+	    (int)vb->len)) != NATS_OK)
+		note_error("verdict", s);
+	vb->len = 0;
+}
+
+/* Queues the verdict of request req for node. */
+static void
+verdicts_add(const char *node, uint64_t req, enum deliver_verdict v)
+{
+	struct verdicts *vb = verdicts_for(node);
+
+	if (vb->len + CLUSTER_VERDICT_SIZE > VERDICTS_BYTES)
+		verdicts_send(vb);
+	if (vb->len + CLUSTER_VERDICT_SIZE > vb->cap) {
+		vb->cap = vb->cap == 0 ? 1024 : vb->cap * 2;
+		vb->buf = xrealloc(vb->buf, vb->cap);
+	}
+	if (vb->len == 0)
+		vb->len = cluster_verdicts_head(vb->buf);
+	vb->len += cluster_verdict_put(req, (uint8_t)v, vb->buf + vb->len);
+}
+
+/* Every batch of verdicts, sent (when send) and gone. */
+static void
+verdicts_flush(bool send)
+{
+	struct verdicts *vb;
+
+	while ((vb = C.vlist) != NULL) {
+		C.vlist = vb->next;
+		if (send)
+			verdicts_send(vb);
+		free(vb->buf);
+		free(vb);
+	}
+}
+
+/* The end of a batch of tasks: what it queued for other nodes goes. */
+static void
+cluster_after_batch(struct service *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	outbox_flush(true);
+	verdicts_flush(true);
+	reactor_batch_publish(&C.answers, s);
 }
 
 /* Ends what waited past request_timeout. */
@@ -382,106 +636,153 @@ pend_expire(uint64_t now)
 
 /* ---- libnats's threads: decode and post, nothing more ---------------- */
 
-/* The number after the last dot of s, or 0. */
-static uint64_t
-last_number(const char *s)
+/*
+ * The numbers in the last two tokens of s, "...<a>.<b>", and the token
+ * before them in node (DELIVER_NODE_MAX + 1 bytes) when it is not NULL.
+ * false unless s has them.
+ */
+static bool
+last_numbers(const char *s, char *node, uint64_t *a, uint64_t *b)
 {
-	const char *dot = strrchr(s, '.');
+	const char *db = strrchr(s, '.'), *da, *dn;
+	char *end;
 
-	return dot != NULL ? strtoull(dot + 1, NULL, 10) : 0;
+	if (db == NULL || db == s)
+		return false;
+	for (da = db - 1; da > s && *da != '.'; da--)
+		;
+	if (*da != '.' || da == s)
+		return false;
+	*a = strtoull(da + 1, &end, 10);
+	if (end != db || da + 1 == db)
+		return false;
+	*b = strtoull(db + 1, &end, 10);
+	if (*end != '\0' || db[1] == '\0')
+		return false;
+	if (node == NULL)
+		return true;
+	for (dn = da - 1; dn > s && dn[-1] != '.'; dn--)
+		;
+	if (da == dn || (size_t)(da - dn) > DELIVER_NODE_MAX)
+		return false;
+	memcpy(node, dn, (size_t)(da - dn));
+	node[da - dn] = '\0';
+	return true;
 }
 
+/*
+ * On "<prefix>.r.<node>.v" a batch of verdicts, on "<prefix>.r.<node>.
+ * <first>.<count>" NATS's "no responders" for a bundle: to the cluster
+ * thread, which holds the requests.
+ */
 static void
 on_verdict(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
     void *closure)
 {
-	struct verdict_note *vn = xcalloc(1, sizeof(*vn));
 	const uint8_t *d = (const uint8_t *)natsMsg_GetData(msg);
-	int n = natsMsg_GetDataLength(msg);
+	size_t n = (size_t)natsMsg_GetDataLength(msg);
+	struct verdict_note *vn;
+	uint64_t first, count;
+	long k;
 
 	(void)nc;
 	(void)sub;
 	(void)closure;
-	vn->req = last_number(natsMsg_GetSubject(msg));
-	vn->nobody = natsMsg_IsNoResponders(msg);
-	vn->v = DELIVER_UNAVAILABLE;
-	/* Only verdicts a sender may hear; anything else is a failure. */
-	if (n == 1 && d[0] >= DELIVER_OK && d[0] <= DELIVER_UNAVAILABLE &&
-	    d[0] != DELIVER_STORE)
-		vn->v = (enum deliver_verdict)d[0];
+	if (natsMsg_IsNoResponders(msg)) {
+		if (!last_numbers(natsMsg_GetSubject(msg), NULL, &first,
+		    &count))
+			goto bad;
+		vn = xcalloc(1, sizeof(*vn));
+		vn->nobody = true;
+		vn->first = first;
+		vn->count = count;
+	} else {
+		if ((k = cluster_verdicts_count(d, n)) <= 0)
+			goto bad;
+		vn = xmalloc(sizeof(*vn) + n);
+		vn->nobody = false;
+		vn->n = (size_t)k;
+		memcpy(vn->data, d, n);
+	}
 	natsMsg_Destroy(msg);
 	vn->task.fn = verdict_task;
 	vn->task.arg = vn;
 	service_post(C.svc, &vn->task);
+	return;
+bad:
+	atomic_fetch_add(&C.errors, 1);
+	log_debug("cluster: dropped a malformed verdict on %s",
+	    natsMsg_GetSubject(msg));
+	natsMsg_Destroy(msg);
 }
 
 /*
- * The node and request a reply subject "<prefix>.r.<node>.<req>" names,
- * into m. false if it is not one.
+ * A bundle of messages for an address held here: to its owner's reactor,
+ * together. Each hears its verdict under its own request id, the bundle's
+ * first plus its place in it.
  */
-static bool
-parse_reply(const char *reply, struct deliver_msg *m)
-{
-	const char *last = strrchr(reply, '.'), *node;
-	size_t n;
-
-	if (last == NULL || last == reply)
-		return false;
-	for (node = last - 1; node > reply && node[-1] != '.'; node--)
-		;
-	n = (size_t)(last - node);
-	if (n == 0 || n > DELIVER_NODE_MAX)
-		return false;
-	memcpy(m->remote_node, node, n);
-	m->remote_node[n] = '\0';
-	m->remote_req = strtoull(last + 1, NULL, 10);
-	return true;
-}
-
-/* A message for an address held here: to its owner's reactor. */
 static void
 on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
     void *closure)
 {
 	const char *subj = natsMsg_GetSubject(msg), *tok;
 	const char *reply = natsMsg_GetReply(msg);
-	char addr[ROUTE_ADDR_MAX + 1];
-	struct deliver_msg *m;
+	char addr[ROUTE_ADDR_MAX + 1], node[DELIVER_NODE_MAX + 1];
+	struct deliver_msg *ms[CLUSTER_BUNDLE_MAX];
+	uint64_t first = 0, count = 0;
+	bool answer;
 	struct route_owner o;
 	struct reactor *r;
+	size_t k;
 
 	(void)nc;
 	(void)sub;
 	(void)closure;
 	tok = strrchr(subj, '.');
-	m = cluster_msg_decode((const uint8_t *)natsMsg_GetData(msg),
-	    (size_t)natsMsg_GetDataLength(msg));
-	if (m == NULL || tok == NULL ||
-	    !cluster_token_decode(tok + 1, strlen(tok + 1), addr)) {
+	answer = reply != NULL && reply[0] != '\0';
+	k = cluster_bundle_decode((const uint8_t *)natsMsg_GetData(msg),
+	    (size_t)natsMsg_GetDataLength(msg), ms, CLUSTER_BUNDLE_MAX);
+	if (k == 0 || tok == NULL ||
+	    !cluster_token_decode(tok + 1, strlen(tok + 1), addr) ||
+	    (answer && (!last_numbers(reply, node, &first, &count) ||
+	    count != k))) {
 		atomic_fetch_add(&C.errors, 1);
 		log_debug("cluster: dropped a malformed message on %s", subj);
-		free(m);
+		while (k > 0)
+			free(ms[--k]);
 		natsMsg_Destroy(msg);
 		return;
 	}
-	if (reply != NULL && reply[0] != '\0' && parse_reply(reply, m)) {
-		m->sender.reactor = DELIVER_REMOTE_REACTOR;
-	} else {
-		m->sender.reactor = DELIVER_NO_REACTOR;
-		m->flags |= DELIVER_F_NO_VERDICT;
-	}
 	natsMsg_Destroy(msg);
-	atomic_fetch_add_explicit(&C.from_nodes, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&C.from_nodes, k, memory_order_relaxed);
+	for (size_t i = 0; i < k; i++) {
+		struct deliver_msg *m = ms[i];
+
+		if (answer) {
+			m->sender.reactor = DELIVER_REMOTE_REACTOR;
+			memcpy(m->remote_node, node, sizeof(node));
+			m->remote_req = first + i;
+		} else {
+			m->sender.reactor = DELIVER_NO_REACTOR;
+			m->flags |= DELIVER_F_NO_VERDICT;
+		}
+	}
 	if (route_lookup(addr, &o) && o.kind == ROUTE_OWNER_CONN &&
 	    (r = reactor_get(o.conn.reactor)) != NULL) {
-		m->recipient = o;
-		m->task.fn = deliver_node_task;
-		m->task.arg = m;
-		reactor_post_task(r, &m->task);
+		/* One push, newest first: ms[k - 1] .. ms[0]. */
+		for (size_t i = 0; i < k; i++) {
+			ms[i]->recipient = o;
+			ms[i]->task.fn = deliver_node_task;
+			ms[i]->task.arg = ms[i];
+			ms[i]->task.next = i > 0 ? &ms[i - 1]->task : NULL;
+		}
+		reactor_post_chain(r, &ms[k - 1]->task, &ms[0]->task);
 		return;
 	}
-	m->verdict = DELIVER_NO_ROUTE;
-	cluster_answer(m);
+	for (size_t i = 0; i < k; i++) {
+		ms[i]->verdict = DELIVER_NO_ROUTE;
+		deliver_answer(ms[i]);
+	}
 }
 
 static void
@@ -529,26 +830,22 @@ static void
 answer_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct deliver_msg *m = arg;
-	char subj[SUBJECT_MAX];
-	uint8_t v = (uint8_t)m->verdict;
-	natsStatus s;
 
 	(void)owner;
-	if (st == MAILBOX_RUN && C.nc != NULL) {
-		snprintf(subj, sizeof(subj), "%s.r.%s.%llu", C.prefix,
-		    m->remote_node, (unsigned long long)m->remote_req);
-		if ((s = natsConnection_Publish(C.nc, subj, &v, 1)) != NATS_OK)
-			note_error("verdict", s);
-	}
+	if (st == MAILBOX_RUN)
+		verdicts_add(m->remote_node, m->remote_req, m->verdict);
 	free(m);
 }
 
 void
-cluster_answer(struct deliver_msg *m)
+cluster_answer(struct reactor_batch *b, struct deliver_msg *m)
 {
 	m->task.fn = answer_task;
 	m->task.arg = m;
-	service_post(C.svc, &m->task);
+	if (b != NULL)
+		reactor_batch_add_service(b, C.svc, &m->task);
+	else
+		service_post(C.svc, &m->task);
 }
 
 /* ---- subscriptions: one per address held here ------------------------ */
@@ -678,7 +975,7 @@ resubscribe_all(void)
 	unsubscribe(C.inbox);
 	C.inbox = NULL;
 	snprintf(C.prefix, sizeof(C.prefix), "%s", C.cf->cluster.subject_prefix);
-	snprintf(subj, sizeof(subj), "%s.r.%s.*", C.prefix, C.node);
+	snprintf(subj, sizeof(subj), "%s.r.%s.>", C.prefix, C.node);
 	if ((s = natsConnection_Subscribe(&C.inbox, C.nc, subj, on_verdict,
 	    NULL)) != NATS_OK)
 		note_error("subscribe to verdicts", s);
@@ -1133,6 +1430,7 @@ cluster_tick(struct service *s, void *arg)
 	(void)s;
 	(void)arg;
 	pend_expire(mono_ms());
+	reactor_batch_publish(&C.answers, s);
 }
 
 static void
@@ -1142,8 +1440,19 @@ cluster_stop(struct service *s, void *arg)
 	(void)arg;
 	atomic_store(&C.up, false);
 	/* Whoever still waits hears a temporary error. */
+	outbox_flush(false);
+	verdicts_flush(false);
 	while (C.oldest != NULL)
 		pend_finish(C.oldest, DELIVER_UNAVAILABLE);
+	while (C.spare != NULL) {
+		struct pend *p = C.spare;
+
+		C.spare = p->hnext;
+		free(p);
+	}
+	C.nspare = 0;
+	reactor_batch_publish(&C.answers, s);
+	reactor_batch_fini(&C.answers);
 	for (size_t i = 0; i < SUB_BUCKETS; i++)
 		while (C.subs[i] != NULL) {
 			struct csub *cs = C.subs[i];
@@ -1166,6 +1475,7 @@ cluster_stop(struct service *s, void *arg)
 }
 
 static const struct service_hooks cluster_hooks = {
+	.after_batch = cluster_after_batch,
 	.tick = cluster_tick,
 	.stop = cluster_stop,
 	.tick_ms = CLUSTER_TICK_MS,

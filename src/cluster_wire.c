@@ -7,6 +7,8 @@
 #include "deliver.h"
 
 #define WIRE_VERSION	1
+#define WIRE_BUNDLE	0xB1	/* a bundle of messages (this version's) */
+#define WIRE_VERDICTS	0xA1	/* a batch of verdicts (this version's) */
 
 /* The flags that mean something to the recipient's node. */
 #define WIRE_FLAGS	(DELIVER_F_PREFIX_FIRST | DELIVER_F_EXACT | \
@@ -224,4 +226,84 @@ cluster_msg_decode(const uint8_t *p, size_t n)
 bad:
 	free(m);
 	return NULL;
+}
+
+size_t
+cluster_bundle_head(uint8_t *out)
+{
+	out[0] = WIRE_BUNDLE;
+	return CLUSTER_BUNDLE_HEAD;
+}
+
+size_t
+cluster_bundle_item_size(const struct deliver_msg *m)
+{
+	return 4 + cluster_msg_size(m);
+}
+
+size_t
+cluster_bundle_put(const struct deliver_msg *m, uint8_t *out)
+{
+	size_t n = cluster_msg_encode(m, out + 4);
+
+	put_be(out, n, 4);
+	return 4 + n;
+}
+
+size_t
+cluster_bundle_decode(const uint8_t *p, size_t n, struct deliver_msg **ms,
+    size_t max)
+{
+	const uint8_t *end = p + n;
+	size_t k = 0;
+	uint64_t len;
+
+	if (n < CLUSTER_BUNDLE_HEAD || *p++ != WIRE_BUNDLE)
+		return 0;
+	while (p < end) {
+		if (k == max || !get_be(&p, end, 4, &len) ||
+		    len > (size_t)(end - p) ||
+		    (ms[k] = cluster_msg_decode(p, len)) == NULL)
+			goto bad;
+		k++;
+		p += len;
+	}
+	return k;
+bad:
+	while (k > 0)
+		free(ms[--k]);
+	return 0;
+}
+
+size_t
+cluster_verdicts_head(uint8_t *out)
+{
+	out[0] = WIRE_VERDICTS;
+	return CLUSTER_VERDICTS_HEAD;
+}
+
+size_t
+cluster_verdict_put(uint64_t req, uint8_t v, uint8_t *out)
+{
+	put_be(out, req, 8);
+	out[8] = v;
+	return CLUSTER_VERDICT_SIZE;
+}
+
+long
+cluster_verdicts_count(const uint8_t *p, size_t n)
+{
+	if (n <= CLUSTER_VERDICTS_HEAD || p[0] != WIRE_VERDICTS ||
+	    (n - CLUSTER_VERDICTS_HEAD) % CLUSTER_VERDICT_SIZE != 0)
+		return -1;
+	return (long)((n - CLUSTER_VERDICTS_HEAD) / CLUSTER_VERDICT_SIZE);
+}
+
+void
+cluster_verdict_get(const uint8_t *p, size_t i, uint64_t *req, uint8_t *v)
+{
+	const uint8_t *q = p + CLUSTER_VERDICTS_HEAD + i * CLUSTER_VERDICT_SIZE;
+
+	(void)get_be(&q, q + 8, 8, req);
+	*v = q[0];
 }

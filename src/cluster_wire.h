@@ -47,4 +47,51 @@ size_t	cluster_msg_encode(const struct deliver_msg *m, uint8_t *out);
  */
 struct deliver_msg *cluster_msg_decode(const uint8_t *p, size_t n);
 
+/*
+ * A bundle: messages for one address that one node sends another in one
+ * NATS message (a byte saying so, then each message as a 4-byte length
+ * and its encoding). At most CLUSTER_BUNDLE_MAX messages.
+ */
+#define CLUSTER_BUNDLE_MAX	512
+#define CLUSTER_BUNDLE_HEAD	1
+
+/* Writes a bundle's first byte into out; returns CLUSTER_BUNDLE_HEAD. */
+size_t	cluster_bundle_head(uint8_t *out);
+
+/* Bytes cluster_bundle_put writes for m, at most. */
+size_t	cluster_bundle_item_size(const struct deliver_msg *m);
+
+/* Appends m to a bundle at out; returns the bytes written. */
+size_t	cluster_bundle_put(const struct deliver_msg *m, uint8_t *out);
+
+/*
+ * The messages of the bundle in n bytes at p, which may come from anyone,
+ * into ms[0..max - 1]: how many, or 0 (and nothing left allocated) unless
+ * the whole is well-formed and holds 1 to max messages.
+ */
+size_t	cluster_bundle_decode(const uint8_t *p, size_t n,
+	    struct deliver_msg **ms, size_t max);
+
+/*
+ * Verdicts: a byte saying so, then for each a request id (8 bytes) and
+ * the verdict (a byte), for one node: every verdict a node has for
+ * another in one NATS message.
+ */
+#define CLUSTER_VERDICTS_HEAD	1
+#define CLUSTER_VERDICT_SIZE	9
+
+/* Writes a batch's first byte into out; returns CLUSTER_VERDICTS_HEAD. */
+size_t	cluster_verdicts_head(uint8_t *out);
+
+/* Appends one verdict; returns CLUSTER_VERDICT_SIZE. */
+size_t	cluster_verdict_put(uint64_t req, uint8_t v, uint8_t *out);
+
+/*
+ * How many verdicts the n bytes at p hold, or -1 if they are not a
+ * batch. The i-th is then read with cluster_verdict_get.
+ */
+long	cluster_verdicts_count(const uint8_t *p, size_t n);
+void	cluster_verdict_get(const uint8_t *p, size_t i, uint64_t *req,
+	    uint8_t *v);
+
 #endif

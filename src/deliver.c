@@ -159,12 +159,13 @@ static bool deliver_to_store(struct reactor *r, struct deliver_msg *m);
 static void deliver_store_now(struct reactor *r, struct deliver_msg *m);
 
 /*
- * Sends m's verdict back to its sender: a reactor of ours (staged on r's
- * turn when r is not NULL, posted otherwise), another node, or nobody
- * (then m is freed). Takes m. Any thread; r is the caller's reactor.
+ * Sends m's verdict back to its sender: a reactor of ours, another node,
+ * or nobody (then m is freed). Staged in b when it is not NULL (the
+ * caller's reactor's turn, or its own batch), posted otherwise. Takes m.
+ * Any thread.
  */
 static void
-deliver_reply(struct reactor *r, struct deliver_msg *m)
+deliver_reply_in(struct reactor_batch *b, struct deliver_msg *m)
 {
 	struct reactor *back;
 
@@ -173,7 +174,7 @@ deliver_reply(struct reactor *r, struct deliver_msg *m)
 		return;
 	}
 	if (m->sender.reactor == DELIVER_REMOTE_REACTOR) {
-		cluster_answer(m);
+		cluster_answer(b, m);
 		return;
 	}
 	if (m->sender.reactor == DELIVER_STORE_REACTOR) {
@@ -186,10 +187,17 @@ deliver_reply(struct reactor *r, struct deliver_msg *m)
 	}
 	m->task.fn = deliver_verdict_task;
 	m->task.arg = m;
-	if (r != NULL)
-		reactor_send(r, back, &m->task);
+	if (b != NULL)
+		reactor_batch_add(b, back, &m->task);
 	else
 		reactor_post_task(back, &m->task);
+}
+
+/* The same, staged on reactor r's turn when r is not NULL. */
+static void
+deliver_reply(struct reactor *r, struct deliver_msg *m)
+{
+	deliver_reply_in(r != NULL ? &r->batch : NULL, m);
 }
 
 /*
@@ -226,6 +234,12 @@ void
 deliver_answer(struct deliver_msg *m)
 {
 	deliver_reply(NULL, m);
+}
+
+void
+deliver_answer_in(struct reactor_batch *b, struct deliver_msg *m)
+{
+	deliver_reply_in(b, m);
 }
 
 static const char *deliver_target(const struct config *cf,
@@ -362,7 +376,7 @@ deliver_cluster(struct reactor *r, struct deliver_msg *m, const char *to)
 	/* Its account's backlog, or its schedule, still comes first. */
 	if (deliver_store_if(r->cf, m, to, true))
 		return DELIVER_PENDING;
-	cluster_send(m);
+	cluster_send(&r->batch, m);
 	return DELIVER_PENDING;
 }
 

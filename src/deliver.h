@@ -154,6 +154,13 @@ void	deliver_forward(struct reactor *r, struct deliver_msg *m);
 void	deliver_answer(struct deliver_msg *m);
 
 /*
+ * The same from a thread that answers many at once: the verdict for a
+ * reactor is staged in b (reactor.h), which the caller publishes.
+ */
+struct reactor_batch;
+void	deliver_answer_in(struct reactor_batch *b, struct deliver_msg *m);
+
+/*
  * Mailbox task: hands a message that came from another node (m->sender is
  * DELIVER_REMOTE_REACTOR) to the recipient's protocol on this reactor and
  * sends the verdict back through the cluster. Owning reactor

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "service.h"
 
 /* Reactors by id, for posting to a connection's owner. */
 static struct reactor *_Atomic registry[CONFIG_DISPATCHERS_MAX];
@@ -91,8 +92,7 @@ reactor_free(struct reactor *r)
 		if (r->hooks[i].h->free != NULL)
 			r->hooks[i].h->free(r, r->hooks[i].arg);
 	reactor_publish(r);
-	free(r->stage);
-	free(r->staged);
+	reactor_batch_fini(&r->batch);
 	if (r->epfd >= 0)
 		close(r->epfd);
 	config_unref(r->cf);
@@ -401,31 +401,59 @@ reactor_post_task(struct reactor *r, struct mailbox_task *t)
 }
 
 void
-reactor_send(struct reactor *from, struct reactor *to, struct mailbox_task *t)
+reactor_post_chain(struct reactor *r, struct mailbox_task *head,
+    struct mailbox_task *tail)
+{
+	mailbox_push(&r->mb, head, tail);
+}
+
+void
+reactor_batch_add(struct reactor_batch *b, struct reactor *to,
+    struct mailbox_task *t)
 {
 	struct reactor_stage *st;
 
-	if (from->stage == NULL) {
-		from->stage = xcalloc(CONFIG_DISPATCHERS_MAX,
-		    sizeof(*from->stage));
-		from->staged = xcalloc(CONFIG_DISPATCHERS_MAX,
-		    sizeof(*from->staged));
+	if (b->stage == NULL) {
+		b->stage = xcalloc(CONFIG_DISPATCHERS_MAX, sizeof(*b->stage));
+		b->staged = xcalloc(CONFIG_DISPATCHERS_MAX, sizeof(*b->staged));
 	}
-	st = &from->stage[to->id];
+	st = &b->stage[to->id];
 	if (st->head == NULL) {
 		st->tail = t;
-		from->staged[from->nstaged++] = to->id;
+		b->staged[b->nstaged++] = to->id;
 	}
 	t->next = st->head;
 	st->head = t;
 }
 
 void
-reactor_publish(struct reactor *r)
+reactor_batch_add_service(struct reactor_batch *b, struct service *to,
+    struct mailbox_task *t)
 {
-	for (uint32_t i = 0; i < r->nstaged; i++) {
-		struct reactor_stage *st = &r->stage[r->staged[i]];
-		struct reactor *to = reactor_get(r->staged[i]);
+	unsigned i;
+
+	for (i = 0; i < b->nsvc && b->svc[i].to != to; i++)
+		;
+	if (i == b->nsvc) {
+		/* More services than kept apart: straight to it. */
+		if (i == REACTOR_BATCH_SERVICES) {
+			service_post(to, t);
+			return;
+		}
+		b->svc[b->nsvc++].to = to;
+	}
+	if (b->svc[i].st.head == NULL)
+		b->svc[i].st.tail = t;
+	t->next = b->svc[i].st.head;
+	b->svc[i].st.head = t;
+}
+
+void
+reactor_batch_publish(struct reactor_batch *b, void *owner)
+{
+	for (uint32_t i = 0; i < b->nstaged; i++) {
+		struct reactor_stage *st = &b->stage[b->staged[i]];
+		struct reactor *to = reactor_get(b->staged[i]);
 
 		if (to != NULL) {
 			mailbox_push(&to->mb, st->head, st->tail);
@@ -435,11 +463,45 @@ reactor_publish(struct reactor *r)
 			 * the tasks are cancelled, here. Newest first, as
 			 * staged: nobody runs them in order any more.
 			 */
-			mailbox_run_chain(st->head, r, MAILBOX_CANCELLED);
+			mailbox_run_chain(st->head, owner, MAILBOX_CANCELLED);
 		}
 		st->head = st->tail = NULL;
 	}
-	r->nstaged = 0;
+	b->nstaged = 0;
+	for (unsigned i = 0; i < b->nsvc; i++) {
+		service_post_chain(b->svc[i].to, b->svc[i].st.head,
+		    b->svc[i].st.tail);
+		b->svc[i].st.head = b->svc[i].st.tail = NULL;
+	}
+	b->nsvc = 0;
+}
+
+void
+reactor_batch_fini(struct reactor_batch *b)
+{
+	free(b->stage);
+	free(b->staged);
+	b->stage = NULL;
+	b->staged = NULL;
+}
+
+void
+reactor_send(struct reactor *from, struct reactor *to, struct mailbox_task *t)
+{
+	reactor_batch_add(&from->batch, to, t);
+}
+
+void
+reactor_send_service(struct reactor *from, struct service *to,
+    struct mailbox_task *t)
+{
+	reactor_batch_add_service(&from->batch, to, t);
+}
+
+void
+reactor_publish(struct reactor *r)
+{
+	reactor_batch_publish(&r->batch, r);
 }
 
 int

@@ -17,6 +17,32 @@
 struct reactor;
 struct reactor_io;
 struct config;
+struct service;
+
+struct reactor_stage {
+	struct mailbox_task *head;	/* newest first */
+	struct mailbox_task *tail;
+};
+
+#define REACTOR_BATCH_SERVICES	4
+
+/*
+ * Tasks that one thread gathers for reactors and service threads, and
+ * publishes together: one push (one compare-and-swap, at most one eventfd
+ * write) per destination, so a busy turn wakes each once rather than once
+ * per message. Per-destination order is kept. Zeroed to start; one
+ * thread's alone.
+ */
+struct reactor_batch {
+	struct reactor_stage *stage;	/* by destination id, or NULL */
+	uint32_t *staged;		/* destination ids with tasks staged */
+	uint32_t nstaged;
+	struct {
+		struct service *to;
+		struct reactor_stage st;
+	} svc[REACTOR_BATCH_SERVICES];
+	unsigned nsvc;
+};
 
 /* Called on the owning reactor when io's fd is ready. */
 typedef void reactor_io_fn(struct reactor *r, struct reactor_io *io,
@@ -117,17 +143,10 @@ struct reactor {
 	} hooks[REACTOR_MAX_HOOKS];
 	unsigned nhooks;
 	/*
-	 * Tasks for other reactors staged during this turn, one list per
-	 * destination (newest first), published at the end of the turn.
+	 * Tasks for other reactors (and service threads) staged during this
+	 * turn, published at the end of the turn.
 	 */
-	struct reactor_stage *stage;	/* by destination id, or NULL */
-	uint32_t *staged;		/* destination ids with tasks staged */
-	uint32_t nstaged;
-};
-
-struct reactor_stage {
-	struct mailbox_task *head;
-	struct mailbox_task *tail;
+	struct reactor_batch batch;
 };
 
 /*
@@ -193,6 +212,14 @@ void	reactor_post(struct reactor *r, mailbox_task_fn *fn, void *arg);
 void	reactor_post_task(struct reactor *r, struct mailbox_task *t);
 
 /*
+ * Posts the chain head..tail (linked by next, newest first) in one push,
+ * to run oldest first: as reactor_post_task of tail, ..., head. Any
+ * thread.
+ */
+void	reactor_post_chain(struct reactor *r, struct mailbox_task *head,
+	    struct mailbox_task *tail);
+
+/*
  * Queues t for reactor to, from reactor from (the caller's own): tasks to
  * one destination are published together at the end of from's loop turn,
  * with one compare-and-swap and at most one eventfd write, so a busy turn
@@ -201,6 +228,23 @@ void	reactor_post_task(struct reactor *r, struct mailbox_task *t);
  */
 void	reactor_send(struct reactor *from, struct reactor *to,
 	    struct mailbox_task *t);
+
+/* Queues t for service thread to, the same way. Owning reactor only. */
+void	reactor_send_service(struct reactor *from, struct service *to,
+	    struct mailbox_task *t);
+
+/*
+ * The same for any other thread, in a batch of its own: queues t for
+ * reactor to, or for service to; publishes (owner: the caller's struct
+ * reactor or service, for tasks cancelled when their reactor is gone);
+ * frees what a published batch holds.
+ */
+void	reactor_batch_add(struct reactor_batch *b, struct reactor *to,
+	    struct mailbox_task *t);
+void	reactor_batch_add_service(struct reactor_batch *b, struct service *to,
+	    struct mailbox_task *t);
+void	reactor_batch_publish(struct reactor_batch *b, void *owner);
+void	reactor_batch_fini(struct reactor_batch *b);
 
 /* Publishes what reactor_send staged. Owning reactor only. */
 void	reactor_publish(struct reactor *r);

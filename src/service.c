@@ -75,6 +75,13 @@ service_post_fn(struct service *s, mailbox_task_fn *fn, void *arg)
 	mailbox_post_fn(&s->mb, fn, arg);
 }
 
+void
+service_post_chain(struct service *s, struct mailbox_task *head,
+    struct mailbox_task *tail)
+{
+	mailbox_push(&s->mb, head, tail);
+}
+
 /* The last task before the stop: everything posted earlier has run. */
 static void
 service_stop_task(void *owner, void *arg, enum mailbox_status st)

@@ -45,6 +45,9 @@ int	service_start(struct service *s);
  */
 void	service_post(struct service *s, struct mailbox_task *t);
 void	service_post_fn(struct service *s, mailbox_task_fn *fn, void *arg);
+/* Queues the chain head..tail (newest first) in one push. Any thread. */
+void	service_post_chain(struct service *s, struct mailbox_task *head,
+	    struct mailbox_task *tail);
 
 /*
  * Asks the thread to run what was posted before this call, then its stop

@@ -603,7 +603,7 @@ pump_one(struct store_rec *rec, void *arg)
 		m->attempts = rec->attempts;
 		a->inflight[a->ninflight++] = m->id;
 		S.ninflight++;
-		cluster_send(m);
+		cluster_send(NULL, m);
 		return --p->room == 0;
 	}
 	if (!route_lookup(a->id, &owner) || owner.kind != ROUTE_OWNER_CONN ||

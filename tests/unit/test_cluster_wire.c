@@ -146,6 +146,80 @@ START_TEST(msg_rejects_bad_strings)
 }
 END_TEST
 
+/* Three messages in a bundle come out as they went in, in order. */
+START_TEST(bundle_round_trip)
+{
+	struct deliver_msg *in[3], *out[4];
+	uint8_t *buf;
+	size_t cap = CLUSTER_BUNDLE_HEAD, n, k;
+
+	for (size_t i = 0; i < 3; i++) {
+		in[i] = sample_msg();
+		in[i]->id = i + 1;
+		cap += cluster_bundle_item_size(in[i]);
+	}
+	buf = malloc(cap + 1);
+	n = cluster_bundle_head(buf);
+	for (size_t i = 0; i < 3; i++)
+		n += cluster_bundle_put(in[i], buf + n);
+	ck_assert_uint_le(n, cap);
+	k = cluster_bundle_decode(buf, n, out, 4);
+	ck_assert_uint_eq(k, 3);
+	for (size_t i = 0; i < 3; i++) {
+		ck_assert_uint_eq(out[i]->id, i + 1);
+		ck_assert_str_eq(out[i]->to, "bob");
+		ck_assert_mem_eq(out[i]->text, "he\0lo", 5);
+		free(out[i]);
+	}
+	/* More messages than the caller has room for: none. */
+	ck_assert_uint_eq(cluster_bundle_decode(buf, n, out, 2), 0);
+	/* Cut anywhere but between messages, or a byte more: none. */
+	for (size_t j = 0; j < n; j++) {
+		k = cluster_bundle_decode(buf, j, out, 4);
+		while (k > 0)
+			free(out[--k]);
+	}
+	ck_assert_uint_eq(cluster_bundle_decode(buf, CLUSTER_BUNDLE_HEAD, out,
+	    4), 0);
+	ck_assert_uint_eq(cluster_bundle_decode(buf, 5, out, 4), 0);
+	buf[n] = 0;
+	ck_assert_uint_eq(cluster_bundle_decode(buf, n + 1, out, 4), 0);
+	/* A lone message is not a bundle. */
+	ck_assert_uint_eq(cluster_bundle_decode(buf + CLUSTER_BUNDLE_HEAD + 4,
+	    n - CLUSTER_BUNDLE_HEAD - 4, out, 4), 0);
+	free(buf);
+	for (size_t i = 0; i < 3; i++)
+		free(in[i]);
+}
+END_TEST
+
+START_TEST(verdicts_round_trip)
+{
+	uint8_t buf[CLUSTER_VERDICTS_HEAD + 3 * CLUSTER_VERDICT_SIZE];
+	size_t n = cluster_verdicts_head(buf);
+	uint64_t req;
+	uint8_t v;
+
+	n += cluster_verdict_put(1, 0, buf + n);
+	n += cluster_verdict_put(0x0102030405060708ull, 7, buf + n);
+	n += cluster_verdict_put(UINT64_MAX, 255, buf + n);
+	ck_assert_uint_eq(n, sizeof(buf));
+	ck_assert_int_eq(cluster_verdicts_count(buf, n), 3);
+	cluster_verdict_get(buf, 1, &req, &v);
+	ck_assert_uint_eq(req, 0x0102030405060708ull);
+	ck_assert_uint_eq(v, 7);
+	cluster_verdict_get(buf, 2, &req, &v);
+	ck_assert_uint_eq(req, UINT64_MAX);
+	ck_assert_uint_eq(v, 255);
+	/* Only whole verdicts, at least one, after the right first byte. */
+	ck_assert_int_eq(cluster_verdicts_count(buf, n - 1), -1);
+	ck_assert_int_eq(cluster_verdicts_count(buf, CLUSTER_VERDICTS_HEAD),
+	    -1);
+	buf[0] ^= 1;
+	ck_assert_int_eq(cluster_verdicts_count(buf, n), -1);
+}
+END_TEST
+
 Suite *
 cluster_wire_suite(void)
 {
@@ -156,6 +230,8 @@ cluster_wire_suite(void)
 	tcase_add_test(tc, token_rejects);
 	tcase_add_test(tc, msg_round_trip);
 	tcase_add_test(tc, msg_rejects_bad_strings);
+	tcase_add_test(tc, bundle_round_trip);
+	tcase_add_test(tc, verdicts_round_trip);
 	suite_add_tcase(s, tc);
 	return s;
 }
