@@ -6,12 +6,17 @@
  * through its mailbox and never wait on the network.
  *
  * On the wire, nodes share:
- *   <prefix>.a.<address>        a message for an address; every node that
- *                               holds the address subscribes in one queue
- *                               group, so an account's binds on several
- *                               nodes share its traffic
- *   <prefix>.r.<node>.<request> the verdict, back to the sending node; NATS
- *                               "no responders" means nobody holds it
+ *   <prefix>.a.<address>        a bundle: a batch's messages for an
+ *                               address, under consecutive request ids;
+ *                               every node that holds the address
+ *                               subscribes in one queue group, so an
+ *                               account's binds on several nodes share its
+ *                               traffic
+ *   <prefix>.r.<node>.<first>.<count>
+ *                               a bundle's reply subject: NATS "no
+ *                               responders" there means nobody holds it
+ *   <prefix>.r.<node>.v         verdicts, back to the sending node: all a
+ *                               node has for it at the end of a batch
  *   KV <prefix>-claims          address -> "<node> <instance>": LOGIN's
  *                               cluster-wide claims (atomic create)
  *   KV <prefix>-nodes           node -> instance, kept alive every
