@@ -265,7 +265,7 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 	 * Behind what this node's store holds for the account, as a local
 	 * sender's message would go: per sender -> recipient order.
 	 */
-	{
+	if (store_on()) {
 		struct route_owner chosen = m->recipient;
 
 		to = deliver_target(r->cf, m, &held);
