@@ -77,8 +77,8 @@ struct claimed {
 };
 
 /*
- * What the messages for one address this batch, sent as one bundle when
- * the batch ends (or when it is full).
+ * This batch's messages for one address, sent as one bundle when the
+ * batch ends (or sooner, when it is full).
  */
 struct outbox {
 	struct outbox *hnext;		/* by address */
@@ -419,7 +419,7 @@ outbox_add(const char *addr, struct pend *p)
 			C.out_first = ob;
 		C.out_last = ob;
 	} else if (ob->count == CLUSTER_BUNDLE_MAX ||
-	    ob->bytes + need > BUNDLE_BYTES) {
+	    (ob->count > 0 && ob->bytes + need > BUNDLE_BYTES)) {
 		outbox_send(ob);	/* full: this one starts the next */
 	}
 	p->qnext = NULL;

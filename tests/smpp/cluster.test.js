@@ -257,6 +257,26 @@ test('10,000 messages each way between nodes, once each, in order, replies in or
 	}
 });
 
+test('long messages in a burst: bundles split by size, still once each and in order', { skip }, async () => {
+	const c = await loginWhenFree(A.ports.router, 'alice', 'a');
+	const d = await loginWhenFree(B.ports.router, 'bob', 'b');
+	// 3,000-byte texts, 300 at once: far past a bundle's 64 KiB.
+	const N = 300, pad = 'x'.repeat(3000);
+	let out = '';
+	for (let i = 0; i < N; i++)
+		out += `SEND bob ${i}${pad}\n`;
+	send(c, out);
+	const oks = await waitLines(c, /^(OK|ERR) /, N, 60000);
+	assert.ok(oks.every((l) => /^OK \d+$/.test(l)), oks.find((l) => !/^OK/.test(l)));
+	const msgs = await waitLines(d, /^MSG \d+ alice /, N, 60000);
+	assert.deepEqual(msgs.map((l) => l.split(' ')[3]),
+		Array.from({ length: N }, (_, i) => `${i}${pad}`));
+	await sleep(300);
+	assert.equal(d.lines.filter((l) => l.startsWith('MSG')).length, N, 'no duplicates');
+	c.sock.destroy();
+	d.sock.destroy();
+});
+
 test('an address held on one node is ERR 409 on the other; free again after QUIT', { skip }, async () => {
 	const { c } = await login(A.ports.router, 'carol', 'c');
 	assert.equal(await tryLogin(B.ports.router, 'carol', 'c'), 'ERR 409 address in use');
