@@ -20,7 +20,7 @@
  * a moved one is written over as moved; the bucket's TTL (default_validity
  * when the bucket was made, at least an hour) removes them. So that it
  * does not remove a waiting message, those are written again once half
- * the TTL has passed.
+ * the bucket's TTL (as it is, not as this run would make it) has passed.
  *
  * Writes between begin and commit are published asynchronously and the
  * commit waits for JetStream to acknowledge them all (group commit). A
@@ -91,7 +91,7 @@ struct store_backend {
 	char	subj_prefix[CLUSTER_PREFIX_MAX + 32];	/* "$KV.<bucket>." */
 	unsigned replicas;
 	unsigned claim_ttl;
-	uint64_t ttl;			/* s: the bucket's, when we made it */
+	uint64_t ttl;			/* s: the bucket's, as it is */
 	bool	loaded;			/* the partition is in memory */
 	bool	quiesced;		/* shutting down: no NATS any more */
 	bool	changed;		/* for poll: loaded or taken over */
@@ -415,6 +415,43 @@ bucket_names(struct store_backend *b, const struct cluster_conf *cl)
 	snprintf(b->subj_prefix, sizeof(b->subj_prefix), "$KV.%s.", b->bucket);
 }
 
+/*
+ * The TTL of the bucket as it is: one made by an earlier run keeps the
+ * TTL it was made with (a longer default_validity since does not change
+ * it), and waiting messages must be written again within it.
+ */
+static void
+bucket_ttl(struct store_backend *b)
+{
+	kvStatus *st = NULL;
+	int64_t ns;
+
+	if (kvStore_Status(&st, b->kv) != NATS_OK)
+		return;
+	ns = kvStatus_TTL(st);
+	kvStatus_Destroy(st);
+	if (ns <= 0 || (uint64_t)(ns / 1000000000) == b->ttl)
+		return;
+	log_notice("store: bucket %s keeps messages %lld s (made so earlier), "
+	    "not %llu: waiting messages are written again every %lld s",
+	    b->bucket, (long long)(ns / 1000000000),
+	    (unsigned long long)b->ttl, (long long)(ns / 2000000000));
+	if (ns < (int64_t)JS_TTL_MIN * 1000000000)
+		log_warnx("store: bucket %s: a TTL under %d s is too short "
+		    "for messages waiting long", b->bucket, JS_TTL_MIN);
+	b->ttl = (uint64_t)(ns / 1000000000);
+	if (b->ttl < 2)
+		b->ttl = 2;
+}
+
+/* How often waiting messages are looked at: a quarter of the TTL at most. */
+static uint64_t
+refresh_every_ms(const struct store_backend *b)
+{
+	return b->ttl * 250 < JS_REFRESH_EVERY_MS ? b->ttl * 250 :
+	    JS_REFRESH_EVERY_MS;
+}
+
 /* The store bucket, made if missing; the nodes bucket if it is there. */
 static bool
 open_buckets(struct store_backend *b)
@@ -436,6 +473,7 @@ open_buckets(struct store_backend *b)
 			    natsStatus_GetText(s));
 			return false;
 		}
+		bucket_ttl(b);
 	}
 	/* The cluster thread makes it; until then nobody is taken over. */
 	if (b->nodes == NULL &&
@@ -832,7 +870,7 @@ js_open(const struct store_conf *cf, bool check_only, char **err)
 		log_warnx("store: JetStream bucket %s not readable yet; "
 		    "messages are refused until it is", b->bucket);
 	b->next_adopt_ms = mono_ms() + 1000;
-	b->next_refresh_ms = mono_ms() + JS_REFRESH_EVERY_MS;
+	b->next_refresh_ms = mono_ms() + refresh_every_ms(b);
 	return b;
 }
 
@@ -1242,7 +1280,7 @@ js_poll(struct store_backend *b)
 		adopt_dead(b);
 	}
 	if (b->loaded && now >= b->next_refresh_ms && !b->in_txn) {
-		b->next_refresh_ms = now + JS_REFRESH_EVERY_MS;
+		b->next_refresh_ms = now + refresh_every_ms(b);
 		refresh(b);
 	}
 	if (!b->changed)

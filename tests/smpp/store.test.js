@@ -7,6 +7,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
+const net = require('node:net');
 const path = require('node:path');
 const { execFileSync, spawn } = require('node:child_process');
 const L = require('./lib.js');
@@ -62,13 +63,44 @@ test.after(async () => {
 
 // With JetStream, the store a path names: a node and a prefix of its own.
 let fresh = 0;
+function jsPrefix(storePath) {
+	return 'st' + (storePath ? String(Buffer.from(storePath).reduce((h, c) => (h * 31 + c) >>> 0, 7))
+		: `f${process.pid}x${fresh++}`);
+}
+
 function jsStore(storePath) {
-	const tag = storePath ? String(Buffer.from(storePath).reduce((h, c) => (h * 31 + c) >>> 0, 7))
-		: `f${process.pid}x${fresh++}`;
 	return `store = { backend = "jetstream"; };
 cluster = { node = "n1"; servers = ( "nats://127.0.0.1:${nats.port}" );
-  subject_prefix = "st${tag}"; claim_ttl = 4; };
+  subject_prefix = "${jsPrefix(storePath)}"; claim_ttl = 4; };
 `;
+}
+
+// One JetStream API request over a plain NATS connection; its JSON reply.
+function jsApi(subject, body) {
+	return L.withTimeout(new Promise((resolve, reject) => {
+		const sock = net.connect(nats.port, '127.0.0.1');
+		const payload = Buffer.from(JSON.stringify(body));
+		let buf = '', sent = false;
+		sock.setEncoding('latin1');
+		sock.on('error', reject);
+		sock.on('data', (d) => {
+			buf += d;
+			if (!sent && buf.includes('\r\n')) {
+				sent = true;
+				sock.write('CONNECT {"verbose":false,"pedantic":false}\r\n' +
+					'SUB _INBOX.erdtest 1\r\n' +
+					`PUB ${subject} _INBOX.erdtest ${payload.length}\r\n`);
+				sock.write(payload);
+				sock.write('\r\n');
+			}
+			const m = /MSG _INBOX\.erdtest 1 (\d+)\r\n/.exec(buf);
+			if (m && buf.length >= m.index + m[0].length + Number(m[1])) {
+				const start = m.index + m[0].length;
+				sock.destroy();
+				resolve(JSON.parse(buf.slice(start, start + Number(m[1]))));
+			}
+		});
+	}), 10000, `${subject}`);
 }
 
 const ESME_ROK = 0x00;
@@ -348,6 +380,45 @@ test('behind a full window, acknowledged messages wait on disk, not in memory', 
 			await until(() => b.got.length >= 4, 'w2..w5 after the crash');
 			await sleep(300);
 			assert.deepEqual(b.got.map(L.text), ['w2', 'w3', 'w4', 'w5']);
+			b.s.close();
+		} finally {
+			await L.stopDaemon(d);
+		}
+	} finally {
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('JetStream: a bucket made earlier with a shorter TTL keeps waiting messages past it', { skip: skip || (!JS && 'the JetStream backend only') }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
+	const db = path.join(dir, 'ttl');
+	// The bucket as a run with a TTL of 6 s would have left it.
+	const bucket = `${jsPrefix(db)}-store`;
+	const made = await jsApi(`$JS.API.STREAM.CREATE.KV_${bucket}`, {
+		name: `KV_${bucket}`, subjects: [`$KV.${bucket}.>`], storage: 'file',
+		num_replicas: 1, max_msgs_per_subject: 1, max_age: 6e9, discard: 'new',
+		allow_rollup_hdrs: true, deny_delete: true, allow_direct: true,
+		duplicate_window: 2e9,
+	});
+	assert.ok(!made.error, JSON.stringify(made.error));
+	try {
+		let d = await L.startDaemon(conf(db));
+		try {
+			await until(() => /keeps messages 6 s/.test(d.log), 'the TTL read');
+			const a = await session(d.ports.smpp, 'bind_transmitter', 'alice', 'a');
+			for (let i = 0; i < 3; i++)
+				assert.equal((await submit(a.s, { short_message: `w${i}` })).command_status, ESME_ROK);
+			a.s.close();
+			// Twice the bucket's TTL: written again meanwhile, or gone.
+			await sleep(13000);
+		} finally {
+			await L.stopDaemon(d);
+		}
+		d = await L.startDaemon(conf(db));
+		try {
+			const b = await session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+			await until(() => b.got.length >= 3, 'the waiting messages', 15000);
+			assert.deepEqual(b.got.map(L.text), ['w0', 'w1', 'w2']);
 			b.s.close();
 		} finally {
 			await L.stopDaemon(d);
