@@ -287,7 +287,22 @@ test('an address held on one node is ERR 409 on the other; free again after QUIT
 	send(x, 'SEND nobody-at-all hi\n');
 	const [r] = await waitLines(x, /^(OK|ERR)/, 1);
 	assert.match(r, /^ERR 404 \d+ no route$/);
+	// A burst, nobody and someone on the other node in turn: the "no
+	// responders" of a whole bundle, and the replies still in order.
+	const d = await loginWhenFree(A.ports.router, 'dave', 'd');
+	x.lines = [];
+	let out = '';
+	for (let i = 0; i < 40; i++)
+		out += i % 2 ? `SEND dave d${i}\n` : `SEND nobody-at-all n${i}\n`;
+	send(x, out);
+	const replies = await waitLines(x, /^(OK|ERR)/, 40);
+	replies.forEach((l, i) => assert.match(l, i % 2 ? /^OK \d+$/ :
+		/^ERR 404 \d+ no route$/, `reply ${i}`));
+	const msgs = await waitLines(d, /^MSG \d+ carol /, 20);
+	assert.deepEqual(msgs.map((l) => l.split(' ')[3]),
+		Array.from({ length: 20 }, (_, i) => `d${2 * i + 1}`));
 	x.sock.destroy();
+	d.sock.destroy();
 });
 
 // The nodes bucket's max_age (its TTL) in s, from a nats-server's /jsz.
