@@ -373,8 +373,8 @@ test('the NATS server a node uses goes away: it moves to another, and no acknowl
 	const url = /connected to nats:\/\/127\.0\.0\.1:(\d+)/.exec(A.log);
 	assert.ok(url, A.log);
 	const used = nats.find((n) => n.port === Number(url[1]));
-	const a = (await login(A.ports.router, 'alice', 'a')).c;
-	const b = (await login(B.ports.router, 'bob', 'b')).c;
+	const a = await loginWhenFree(A.ports.router, 'alice', 'a');
+	const b = await loginWhenFree(B.ports.router, 'bob', 'b');
 	const N = 2000;
 	let sent = 0;
 	const pump = setInterval(() => {
@@ -416,22 +416,28 @@ test('the NATS server a node uses goes away: it moves to another, and no acknowl
 });
 
 test('every NATS server down: local routing goes on, remote sends get 503, then traffic resumes', { skip }, async () => {
-	const a = (await login(A.ports.router, 'alice', 'a')).c;
-	const c = (await login(A.ports.router, 'carol', 'c')).c;
-	const b = (await login(B.ports.router, 'bob', 'b')).c;
+	// (The last test's sessions may still be leaving, and JetStream
+	// settling after its server came back: LOGIN until it is taken.)
+	const a = await loginWhenFree(A.ports.router, 'alice', 'a');
+	const c = await loginWhenFree(A.ports.router, 'carol', 'c');
+	const b = await loginWhenFree(B.ports.router, 'bob', 'b');
 	for (const n of nats)
 		await stopNats(n, 'SIGTERM');
-	await until(async () => /cluster=down/.test(await stats(A)), WAIT_MS, 'A sees the outage');
-	send(a, 'SEND carol local\nSEND bob remote\n');
-	const r = await waitLines(a, /^(OK|ERR) /, 2);
-	assert.match(r[0], /^OK \d+$/);
-	assert.match(r[1], /^ERR 503 \d+ cluster unavailable$/);
-	await waitLines(c, /^MSG \d+ alice local$/, 1);
-	// A new LOGIN cannot be claimed cluster-wide meanwhile.
-	assert.equal(await tryLogin(A.ports.router, 'dave', 'd'), 'ERR 503 cluster unavailable');
-	for (const n of nats)
-		startNatsOne(n, nats);
-	await Promise.all(nats.map((n) => waitNatsReady(n)));
+	try {
+		await until(async () => /cluster=down/.test(await stats(A)), WAIT_MS, 'A sees the outage');
+		send(a, 'SEND carol local\nSEND bob remote\n');
+		const r = await waitLines(a, /^(OK|ERR) /, 2);
+		assert.match(r[0], /^OK \d+$/);
+		assert.match(r[1], /^ERR 503 \d+ cluster unavailable$/);
+		await waitLines(c, /^MSG \d+ alice local$/, 1);
+		// A new LOGIN cannot be claimed cluster-wide meanwhile.
+		assert.equal(await tryLogin(A.ports.router, 'dave', 'd'), 'ERR 503 cluster unavailable');
+	} finally {
+		// Back whatever happened: the tests after this one need them.
+		for (const n of nats)
+			startNatsOne(n, nats);
+		await Promise.all(nats.map((n) => waitNatsReady(n)));
+	}
 	a.lines = [];
 	await until(async () => {
 		send(a, 'SEND bob again\n');
