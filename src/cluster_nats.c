@@ -689,8 +689,9 @@ on_verdict(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	(void)sub;
 	(void)closure;
 	if (natsMsg_IsNoResponders(msg)) {
+		/* (Anyone may publish here: no count a bundle cannot have.) */
 		if (!last_numbers(natsMsg_GetSubject(msg), NULL, &first,
-		    &count))
+		    &count) || count == 0 || count > CLUSTER_BUNDLE_MAX)
 			goto bad;
 		vn = xcalloc(1, sizeof(*vn));
 		vn->nobody = true;

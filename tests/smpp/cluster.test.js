@@ -305,6 +305,46 @@ test('an address held on one node is ERR 409 on the other; free again after QUIT
 	d.sock.destroy();
 });
 
+// Publishes, as any NATS client may, a message with headers hdr (and no
+// payload) on subject; resolves once the server has it.
+function natsPublishHeaders(port, subject, hdr) {
+	return L.withTimeout(new Promise((resolve, reject) => {
+		const sock = net.connect(port, '127.0.0.1');
+		let buf = '', sent = false;
+		sock.setEncoding('latin1');
+		sock.on('error', reject);
+		sock.on('data', (d) => {
+			buf += d;
+			if (!sent && buf.includes('\r\n')) {
+				sent = true;
+				sock.write('CONNECT {"verbose":false,"headers":true}\r\n' +
+					`HPUB ${subject} ${hdr.length} ${hdr.length}\r\n${hdr}\r\nPING\r\n`);
+			}
+			if (/PONG\r\n/.test(buf)) {
+				sock.destroy();
+				resolve();
+			}
+		});
+	}), WAIT_MS, 'publish');
+}
+
+test('a forged "no responders" for a huge bundle is dropped; traffic goes on', { skip }, async () => {
+	const a = await loginWhenFree(A.ports.router, 'alice', 'a');
+	const b = await loginWhenFree(B.ports.router, 'bob', 'b');
+	const before = /cluster_errors=(\d+)/.exec(await stats(A))[1];
+	// Anyone on the NATS server can publish to node a's reply subjects.
+	await natsPublishHeaders(nats[0].port, 'erdtest.r.a.1.99999999999999',
+		'NATS/1.0 503\r\n\r\n');
+	await until(async () => Number(/cluster_errors=(\d+)/.exec(await stats(A))[1]) >
+		Number(before), WAIT_MS, 'counted as an error');
+	send(a, 'SEND bob still-here\n');
+	const [r] = await waitLines(a, /^(OK|ERR) /, 1);
+	assert.match(r, /^OK \d+$/);
+	await waitLines(b, /^MSG \d+ alice still-here$/, 1);
+	a.sock.destroy();
+	b.sock.destroy();
+});
+
 // The nodes bucket's max_age (its TTL) in s, from a nats-server's /jsz.
 async function nodesTtl(n) {
 	const r = await L.withTimeout(fetch(`http://127.0.0.1:${n.mport}/jsz?streams=true&config=true`)
