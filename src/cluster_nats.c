@@ -718,6 +718,34 @@ bad:
 }
 
 /*
+ * Hands the k messages of a bundle for addr to the reactor of addr's owner
+ * here, in one push; with nobody here, each hears "no route".
+ */
+static void
+bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
+{
+	struct route_owner o;
+	struct reactor *r;
+
+	if (route_lookup(addr, &o) && o.kind == ROUTE_OWNER_CONN &&
+	    (r = reactor_get(o.conn.reactor)) != NULL) {
+		/* Newest first: ms[k - 1] .. ms[0]. */
+		for (size_t i = 0; i < k; i++) {
+			ms[i]->recipient = o;
+			ms[i]->task.fn = deliver_node_task;
+			ms[i]->task.arg = ms[i];
+			ms[i]->task.next = i > 0 ? &ms[i - 1]->task : NULL;
+		}
+		reactor_post_chain(r, &ms[k - 1]->task, &ms[0]->task);
+		return;
+	}
+	for (size_t i = 0; i < k; i++) {
+		ms[i]->verdict = DELIVER_NO_ROUTE;
+		deliver_answer(ms[i]);
+	}
+}
+
+/*
  * A bundle of messages for an address held here: to its owner's reactor,
  * together. Each hears its verdict under its own request id, the bundle's
  * first plus its place in it.
@@ -726,21 +754,17 @@ static void
 on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
     void *closure)
 {
-	const char *subj = natsMsg_GetSubject(msg), *tok;
+	const char *subj = natsMsg_GetSubject(msg), *tok = strrchr(subj, '.');
 	const char *reply = natsMsg_GetReply(msg);
 	char addr[ROUTE_ADDR_MAX + 1], node[DELIVER_NODE_MAX + 1];
 	struct deliver_msg *ms[CLUSTER_BUNDLE_MAX];
 	uint64_t first = 0, count = 0;
-	bool answer;
-	struct route_owner o;
-	struct reactor *r;
+	bool answer = reply != NULL && reply[0] != '\0';
 	size_t k;
 
 	(void)nc;
 	(void)sub;
 	(void)closure;
-	tok = strrchr(subj, '.');
-	answer = reply != NULL && reply[0] != '\0';
 	k = cluster_bundle_decode((const uint8_t *)natsMsg_GetData(msg),
 	    (size_t)natsMsg_GetDataLength(msg), ms, CLUSTER_BUNDLE_MAX);
 	if (k == 0 || tok == NULL ||
@@ -757,33 +781,16 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	natsMsg_Destroy(msg);
 	atomic_fetch_add_explicit(&C.from_nodes, k, memory_order_relaxed);
 	for (size_t i = 0; i < k; i++) {
-		struct deliver_msg *m = ms[i];
-
 		if (answer) {
-			m->sender.reactor = DELIVER_REMOTE_REACTOR;
-			memcpy(m->remote_node, node, sizeof(node));
-			m->remote_req = first + i;
+			ms[i]->sender.reactor = DELIVER_REMOTE_REACTOR;
+			memcpy(ms[i]->remote_node, node, sizeof(node));
+			ms[i]->remote_req = first + i;
 		} else {
-			m->sender.reactor = DELIVER_NO_REACTOR;
-			m->flags |= DELIVER_F_NO_VERDICT;
+			ms[i]->sender.reactor = DELIVER_NO_REACTOR;
+			ms[i]->flags |= DELIVER_F_NO_VERDICT;
 		}
 	}
-	if (route_lookup(addr, &o) && o.kind == ROUTE_OWNER_CONN &&
-	    (r = reactor_get(o.conn.reactor)) != NULL) {
-		/* One push, newest first: ms[k - 1] .. ms[0]. */
-		for (size_t i = 0; i < k; i++) {
-			ms[i]->recipient = o;
-			ms[i]->task.fn = deliver_node_task;
-			ms[i]->task.arg = ms[i];
-			ms[i]->task.next = i > 0 ? &ms[i - 1]->task : NULL;
-		}
-		reactor_post_chain(r, &ms[k - 1]->task, &ms[0]->task);
-		return;
-	}
-	for (size_t i = 0; i < k; i++) {
-		ms[i]->verdict = DELIVER_NO_ROUTE;
-		deliver_answer(ms[i]);
-	}
+	bundle_deliver(addr, ms, k);
 }
 
 static void
