@@ -308,24 +308,9 @@ test('an address held on one node is ERR 409 on the other; free again after QUIT
 // Publishes, as any NATS client may, a message with headers hdr (and no
 // payload) on subject; resolves once the server has it.
 function natsPublishHeaders(port, subject, hdr) {
-	return L.withTimeout(new Promise((resolve, reject) => {
-		const sock = net.connect(port, '127.0.0.1');
-		let buf = '', sent = false;
-		sock.setEncoding('latin1');
-		sock.on('error', reject);
-		sock.on('data', (d) => {
-			buf += d;
-			if (!sent && buf.includes('\r\n')) {
-				sent = true;
-				sock.write('CONNECT {"verbose":false,"headers":true}\r\n' +
-					`HPUB ${subject} ${hdr.length} ${hdr.length}\r\n${hdr}\r\nPING\r\n`);
-			}
-			if (/PONG\r\n/.test(buf)) {
-				sock.destroy();
-				resolve();
-			}
-		});
-	}), WAIT_MS, 'publish');
+	return L.natsExchange(port, () => 'CONNECT {"verbose":false,"headers":true}\r\n' +
+		`HPUB ${subject} ${hdr.length} ${hdr.length}\r\n${hdr}\r\nPING\r\n`,
+	(buf) => (/PONG\r\n/.test(buf) ? true : undefined), WAIT_MS);
 }
 
 test('a forged "no responders" for a huge bundle is dropped; traffic goes on', { skip }, async () => {

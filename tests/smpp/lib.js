@@ -228,7 +228,33 @@ function val(m, series) {
 	return m[series] === undefined ? 0 : m[series];
 }
 
+// A plain NATS client for one exchange, as any client on the server may
+// talk: once the server's INFO line is in, writes what send returns (the
+// CONNECT line first), then resolves with done(what came so far) as soon
+// as that is not undefined.
+function natsExchange(port, send, done, ms = 10000) {
+	return withTimeout(new Promise((resolve, reject) => {
+		const sock = net.connect(port, '127.0.0.1');
+		let buf = '', sent = false;
+		sock.setEncoding('latin1');
+		sock.on('error', reject);
+		sock.on('data', (d) => {
+			buf += d;
+			if (!sent && buf.includes('\r\n')) {
+				sent = true;
+				sock.write(send(), 'latin1');
+			}
+			const v = sent ? done(buf) : undefined;
+			if (v !== undefined) {
+				sock.destroy();
+				resolve(v);
+			}
+		});
+	}), ms, 'NATS exchange');
+}
+
 module.exports = {
+	natsExchange,
 	scrapeRaw, scrape, parseMetrics, val,
 	smpp, startDaemon, stopDaemon, stopAll, connect, call, next, bind, session, rawConnect,
 	rawRead, header, text, withTimeout, WRAP, freePort, natsMissing,

@@ -7,7 +7,6 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
-const net = require('node:net');
 const path = require('node:path');
 const { execFileSync, spawn } = require('node:child_process');
 const L = require('./lib.js');
@@ -77,30 +76,16 @@ cluster = { node = "n1"; servers = ( "nats://127.0.0.1:${nats.port}" );
 
 // One JetStream API request over a plain NATS connection; its JSON reply.
 function jsApi(subject, body) {
-	return L.withTimeout(new Promise((resolve, reject) => {
-		const sock = net.connect(nats.port, '127.0.0.1');
-		const payload = Buffer.from(JSON.stringify(body));
-		let buf = '', sent = false;
-		sock.setEncoding('latin1');
-		sock.on('error', reject);
-		sock.on('data', (d) => {
-			buf += d;
-			if (!sent && buf.includes('\r\n')) {
-				sent = true;
-				sock.write('CONNECT {"verbose":false,"pedantic":false}\r\n' +
-					'SUB _INBOX.erdtest 1\r\n' +
-					`PUB ${subject} _INBOX.erdtest ${payload.length}\r\n`);
-				sock.write(payload);
-				sock.write('\r\n');
-			}
-			const m = /MSG _INBOX\.erdtest 1 (\d+)\r\n/.exec(buf);
-			if (m && buf.length >= m.index + m[0].length + Number(m[1])) {
-				const start = m.index + m[0].length;
-				sock.destroy();
-				resolve(JSON.parse(buf.slice(start, start + Number(m[1]))));
-			}
-		});
-	}), 10000, `${subject}`);
+	const payload = JSON.stringify(body);
+	return L.natsExchange(nats.port, () => 'CONNECT {"verbose":false,"pedantic":false}\r\n' +
+		`SUB _INBOX.erdtest 1\r\nPUB ${subject} _INBOX.erdtest ${Buffer.byteLength(payload)}\r\n` +
+		`${payload}\r\n`,
+	(buf) => {
+		const m = /MSG _INBOX\.erdtest 1 (\d+)\r\n/.exec(buf);
+		const start = m ? m.index + m[0].length : 0;
+		return m && buf.length >= start + Number(m[1]) ?
+			JSON.parse(buf.slice(start, start + Number(m[1]))) : undefined;
+	});
 }
 
 const ESME_ROK = 0x00;
