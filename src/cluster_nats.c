@@ -73,6 +73,7 @@ struct csub {
 /* An address this node claimed, as the key-value thread knows it. */
 struct claimed {
 	struct claimed *next;
+	bool	leaving;		/* given up here, not yet deleted there */
 	char	addr[ROUTE_ADDR_MAX + 1];
 };
 
@@ -148,6 +149,8 @@ struct cluster {
 	bool	beat_ok;		/* our heartbeat is there, as far as known */
 	uint64_t beat_at_ms;
 	struct claimed *claimed[SUB_BUCKETS];
+	unsigned nleaving;		/* claims given up, still to delete */
+	uint64_t leave_at_ms;		/* try those again, not before */
 	bool	was_down;		/* lost the connection since the last check */
 	uint64_t beat_last_ms;		/* the last heartbeat that went through */
 	/* The cluster thread's alone: */
@@ -1254,9 +1257,92 @@ claimed_set(const char *addr, bool on)
 		c = xcalloc(1, sizeof(*c));
 		snprintf(c->addr, sizeof(c->addr), "%s", addr);
 		*pp = c;
-	} else if (!on && c != NULL) {
+	} else if (c != NULL && c->leaving) {
+		c->leaving = false;
+		C.nleaving--;
+	}
+	if (!on && c != NULL) {
 		*pp = c->next;
 		free(c);
+	}
+}
+
+/* c's claim is given up here, and still to delete in JetStream. */
+static void
+leaving_set(struct claimed *c)
+{
+	if (!c->leaving) {
+		c->leaving = true;
+		C.nleaving++;
+	}
+}
+
+/*
+ * Deletes our claim on addr, if it is still ours; false when JetStream
+ * could not say (down, or an error).
+ */
+static bool
+release_kv(const char *addr)
+{
+	char key[CLUSTER_TOKEN_MAX + 1];
+	kvEntry *e = NULL;
+	natsStatus s;
+	bool ours;
+
+	if (!cluster_up() || !kv_open())
+		return false;
+	cluster_token_encode(addr, key);
+	if ((s = kvStore_Get(&e, C.claims, key)) == NATS_NOT_FOUND)
+		return true;
+	if (s != NATS_OK) {
+		note_error("release", s);
+		return false;
+	}
+	ours = strcmp(kvEntry_ValueString(e), C.me) == 0;
+	kvEntry_Destroy(e);
+	if (ours && (s = kvStore_Delete(C.claims, key)) != NATS_OK) {
+		note_error("release", s);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The last session here for addr left. Its claim goes now; or, if
+ * JetStream cannot be reached, it stays marked and is deleted later
+ * (claims_leave): a claim lost on the way would keep the address from
+ * every other node for as long as this one lives.
+ */
+static void
+claim_give_up(const char *addr)
+{
+	struct claimed *c;
+
+	if (release_kv(addr)) {
+		claimed_set(addr, false);
+		return;
+	}
+	claimed_set(addr, true);
+	c = *claimed_slot(addr);
+	leaving_set(c);
+}
+
+/* Deletes the claims given up while JetStream could not be reached. */
+static void
+claims_leave(void)
+{
+	for (size_t i = 0; i < SUB_BUCKETS && C.nleaving > 0; i++) {
+		struct claimed *c, *next;
+
+		for (c = C.claimed[i]; c != NULL; c = next) {
+			next = c->next;
+			if (!c->leaving || route_is_claimed(c->addr))
+				continue;
+			/* Still out of reach: not one wait per address. */
+			if (!release_kv(c->addr))
+				return;
+			claimed_set(c->addr, false);
+		}
 	}
 }
 
@@ -1280,7 +1366,8 @@ evict_task(void *owner, void *arg, enum mailbox_status st)
 /*
  * Back after an outage: a claim of ours that expired meanwhile is made
  * again, and one another node took lawfully (our heartbeat was gone) wins:
- * our session for it is closed, so that no address has two owners.
+ * our session for it is closed, so that no address has two owners. One
+ * given up meanwhile is deleted.
  */
 static void
 claims_recheck(void)
@@ -1294,7 +1381,7 @@ claims_recheck(void)
 
 			next = c->next;
 			if (!route_is_claimed(c->addr)) {
-				claimed_set(c->addr, false);
+				leaving_set(c);
 				continue;
 			}
 			if (claim_kv(c->addr) != CLUSTER_IN_USE)
@@ -1313,6 +1400,7 @@ claims_recheck(void)
 			claimed_set(c->addr, false);
 		}
 	}
+	claims_leave();
 }
 
 static void
@@ -1350,22 +1438,11 @@ static void
 release_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct addr_note *an = arg;
-	char key[CLUSTER_TOKEN_MAX + 1];
-	kvEntry *e = NULL;
 
 	(void)owner;
 	/* A session here took it again meanwhile: the claim stays. */
 	if (st == MAILBOX_RUN && !route_is_claimed(an->addr))
-		claimed_set(an->addr, false);
-	if (st == MAILBOX_RUN && !route_is_claimed(an->addr) &&
-	    cluster_up() && kv_open()) {
-		cluster_token_encode(an->addr, key);
-		if (kvStore_Get(&e, C.claims, key) == NATS_OK) {
-			if (strcmp(kvEntry_ValueString(e), C.me) == 0)
-				kvStore_Delete(C.claims, key);
-			kvEntry_Destroy(e);
-		}
-	}
+		claim_give_up(an->addr);
 	free(an);
 }
 
@@ -1492,13 +1569,19 @@ static const struct service_hooks cluster_hooks = {
 static void
 kv_tick(struct service *s, void *arg)
 {
+	uint64_t now = mono_ms();
+
 	(void)s;
 	(void)arg;
-	heartbeat(mono_ms());
+	heartbeat(now);
 	/* Back, but JetStream was not ready when we came back: now. */
 	if (C.was_down && C.beat_ok && cluster_up()) {
 		C.was_down = false;
 		claims_recheck();
+	}
+	if (C.nleaving > 0 && cluster_up() && now >= C.leave_at_ms) {
+		C.leave_at_ms = now + 1000;
+		claims_leave();
 	}
 }
 

@@ -440,16 +440,36 @@ test('the NATS server a node uses goes away: it moves to another, and no acknowl
 	b.sock.destroy();
 });
 
-test('every NATS server down: local routing goes on, remote sends get 503, then traffic resumes', { skip }, async () => {
+test('every NATS server down: local routing goes on, remote sends get 503, then traffic resumes, and a claim given up meanwhile goes', { skip }, async () => {
 	// (The last test's sessions may still be leaving, and JetStream
 	// settling after its server came back: LOGIN until it is taken.)
 	const a = await loginWhenFree(A.ports.router, 'alice', 'a');
 	const c = await loginWhenFree(A.ports.router, 'carol', 'c');
 	const b = await loginWhenFree(B.ports.router, 'bob', 'b');
+	// Two more nodes whose heartbeats outlive the outage (claim_ttl 60):
+	// for them, a claim left behind would hold carol for good.
+	const longConf = (node, n) => nodeConf(node, [n], 60)
+		.replace('subject_prefix = "erdtest"', 'subject_prefix = "erdlong"');
+	const LA = await L.startDaemon(longConf('la', nats[0]));
+	const LB = await L.startDaemon(longConf('lb', nats[1]));
+	try {
+		await outage(a, b, c, LA, LB);
+	} finally {
+		await L.stopAll(LA, LB);
+	}
+	for (const y of [a, b])
+		y.sock.destroy();
+});
+
+async function outage(a, b, c, LA, LB) {
+	const lc = await loginWhenFree(LA.ports.router, 'carol', 'c');
+	await until(async () => await tryLogin(LB.ports.router, 'carol', 'c') ===
+		'ERR 409 address in use', WAIT_MS, 'carol held on LA, seen from LB');
 	for (const n of nats)
 		await stopNats(n, 'SIGTERM');
 	try {
 		await until(async () => /cluster=down/.test(await stats(A)), WAIT_MS, 'A sees the outage');
+		await until(async () => /cluster=down/.test(await stats(LA)), WAIT_MS, 'LA sees the outage');
 		send(a, 'SEND carol local\nSEND bob remote\n');
 		const r = await waitLines(a, /^(OK|ERR) /, 2);
 		assert.match(r[0], /^OK \d+$/);
@@ -457,6 +477,11 @@ test('every NATS server down: local routing goes on, remote sends get 503, then 
 		await waitLines(c, /^MSG \d+ alice local$/, 1);
 		// A new LOGIN cannot be claimed cluster-wide meanwhile.
 		assert.equal(await tryLogin(A.ports.router, 'dave', 'd'), 'ERR 503 cluster unavailable');
+		// carol leaves while her claim cannot be deleted: it must go
+		// once JetStream is back, or no other node could have carol.
+		c.sock.destroy();
+		lc.sock.destroy();
+		await sleep(500);
 	} finally {
 		// Back whatever happened: the tests after this one need them.
 		for (const n of nats)
@@ -471,9 +496,9 @@ test('every NATS server down: local routing goes on, remote sends get 503, then 
 		return x.startsWith('OK');
 	}, 30000, 'remote sends resume');
 	await waitLines(b, /^MSG \d+ alice again$/, 1);
-	for (const x of [a, b, c])
-		x.sock.destroy();
-});
+	(await loginWhenFree(B.ports.router, 'carol', 'c')).sock.destroy();
+	(await loginWhenFree(LB.ports.router, 'carol', 'c')).sock.destroy();
+}
 
 test('a node silent past claim_ttl loses its addresses, and closes their sessions when back', { skip }, async () => {
 	const b = await loginWhenFree(B.ports.router, 'bob', 'b');
