@@ -144,6 +144,10 @@ struct cluster {
 	jsCtx	*js;
 	kvStore	*claims;
 	kvStore	*nodes;
+	kvStore	*slots;			/* which node's ids end in what */
+	unsigned makers;		/* reactors; the store is one more */
+	bool	slots_done;		/* this run's slots are ours */
+	uint64_t slots_at_ms;		/* JetStream failed: not before */
 	bool	kv_failed;		/* said once per connection */
 	uint64_t kv_retry_ms;		/* JetStream failed: not before */
 	bool	beat_ok;		/* our heartbeat is there, as far as known */
@@ -1011,8 +1015,9 @@ kv_close(void)
 {
 	kvStore_Destroy(C.claims);
 	kvStore_Destroy(C.nodes);
+	kvStore_Destroy(C.slots);
 	jsCtx_Destroy(C.js);
-	C.claims = C.nodes = NULL;
+	C.claims = C.nodes = C.slots = NULL;
 	C.js = NULL;
 }
 
@@ -1098,7 +1103,7 @@ kv_open(void)
 	jsOptions jo;
 	natsStatus s;
 
-	if (C.claims != NULL && C.nodes != NULL)
+	if (C.claims != NULL && C.nodes != NULL && C.slots != NULL)
 		return true;
 	/*
 	 * JetStream's calls wait on this thread: while it is in trouble, ask
@@ -1117,7 +1122,8 @@ kv_open(void)
 	C.claims = kv_bucket("claims", 0);
 	C.nodes = kv_bucket("nodes",
 	    (int64_t)C.kvcf->cluster.claim_ttl * 1000000000);
-	if (C.claims == NULL || C.nodes == NULL) {
+	C.slots = kv_bucket("slots", 0);
+	if (C.claims == NULL || C.nodes == NULL || C.slots == NULL) {
 		kv_close();
 		return false;
 	}
@@ -1457,6 +1463,134 @@ cluster_release(const char *addr)
 	service_post(C.kvsvc, &an->task);
 }
 
+/* ---- id slots (JetStream KV) ------------------------------------------ */
+
+/*
+ * A message id ends in 10 bits that tell who made it (deliver.h). In a
+ * cluster each node takes slots of its own for its reactors and its store
+ * in the bucket "<prefix>-slots", for good (no TTL):
+ *   s.<k>       the node whose ids end in k (0 <= k < SLOTS)
+ *   n.<node>    that node's slots, "k,k,..." in maker order
+ * so that no two nodes hand out the same id, and a node keeps its slots
+ * across restarts. Until this is done (no NATS yet), ids end in the
+ * makers' own numbers, as on one node.
+ */
+#define SLOTS	DELIVER_ID_LOW_MAX	/* 1023 stays the standalone store's */
+
+/* Slot k as ours, if it is free or already ours; -1 on a JetStream error. */
+static int
+slot_take(unsigned k)
+{
+	char key[16];
+	kvEntry *e = NULL;
+	natsStatus s;
+	int ours;
+
+	snprintf(key, sizeof(key), "s.%u", k);
+	for (int round = 0; round < 2; round++) {
+		if (kvStore_CreateString(NULL, C.slots, key, C.node) == NATS_OK)
+			return 1;
+		if ((s = kvStore_Get(&e, C.slots, key)) == NATS_NOT_FOUND)
+			continue;
+		if (s != NATS_OK) {
+			note_error("id slots", s);
+			return -1;
+		}
+		ours = strcmp(kvEntry_ValueString(e), C.node) == 0;
+		kvEntry_Destroy(e);
+		return ours;
+	}
+	return 0;
+}
+
+/* Reads n.<node> into have (slots still ours); their count, -1 on error. */
+static int
+slots_read(unsigned *have, unsigned need)
+{
+	char key[CLUSTER_NODE_MAX + 3];
+	kvEntry *e = NULL;
+	const char *p;
+	unsigned n = 0;
+	natsStatus s;
+
+	snprintf(key, sizeof(key), "n.%s", C.node);
+	if ((s = kvStore_Get(&e, C.slots, key)) == NATS_NOT_FOUND)
+		return 0;
+	if (s != NATS_OK) {
+		note_error("id slots", s);
+		return -1;
+	}
+	for (p = kvEntry_ValueString(e); *p != '\0' && n < need; ) {
+		char *end;
+		unsigned long k = strtoul(p, &end, 10);
+		int t;
+
+		if (end == p)
+			break;
+		p = *end == ',' ? end + 1 : end;
+		/* An operator may have removed it: only one still ours. */
+		if (k >= SLOTS || (t = slot_take((unsigned)k)) == 0)
+			continue;
+		if (t < 0) {
+			kvEntry_Destroy(e);
+			return -1;
+		}
+		have[n++] = (unsigned)k;
+	}
+	kvEntry_Destroy(e);
+	return (int)n;
+}
+
+/* This node's slots: those it had, and more if it needs more. */
+static void
+slots_lease(void)
+{
+	unsigned have[SLOTS], need = C.makers < SLOTS ? C.makers : SLOTS;
+	char key[CLUSTER_NODE_MAX + 3], list[SLOTS * 5 + 1];
+	unsigned start = str_hash(C.node) % SLOTS;
+	size_t len = 0;
+	int n, t;
+
+	if (C.slots_done || mono_ms() < C.slots_at_ms || !cluster_up() ||
+	    !kv_open())
+		return;
+	/* JetStream in trouble: not a wait per tick. */
+	C.slots_at_ms = mono_ms() + 1000;
+	if ((n = slots_read(have, need)) < 0)
+		return;
+	/* From a place of its own, so that nodes seldom race for one. */
+	for (unsigned i = 0; i < SLOTS && (unsigned)n < need; i++) {
+		unsigned k = (start + i) % SLOTS;
+		bool dup = false;
+
+		for (int j = 0; j < n; j++)
+			dup |= have[j] == k;
+		if (dup || (t = slot_take(k)) == 0)
+			continue;
+		if (t < 0)
+			return;
+		have[n++] = k;
+	}
+	for (int j = 0; j < n; j++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%u",
+		    j > 0 ? "," : "", have[j]);
+	snprintf(key, sizeof(key), "n.%s", C.node);
+	if (kvStore_PutString(NULL, C.slots, key, list) != NATS_OK)
+		return;
+	C.slots_done = true;
+	if ((unsigned)n < need) {
+		log_err("cluster: node %s: only %d of the %u id slots it needs "
+		    "are free (%u in all): its message ids may repeat another "
+		    "node's", C.node, n, need, SLOTS);
+		return;
+	}
+	for (unsigned i = 0; i + 1 < need; i++)
+		deliver_set_id_low(i, have[i]);
+	deliver_set_id_low(DELIVER_ID_STORE, have[need - 1]);
+	log_notice("cluster: node %s: message ids end in %s (reactors, then "
+	    "the store)", C.node, list);
+}
+
 /* ---- the thread ------------------------------------------------------ */
 
 /* The key-value thread: the connection moved or went down. */
@@ -1477,6 +1611,7 @@ kv_link_task(void *owner, void *arg, enum mailbox_status st)
 		return;
 	}
 	heartbeat(mono_ms());
+	slots_lease();
 	if (C.was_down && C.beat_ok) {
 		C.was_down = false;
 		claims_recheck();
@@ -1574,6 +1709,7 @@ kv_tick(struct service *s, void *arg)
 	(void)s;
 	(void)arg;
 	heartbeat(now);
+	slots_lease();
 	/* Back, but JetStream was not ready when we came back: now. */
 	if (C.was_down && C.beat_ok && cluster_up()) {
 		C.was_down = false;
@@ -1670,6 +1806,7 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 	snprintf(C.prefix, sizeof(C.prefix), "%s", cl->subject_prefix);
 	C.cf = config_ref((struct config *)cf);
 	C.kvcf = config_ref((struct config *)cf);
+	C.makers = cf->dispatchers + 1;
 	if (make_options(cl, err) < 0)
 		return -1;
 	if ((C.svc = service_new("cluster", &cluster_hooks, NULL)) == NULL ||

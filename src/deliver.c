@@ -1,6 +1,7 @@
 /* deliver.c: messages from a connection to their recipient's, across reactors, and verdicts back. */
 #include "deliver.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,11 +50,31 @@ deliver_set_id_base(struct reactor *r, uint64_t base)
 		r->msg_seq = base;
 }
 
+/* Each maker's low bits, plus one (0: its own number). */
+static _Atomic uint16_t id_low[DELIVER_ID_LOW_MAX + 1];
+
+void
+deliver_set_id_low(unsigned maker, unsigned low)
+{
+	if (maker <= DELIVER_ID_LOW_MAX && low <= DELIVER_ID_LOW_MAX)
+		atomic_store_explicit(&id_low[maker], (uint16_t)(low + 1),
+		    memory_order_relaxed);
+}
+
+uint64_t
+deliver_id_low(unsigned maker)
+{
+	unsigned v = atomic_load_explicit(&id_low[maker & DELIVER_ID_LOW_MAX],
+	    memory_order_relaxed);
+
+	return v != 0 ? v - 1 : maker & DELIVER_ID_LOW_MAX;
+}
+
 uint64_t
 deliver_next_id(struct reactor *r)
 {
-	/* Reactor ids are below 1024: the low bits keep ids apart. */
-	return (++r->msg_seq << 10) | r->id;
+	/* Makers are below 1024: the low bits keep ids apart. */
+	return (++r->msg_seq << 10) | deliver_id_low(r->id);
 }
 
 const char *

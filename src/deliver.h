@@ -126,8 +126,24 @@ deliver_msg_size(const struct deliver_msg *m)
 /* A copy of m (text included) that the caller owns. Any thread. */
 struct deliver_msg *deliver_msg_dup(const struct deliver_msg *m);
 
-/* A message id unique within the run. Owning reactor only. */
+/*
+ * A message id unique within the run (and, in a cluster, across nodes once
+ * deliver_set_id_low has run). Owning reactor only.
+ */
 uint64_t deliver_next_id(struct reactor *r);
+
+#define DELIVER_ID_LOW_MAX	1023
+/* The id maker that is not a reactor: the store (its receipts). */
+#define DELIVER_ID_STORE	DELIVER_ID_LOW_MAX
+
+/*
+ * An id's low 10 bits tell who made it: reactor i's end in i, the store's
+ * in DELIVER_ID_STORE, until a cluster hands each of them a slot of its
+ * own (low), unique among the nodes. Any thread; maker is a reactor id or
+ * DELIVER_ID_STORE, low at most DELIVER_ID_LOW_MAX.
+ */
+void	deliver_set_id_low(unsigned maker, unsigned low);
+uint64_t deliver_id_low(unsigned maker);
 
 /*
  * Sends m from connection c (the sender, on its owning reactor) to m->to.

@@ -36,8 +36,6 @@
 /* Retries back off from 1 s, doubling, to at most this. */
 #define STORE_RETRY_MAX_S	300
 #define STORE_ACCT_BUCKETS	4096
-/* Ids the store makes (receipts) end in this reactor number. */
-#define STORE_ID_LOW		1023
 #define STORE_TICK_MS		100
 /*
  * In a cluster, an account with a backlog and nobody here: how often the
@@ -359,7 +357,7 @@ acct_leave(struct store_acct *a, const struct deliver_msg *m)
 static uint64_t
 next_own_id(void)
 {
-	return (++S.id_seq << 10) | STORE_ID_LOW;
+	return (++S.id_seq << 10) | deliver_id_low(DELIVER_ID_STORE);
 }
 
 /*
@@ -1259,7 +1257,7 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	}
 	/*
 	 * Ids go on from the highest stored, and from the clock (see
-	 * main.c): the store's own end in STORE_ID_LOW.
+	 * main.c): the store's own end in its own low bits (deliver.h).
 	 */
 	S.id_seq = max >> 10;
 	if (S.id_seq < (wall_now() << 20))

@@ -658,7 +658,10 @@ move_one(struct store_backend *b, kvEntry *e, void *arg)
 		free(rec.m);
 		return;
 	}
-	/* Ids are unique per node: one the same as ours stays there. */
+	/*
+	 * Ids are unique across nodes once they have their slots (ids made
+	 * before, with no NATS yet, may not be): one the same as ours stays.
+	 */
 	if (row_find(b, rec.m->id) != NULL) {
 		free(rec.m);
 		mv->kept++;

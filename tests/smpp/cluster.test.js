@@ -277,6 +277,38 @@ test('long messages in a burst: bundles split by size, still once each and in or
 	d.sock.destroy();
 });
 
+test('message ids are unique across nodes: each node\'s end in slots of its own', { skip }, async () => {
+	// The slots are taken once JetStream answers, logged.
+	const slots = {};
+	for (const [name, d] of [['a', A], ['b', B]]) {
+		const re = new RegExp(`node ${name}: message ids end in ([0-9,]+) `);
+		const m = await until(() => re.exec(d.log), WAIT_MS, `${name}'s slots`);
+		slots[name] = m[1].split(',').map(Number);
+	}
+	// Two sessions a node: round robin puts them on both its reactors.
+	const who = { a: [['alice', 'a'], ['carol', 'c']], b: [['bob', 'b'], ['dave', 'd']] };
+	const low = { a: new Set(), b: new Set() };
+	for (const [name, d] of [['a', A], ['b', B]])
+		for (const [addr, pass] of who[name]) {
+			const c = await loginWhenFree(d.ports.router, addr, pass);
+			for (let i = 0; i < 5; i++)
+				send(c, `SEND ${addr} to myself ${i}\n`);
+			const ok = await waitLines(c, /^OK \d+$/, 5);
+			for (const l of ok)
+				low[name].add(Number(BigInt(l.split(' ')[1]) & 1023n));
+			c.sock.destroy();
+		}
+	// Both reactors of each node made ids, in its own slots only.
+	for (const name of ['a', 'b']) {
+		assert.equal(low[name].size, 2, `${name}: ${[...low[name]]}`);
+		for (const l of low[name])
+			assert.ok(slots[name].slice(0, 2).includes(l), `${name}: ${l} in ${slots[name]}`);
+	}
+	assert.ok([...low.a].every((l) => !low.b.has(l)), `a ${[...low.a]}, b ${[...low.b]}`);
+	assert.ok(slots.a.every((l) => !slots.b.includes(l)), `a ${slots.a}, b ${slots.b}`);
+	assert.equal(slots.a.length, 3, 'two reactors and the store');
+});
+
 test('an address held on one node is ERR 409 on the other; free again after QUIT', { skip }, async () => {
 	const { c } = await login(A.ports.router, 'carol', 'c');
 	assert.equal(await tryLogin(B.ports.router, 'carol', 'c'), 'ERR 409 address in use');

@@ -1,4 +1,7 @@
-/* test_deliver.c: messages on their way: a new one is clean on dirty memory. */
+/*
+ * test_deliver.c: messages on their way: a new one is clean on dirty
+ * memory; the low bits of ids, as a cluster hands them out.
+ */
 #include <check.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -38,6 +41,28 @@ START_TEST(test_deliver_msg_new_clean)
 }
 END_TEST
 
+/* Own numbers until a slot is set; a slot set is what ids end in. */
+START_TEST(test_deliver_id_low)
+{
+	ck_assert_uint_eq(deliver_id_low(0), 0);
+	ck_assert_uint_eq(deliver_id_low(5), 5);
+	ck_assert_uint_eq(deliver_id_low(DELIVER_ID_STORE), 1023);
+	deliver_set_id_low(5, 700);
+	deliver_set_id_low(DELIVER_ID_STORE, 12);
+	ck_assert_uint_eq(deliver_id_low(5), 700);
+	ck_assert_uint_eq(deliver_id_low(DELIVER_ID_STORE), 12);
+	ck_assert_uint_eq(deliver_id_low(4), 4);
+	/* Out of range: ignored. */
+	deliver_set_id_low(4, 1024);
+	deliver_set_id_low(1024, 3);
+	ck_assert_uint_eq(deliver_id_low(4), 4);
+	deliver_set_id_low(0, 0);
+	ck_assert_uint_eq(deliver_id_low(0), 0);
+	deliver_set_id_low(5, 5);
+	deliver_set_id_low(DELIVER_ID_STORE, DELIVER_ID_STORE);
+}
+END_TEST
+
 Suite *
 deliver_suite(void)
 {
@@ -46,6 +71,7 @@ deliver_suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_deliver_msg_new_clean);
+	tcase_add_test(tc, test_deliver_id_low);
 	suite_add_tcase(s, tc);
 	return s;
 }
