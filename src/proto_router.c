@@ -350,6 +350,8 @@ login_claimed(void *owner, void *arg, enum mailbox_status st)
 	    rp = rp->next)
 		;
 	if (q->result == CLUSTER_CLAIMED) {
+		/* Only now do messages for it come here. */
+		route_confirm(s->addr, &s->me);
 		s->logged_in = true;
 		rp->len = (size_t)snprintf(rp->text, ROUTE_ADDR_MAX + 16,
 		    "OK LOGIN %s\n", s->addr);
@@ -423,7 +425,13 @@ cmd_login(struct conn *c, struct router_sess *s, char *args)
 		reply_printf(c, "ERR 401 bad credentials");
 	} else {
 		s->me = route_owner_conn(conn_handle(c));
-		if (route_claim(addr, &s->me) < 0) {
+		/*
+		 * In a cluster, taken here (no other session may have it) but
+		 * not found here until the cluster agrees: were it elsewhere,
+		 * a message for it must not come to this session.
+		 */
+		if ((cluster_on() ? route_claim_pending(addr, &s->me) :
+		    route_claim(addr, &s->me)) < 0) {
 			count_err(c, COUNTER_ERR_409);
 			reply_printf(c, "ERR 409 address in use");
 			return;

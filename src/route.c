@@ -20,6 +20,7 @@ struct route_entry {
 	struct route_entry *next;
 	uint32_t hash;
 	bool	shared;
+	bool	pending;	/* claimed here, the cluster not yet agreed */
 	uint32_t n;
 	uint32_t cap;
 	uint32_t turn;
@@ -131,12 +132,13 @@ shard_grow_locked(struct route_shard *sh)
 static void
 shard_insert_locked(struct route_shard *sh, struct route_entry **pe,
     uint32_t hash, const char *addr, const struct route_owner *owner,
-    bool shared)
+    bool shared, bool pending)
 {
 	struct route_entry *e = xcalloc(1, sizeof(*e));
 
 	e->hash = hash;
 	e->shared = shared;
+	e->pending = pending;
 	e->one = *owner;
 	e->owners = &e->one;
 	e->n = e->cap = 1;
@@ -145,9 +147,13 @@ shard_insert_locked(struct route_shard *sh, struct route_entry **pe,
 	sh->count++;
 }
 
-/* Adds or joins; alone: only if nobody holds addr. */
+/*
+ * Adds or joins; alone: only if nobody holds addr. Pending: nobody is told
+ * yet (route_confirm tells).
+ */
 static int
-route_take(const char *addr, const struct route_owner *owner, bool shared)
+route_take(const char *addr, const struct route_owner *owner, bool shared,
+    bool pending)
 {
 	uint32_t hash = route_hash(addr);
 	struct route_shard *sh = shard_of(hash);
@@ -159,8 +165,9 @@ route_take(const char *addr, const struct route_owner *owner, bool shared)
 		shard_grow_locked(sh);
 	pe = shard_find(sh, hash, addr);
 	if ((e = *pe) == NULL) {
-		shard_insert_locked(sh, pe, hash, addr, owner, shared);
-		rc = 1;
+		shard_insert_locked(sh, pe, hash, addr, owner, shared,
+		    pending);
+		rc = pending ? 0 : 1;
 	} else if (shared && e->shared) {
 		if (e->n == e->cap) {
 			struct route_owner *o = xcalloc(e->cap * 2, sizeof(*o));
@@ -186,13 +193,39 @@ route_take(const char *addr, const struct route_owner *owner, bool shared)
 int
 route_claim(const char *addr, const struct route_owner *owner)
 {
-	return route_take(addr, owner, false);
+	return route_take(addr, owner, false, false);
+}
+
+int
+route_claim_pending(const char *addr, const struct route_owner *owner)
+{
+	return route_take(addr, owner, false, true);
+}
+
+void
+route_confirm(const char *addr, const struct route_owner *owner)
+{
+	uint32_t hash = route_hash(addr);
+	struct route_shard *sh = shard_of(hash);
+	struct route_entry **pe, *e;
+	bool told = false;
+
+	pthread_mutex_lock(&sh->lock);
+	pe = shard_find(sh, hash, addr);
+	if (pe != NULL && (e = *pe) != NULL && e->pending && e->n == 1 &&
+	    route_owner_eq(&e->owners[0], owner)) {
+		e->pending = false;
+		told = true;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	if (told && watcher != NULL)
+		watcher(addr);
 }
 
 int
 route_join(const char *addr, const struct route_owner *owner)
 {
-	return route_take(addr, owner, true);
+	return route_take(addr, owner, true, false);
 }
 
 /* Drops owner from e; true if e is left empty. Shard lock held. */
@@ -228,7 +261,8 @@ route_release(const char *addr, const struct route_owner *owner)
 		}
 	}
 	pthread_mutex_unlock(&sh->lock);
-	if (e != NULL && watcher != NULL)
+	/* A pending one: nobody was told it was there. */
+	if (e != NULL && !e->pending && watcher != NULL)
 		watcher(addr);
 	if (e != NULL && e->owners != &e->one)
 		free(e->owners);
@@ -245,7 +279,7 @@ route_lookup(const char *addr, struct route_owner *owner)
 
 	pthread_mutex_lock(&sh->lock);
 	pe = shard_find(sh, hash, addr);
-	if (pe != NULL && (e = *pe) != NULL) {
+	if (pe != NULL && (e = *pe) != NULL && !e->pending) {
 		/* One owner: no turn to advance (and no line to dirty). */
 		*owner = e->n == 1 ? e->owners[0] : e->owners[e->turn++ % e->n];
 		found = true;
@@ -254,7 +288,10 @@ route_lookup(const char *addr, struct route_owner *owner)
 	return found;
 }
 
-/* Whether addr has an entry, and (claimed) whether it is held alone. */
+/*
+ * Whether addr is held, and (claimed) whether it is held alone or pending
+ * (claimed here, the cluster not yet agreed).
+ */
 static bool
 route_probe(const char *addr, bool *claimed)
 {
@@ -265,8 +302,8 @@ route_probe(const char *addr, bool *claimed)
 
 	pthread_mutex_lock(&sh->lock);
 	pe = shard_find(sh, hash, addr);
-	held = pe != NULL && *pe != NULL;
-	*claimed = held && !(*pe)->shared;
+	held = pe != NULL && *pe != NULL && !(*pe)->pending;
+	*claimed = pe != NULL && *pe != NULL && !(*pe)->shared;
 	pthread_mutex_unlock(&sh->lock);
 	return held;
 }

@@ -54,6 +54,17 @@ bool	route_addr_valid(const char *s, size_t len);
 int	route_claim(const char *addr, const struct route_owner *owner);
 
 /*
+ * As route_claim, but pending: the address is taken here (no other
+ * session can have it, and route_is_claimed says so) while the cluster is
+ * asked, and nobody finds it yet (route_lookup, route_is_held, the
+ * watcher) until route_confirm. Released with route_release. Any thread.
+ */
+int	route_claim_pending(const char *addr, const struct route_owner *owner);
+
+/* The cluster agreed: owner's pending claim on addr is a claim. */
+void	route_confirm(const char *addr, const struct route_owner *owner);
+
+/*
  * Adds owner to the owners sharing addr (an SMPP account's receiving
  * binds); lookups take them in turn. 0, or -1 if addr is claimed alone.
  * Any thread.
@@ -77,7 +88,8 @@ bool	route_is_held(const char *addr);
 
 /*
  * Whether one owner holds addr alone (a router LOGIN), as opposed to
- * owners sharing it (an SMPP account's binds). Any thread.
+ * owners sharing it (an SMPP account's binds); a pending claim counts.
+ * Any thread.
  */
 bool	route_is_claimed(const char *addr);
 

@@ -345,6 +345,32 @@ function natsPublishHeaders(port, subject, hdr) {
 	(buf) => (/PONG\r\n/.test(buf) ? true : undefined), WAIT_MS);
 }
 
+test('a LOGIN the cluster has not agreed to yet gets nothing: messages sent meanwhile reach the real holder', { skip }, async () => {
+	const real = await loginWhenFree(A.ports.router, 'alice', 'a');
+	const y = await loginWhenFree(B.ports.router, 'bob', 'b');
+	const N = 20;
+	for (let i = 0; i < N; i++) {
+		const x = await lineClient(B.ports.router);
+		// The SEND reaches B while B asks the cluster about x's LOGIN.
+		send(x, 'LOGIN alice a\n');
+		if (i % 2)
+			await sleep(1);
+		send(y, `SEND alice p${i}\n`);
+		await waitLines(x, /^(OK|ERR)/, 1);
+		await waitLines(y, /^(OK|ERR) /, i + 1);
+		assert.deepEqual(x.lines, ['ERR 409 address in use'], `round ${i}`);
+		x.sock.destroy();
+	}
+	assert.ok(y.lines.every((l) => /^OK \d+$/.test(l)), y.lines.join('|'));
+	const got = await waitLines(real, /^MSG \d+ bob p\d+$/, N);
+	await sleep(300);
+	assert.deepEqual(real.lines.map((l) => l.split(' ')[3]),
+		Array.from({ length: N }, (_, i) => `p${i}`), 'once each, in order');
+	assert.equal(got.length, N);
+	for (const c of [real, y])
+		c.sock.destroy();
+});
+
 test('a forged "no responders" for a huge bundle is dropped; traffic goes on', { skip }, async () => {
 	const a = await loginWhenFree(A.ports.router, 'alice', 'a');
 	const b = await loginWhenFree(B.ports.router, 'bob', 'b');

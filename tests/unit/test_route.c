@@ -247,6 +247,58 @@ START_TEST(test_claim_and_join_exclude)
 }
 END_TEST
 
+static unsigned watched;
+static char watched_addr[ROUTE_ADDR_MAX + 1];
+
+static void
+watch(const char *addr)
+{
+	watched++;
+	snprintf(watched_addr, sizeof(watched_addr), "%s", addr);
+}
+
+/*
+ * A pending claim (a LOGIN the cluster is asked about) keeps others out,
+ * but nobody finds it, and the watcher hears of it, only once confirmed;
+ * one given up unconfirmed is never heard of.
+ */
+START_TEST(test_claim_pending)
+{
+	struct route_owner a = owner(0, 1, 1), b = owner(1, 2, 1), got;
+
+	route_watch(watch);
+	watched = 0;
+	ck_assert_int_eq(route_claim_pending("t-p", &a), 0);
+	ck_assert(!route_lookup("t-p", &got));
+	ck_assert(!route_is_held("t-p"));
+	ck_assert(route_is_claimed("t-p"));
+	ck_assert_int_eq(route_claim("t-p", &b), -1);
+	ck_assert_int_eq(route_claim_pending("t-p", &b), -1);
+	ck_assert_int_eq(route_join("t-p", &b), -1);
+	ck_assert_uint_eq(watched, 0);
+	/* Only its own owner confirms it. */
+	route_confirm("t-p", &b);
+	ck_assert(!route_lookup("t-p", &got));
+	route_confirm("t-p", &a);
+	ck_assert_uint_eq(watched, 1);
+	ck_assert_str_eq(watched_addr, "t-p");
+	ck_assert(route_lookup("t-p", &got));
+	ck_assert(route_owner_eq(&got, &a));
+	ck_assert(route_is_held("t-p"));
+	route_release("t-p", &a);
+	ck_assert_uint_eq(watched, 2);
+	/* Given up before the cluster agreed: nobody is told. */
+	ck_assert_int_eq(route_claim_pending("t-q", &b), 0);
+	route_release("t-q", &b);
+	ck_assert_uint_eq(watched, 2);
+	ck_assert(!route_is_claimed("t-q"));
+	ck_assert_int_eq(route_claim("t-q", &a), 0);
+	ck_assert_uint_eq(watched, 3);
+	route_release("t-q", &a);
+	route_watch(NULL);
+}
+END_TEST
+
 /*
  * A stale owner (its slot's connection closed, the slot reused: another
  * generation), or another reactor's same slot, cannot release an entry.
@@ -359,6 +411,7 @@ route_suite(void)
 	tcase_add_test(tc, test_resolve_longest_prefix);
 	tcase_add_test(tc, test_join_shared_in_turn);
 	tcase_add_test(tc, test_claim_and_join_exclude);
+	tcase_add_test(tc, test_claim_pending);
 	tcase_add_test(tc, test_release_stale_owner);
 	tcase_add_test(tc, test_resolve_prefix_first);
 	tcase_add_test(tc, test_table_empties_and_refills);
