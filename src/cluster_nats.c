@@ -1052,8 +1052,8 @@ kv_bucket(const char *what, int64_t ttl_ns)
 		return kv;
 	if (!C.kv_failed)
 		log_err("cluster: JetStream key-value bucket %s: %s (LOGIN "
-		    "needs JetStream on the NATS servers for its claims)",
-		    name, natsStatus_GetText(s));
+		    "needs JetStream on the NATS servers for its claims, and "
+		    "message ids for their slots)", name, natsStatus_GetText(s));
 	C.kv_failed = true;
 	return NULL;
 }
@@ -1103,7 +1103,7 @@ kv_open(void)
 	jsOptions jo;
 	natsStatus s;
 
-	if (C.claims != NULL && C.nodes != NULL && C.slots != NULL)
+	if (C.claims != NULL && C.nodes != NULL)
 		return true;
 	/*
 	 * JetStream's calls wait on this thread: while it is in trouble, ask
@@ -1122,8 +1122,7 @@ kv_open(void)
 	C.claims = kv_bucket("claims", 0);
 	C.nodes = kv_bucket("nodes",
 	    (int64_t)C.kvcf->cluster.claim_ttl * 1000000000);
-	C.slots = kv_bucket("slots", 0);
-	if (C.claims == NULL || C.nodes == NULL || C.slots == NULL) {
+	if (C.claims == NULL || C.nodes == NULL) {
 		kv_close();
 		return false;
 	}
@@ -1556,6 +1555,9 @@ slots_lease(void)
 		return;
 	/* JetStream in trouble: not a wait per tick. */
 	C.slots_at_ms = mono_ms() + 1000;
+	/* Not needed for claims: a node that cannot have it still works. */
+	if (C.slots == NULL && (C.slots = kv_bucket("slots", 0)) == NULL)
+		return;
 	if ((n = slots_read(have, need)) < 0)
 		return;
 	/* From a place of its own, so that nodes seldom race for one. */
