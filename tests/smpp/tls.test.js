@@ -318,7 +318,11 @@ test('2,000 stalled handshakes: 50 established clients see no error, and the sta
 				let b = '';
 				const on = (c) => {
 					b += c;
-					if (b.length >= msg.length) { s.off('data', on); resolve(b); }
+					if (b.length >= msg.length) {
+						s.off('data', on);
+						s.off('error', reject);
+						resolve(b);
+					}
 				};
 				s.on('data', on);
 				s.once('error', reject);
