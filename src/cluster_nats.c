@@ -147,6 +147,9 @@ struct cluster {
 	kvStore	*slots;			/* which node's ids end in what */
 	unsigned makers;		/* reactors; the store is one more */
 	bool	slots_done;		/* this run's slots are ours */
+	/* LOGINs claimed and subscribed to, answered after a flush. */
+	struct cluster_claim **logins;
+	size_t	nlogins, logins_cap;
 	uint64_t slots_at_ms;		/* JetStream failed: not before */
 	bool	kv_failed;		/* said once per connection */
 	uint64_t kv_retry_ms;		/* JetStream failed: not before */
@@ -1408,11 +1411,85 @@ claims_recheck(void)
 	claims_leave();
 }
 
+/* The claim's answer, to the reactor of the session that asked. */
+static void
+claim_answer(void *owner, void *arg, enum mailbox_status st)
+{
+	struct cluster_claim *q = arg;
+	struct reactor *r;
+
+	(void)owner;
+	if (st == MAILBOX_CANCELLED ||
+	    (r = reactor_get(q->conn.reactor)) == NULL) {
+		free(q);
+		return;
+	}
+	q->task.fn = q->done;
+	q->task.arg = q;
+	reactor_post_task(r, &q->task);
+}
+
+/* Back on the key-value thread: answered after this batch's flush. */
+static void
+claim_to_flush(void *owner, void *arg, enum mailbox_status st)
+{
+	struct cluster_claim *q = arg;
+
+	(void)owner;
+	if (st == MAILBOX_CANCELLED) {
+		free(q);
+		return;
+	}
+	if (C.nlogins == C.logins_cap) {
+		C.logins_cap = C.logins_cap ? C.logins_cap * 2 : 16;
+		C.logins = xrealloc(C.logins, C.logins_cap *
+		    sizeof(*C.logins));
+	}
+	C.logins[C.nlogins++] = q;
+}
+
+/* On the cluster thread, after the address's subscription (FIFO). */
+static void
+claim_subscribed(void *owner, void *arg, enum mailbox_status st)
+{
+	struct cluster_claim *q = arg;
+
+	(void)owner;
+	if (st == MAILBOX_CANCELLED) {
+		free(q);
+		return;
+	}
+	q->task.fn = claim_to_flush;
+	q->task.arg = q;
+	service_post(C.kvsvc, &q->task);
+}
+
+/*
+ * The key-value thread's batch is done: one round trip to the server for
+ * all the LOGINs claimed in it, so that their subscriptions (and the
+ * interest its routes pass on) are there before their OK LOGIN.
+ */
+static void
+kv_after_batch(struct service *s, void *arg)
+{
+	natsStatus st;
+
+	(void)s;
+	(void)arg;
+	if (C.nlogins == 0)
+		return;
+	if (cluster_up() && (st = natsConnection_FlushTimeout(C.nc,
+	    (int64_t)C.kvcf->cluster.request_timeout * 1000)) != NATS_OK)
+		note_error("flush", st);
+	for (size_t i = 0; i < C.nlogins; i++)
+		claim_answer(NULL, C.logins[i], MAILBOX_RUN);
+	C.nlogins = 0;
+}
+
 static void
 claim_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct cluster_claim *q = arg;
-	struct reactor *r;
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
@@ -1420,15 +1497,23 @@ claim_task(void *owner, void *arg, enum mailbox_status st)
 		return;
 	}
 	q->result = claim_kv(q->addr);
-	if (q->result == CLUSTER_CLAIMED)
+	if (q->result == CLUSTER_CLAIMED) {
+		struct route_owner o = route_owner_conn(q->conn);
+
 		claimed_set(q->addr, true);
-	if ((r = reactor_get(q->conn.reactor)) == NULL) {
-		free(q);
+		/*
+		 * Found here from now on: the cluster thread subscribes to it
+		 * (the route watcher posts that), and the answer goes to the
+		 * reactor through the cluster thread, after the subscription,
+		 * so that OK LOGIN never comes before other nodes can reach it.
+		 */
+		route_confirm(q->addr, &o);
+		q->task.fn = claim_subscribed;
+		q->task.arg = q;
+		service_post(C.svc, &q->task);
 		return;
 	}
-	q->task.fn = q->done;
-	q->task.arg = q;
-	reactor_post_task(r, &q->task);
+	claim_answer(NULL, q, MAILBOX_RUN);
 }
 
 void
@@ -1736,9 +1821,16 @@ kv_stop(struct service *s, void *arg)
 	for (size_t i = 0; i < SUB_BUCKETS; i++)
 		while (C.claimed[i] != NULL)
 			claimed_set(C.claimed[i]->addr, false);
+	/* (after_batch answered every one; the list itself goes.) */
+	for (size_t i = 0; i < C.nlogins; i++)
+		free(C.logins[i]);
+	free(C.logins);
+	C.logins = NULL;
+	C.nlogins = C.logins_cap = 0;
 }
 
 static const struct service_hooks kv_hooks = {
+	.after_batch = kv_after_batch,
 	.tick = kv_tick,
 	.stop = kv_stop,
 	.tick_ms = CLUSTER_TICK_MS,

@@ -350,8 +350,7 @@ login_claimed(void *owner, void *arg, enum mailbox_status st)
 	    rp = rp->next)
 		;
 	if (q->result == CLUSTER_CLAIMED) {
-		/* Only now do messages for it come here. */
-		route_confirm(s->addr, &s->me);
+		/* (The cluster confirmed the route: found here already.) */
 		s->logged_in = true;
 		rp->len = (size_t)snprintf(rp->text, ROUTE_ADDR_MAX + 16,
 		    "OK LOGIN %s\n", s->addr);

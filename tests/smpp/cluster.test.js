@@ -322,19 +322,23 @@ test('an address held on one node is ERR 409 on the other; free again after QUIT
 	// A burst, nobody and someone on the other node in turn: the "no
 	// responders" of a whole bundle, and the replies still in order.
 	const d = await loginWhenFree(A.ports.router, 'dave', 'd');
-	x.lines = [];
-	let out = '';
-	for (let i = 0; i < 40; i++)
-		out += i % 2 ? `SEND dave d${i}\n` : `SEND nobody-at-all n${i}\n`;
-	send(x, out);
-	const replies = await waitLines(x, /^(OK|ERR)/, 40);
-	replies.forEach((l, i) => assert.match(l, i % 2 ? /^OK \d+$/ :
-		/^ERR 404 \d+ no route$/, `reply ${i}`));
-	const msgs = await waitLines(d, /^MSG \d+ carol /, 20);
-	assert.deepEqual(msgs.map((l) => l.split(' ')[3]),
-		Array.from({ length: 20 }, (_, i) => `d${2 * i + 1}`));
-	x.sock.destroy();
-	d.sock.destroy();
+	try {
+		x.lines = [];
+		let out = '';
+		for (let i = 0; i < 40; i++)
+			out += i % 2 ? `SEND dave d${i}\n` : `SEND nobody-at-all n${i}\n`;
+		send(x, out);
+		const replies = await waitLines(x, /^(OK|ERR)/, 40);
+		replies.forEach((l, i) => assert.match(l, i % 2 ? /^OK \d+$/ :
+			/^ERR 404 \d+ no route$/, `reply ${i}: ${l}`));
+		const msgs = await waitLines(d, /^MSG \d+ carol /, 20);
+		assert.deepEqual(msgs.map((l) => l.split(' ')[3]),
+			Array.from({ length: 20 }, (_, i) => `d${2 * i + 1}`));
+	} finally {
+		// Not held on for the tests after this one, whatever happened.
+		x.sock.destroy();
+		d.sock.destroy();
+	}
 });
 
 // Publishes, as any NATS client may, a message with headers hdr (and no
