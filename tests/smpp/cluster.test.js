@@ -277,14 +277,16 @@ test('long messages in a burst: bundles split by size, still once each and in or
 	d.sock.destroy();
 });
 
+// The id slots node (daemon d) logged it took, once JetStream answered.
+async function idSlots(d, node) {
+	const re = new RegExp(`node ${node}: message ids end in ([0-9,]+) `);
+	return (await until(() => re.exec(d.log), WAIT_MS, `${node}'s id slots`))[1];
+}
+
 test('message ids are unique across nodes: each node\'s end in slots of its own', { skip }, async () => {
-	// The slots are taken once JetStream answers, logged.
 	const slots = {};
-	for (const [name, d] of [['a', A], ['b', B]]) {
-		const re = new RegExp(`node ${name}: message ids end in ([0-9,]+) `);
-		const m = await until(() => re.exec(d.log), WAIT_MS, `${name}'s slots`);
-		slots[name] = m[1].split(',').map(Number);
-	}
+	for (const [name, d] of [['a', A], ['b', B]])
+		slots[name] = (await idSlots(d, name)).split(',').map(Number);
 	// Two sessions a node: round robin puts them on both its reactors.
 	const who = { a: [['alice', 'a'], ['carol', 'c']], b: [['bob', 'b'], ['dave', 'd']] };
 	const low = { a: new Set(), b: new Set() };
@@ -645,10 +647,13 @@ test('stored messages reach an account bound on another node, and their receipts
 				destination_addr: 'dave', short_message: `late${i}` })).command_status,
 			ESME_ROK);
 		tx.s.close();
+		const slotsBefore = await idSlots(SB, 'sb');
 		await L.stopDaemon(SB);
 		const rd = await L.session(SA.ports.smpp, 'bind_receiver', 'dave', 'd');
 		const late = rd.got;
 		SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb.db')));
+		// A node keeps its id slots across restarts.
+		assert.equal(await idSlots(SB, 'sb'), slotsBefore);
 		await until(() => late.length >= 20, WAIT_MS, 'the late backlog on SA');
 		await sleep(300);
 		assert.deepEqual(late.map(L.text), Array.from({ length: 20 }, (_, i) => `late${i}`));
