@@ -595,10 +595,42 @@ router_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	return rc;
 }
 
+/*
+ * The cluster agreed to this session's LOGIN, whose OK is still on its
+ * way to the reactor: a message that comes first waits behind it, so that
+ * OK LOGIN stays the first line the client reads. Busy past
+ * ROUTER_MAX_QUEUED lines.
+ */
+static int
+msg_behind_login(struct conn *c, struct router_sess *s,
+    const struct deliver_msg *m, size_t flen)
+{
+	size_t cap = 4 + 20 + 1 + flen + 1 + m->len + 1, n;
+	struct reply *rp;
+
+	if (s->nqueued >= ROUTER_MAX_QUEUED)
+		return DELIVER_BUSY;
+	rp = xcalloc(1, sizeof(*rp) + cap);
+	memcpy(rp->text, "MSG ", 4);
+	n = 4 + u64_to_dec(rp->text + 4, m->id);
+	rp->text[n++] = ' ';
+	memcpy(rp->text + n, m->from, flen);
+	n += flen;
+	rp->text[n++] = ' ';
+	memcpy(rp->text + n, m->text, m->len);
+	n += m->len;
+	rp->text[n++] = '\n';
+	rp->len = n;
+	rp->done = true;
+	reply_append(s, rp);
+	sess_update_hold(c, s);
+	return DELIVER_OK;
+}
+
 static int
 router_on_deliver(struct conn *c, const struct deliver_msg *m)
 {
-	const struct router_sess *s = c->pdata;
+	struct router_sess *s = c->pdata;
 	char line[1024];
 	size_t flen = strlen(m->from), n;
 
@@ -611,6 +643,8 @@ router_on_deliver(struct conn *c, const struct deliver_msg *m)
 		return DELIVER_UNFIT;
 	if (s != NULL && s->quitting)
 		return DELIVER_NO_ROUTE;
+	if (s != NULL && s->claiming)
+		return msg_behind_login(c, s, m, flen);
 
 	/* "MSG <id> <from> <text>\n", built without snprintf. */
 	memcpy(line, "MSG ", 4);

@@ -377,6 +377,37 @@ test('a LOGIN the cluster has not agreed to yet gets nothing: messages sent mean
 		c.sock.destroy();
 });
 
+test('OK LOGIN is the first line a session reads, even with messages for it on their way', { skip }, async () => {
+	// A sender on the same node sends to carol all along: the first
+	// message may be routed to her before her OK LOGIN reaches her.
+	const snd = await loginWhenFree(A.ports.router, 'alice', 'a');
+	const flood = setInterval(() => send(snd, 'SEND carol early\n'.repeat(5)), 1);
+	try {
+		let rounds = 0;
+		let got = 0;
+		while (rounds < 20) {
+			const x = await lineClient(A.ports.router);
+			send(x, 'LOGIN carol c\n');
+			await waitLines(x, /./, 1);
+			// (Still leaving from the last round: again.)
+			if (x.lines[0] === 'ERR 409 address in use') {
+				x.sock.destroy();
+				await sleep(20);
+				continue;
+			}
+			assert.equal(x.lines[0], 'OK LOGIN carol', `round ${rounds}: ${x.lines.slice(0, 3)}`);
+			await waitLines(x, /^MSG \d+ alice early$/, 1);
+			got += x.lines.length - 1;
+			x.sock.destroy();
+			rounds++;
+		}
+		assert.ok(got > 0);
+	} finally {
+		clearInterval(flood);
+		snd.sock.destroy();
+	}
+});
+
 test('a forged "no responders" for a huge bundle is dropped; traffic goes on', { skip }, async () => {
 	const a = await loginWhenFree(A.ports.router, 'alice', 'a');
 	const b = await loginWhenFree(B.ports.router, 'bob', 'b');
