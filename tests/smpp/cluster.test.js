@@ -385,7 +385,9 @@ test('OK LOGIN is the first line a session reads, even with messages for it on t
 	try {
 		let rounds = 0;
 		let got = 0;
+		const end = Date.now() + 60000;
 		while (rounds < 20) {
+			assert.ok(Date.now() < end, `only ${rounds} rounds in 60 s`);
 			const x = await lineClient(A.ports.router);
 			send(x, 'LOGIN carol c\n');
 			await waitLines(x, /./, 1);
