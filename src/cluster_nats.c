@@ -1587,7 +1587,21 @@ slot_take(unsigned k)
 	return 0;
 }
 
-/* Reads n.<node> into have (slots still ours); their count, -1 on error. */
+/* Whether k is among the n slots in have. */
+static bool
+slot_listed(const unsigned *have, int n, unsigned long k)
+{
+	for (int j = 0; j < n; j++)
+		if (have[j] == k)
+			return true;
+	return false;
+}
+
+/*
+ * Reads n.<node> into have (slots still ours, each once: anyone allowed
+ * on the NATS server may have written the list); their count, -1 on
+ * error.
+ */
 static int
 slots_read(unsigned *have, unsigned need)
 {
@@ -1613,7 +1627,8 @@ slots_read(unsigned *have, unsigned need)
 			break;
 		p = *end == ',' ? end + 1 : end;
 		/* An operator may have removed it: only one still ours. */
-		if (k >= SLOTS || (t = slot_take((unsigned)k)) == 0)
+		if (k >= SLOTS || slot_listed(have, (int)n, k) ||
+		    (t = slot_take((unsigned)k)) == 0)
 			continue;
 		if (t < 0) {
 			kvEntry_Destroy(e);
@@ -1648,11 +1663,8 @@ slots_lease(void)
 	/* From a place of its own, so that nodes seldom race for one. */
 	for (unsigned i = 0; i < SLOTS && (unsigned)n < need; i++) {
 		unsigned k = (start + i) % SLOTS;
-		bool dup = false;
 
-		for (int j = 0; j < n; j++)
-			dup |= have[j] == k;
-		if (dup || (t = slot_take(k)) == 0)
+		if (slot_listed(have, n, k) || (t = slot_take(k)) == 0)
 			continue;
 		if (t < 0)
 			return;

@@ -311,6 +311,23 @@ test('message ids are unique across nodes: each node\'s end in slots of its own'
 	assert.equal(slots.a.length, 3, 'two reactors and the store');
 });
 
+test('a forged slot list (one slot three times) does not make two reactors share a slot', { skip }, async () => {
+	// Anyone allowed on the NATS server can write the slots bucket.
+	const ack = await L.natsExchange(nats[0].port, () =>
+		'CONNECT {"verbose":false}\r\nSUB _INBOX.forged 1\r\n' +
+		'PUB $KV.erdtest-slots.n.forged _INBOX.forged 5\r\n7,7,7\r\n',
+	(buf) => (/MSG _INBOX\.forged/.test(buf) ? buf : undefined));
+	assert.match(ack, /"seq":\d+/, 'JetStream took it');
+	const F = await L.startDaemon(nodeConf('forged', [nats[1]]));
+	try {
+		const slots = (await idSlots(F, 'forged')).split(',');
+		assert.equal(slots.length, 3);
+		assert.equal(new Set(slots).size, 3, `slots ${slots}`);
+	} finally {
+		await L.stopAll(F);
+	}
+});
+
 test('an address held on one node is ERR 409 on the other; free again after QUIT', { skip }, async () => {
 	const { c } = await login(A.ports.router, 'carol', 'c');
 	assert.equal(await tryLogin(B.ports.router, 'carol', 'c'), 'ERR 409 address in use');
