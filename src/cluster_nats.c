@@ -126,6 +126,7 @@ struct cluster {
 	atomic_uint_fast64_t from_nodes;
 	atomic_uint_fast64_t errors;
 	atomic_uint_fast64_t nodes_seen;
+	atomic_uint_fast64_t foreign_at_ms;	/* said "another version" */
 	pthread_mutex_t url_lock;
 	char	url[256];		/* the server we use; "" down */
 	/* Set before the thread starts; read-only after. */
@@ -681,6 +682,28 @@ last_numbers(const char *s, char *node, uint64_t *a, uint64_t *b)
 }
 
 /*
+ * When the n bytes at d, from who, are in another version's wire format:
+ * says so, at most once a minute (libnats's threads, any of them). Such
+ * traffic is dropped like garbage; the log says why.
+ */
+static void
+warn_foreign(const char *who, const void *d, size_t n)
+{
+	unsigned f = cluster_wire_foreign(d, n);
+	uint64_t now = mono_ms() + 1, last;
+
+	if (f == 0)
+		return;
+	last = atomic_load(&C.foreign_at_ms);
+	if ((last != 0 && now - last < 60000) ||
+	    !atomic_compare_exchange_strong(&C.foreign_at_ms, &last, now))
+		return;
+	log_warnx("cluster: %s sends wire format 0x%02X, this node reads "
+	    "0x%02X: its traffic is dropped; run the same version of "
+	    "echorouterd on every node", who, f, cluster_wire_format(f));
+}
+
+/*
  * On "<prefix>.r.<node>.v" a batch of verdicts, on "<prefix>.r.<node>.
  * <first>.<count>" NATS's "no responders" for a bundle: to the cluster
  * thread, which holds the requests.
@@ -722,6 +745,7 @@ on_verdict(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	return;
 bad:
 	atomic_fetch_add(&C.errors, 1);
+	warn_foreign("a node", d, n);
 	log_debug("cluster: dropped a malformed verdict on %s",
 	    natsMsg_GetSubject(msg));
 	natsMsg_Destroy(msg);
@@ -782,6 +806,14 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	    (answer && (!last_numbers(reply, node, &first, &count) ||
 	    count != k))) {
 		atomic_fetch_add(&C.errors, 1);
+		if (k == 0) {
+			char who[DELIVER_NODE_MAX + 8] = "a node";
+
+			if (answer && last_numbers(reply, node, &first, &count))
+				snprintf(who, sizeof(who), "node %s", node);
+			warn_foreign(who, natsMsg_GetData(msg),
+			    (size_t)natsMsg_GetDataLength(msg));
+		}
 		log_debug("cluster: dropped a malformed message on %s", subj);
 		while (k > 0)
 			free(ms[--k]);

@@ -6,6 +6,11 @@
 
 #include "deliver.h"
 
+/*
+ * A change of layout takes new first bytes (0xB2, 0xA2, ...), so that a
+ * node of another version can tell "another format" from garbage and say
+ * so (cluster_wire_foreign).
+ */
 #define WIRE_VERSION	1
 #define WIRE_BUNDLE	0xB1	/* a bundle of messages (this version's) */
 #define WIRE_VERDICTS	0xA1	/* a batch of verdicts (this version's) */
@@ -306,4 +311,22 @@ cluster_verdict_get(const uint8_t *p, size_t i, uint64_t *req, uint8_t *v)
 
 	(void)get_be(&q, q + 8, 8, req);
 	*v = q[0];
+}
+
+unsigned
+cluster_wire_foreign(const uint8_t *p, size_t n)
+{
+	if (n == 0 || p[0] == WIRE_BUNDLE || p[0] == WIRE_VERDICTS)
+		return 0;
+	if ((p[0] & 0xF0) == (WIRE_BUNDLE & 0xF0) ||
+	    (p[0] & 0xF0) == (WIRE_VERDICTS & 0xF0))
+		return p[0];
+	return 0;
+}
+
+unsigned
+cluster_wire_format(unsigned foreign)
+{
+	return (foreign & 0xF0) == (WIRE_BUNDLE & 0xF0) ? WIRE_BUNDLE :
+	    WIRE_VERDICTS;
 }

@@ -94,4 +94,14 @@ long	cluster_verdicts_count(const uint8_t *p, size_t n);
 void	cluster_verdict_get(const uint8_t *p, size_t i, uint64_t *req,
 	    uint8_t *v);
 
+/*
+ * The first byte of the n bytes at p when they are a bundle or a batch of
+ * verdicts in another version's format (0xB?, 0xA?, not this version's);
+ * 0 otherwise. Such a node's traffic cannot be read here.
+ */
+unsigned cluster_wire_foreign(const uint8_t *p, size_t n);
+
+/* This version's format of the kind of foreign (a cluster_wire_foreign). */
+unsigned cluster_wire_format(unsigned foreign);
+
 #endif

@@ -444,6 +444,39 @@ test('a forged "no responders" for a huge bundle is dropped; traffic goes on', {
 	b.sock.destroy();
 });
 
+// Publishes payload (a latin1 string) on subject with reply, as any NATS
+// client may; resolves once the server has it.
+function natsPublish(port, subject, reply, payload) {
+	return L.natsExchange(port, () => 'CONNECT {"verbose":false}\r\n' +
+		`PUB ${subject} ${reply} ${payload.length}\r\n${payload}\r\nPING\r\n`,
+	(buf) => (/PONG\r\n/.test(buf) ? true : undefined), WAIT_MS);
+}
+
+test('traffic in another version\'s wire format is dropped, and the log says which node and why', { skip }, async () => {
+	const a = await loginWhenFree(A.ports.router, 'alice', 'a');
+	const b = await loginWhenFree(B.ports.router, 'bob', 'b');
+	try {
+		const fromA = A.log.length, fromB = B.log.length;
+		// A bundle for bob from a node "zz" of a later version (0xB2), and
+		// a batch of verdicts for node a in one (0xA2).
+		await natsPublish(nats[1].port, 'erdtest.a.bob', 'erdtest.r.zz.1.1',
+			'\xB2\x01' + 'x'.repeat(40));
+		await natsPublish(nats[2].port, 'erdtest.r.a.v', '_INBOX.none',
+			'\xA2' + '\x00'.repeat(9));
+		await until(() => /cluster: node zz sends wire format 0xB2, this node reads 0xB1: its traffic is dropped; run the same version of echorouterd on every node/
+			.test(B.log.slice(fromB)), WAIT_MS, 'node b names node zz');
+		await until(() => /cluster: a node sends wire format 0xA2, this node reads 0xA1/
+			.test(A.log.slice(fromA)), WAIT_MS, 'node a says so');
+		// (Garbage is not another version: the unit test foreign_formats.)
+		send(a, 'SEND bob still-here\n');
+		assert.match((await waitLines(a, /^(OK|ERR) /, 1))[0], /^OK \d+$/);
+		await waitLines(b, /^MSG \d+ alice still-here$/, 1);
+	} finally {
+		a.sock.destroy();
+		b.sock.destroy();
+	}
+});
+
 // The nodes bucket's max_age (its TTL) in s, from a nats-server's /jsz.
 async function nodesTtl(n) {
 	const r = await L.withTimeout(fetch(`http://127.0.0.1:${n.mport}/jsz?streams=true&config=true`)

@@ -220,6 +220,26 @@ START_TEST(verdicts_round_trip)
 }
 END_TEST
 
+START_TEST(foreign_formats)
+{
+	uint8_t b[CLUSTER_BUNDLE_HEAD + 8], v[CLUSTER_VERDICTS_HEAD];
+	uint8_t later[] = { 0xB2, 1 }, later_v[] = { 0xA7 }, junk[] = "junk";
+
+	cluster_bundle_head(b);
+	cluster_verdicts_head(v);
+	/* This version's own and garbage: not foreign. */
+	ck_assert_uint_eq(cluster_wire_foreign(b, sizeof(b)), 0);
+	ck_assert_uint_eq(cluster_wire_foreign(v, sizeof(v)), 0);
+	ck_assert_uint_eq(cluster_wire_foreign(junk, 4), 0);
+	ck_assert_uint_eq(cluster_wire_foreign(b, 0), 0);
+	/* Another version's: its first byte, and ours of that kind. */
+	ck_assert_uint_eq(cluster_wire_foreign(later, 2), 0xB2);
+	ck_assert_uint_eq(cluster_wire_format(0xB2), b[0]);
+	ck_assert_uint_eq(cluster_wire_foreign(later_v, 1), 0xA7);
+	ck_assert_uint_eq(cluster_wire_format(0xA7), v[0]);
+}
+END_TEST
+
 Suite *
 cluster_wire_suite(void)
 {
@@ -232,6 +252,7 @@ cluster_wire_suite(void)
 	tcase_add_test(tc, msg_rejects_bad_strings);
 	tcase_add_test(tc, bundle_round_trip);
 	tcase_add_test(tc, verdicts_round_trip);
+	tcase_add_test(tc, foreign_formats);
 	suite_add_tcase(s, tc);
 	return s;
 }
