@@ -225,6 +225,18 @@ cluster_msg_decode(const uint8_t *p, size_t n)
 	}
 	if ((size_t)(end - p) != len)
 		goto bad;
+	/*
+	 * Anyone on NATS can send this: the addresses must be addresses (a
+	 * line break in one would forge lines at a router client), and the
+	 * text is checked again where it becomes a line, whatever the sender
+	 * says of it.
+	 */
+	if (!route_addr_valid(m->to, strlen(m->to)) ||
+	    (m->from[0] != '\0' && !route_addr_valid(m->from,
+	    strlen(m->from))) || (m->reply_to[0] != '\0' &&
+	    !route_addr_valid(m->reply_to, strlen(m->reply_to))))
+		goto bad;
+	m->flags &= ~(uint32_t)DELIVER_F_LINE_TEXT;
 	memcpy(m->text, p, len);
 	m->len = len;
 	return m;

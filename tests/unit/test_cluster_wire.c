@@ -146,6 +146,45 @@ START_TEST(msg_rejects_bad_strings)
 }
 END_TEST
 
+/* What the wire says of a message's addresses and text is not trusted. */
+START_TEST(msg_distrusts_the_wire)
+{
+	static const struct {
+		const char *from, *to, *reply_to;
+		bool	ok;
+	} cases[] = {
+		{ "alice", "bob", "alice", true },
+		{ "", "bob", "", true },
+		{ "a\nMSG 1 x", "bob", "", false },
+		{ "a b", "bob", "", false },
+		{ "alice", "", "", false },
+		{ "alice", "b\rb", "", false },
+		{ "alice", "bob", "x\ny", false },
+	};
+	struct deliver_msg *m = sample_msg(), *d;
+	uint8_t *buf = malloc(cluster_msg_size(m));
+	size_t n;
+
+	/* The sender's "fit for a line" does not skip the recipient's check. */
+	m->flags |= DELIVER_F_LINE_TEXT;
+	n = cluster_msg_encode(m, buf);
+	ck_assert_ptr_nonnull(d = cluster_msg_decode(buf, n));
+	ck_assert_uint_eq(d->flags & DELIVER_F_LINE_TEXT, 0);
+	free(d);
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		strcpy(m->from, cases[i].from);
+		strcpy(m->to, cases[i].to);
+		strcpy(m->reply_to, cases[i].reply_to);
+		n = cluster_msg_encode(m, buf);
+		d = cluster_msg_decode(buf, n);
+		ck_assert_msg((d != NULL) == cases[i].ok, "case %zu", i);
+		free(d);
+	}
+	free(buf);
+	free(m);
+}
+END_TEST
+
 /* Three messages in a bundle come out as they went in, in order. */
 START_TEST(bundle_round_trip)
 {
@@ -250,6 +289,7 @@ cluster_wire_suite(void)
 	tcase_add_test(tc, token_rejects);
 	tcase_add_test(tc, msg_round_trip);
 	tcase_add_test(tc, msg_rejects_bad_strings);
+	tcase_add_test(tc, msg_distrusts_the_wire);
 	tcase_add_test(tc, bundle_round_trip);
 	tcase_add_test(tc, verdicts_round_trip);
 	tcase_add_test(tc, foreign_formats);
