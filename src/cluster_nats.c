@@ -167,7 +167,7 @@ struct cluster {
 	natsSubscription *notices;	/* <prefix>.h.*: binds elsewhere */
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
 	char	linked_url[256];	/* the server last logged; "" down */
-	uint64_t next_req;
+	uint64_t next_req;		/* from a random start (cluster_open) */
 	struct pend *pend[PEND_BUCKETS];
 	struct pend *oldest, *newest;
 	struct pend *spare;		/* for reuse, by hnext */
@@ -1941,6 +1941,12 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 	snprintf(C.instance, sizeof(C.instance), "%016llx",
 	    (unsigned long long)inst);
 	snprintf(C.me, sizeof(C.me), "%s %s", C.node, C.instance);
+	/*
+	 * Request ids start somewhere new each run: a verdict still on its
+	 * way to this node's earlier run must not answer one of this run's
+	 * requests. (Below 2^62: no wrap in any run.)
+	 */
+	C.next_req = inst >> 2;
 	snprintf(C.prefix, sizeof(C.prefix), "%s", cl->subject_prefix);
 	C.cf = config_ref((struct config *)cf);
 	C.kvcf = config_ref((struct config *)cf);

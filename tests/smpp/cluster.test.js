@@ -477,6 +477,62 @@ test('traffic in another version\'s wire format is dropped, and the log says whi
 	}
 });
 
+// A plain NATS subscriber to subject: ready once the server has the
+// subscription; next() resolves with the reply subject of the next
+// message on it.
+function natsSniff(port, subject) {
+	const sock = net.connect(port, '127.0.0.1');
+	let buf = '', hello = false, onReady, onMsg;
+	const ready = L.withTimeout(new Promise((r) => { onReady = r; }), WAIT_MS, 'sniffer ready');
+	const msg = L.withTimeout(new Promise((r) => { onMsg = r; }), WAIT_MS, `a message on ${subject}`);
+	sock.setEncoding('latin1');
+	sock.on('error', () => {});
+	sock.on('data', (d) => {
+		buf += d;
+		if (!hello && buf.includes('\r\n')) {
+			hello = true;
+			sock.write(`CONNECT {"verbose":false}\r\nSUB ${subject} 1\r\nPING\r\n`);
+		}
+		if (/PONG\r\n/.test(buf))
+			onReady();
+		const m = /MSG \S+ 1 (\S+) \d+\r\n/.exec(buf);
+		if (m)
+			onMsg(m[1]);
+	});
+	return { ready, next: () => msg, close: () => sock.destroy() };
+}
+
+test('request ids start somewhere new each run: a verdict late for an earlier run answers nothing of this one', { skip }, async () => {
+	const firsts = [];
+	for (let run = 0; run < 2; run++) {
+		// A node of its own prefix, and a plain subscriber to an address,
+		// which sees the reply subject <prefix>.r.<node>.<first>.<count>.
+		const sn = natsSniff(nats[0].port, 'erdrq.a.sniffed');
+		let F;
+		try {
+			await sn.ready;
+			F = await L.startDaemon(nodeConf('rq', [nats[0]])
+				.replace('subject_prefix = "erdtest"', 'subject_prefix = "erdrq"'));
+			const c = await loginWhenFree(F.ports.router, 'alice', 'a');
+			send(c, 'SEND sniffed hello\n');
+			const reply = await sn.next();
+			const m = /^erdrq\.r\.rq\.(\d+)\.1$/.exec(reply);
+			assert.ok(m, reply);
+			firsts.push(BigInt(m[1]));
+			// Nobody answers: the sender hears 503 at request_timeout.
+			assert.match((await waitLines(c, /^(OK|ERR) /, 1))[0], /^ERR 503 \d+ /);
+			c.sock.destroy();
+		} finally {
+			sn.close();
+			if (F)
+				await L.stopAll(F);
+		}
+	}
+	// The node's first request of each run: not 1, and not the same.
+	assert.ok(firsts[0] > 1n && firsts[1] > 1n, `${firsts}`);
+	assert.notEqual(firsts[0], firsts[1]);
+});
+
 // The nodes bucket's max_age (its TTL) in s, from a nats-server's /jsz.
 async function nodesTtl(n) {
 	const r = await L.withTimeout(fetch(`http://127.0.0.1:${n.mport}/jsz?streams=true&config=true`)
