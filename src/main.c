@@ -282,14 +282,19 @@ start_services(struct daemon *d)
 			    service_name(d->svcs[i]));
 }
 
-/* Runs what each was posted, in reverse start order, and frees it. */
+/*
+ * Runs what each was posted, in reverse start order, and then frees them
+ * all: a service still running may post to one that stopped before it
+ * (the cluster thread to the key-value thread), and such a task is then
+ * cancelled when its mailbox goes, not pushed onto freed memory.
+ */
 static void
 stop_services(struct daemon *d)
 {
-	for (unsigned i = d->nsvcs; i-- > 0;) {
+	for (unsigned i = d->nsvcs; i-- > 0;)
 		service_stop(d->svcs[i]);
+	for (unsigned i = d->nsvcs; i-- > 0;)
 		service_free(d->svcs[i]);
-	}
 	d->nsvcs = 0;
 }
 
