@@ -595,6 +595,21 @@ router_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	return rc;
 }
 
+/* "MSG <id> <from> " into out (at least 26 + flen bytes); its length. */
+static size_t
+msg_head(char *out, const struct deliver_msg *m, size_t flen)
+{
+	size_t n;
+
+	memcpy(out, "MSG ", 4);
+	n = 4 + u64_to_dec(out + 4, m->id);
+	out[n++] = ' ';
+	memcpy(out + n, m->from, flen);
+	n += flen;
+	out[n++] = ' ';
+	return n;
+}
+
 /*
  * The cluster agreed to this session's LOGIN, whose OK is still on its
  * way to the reactor: a message that comes first waits behind it, so that
@@ -611,12 +626,7 @@ msg_behind_login(struct conn *c, struct router_sess *s,
 	if (s->nqueued >= ROUTER_MAX_QUEUED)
 		return DELIVER_BUSY;
 	rp = xcalloc(1, sizeof(*rp) + cap);
-	memcpy(rp->text, "MSG ", 4);
-	n = 4 + u64_to_dec(rp->text + 4, m->id);
-	rp->text[n++] = ' ';
-	memcpy(rp->text + n, m->from, flen);
-	n += flen;
-	rp->text[n++] = ' ';
+	n = msg_head(rp->text, m, flen);
 	memcpy(rp->text + n, m->text, m->len);
 	n += m->len;
 	rp->text[n++] = '\n';
@@ -647,12 +657,7 @@ router_on_deliver(struct conn *c, const struct deliver_msg *m)
 		return msg_behind_login(c, s, m, flen);
 
 	/* "MSG <id> <from> <text>\n", built without snprintf. */
-	memcpy(line, "MSG ", 4);
-	n = 4 + u64_to_dec(line + 4, m->id);
-	line[n++] = ' ';
-	memcpy(line + n, m->from, flen);
-	n += flen;
-	line[n++] = ' ';
+	n = msg_head(line, m, flen);
 	if (n + m->len + 1 <= sizeof(line)) {
 		memcpy(line + n, m->text, m->len);
 		n += m->len;
