@@ -99,8 +99,8 @@ ctx_setup(SSL_CTX *ssl, const struct tls_conf *tc, char *err, size_t len)
 	if (SSL_CTX_check_private_key(ssl) != 1)
 		return fail(err, len, "tls.key does not match tls.certificate;",
 		    tc->key);
-	if (tc->ciphers[0] != '\0' &&
-	    SSL_CTX_set_cipher_list(ssl, tc->ciphers) != 1)
+	if (SSL_CTX_set_cipher_list(ssl, tc->ciphers[0] != '\0' ?
+	    tc->ciphers : TLS_CIPHERS_DEFAULT) != 1)
 		return fail(err, len, "tls.ciphers", tc->ciphers);
 	/* A client's certificate chain (TLS 1.3: encrypted, out of sight). */
 	SSL_CTX_set_max_cert_list(ssl, TLS_MSG_MAX);

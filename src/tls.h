@@ -23,6 +23,12 @@ struct tls_conf;
 struct tls_ctx;
 struct transport;
 
+/*
+ * TLS 1.2 ciphers when tls.ciphers is empty: ECDHE (forward secrecy) with
+ * AEAD only. TLS 1.3's suites are all of that kind and stay OpenSSL's.
+ */
+#define TLS_CIPHERS_DEFAULT	"ECDHE+AESGCM:ECDHE+CHACHA20"
+
 enum tls_admit_verdict {
 	TLS_ADMIT_OK,
 	TLS_ADMIT_TOO_MANY,		/* limits.max_handshakes */

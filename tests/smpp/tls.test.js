@@ -1,7 +1,8 @@
 // tls.test.js: TLS listeners against real clients: Node's tls (echo under
 // partial reads and writes, router across reactors, HTTPS metrics), the npm
 // smpp client over ssmpp://, client certificates, hostile handshakes, floods
-// of half-open handshakes, and a certificate swapped by SIGHUP. Certificates come from openssl(1).
+// of half-open handshakes, the TLS 1.2 ciphers, and a certificate swapped
+// by SIGHUP. Certificates come from openssl(1).
 'use strict';
 
 const test = require('node:test');
@@ -12,7 +13,7 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const tls = require('node:tls');
-const { execFileSync } = require('node:child_process');
+const { execFileSync, spawnSync } = require('node:child_process');
 const L = require('./lib.js');
 
 const BIN = process.env.ECHOROUTERD_BIN;
@@ -61,6 +62,8 @@ listeners = (
   { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; tls = { ${t} }; },
   { name = "mtls"; address = "127.0.0.1"; port = 0; protocol = "echo";
     tls = { ${t} ca = "${dir}/ca.pem"; verify_client = true; min_version = "TLSv1.3"; }; },
+  { name = "legacy"; address = "127.0.0.1"; port = 0; protocol = "echo";
+    tls = { ${t} ciphers = "AES128-SHA"; }; },
   { name = "plainmetrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }
 );
 accounts = ( { id = "tx"; password = "t"; }, { id = "rx"; password = "r"; },
@@ -556,4 +559,36 @@ test('TCP probes (connect, close, no byte): peer closes, not failed handshakes',
 	assert.equal(c.protocol - c0.protocol, 0, 'closed as protocol errors');
 	// The scrape before may add one peer close of its own.
 	assert.ok(c.peer - c0.peer >= 20, `peer closes: ${c.peer - c0.peer}`);
+});
+
+// ---- TLS 1.2 ciphers ------------------------------------------------------
+
+// openssl s_client against port with args: whether the handshake was
+// done, and the cipher.
+function sClient(port, ...args) {
+	const r = spawnSync('openssl', ['s_client', '-brief', '-connect', `127.0.0.1:${port}`,
+		'-CAfile', path.join(dir, 'ca.pem'), ...args], { input: '', timeout: 10000, encoding: 'utf8' });
+	const out = `${r.stdout}${r.stderr}`;
+	const cipher = /Ciphersuite: (\S+)/.exec(out);
+	return { ok: r.status === 0 && /CONNECTION ESTABLISHED/.test(out), cipher: cipher && cipher[1], out };
+}
+
+test('TLS 1.2 ciphers: ECDHE with AEAD by default, AES128-SHA refused; ciphers overrides', { skip }, async () => {
+	const weak = sClient(d.ports.echo, '-tls1_2', '-cipher', 'AES128-SHA');
+	assert.equal(weak.ok, false, `AES128-SHA accepted:\n${weak.out}`);
+	for (const c of ['ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES256-GCM-SHA384',
+		'ECDHE-RSA-CHACHA20-POLY1305']) {
+		const r = sClient(d.ports.echo, '-tls1_2', '-cipher', c);
+		assert.ok(r.ok, `${c} refused:\n${r.out}`);
+		assert.equal(r.cipher, c);
+	}
+	// No forward secrecy or no AEAD: none of them.
+	for (const c of ['AES256-GCM-SHA384', 'ECDHE-RSA-AES128-SHA', 'DHE-RSA-AES128-GCM-SHA256'])
+		assert.equal(sClient(d.ports.echo, '-tls1_2', '-cipher', c).ok, false, `${c} accepted`);
+	// TLS 1.3 as before.
+	assert.ok(sClient(d.ports.echo, '-tls1_3').ok);
+	// A listener's own list still rules.
+	const legacy = sClient(d.ports.legacy, '-tls1_2', '-cipher', 'AES128-SHA');
+	assert.ok(legacy.ok, legacy.out);
+	assert.equal(legacy.cipher, 'AES128-SHA');
 });
