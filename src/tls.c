@@ -773,11 +773,38 @@ tls_tick(struct conn *c)
 	}
 }
 
+/* Closes that end a sound session on purpose rather than on a fault. */
+static bool
+tls_is_graceful(const struct conn *c)
+{
+	switch (c->close_reason) {
+	case CONN_CLOSE_PEER:
+	case CONN_CLOSE_IDLE:
+	case CONN_CLOSE_QUIT:
+	case CONN_CLOSE_SHUTDOWN:
+	case CONN_CLOSE_TIMEOUT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * A graceful close says so with close_notify (unless tls_shutdown has),
+ * also after the peer's own: without it a client cannot tell our end
+ * from a cut connection. Before the socket closes, its buffer takes it.
+ */
 static void
 tls_close(struct conn *c)
 {
 	struct tls_xp *t = tls_of(c);
 
+	if (t->handshaken && !t->failed && tls_is_graceful(c) &&
+	    !(SSL_get_shutdown(t->ssl) & SSL_SENT_SHUTDOWN)) {
+		ERR_clear_error();
+		SSL_shutdown(t->ssl);
+		ERR_clear_error();
+	}
 	tls_unplace(c, t);
 	SSL_free(t->ssl);
 	free(t);

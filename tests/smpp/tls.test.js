@@ -1,8 +1,8 @@
 // tls.test.js: TLS listeners against real clients: Node's tls (echo under
 // partial reads and writes, router across reactors, HTTPS metrics), the npm
 // smpp client over ssmpp://, client certificates, hostile handshakes, floods
-// of half-open handshakes, the TLS 1.2 ciphers, and a certificate swapped
-// by SIGHUP. Certificates come from openssl(1).
+// of half-open handshakes, the TLS 1.2 ciphers, close_notify, and a
+// certificate swapped by SIGHUP. Certificates come from openssl(1).
 'use strict';
 
 const test = require('node:test');
@@ -13,6 +13,7 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const tls = require('node:tls');
+const { Duplex } = require('node:stream');
 const { execFileSync, spawnSync } = require('node:child_process');
 const L = require('./lib.js');
 
@@ -591,4 +592,82 @@ test('TLS 1.2 ciphers: ECDHE with AEAD by default, AES128-SHA refused; ciphers o
 	const legacy = sClient(d.ports.legacy, '-tls1_2', '-cipher', 'AES128-SHA');
 	assert.ok(legacy.ok, legacy.out);
 	assert.equal(legacy.cipher, 'AES128-SHA');
+});
+
+// ---- close_notify ---------------------------------------------------------
+
+// A TLS 1.2 client whose socket keeps every byte the server sent: TLS 1.2
+// leaves a record's type in the clear, so a close_notify shows as an alert
+// record (21) where a bare FIN shows nothing. Resolves once connected.
+function sniffed(port) {
+	return L.withTimeout(new Promise((resolve, reject) => {
+		const raw = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+		const seen = [];
+		const wire = new Duplex({
+			read() {},
+			write(chunk, enc, cb) { raw.write(chunk, cb); },
+			final(cb) { raw.end(); cb(); },
+		});
+		const ended = new Promise((r) => raw.on('end', r));
+		raw.on('data', (c) => { seen.push(c); wire.push(c); });
+		raw.on('end', () => wire.push(null));
+		raw.on('error', () => {});
+		raw.on('connect', () => {
+			const s = tls.connect({ socket: wire, host: '127.0.0.1', ca: pem('ca'),
+				maxVersion: 'TLSv1.2' }, () => resolve({ s, raw, seen, ended }));
+			s.on('error', reject);
+		});
+	}), 10000, 'sniffed TLS connect');
+}
+
+// The record types in what the server sent.
+function recordTypes(seen) {
+	const b = Buffer.concat(seen);
+	const types = [];
+	for (let o = 0; o + 5 <= b.length; o += 5 + b.readUInt16BE(o + 3))
+		types.push(b[o]);
+	return types;
+}
+
+async function serverEnd(c) {
+	await L.withTimeout(c.ended, 10000, 'the server\'s FIN');
+	c.s.on('error', () => {});
+	c.raw.destroy();
+	return recordTypes(c.seen);
+}
+
+test('close_notify: the server answers the client\'s own, every time', { skip }, async () => {
+	for (let i = 0; i < 20; i++) {
+		const c = await sniffed(d.ports.echo);
+		c.s.write('x\n');
+		await L.withTimeout(new Promise((r) => c.s.once('data', r)), 5000, 'echo');
+		c.s.end();		// close_notify, then FIN
+		const types = await serverEnd(c);
+		assert.equal(types[types.length - 1], 21, `run ${i}: records ${types.join(',')}`);
+	}
+});
+
+test('close_notify: after a router QUIT, and for an idle client when the daemon stops', { skip }, async () => {
+	for (let i = 0; i < 20; i++) {
+		const c = await sniffed(d.ports.router);
+		c.s.write('PING\n');
+		await L.withTimeout(new Promise((r) => c.s.once('data', r)), 5000, 'PONG');
+		// Everything taken by the client before it quits.
+		await new Promise((r) => setTimeout(r, 50));
+		c.s.write('QUIT\n');
+		const types = await serverEnd(c);
+		assert.deepEqual(types.slice(-2), [23, 21], `run ${i}: records ${types.join(',')}`);
+	}
+	const fd = await L.startDaemon(floodConf(''));
+	let c;
+	try {
+		c = await sniffed(fd.ports.echo);
+		c.s.write('x\n');
+		await L.withTimeout(new Promise((r) => c.s.once('data', r)), 5000, 'echo');
+		await new Promise((r) => setTimeout(r, 100));
+	} finally {
+		await L.stopDaemon(fd);
+	}
+	const types = await serverEnd(c);
+	assert.equal(types[types.length - 1], 21, `at stop: records ${types.join(',')}`);
 });
