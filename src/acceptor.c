@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -255,13 +256,17 @@ acceptor_shed(struct acceptor *a, struct listener *l)
 /* Checks the per-address limits; false: refused (and fd closed). */
 static bool
 acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
-    struct iplimit_entry **ip)
+    bool tls, struct iplimit_entry **ip)
 {
 	const struct limits *lim = &a->cf->limits;
+	unsigned max = lim->max_connections_per_ip;
 	enum iplimit_verdict v;
 
-	v = iplimit_admit(a->ips, sa, lim->max_connections_per_ip,
-	    lim->connection_rate_per_ip, mono_ms(), ip);
+	/* A cap on an address's handshakes needs its entry: count, no cap. */
+	if (tls && max == 0 && lim->max_handshakes_per_ip > 0)
+		max = UINT_MAX;
+	v = iplimit_admit(a->ips, sa, max, lim->connection_rate_per_ip,
+	    mono_ms(), ip);
 	if (v == IPLIMIT_OK)
 		return true;
 	close(fd);
@@ -271,6 +276,32 @@ acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
 	} else {
 		counter_add(&a->counters, COUNTER_REFUSED_RATE, 1);
 		acceptor_log_refusal(a, "connection_rate_per_ip exceeded");
+	}
+	return false;
+}
+
+/*
+ * Takes a half-open handshake's place for a TLS client from ip; false:
+ * refused (fd closed, ip released), so that clients that never finish
+ * their handshakes cannot take the memory of as many as they like.
+ */
+static bool
+acceptor_admit_tls(struct acceptor *a, int fd, struct iplimit_entry *ip)
+{
+	const struct limits *lim = &a->cf->limits;
+	enum tls_admit_verdict v;
+
+	v = tls_admit(ip, lim->max_handshakes, lim->max_handshakes_per_ip);
+	if (v == TLS_ADMIT_OK)
+		return true;
+	close(fd);
+	iplimit_release(ip);
+	if (v == TLS_ADMIT_TOO_MANY) {
+		counter_add(&a->counters, COUNTER_REFUSED_HANDSHAKES, 1);
+		acceptor_log_refusal(a, "max_handshakes reached");
+	} else {
+		counter_add(&a->counters, COUNTER_REFUSED_HANDSHAKES_IP, 1);
+		acceptor_log_refusal(a, "max_handshakes_per_ip reached");
 	}
 	return false;
 }
@@ -310,7 +341,8 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 		acceptor_log_refusal(a, "max_connections reached");
 		return;
 	}
-	if (!acceptor_admit(a, fd, sa, &ip))
+	if (!acceptor_admit(a, fd, sa, l->tls != NULL, &ip) ||
+	    (l->tls != NULL && !acceptor_admit_tls(a, fd, ip)))
 		return;
 	/* Replies are small and already batched: send them at once. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -269,6 +269,11 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 			    &l->connection_rate_per_ip);
 		else if (strcmp(name, "handshake_timeout") == 0)
 			get_unsigned(e, k, 1, 3600, &l->handshake_timeout);
+		else if (strcmp(name, "max_handshakes") == 0)
+			get_unsigned(e, k, 0, 10000000, &l->max_handshakes);
+		else if (strcmp(name, "max_handshakes_per_ip") == 0)
+			get_unsigned(e, k, 0, 10000000,
+			    &l->max_handshakes_per_ip);
 		else if (strcmp(name, "socket_send_buffer") == 0)
 			get_socket_buffer(e, k, &l->socket_send_buffer);
 		else if (strcmp(name, "socket_receive_buffer") == 0)
@@ -1139,6 +1144,8 @@ config_defaults(struct config *cf)
 	cf->limits.output_stall_timeout = 30;
 	cf->limits.max_pdu_size = 65536;
 	cf->limits.handshake_timeout = 10;
+	cf->limits.max_handshakes = 10000;
+	cf->limits.max_handshakes_per_ip = 256;
 	cf->smpp.window = 16;
 	cf->smpp.queue_limit = 1000;
 	cf->smpp.enquire_link_interval = 30;

@@ -26,6 +26,8 @@ struct limits {
 	unsigned max_connections_per_ip; /* 0: no limit */
 	unsigned connection_rate_per_ip; /* new per second; 0: no limit */
 	unsigned handshake_timeout;	/* s for a TLS handshake */
+	unsigned max_handshakes;	/* TLS ones half-open; 0: no limit */
+	unsigned max_handshakes_per_ip;	/* the same from one address */
 	size_t	socket_send_buffer;	/* SO_SNDBUF of clients; 0 the kernel's */
 	size_t	socket_receive_buffer;	/* SO_RCVBUF of clients; 0 the kernel's */
 };

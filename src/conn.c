@@ -282,6 +282,8 @@ conn_count(struct reactor *r)
 /*
  * A client the acceptor handed over. Adopted unless the reactor is
  * draining (it takes no new clients) or is freed at exit (cancelled).
+ * A TLS client's handshake place (tls_admit) goes to its transport, or
+ * back if none is made.
  */
 static void
 handoff_task(void *owner, void *arg, enum mailbox_status st)
@@ -294,16 +296,19 @@ handoff_task(void *owner, void *arg, enum mailbox_status st)
 	if (st == MAILBOX_RUN && !conn_set_of(r)->draining) {
 		if (h->tls == NULL)
 			c = conn_new(r, h->fd, h->proto);
-		else if ((xp = tls_transport_new(h->tls, h->fd, r->now,
-		    r->cf->limits.handshake_timeout)) != NULL)
+		else if ((xp = tls_transport_new(h->tls, r, h->fd,
+		    r->cf->limits.handshake_timeout, h->ip)) != NULL)
 			c = conn_new_with(r, h->fd, h->proto, xp);
 		else {
 			log_warnx("reactor=%u cannot start TLS on fd %d",
 			    r->id, h->fd);
+			tls_release(h->ip);
 			close(h->fd);
 			atomic_fetch_sub(&conn_live, 1);
 		}
 	} else {
+		if (h->tls != NULL)
+			tls_release(h->ip);
 		close(h->fd);
 		atomic_fetch_sub(&conn_live, 1);
 	}

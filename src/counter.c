@@ -60,6 +60,8 @@ static const struct counter_info table[COUNTER_N] = {
 	[COUNTER_REFUSED_FD] = REFUSED(fd),
 	[COUNTER_REFUSED_IP] = REFUSED(ip),
 	[COUNTER_REFUSED_RATE] = REFUSED(rate),
+	[COUNTER_REFUSED_HANDSHAKES] = REFUSED(handshakes),
+	[COUNTER_REFUSED_HANDSHAKES_IP] = REFUSED(handshakes_ip),
 	[COUNTER_CLOSED_PEER] = CLOSED("peer"),
 	[COUNTER_CLOSED_RESET] = CLOSED("reset"),
 	[COUNTER_CLOSED_IDLE] = CLOSED("idle"),
@@ -113,6 +115,9 @@ static const struct counter_info table[COUNTER_N] = {
 	[COUNTER_TLS_BAD] = TLS("bad", "tls_bad"),
 	[COUNTER_TLS_CERT] = TLS("certificate", "tls_certificate"),
 	[COUNTER_TLS_TIMEOUT] = TLS("timeout", "tls_timeout"),
+	[COUNTER_TLS_HANDSHAKING] = REACTOR_SERIES("tls_handshaking", NULL,
+	    NULL, "tls_handshaking", NULL, GAUGE, 0,
+	    "TLS handshakes begun and not yet done or failed (half-open)."),
 	[COUNTER_TLS_KTLS_SEND] = KTLS("send", "tls_ktls_send"),
 	[COUNTER_TLS_KTLS_RECV] = KTLS("receive", "tls_ktls_receive"),
 };

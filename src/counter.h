@@ -19,6 +19,8 @@ enum counter_id {
 	COUNTER_REFUSED_FD,
 	COUNTER_REFUSED_IP,
 	COUNTER_REFUSED_RATE,
+	COUNTER_REFUSED_HANDSHAKES,	/* TLS: max_handshakes */
+	COUNTER_REFUSED_HANDSHAKES_IP,	/* TLS: max_handshakes_per_ip */
 	COUNTER_CLOSED_PEER,		/* reactors: closed, by reason */
 	COUNTER_CLOSED_RESET,
 	COUNTER_CLOSED_IDLE,
@@ -59,6 +61,7 @@ enum counter_id {
 	COUNTER_TLS_BAD,
 	COUNTER_TLS_CERT,
 	COUNTER_TLS_TIMEOUT,
+	COUNTER_TLS_HANDSHAKING,	/* TLS handshakes under way now */
 	COUNTER_TLS_KTLS_SEND,		/* handshakes done with kernel TLS */
 	COUNTER_TLS_KTLS_RECV,
 	COUNTER_N

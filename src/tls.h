@@ -17,11 +17,37 @@
 #include "version.h"
 
 struct conn;
+struct iplimit_entry;
+struct reactor;
 struct tls_conf;
 struct tls_ctx;
 struct transport;
 
+/*
+ * TLS 1.2 ciphers when tls.ciphers is empty: ECDHE (forward secrecy) with
+ * AEAD only. TLS 1.3's suites are all of that kind and stay OpenSSL's.
+ */
+#define TLS_CIPHERS_DEFAULT	"ECDHE+AESGCM:ECDHE+CHACHA20"
+
+enum tls_admit_verdict {
+	TLS_ADMIT_OK,
+	TLS_ADMIT_TOO_MANY,		/* limits.max_handshakes */
+	TLS_ADMIT_TOO_MANY_IP,		/* limits.max_handshakes_per_ip */
+};
+
 #if ER_WITH_TLS
+
+/*
+ * Takes a place for one more half-open handshake, from the address of ip
+ * (NULL: not tracked), under max in all and max_per_ip from one address
+ * (0: no limit); anything but TLS_ADMIT_OK takes none. The place is held
+ * until the handshake ends by the transport tls_transport_new makes with
+ * ip, or given back by tls_release if none is made. Acceptor thread for
+ * tls_admit; any thread for tls_release.
+ */
+enum tls_admit_verdict tls_admit(struct iplimit_entry *ip, unsigned max,
+	    unsigned max_per_ip);
+void	tls_release(struct iplimit_entry *ip);
 
 /*
  * A context from tc, its files read now. NULL and a message naming the
@@ -38,12 +64,13 @@ struct tls_ctx *tls_ctx_ref(struct tls_ctx *ctx);
 void	tls_ctx_unref(struct tls_ctx *ctx);
 
 /*
- * A server-side TLS transport for the accepted socket fd, handshaking
- * within timeout seconds of now (the reactor's clock), or NULL. Its
+ * A server-side TLS transport on reactor r for the accepted socket fd,
+ * handshaking within timeout seconds from now, holding the place
+ * tls_admit took for ip; or NULL (the place still the caller's). Its
  * close frees it. The owning reactor.
  */
-struct transport *tls_transport_new(struct tls_ctx *ctx, int fd,
-	    unsigned now, unsigned timeout);
+struct transport *tls_transport_new(struct tls_ctx *ctx, struct reactor *r,
+	    int fd, unsigned timeout, struct iplimit_entry *ip);
 
 #else
 
@@ -65,14 +92,26 @@ tls_ctx_ref(struct tls_ctx *ctx)
 static inline void tls_ctx_unref(struct tls_ctx *ctx) { (void)ctx; }
 static inline void tls_log_kernel(void) {}
 
+static inline enum tls_admit_verdict
+tls_admit(struct iplimit_entry *ip, unsigned max, unsigned max_per_ip)
+{
+	(void)ip;
+	(void)max;
+	(void)max_per_ip;
+	return TLS_ADMIT_OK;
+}
+
+static inline void tls_release(struct iplimit_entry *ip) { (void)ip; }
+
 static inline struct transport *
-tls_transport_new(struct tls_ctx *ctx, int fd, unsigned now,
-    unsigned timeout)
+tls_transport_new(struct tls_ctx *ctx, struct reactor *r, int fd,
+    unsigned timeout, struct iplimit_entry *ip)
 {
 	(void)ctx;
+	(void)r;
 	(void)fd;
-	(void)now;
 	(void)timeout;
+	(void)ip;
 	return NULL;
 }
 

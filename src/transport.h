@@ -58,7 +58,9 @@ struct transport_ops {
 	bool	batchable;
 	/*
 	 * Frees what the transport holds for c (its instance, unless
-	 * shared); the fd is conn.c's. May be NULL.
+	 * shared); the fd is conn.c's, still open: a close for a graceful
+	 * c->close_reason says goodbye on it first (TLS: close_notify).
+	 * May be NULL.
 	 */
 	void	(*close)(struct conn *c);
 };

@@ -720,6 +720,26 @@ START_TEST(config_tls_handshake_timeout)
 	    2, "handshake_timeout");
 }
 END_TEST
+
+/* Handshakes under way: 10000 in all, 256 per address by default; 0 none. */
+START_TEST(config_tls_max_handshakes)
+{
+	struct config *cf = unit_config(LISTENER);
+
+	ck_assert_uint_eq(cf->limits.max_handshakes, 10000);
+	ck_assert_uint_eq(cf->limits.max_handshakes_per_ip, 256);
+	config_unref(cf);
+	cf = unit_config(LISTENER "limits = { max_handshakes = 0; "
+	    "max_handshakes_per_ip = 7; };\n");
+	ck_assert_uint_eq(cf->limits.max_handshakes, 0);
+	ck_assert_uint_eq(cf->limits.max_handshakes_per_ip, 7);
+	config_unref(cf);
+	expect_one_error(LISTENER "limits = { max_handshakes = -1; };\n",
+	    2, "max_handshakes");
+	expect_one_error(LISTENER "limits = { max_handshakes_per_ip = "
+	    "\"many\"; };\n", 2, "max_handshakes_per_ip");
+}
+END_TEST
 #endif
 
 /* Socket buffers: 0 (the kernel's) by default, else 4096 to 64 MiB. */
@@ -1174,6 +1194,7 @@ config_suite(void)
 #if ER_WITH_TLS
 	tcase_add_test(ok, config_tls_errors);
 	tcase_add_test(ok, config_tls_handshake_timeout);
+	tcase_add_test(ok, config_tls_max_handshakes);
 #endif
 	tcase_add_test(ok, config_socket_buffers);
 	tcase_set_timeout(ok, 30);

@@ -186,14 +186,14 @@ START_TEST(test_stats_line_text)
 	stats_format(line, sizeof(line), rs, 2, acc);
 	ck_assert_str_eq(line, "stats conns=5 per_reactor=2,3 accepted=7 "
 	    "refused_max=1 refused_fd=2 refused_ip=3 refused_rate=4 "
-	    "closed_peer=2 closed_reset=4 closed_idle=6 "
+	    "refused_handshakes=0 refused_handshakes_ip=0 closed_peer=2 closed_reset=4 closed_idle=6 "
 	    "closed_slow-consumer=8 closed_protocol=10 closed_quit=12 "
 	    "closed_shutdown=14 closed_timeout=16 messages=100 "
 	    "bytes_in=2000 bytes_out=4000 routed_local=6 routed_remote=4 "
 	    "routed_stored=0 routed_node=0 "
 	    "err_400=2 err_401=0 err_403=0 err_404=0 err_409=0 err_413=0 "
 	    "err_503=1 tls_ok=0 tls_bad=0 tls_certificate=0 tls_timeout=0 "
-	    "tls_ktls_send=0 tls_ktls_receive=0");
+	    "tls_handshaking=0 tls_ktls_send=0 tls_ktls_receive=0");
 	/* Truncated, still a string. */
 	stats_format(line, 20, rs, 2, acc);
 	ck_assert_str_eq(line, "stats conns=5 per_r");
