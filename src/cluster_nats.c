@@ -129,6 +129,10 @@ struct cluster {
 	atomic_uint_fast64_t foreign_at_ms;	/* said "another version" */
 	pthread_mutex_t url_lock;
 	char	url[256];		/* the server we use; "" down */
+	char	why[256];		/* libnats's last reason, while down */
+	atomic_bool gave_up;		/* libnats closed the connection */
+	atomic_bool gave_up_said;
+	atomic_bool stopping;
 	/* Set before the thread starts; read-only after. */
 	char	node[CLUSTER_NODE_MAX + 1];
 	char	me[CLUSTER_NODE_MAX + 40];	/* "<node> <instance>" */
@@ -835,12 +839,45 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	bundle_deliver(addr, ms, k);
 }
 
+/* Kept as shown (log, stats, STATUS=): never a password from servers. */
 static void
 set_url(const char *url)
 {
 	pthread_mutex_lock(&C.url_lock);
-	snprintf(C.url, sizeof(C.url), "%s", url);
+	cluster_url_shown(url, C.url, sizeof(C.url));
 	pthread_mutex_unlock(&C.url_lock);
+}
+
+static void
+set_why(const char *why)
+{
+	pthread_mutex_lock(&C.url_lock);
+	snprintf(C.why, sizeof(C.why), "%s", why);
+	pthread_mutex_unlock(&C.url_lock);
+}
+
+static void
+get_why(char *out, size_t n)
+{
+	pthread_mutex_lock(&C.url_lock);
+	snprintf(out, n, "%s", C.why[0] != '\0' ? C.why : "no reason given");
+	pthread_mutex_unlock(&C.url_lock);
+}
+
+/*
+ * Why libnats's last call on this thread failed with s, in its own words
+ * ("Authorization Violation"), without the "(conn.c:1905): " before them.
+ */
+static void
+nats_why(natsStatus s, char *out, size_t n)
+{
+	const char *t = nats_GetLastError(NULL), *p;
+
+	if (t == NULL || t[0] == '\0')
+		t = natsStatus_GetText(s);
+	else if (t[0] == '(' && (p = strstr(t, "): ")) != NULL)
+		t = p + 3;
+	snprintf(out, n, "%s", t);
 }
 
 static void link_task(void *owner, void *arg, enum mailbox_status st);
@@ -850,15 +887,19 @@ static void
 on_link(natsConnection *nc, void *closure)
 {
 	char url[256] = "";
+	natsConnStatus cs = natsConnection_Status(nc);
 
 	(void)closure;
-	if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED &&
+	if (cs == NATS_CONN_STATUS_CONNECTED &&
 	    natsConnection_GetConnectedUrl(nc, url, sizeof(url)) == NATS_OK) {
 		set_url(url);
+		set_why("");
 		atomic_store(&C.up, true);
 	} else {
 		set_url("");
 		atomic_store(&C.up, false);
+		if (cs == NATS_CONN_STATUS_CLOSED)
+			atomic_store(&C.gave_up, true);
 	}
 	service_post_fn(C.svc, link_task, NULL);
 }
@@ -867,9 +908,22 @@ static void
 on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus err,
     void *closure)
 {
-	(void)nc;
+	const char *why = NULL;
+
 	(void)sub;
 	(void)closure;
+	/*
+	 * Refused by a server (a wrong password, say): the reason, which
+	 * libnats keeps only until its next attempt. Twice in a row from one
+	 * server and it closes the connection (link_task says so).
+	 */
+	if (err == NATS_CONNECTION_AUTH_FAILED) {
+		natsConnection_GetLastError(nc, &why);
+		why = why != NULL && why[0] != '\0' ? why :
+		    natsStatus_GetText(err);
+		set_why(why);
+		log_warnx("cluster: a NATS server refused this node: %s", why);
+	}
 	/* Slow consumer and the like: the senders time out and hear 503. */
 	note_error("async error", err);
 }
@@ -1762,6 +1816,16 @@ link_task(void *owner, void *arg, enum mailbox_status st)
 	pthread_mutex_lock(&C.url_lock);
 	snprintf(url, sizeof(url), "%s", C.url);
 	pthread_mutex_unlock(&C.url_lock);
+	/* Closed by libnats, not by us: no further attempt will come. */
+	if (!up && atomic_load(&C.gave_up) && !atomic_load(&C.stopping) &&
+	    !atomic_exchange(&C.gave_up_said, true)) {
+		char why[256];
+
+		get_why(why, sizeof(why));
+		log_err("cluster: the NATS client gave up (%s): node %s stays "
+		    "out of the cluster until it restarts; local traffic goes "
+		    "on", why, C.node);
+	}
 	/* Down and up again before this ran still counts as a move. */
 	if (up && strcmp(url, C.linked_url) != 0) {
 		log_notice("cluster: node %s connected to %s", C.node, url);
@@ -1789,6 +1853,7 @@ cluster_stop(struct service *s, void *arg)
 {
 	(void)s;
 	(void)arg;
+	atomic_store(&C.stopping, true);
 	atomic_store(&C.up, false);
 	/* Whoever still waits hears a temporary error. */
 	outbox_flush(false);
@@ -1897,8 +1962,6 @@ make_options(const struct cluster_conf *cl, char **err)
 	IFOK_NATS(s, natsOptions_SetReconnectWait(C.opts, 500));
 	IFOK_NATS(s, natsOptions_SetTimeout(C.opts, 2000));
 	IFOK_NATS(s, natsOptions_SetPingInterval(C.opts, 2000));
-	IFOK_NATS(s, natsOptions_SetRetryOnFailedConnect(C.opts, true,
-	    on_link, NULL));
 	IFOK_NATS(s, natsOptions_SetDisconnectedCB(C.opts, on_link, NULL));
 	IFOK_NATS(s, natsOptions_SetReconnectedCB(C.opts, on_link, NULL));
 	IFOK_NATS(s, natsOptions_SetClosedCB(C.opts, on_link, NULL));
@@ -1914,6 +1977,29 @@ make_options(const struct cluster_conf *cl, char **err)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Connects once, to hear libnats's reason when no server takes us (no
+ * answer, a wrong password, a credentials file it cannot use), then
+ * again retrying in the background, which would keep that reason to
+ * itself. NATS_NOT_YET_CONNECTED: retrying.
+ */
+static natsStatus
+connect_first(void)
+{
+	char why[256];
+	natsStatus s = natsConnection_Connect(&C.nc, C.opts);
+
+	if (s == NATS_OK)
+		return s;
+	nats_why(s, why, sizeof(why));
+	set_why(why);
+	log_warnx("cluster: cannot connect to the NATS servers yet: %s; "
+	    "retrying", why);
+	s = natsOptions_SetRetryOnFailedConnect(C.opts, true, on_link, NULL);
+	IFOK_NATS(s, natsConnection_Connect(&C.nc, C.opts));
+	return s;
 }
 
 int
@@ -1963,16 +2049,13 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 	 * the connection is then only read. Its callbacks post to the
 	 * threads, which run what was posted once they start.
 	 */
-	s = natsConnection_Connect(&C.nc, C.opts);
-	if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+	if ((s = connect_first()) != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
 		if (asprintf(err, "cannot use the NATS servers: %s",
 		    natsStatus_GetText(s)) < 0)
 			*err = NULL;
 		return -1;
 	}
-	if (s == NATS_NOT_YET_CONNECTED)
-		log_warnx("cluster: no NATS server answers yet; retrying");
-	else
+	if (s == NATS_OK)
 		on_link(C.nc, NULL);
 	resubscribe_all();
 	atomic_store(&C.on, true);
@@ -2071,12 +2154,17 @@ void
 cluster_stats_append(char *buf, size_t len, bool status)
 {
 	size_t used = strlen(buf);
-	char url[256];
+	char url[sizeof(C.why) + 16];
 
 	if (!cluster_on() || used >= len)
 		return;
 	pthread_mutex_lock(&C.url_lock);
-	snprintf(url, sizeof(url), "%s", C.url[0] != '\0' ? C.url : "down");
+	/* STATUS= says why it is down, as far as libnats said. */
+	if (C.url[0] == '\0' && status && C.why[0] != '\0')
+		snprintf(url, sizeof(url), "down (%s)", C.why);
+	else
+		snprintf(url, sizeof(url), "%s", C.url[0] != '\0' ? C.url :
+		    "down");
 	pthread_mutex_unlock(&C.url_lock);
 	if (status)
 		snprintf(buf + used, len - used, ", cluster %s, %llu nodes", url,
