@@ -16,6 +16,7 @@
  */
 #include "cluster.h"
 
+#include <ctype.h>
 #include <nats/nats.h>
 #include <pthread.h>
 #include <sys/random.h>
@@ -51,6 +52,8 @@
 #define IFOK_NATS(s, call)	do { if ((s) == NATS_OK) (s) = (call); } while (0)
 /* libnats's delivery threads: a subscription keeps to one, so in order. */
 #define DELIVERY_THREADS	2
+/* How long a node asks whether another one has its name, at most. */
+#define NAME_PROBE_MS		1000
 
 /* A message for another node: in an outbox, then awaiting its verdict. */
 struct pend {
@@ -132,6 +135,7 @@ struct cluster {
 	char	why[256];		/* libnats's last reason, while down */
 	atomic_bool gave_up;		/* libnats closed the connection */
 	atomic_bool gave_up_said;
+	atomic_bool outcast;		/* another node has our name */
 	atomic_bool stopping;
 	/* Set before the thread starts; read-only after. */
 	char	node[CLUSTER_NODE_MAX + 1];
@@ -169,6 +173,7 @@ struct cluster {
 	struct config *cf;
 	natsSubscription *inbox;
 	natsSubscription *notices;	/* <prefix>.h.*: binds elsewhere */
+	natsSubscription *named;	/* <prefix>.n.<node>: name taken? */
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
 	char	linked_url[256];	/* the server last logged; "" down */
 	uint64_t next_req;		/* from a random start (cluster_open) */
@@ -1069,6 +1074,140 @@ on_route_change(const char *addr)
 	service_post(C.svc, &an->task);
 }
 
+/* ---- one node per name --------------------------------------------- */
+
+/*
+ * Two processes with one node name would share its id slots, claims and
+ * verdicts. Each node answers on "<prefix>.n.<node>" with its instance;
+ * one that joins (starts, or connects again) asks there first, and stays
+ * out when another instance answers.
+ */
+
+/* A question from a node of our name, for the cluster thread. */
+struct name_note {
+	struct mailbox_task task;
+	char	reply[SUBJECT_MAX];
+	char	other[sizeof(C.instance)];
+};
+
+/* The instance in n bytes at d, if it reads as one (hex), into out. */
+static bool
+instance_of(const char *d, int n, char *out, size_t cap)
+{
+	if (n <= 0 || (size_t)n >= cap)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)d[i]))
+			return false;
+	memcpy(out, d, (size_t)n);
+	out[n] = '\0';
+	return true;
+}
+
+/* The cluster thread: answers, and says so once per question. */
+static void
+name_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct name_note *nn = arg;
+	natsStatus s;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && !atomic_load(&C.outcast)) {
+		log_err("cluster: another process with node name %s (instance "
+		    "%s) tried to join: node names must be unique; it stays "
+		    "out", C.node, nn->other);
+		if ((s = natsConnection_PublishString(C.nc, nn->reply,
+		    C.instance)) != NATS_OK)
+			note_error("answer a name probe", s);
+	}
+	free(nn);
+}
+
+/* libnats's thread: someone asks whether our name is taken. */
+static void
+on_name(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+    void *closure)
+{
+	const char *reply = natsMsg_GetReply(msg);
+	struct name_note *nn = xcalloc(1, sizeof(*nn));
+
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	if (reply == NULL || strlen(reply) >= sizeof(nn->reply) ||
+	    !instance_of(natsMsg_GetData(msg), natsMsg_GetDataLength(msg),
+	    nn->other, sizeof(nn->other)) ||
+	    strcmp(nn->other, C.instance) == 0) {
+		free(nn);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	snprintf(nn->reply, sizeof(nn->reply), "%s", reply);
+	natsMsg_Destroy(msg);
+	nn->task.fn = name_task;
+	nn->task.arg = nn;
+	service_post(C.svc, &nn->task);
+}
+
+static void
+name_subscribe(void)
+{
+	char subj[SUBJECT_MAX];
+	natsStatus s;
+
+	unsubscribe(C.named);
+	C.named = NULL;
+	snprintf(subj, sizeof(subj), "%s.n.%s", C.prefix, C.node);
+	if ((s = natsConnection_Subscribe(&C.named, C.nc, subj, on_name,
+	    NULL)) != NATS_OK)
+		note_error("subscribe to name probes", s);
+}
+
+/*
+ * Whether no other node has our name: asked without our own subscription
+ * (it would hear the question and keep NATS from saying "no responders").
+ * When one answers, its instance is in other. Waits NAME_PROBE_MS at most;
+ * no answer in that time is taken for none.
+ */
+static bool
+name_is_free(char *other, size_t n)
+{
+	char subj[SUBJECT_MAX];
+	natsMsg *reply = NULL;
+	bool free_ = true;
+
+	unsubscribe(C.named);
+	C.named = NULL;
+	snprintf(subj, sizeof(subj), "%s.n.%s", C.prefix, C.node);
+	if (natsConnection_RequestString(&reply, C.nc, subj, C.instance,
+	    NAME_PROBE_MS) == NATS_OK) {
+		if (!instance_of(natsMsg_GetData(reply),
+		    natsMsg_GetDataLength(reply), other, n))
+			snprintf(other, n, "unknown");
+		free_ = strcmp(other, C.instance) == 0;
+		natsMsg_Destroy(reply);
+	}
+	name_subscribe();
+	return free_;
+}
+
+/* The cluster thread: another node has our name; we leave NATS for good. */
+static void
+stay_out(const char *other)
+{
+	char why[128];
+
+	log_err("cluster: node %s is in the cluster already (instance %s): "
+	    "node names must be unique; this one stays out of the cluster "
+	    "until it restarts, local traffic goes on", C.node, other);
+	snprintf(why, sizeof(why), "node name %s taken", C.node);
+	set_why(why);
+	atomic_store(&C.outcast, true);
+	atomic_store(&C.gave_up_said, true);
+	C.linked_url[0] = '\0';
+	natsConnection_Close(C.nc);
+}
+
 /* Every subscription again (a new prefix), and the inbox. */
 static void
 resubscribe_all(void)
@@ -1089,6 +1228,7 @@ resubscribe_all(void)
 	if (store_on() && (s = natsConnection_Subscribe(&C.notices, C.nc, subj,
 	    on_notice, NULL)) != NATS_OK)
 		note_error("subscribe to notices", s);
+	name_subscribe();
 	for (size_t i = 0; i < SUB_BUCKETS; i++)
 		for (struct csub *cs = C.subs[i]; cs != NULL; cs = cs->next) {
 			unsubscribe(cs->sub);
@@ -1827,9 +1967,16 @@ link_task(void *owner, void *arg, enum mailbox_status st)
 		    "on", why, C.node);
 	}
 	/* Down and up again before this ran still counts as a move. */
-	if (up && strcmp(url, C.linked_url) != 0) {
+	if (up && strcmp(url, C.linked_url) != 0 && !atomic_load(&C.outcast)) {
+		char other[sizeof(C.instance)];
+
 		log_notice("cluster: node %s connected to %s", C.node, url);
 		snprintf(C.linked_url, sizeof(C.linked_url), "%s", url);
+		/* Before any heartbeat of ours could mask another's. */
+		if (!name_is_free(other, sizeof(other))) {
+			stay_out(other);
+			return;
+		}
 		service_post_fn(C.kvsvc, kv_link_task, &C);
 	} else if (!up && C.linked_url[0] != '\0') {
 		log_warnx("cluster: lost the NATS server; reconnecting (sends "
@@ -1881,6 +2028,8 @@ cluster_stop(struct service *s, void *arg)
 	C.inbox = NULL;
 	unsubscribe(C.notices);
 	C.notices = NULL;
+	unsubscribe(C.named);
+	C.named = NULL;
 	if (C.nc != NULL) {
 		natsConnection_Close(C.nc);
 		natsConnection_Destroy(C.nc);
@@ -2055,8 +2204,19 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 			*err = NULL;
 		return -1;
 	}
-	if (s == NATS_OK)
+	if (s == NATS_OK) {
+		char other[sizeof(C.instance)];
+
+		/* Refused at start, rather than out of the cluster later. */
+		if (!name_is_free(other, sizeof(other))) {
+			if (asprintf(err, "node %s is in the cluster already "
+			    "(instance %s): node names must be unique", C.node,
+			    other) < 0)
+				*err = NULL;
+			return -1;
+		}
 		on_link(C.nc, NULL);
+	}
 	resubscribe_all();
 	atomic_store(&C.on, true);
 	route_watch(on_route_change);
