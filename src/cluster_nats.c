@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster_seen.h"
 #include "cluster_wire.h"
 #include "config.h"
 #include "conn.h"
@@ -52,6 +53,11 @@
 #define IFOK_NATS(s, call)	do { if ((s) == NATS_OK) (s) = (call); } while (0)
 /* libnats's delivery threads: a subscription keeps to one, so in order. */
 #define DELIVERY_THREADS	2
+/*
+ * Message ids taken from other nodes that a node remembers (the newest;
+ * about 1.3 MiB): a copy of one of them is not delivered again.
+ */
+#define SEEN_IDS		65536
 /* How long a node asks whether another one has its name, at most. */
 #define NAME_PROBE_MS		1000
 
@@ -136,6 +142,9 @@ struct cluster {
 	atomic_bool gave_up;		/* libnats closed the connection */
 	atomic_bool gave_up_said;
 	atomic_bool outcast;		/* another node has our name */
+	/* Ids lately taken from other nodes; libnats's and ours. */
+	pthread_mutex_t seen_lock;
+	struct cluster_seen *seen;
 	atomic_bool stopping;
 	/* Set before the thread starts; read-only after. */
 	char	node[CLUSTER_NODE_MAX + 1];
@@ -190,7 +199,10 @@ struct cluster {
 	size_t	bufcap;
 };
 
-static struct cluster C = { .url_lock = PTHREAD_MUTEX_INITIALIZER };
+static struct cluster C = {
+	.url_lock = PTHREAD_MUTEX_INITIALIZER,
+	.seen_lock = PTHREAD_MUTEX_INITIALIZER,
+};
 
 
 static uint32_t
@@ -388,7 +400,7 @@ wire_room(size_t n)
 static void
 outbox_send(struct outbox *ob)
 {
-	char subj[SUBJECT_MAX], reply[SUBJECT_MAX];
+	char subj[SUBJECT_MAX], reply[SUBJECT_MAX + sizeof(C.instance)];
 	uint8_t *buf = wire_room(ob->bytes);
 	uint64_t first = C.next_req + 1, deadline = mono_ms() +
 	    (uint64_t)C.cf->cluster.request_timeout * 1000;
@@ -788,6 +800,55 @@ bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
 	}
 }
 
+static void copy_answer_task(void *owner, void *arg,
+	    enum mailbox_status st);
+
+/*
+ * Whether m (from another node, its sender set) is a copy of a message
+ * this node took or is taking: the same id, which names the node that
+ * made it. Anyone allowed to publish on the cluster's subjects could send
+ * one again, under another sender's name. A copy is answered as its
+ * original was (or, still pending, with a temporary error) and freed; a
+ * new one is filed until its verdict.
+ */
+static bool
+is_copy(struct deliver_msg *m)
+{
+	enum cluster_seen_result r;
+
+	pthread_mutex_lock(&C.seen_lock);
+	r = cluster_seen_add(C.seen, m->id);
+	pthread_mutex_unlock(&C.seen_lock);
+	if (r == CLUSTER_SEEN_NEW)
+		return false;
+	atomic_fetch_add(&C.errors, 1);
+	log_debug("cluster: dropped a copy of message %llu from node %s",
+	    (unsigned long long)m->id, m->remote_node[0] != '\0' ?
+	    m->remote_node : "(unnamed)");
+	if (m->flags & DELIVER_F_NO_VERDICT) {
+		free(m);
+		return true;
+	}
+	m->verdict = r == CLUSTER_SEEN_TAKEN ? DELIVER_OK :
+	    DELIVER_UNAVAILABLE;
+	m->task.fn = copy_answer_task;
+	m->task.arg = m;
+	service_post(C.svc, &m->task);
+	return true;
+}
+
+/* The k messages of a bundle without the copies (freed); how many stay. */
+static size_t
+drop_copies(struct deliver_msg **ms, size_t k)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < k; i++)
+		if (!is_copy(ms[i]))
+			ms[n++] = ms[i];
+	return n;
+}
+
 /*
  * A bundle of messages for an address held here: to its owner's reactor,
  * together. Each hears its verdict under its own request id, the bundle's
@@ -830,7 +891,6 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 		return;
 	}
 	natsMsg_Destroy(msg);
-	atomic_fetch_add_explicit(&C.from_nodes, k, memory_order_relaxed);
 	for (size_t i = 0; i < k; i++) {
 		if (answer) {
 			ms[i]->sender.reactor = DELIVER_REMOTE_REACTOR;
@@ -841,6 +901,9 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 			ms[i]->flags |= DELIVER_F_NO_VERDICT;
 		}
 	}
+	if ((k = drop_copies(ms, k)) == 0)
+		return;
+	atomic_fetch_add_explicit(&C.from_nodes, k, memory_order_relaxed);
 	bundle_deliver(addr, ms, k);
 }
 
@@ -937,6 +1000,25 @@ on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus err,
 
 static void
 answer_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct deliver_msg *m = arg;
+
+	(void)owner;
+	/*
+	 * Settled before the verdict goes: refused here, the sender may try
+	 * the same message again (its next address), and it is new then.
+	 */
+	pthread_mutex_lock(&C.seen_lock);
+	cluster_seen_settle(C.seen, m->id, m->verdict == DELIVER_OK);
+	pthread_mutex_unlock(&C.seen_lock);
+	if (st == MAILBOX_RUN)
+		verdicts_add(m->remote_node, m->remote_req, m->verdict);
+	free(m);
+}
+
+/* A copy's answer: the verdict only; its original's entry stays as is. */
+static void
+copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct deliver_msg *m = arg;
 
@@ -1172,21 +1254,29 @@ name_subscribe(void)
 static bool
 name_is_free(char *other, size_t n)
 {
-	char subj[SUBJECT_MAX];
-	natsMsg *reply = NULL;
+	char subj[SUBJECT_MAX], reply[SUBJECT_MAX + sizeof(C.instance)];
+	natsSubscription *sub = NULL;
+	natsMsg *m = NULL;
+	natsStatus s;
 	bool free_ = true;
 
 	unsubscribe(C.named);
 	C.named = NULL;
+	/* The answer comes under the prefix too: no other subjects needed. */
 	snprintf(subj, sizeof(subj), "%s.n.%s", C.prefix, C.node);
-	if (natsConnection_RequestString(&reply, C.nc, subj, C.instance,
-	    NAME_PROBE_MS) == NATS_OK) {
-		if (!instance_of(natsMsg_GetData(reply),
-		    natsMsg_GetDataLength(reply), other, n))
+	snprintf(reply, sizeof(reply), "%s.%s", subj, C.instance);
+	s = natsConnection_SubscribeSync(&sub, C.nc, reply);
+	IFOK_NATS(s, natsConnection_PublishRequestString(C.nc, subj, reply,
+	    C.instance));
+	IFOK_NATS(s, natsSubscription_NextMsg(&m, sub, NAME_PROBE_MS));
+	if (s == NATS_OK && !natsMsg_IsNoResponders(m)) {
+		if (!instance_of(natsMsg_GetData(m), natsMsg_GetDataLength(m),
+		    other, n))
 			snprintf(other, n, "unknown");
 		free_ = strcmp(other, C.instance) == 0;
-		natsMsg_Destroy(reply);
 	}
+	natsMsg_Destroy(m);
+	unsubscribe(sub);
 	name_subscribe();
 	return free_;
 }
@@ -2129,6 +2219,29 @@ make_options(const struct cluster_conf *cl, char **err)
 }
 
 /*
+ * Without credentials the NATS servers take whoever connects, and anyone
+ * who may publish on the cluster's subjects can send as any address: a
+ * warning at start, since the servers may be set up so on purpose.
+ */
+static void
+warn_no_credentials(const struct cluster_conf *cl)
+{
+	char shown[sizeof(cl->servers[0])];
+
+	if (cl->credentials[0] != '\0')
+		return;
+	for (unsigned i = 0; i < cl->nservers; i++) {
+		cluster_url_shown(cl->servers[i], shown, sizeof(shown));
+		if (strcmp(shown, cl->servers[i]) != 0)
+			return;		/* user:password@ */
+	}
+	log_warnx("cluster: no NATS credentials (cluster.credentials, or "
+	    "user:password@ in servers): whoever can connect to the NATS "
+	    "servers can publish on %s.> and send messages as any address",
+	    cl->subject_prefix);
+}
+
+/*
  * Connects once, to hear libnats's reason when no server takes us (no
  * answer, a wrong password, a credentials file it cannot use), then
  * again retrying in the background, which would keep that reason to
@@ -2186,6 +2299,8 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 	C.cf = config_ref((struct config *)cf);
 	C.kvcf = config_ref((struct config *)cf);
 	C.makers = cf->dispatchers + 1;
+	C.seen = cluster_seen_new(SEEN_IDS);
+	warn_no_credentials(cl);
 	if (make_options(cl, err) < 0)
 		return -1;
 	if ((C.svc = service_new("cluster", &cluster_hooks, NULL)) == NULL ||
@@ -2237,6 +2352,8 @@ cluster_close(void)
 	free(C.buf);
 	C.buf = NULL;
 	C.bufcap = 0;
+	cluster_seen_free(C.seen);
+	C.seen = NULL;
 }
 
 static void
