@@ -400,7 +400,7 @@ wire_room(size_t n)
 static void
 outbox_send(struct outbox *ob)
 {
-	char subj[SUBJECT_MAX], reply[SUBJECT_MAX + sizeof(C.instance)];
+	char subj[SUBJECT_MAX], reply[SUBJECT_MAX];
 	uint8_t *buf = wire_room(ob->bytes);
 	uint64_t first = C.next_req + 1, deadline = mono_ms() +
 	    (uint64_t)C.cf->cluster.request_timeout * 1000;
