@@ -347,15 +347,11 @@ cluster_wire_format(unsigned foreign)
 void
 cluster_url_shown(const char *url, char *out, size_t n)
 {
-	const char *host = strstr(url, "://"), *end, *at = NULL;
+	const char *host = strstr(url, "://"), *at;
 
 	host = host != NULL ? host + 3 : url;
-	/* The authority ends at the path; its last '@' ends the userinfo. */
-	end = host + strcspn(host, "/?#");
-	for (const char *p = host; p < end; p++)
-		if (*p == '@')
-			at = p;
-	if (at == NULL)
+	/* As libnats reads it: the last '@' ends the userinfo, '/' or not. */
+	if ((at = strrchr(host, '@')) == NULL)
 		snprintf(out, n, "%s", url);
 	else
 		snprintf(out, n, "%.*s%s", (int)(host - url), url, at + 1);

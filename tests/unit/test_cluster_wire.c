@@ -284,9 +284,9 @@ START_TEST(url_shown_without_userinfo)
 	static const char *cases[][2] = {
 		{ "nats://erd:s3cret@127.0.0.1:4222", "nats://127.0.0.1:4222" },
 		{ "tls://token@nats.example:4443", "tls://nats.example:4443" },
-		/* An '@' in the password: the last one before the host ends it. */
+		/* An '@' or a '/' in the password: the last '@' ends it. */
 		{ "nats://u:p@ss@h:1", "nats://h:1" },
-		{ "nats://h:1/x@y", "nats://h:1/x@y" },
+		{ "nats://u:p/s?s#@h:1", "nats://h:1" },
 		{ "nats://127.0.0.1:4222", "nats://127.0.0.1:4222" },
 		{ "u:pw@h:1", "h:1" },
 		{ "", "" },
