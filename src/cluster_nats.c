@@ -16,6 +16,7 @@
  */
 #include "cluster.h"
 
+#include <ctype.h>
 #include <nats/nats.h>
 #include <pthread.h>
 #include <sys/random.h>
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster_seen.h"
 #include "cluster_wire.h"
 #include "config.h"
 #include "conn.h"
@@ -51,6 +53,13 @@
 #define IFOK_NATS(s, call)	do { if ((s) == NATS_OK) (s) = (call); } while (0)
 /* libnats's delivery threads: a subscription keeps to one, so in order. */
 #define DELIVERY_THREADS	2
+/*
+ * Message ids taken from other nodes that a node remembers (the newest;
+ * about 1.3 MiB): a copy of one of them is not delivered again.
+ */
+#define SEEN_IDS		65536
+/* How long a node asks whether another one has its name, at most. */
+#define NAME_PROBE_MS		1000
 
 /* A message for another node: in an outbox, then awaiting its verdict. */
 struct pend {
@@ -129,6 +138,14 @@ struct cluster {
 	atomic_uint_fast64_t foreign_at_ms;	/* said "another version" */
 	pthread_mutex_t url_lock;
 	char	url[256];		/* the server we use; "" down */
+	char	why[256];		/* libnats's last reason, while down */
+	atomic_bool gave_up;		/* libnats closed the connection */
+	atomic_bool gave_up_said;
+	atomic_bool outcast;		/* another node has our name */
+	/* Ids lately taken from other nodes; libnats's and ours. */
+	pthread_mutex_t seen_lock;
+	struct cluster_seen *seen;
+	atomic_bool stopping;
 	/* Set before the thread starts; read-only after. */
 	char	node[CLUSTER_NODE_MAX + 1];
 	char	me[CLUSTER_NODE_MAX + 40];	/* "<node> <instance>" */
@@ -165,6 +182,7 @@ struct cluster {
 	struct config *cf;
 	natsSubscription *inbox;
 	natsSubscription *notices;	/* <prefix>.h.*: binds elsewhere */
+	natsSubscription *named;	/* <prefix>.n.<node>: name taken? */
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
 	char	linked_url[256];	/* the server last logged; "" down */
 	uint64_t next_req;		/* from a random start (cluster_open) */
@@ -181,7 +199,10 @@ struct cluster {
 	size_t	bufcap;
 };
 
-static struct cluster C = { .url_lock = PTHREAD_MUTEX_INITIALIZER };
+static struct cluster C = {
+	.url_lock = PTHREAD_MUTEX_INITIALIZER,
+	.seen_lock = PTHREAD_MUTEX_INITIALIZER,
+};
 
 
 static uint32_t
@@ -779,6 +800,55 @@ bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
 	}
 }
 
+static void copy_answer_task(void *owner, void *arg,
+	    enum mailbox_status st);
+
+/*
+ * Whether m (from another node, its sender set) is a copy of a message
+ * this node took or is taking: the same id, which names the node that
+ * made it. Anyone allowed to publish on the cluster's subjects could send
+ * one again, under another sender's name. A copy is answered as its
+ * original was (or, still pending, with a temporary error) and freed; a
+ * new one is filed until its verdict.
+ */
+static bool
+is_copy(struct deliver_msg *m)
+{
+	enum cluster_seen_result r;
+
+	pthread_mutex_lock(&C.seen_lock);
+	r = cluster_seen_add(C.seen, m->id);
+	pthread_mutex_unlock(&C.seen_lock);
+	if (r == CLUSTER_SEEN_NEW)
+		return false;
+	atomic_fetch_add(&C.errors, 1);
+	log_debug("cluster: dropped a copy of message %llu from node %s",
+	    (unsigned long long)m->id, m->remote_node[0] != '\0' ?
+	    m->remote_node : "(unnamed)");
+	if (m->flags & DELIVER_F_NO_VERDICT) {
+		free(m);
+		return true;
+	}
+	m->verdict = r == CLUSTER_SEEN_TAKEN ? DELIVER_OK :
+	    DELIVER_UNAVAILABLE;
+	m->task.fn = copy_answer_task;
+	m->task.arg = m;
+	service_post(C.svc, &m->task);
+	return true;
+}
+
+/* The k messages of a bundle without the copies (freed); how many stay. */
+static size_t
+drop_copies(struct deliver_msg **ms, size_t k)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < k; i++)
+		if (!is_copy(ms[i]))
+			ms[n++] = ms[i];
+	return n;
+}
+
 /*
  * A bundle of messages for an address held here: to its owner's reactor,
  * together. Each hears its verdict under its own request id, the bundle's
@@ -821,7 +891,6 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 		return;
 	}
 	natsMsg_Destroy(msg);
-	atomic_fetch_add_explicit(&C.from_nodes, k, memory_order_relaxed);
 	for (size_t i = 0; i < k; i++) {
 		if (answer) {
 			ms[i]->sender.reactor = DELIVER_REMOTE_REACTOR;
@@ -832,15 +901,51 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 			ms[i]->flags |= DELIVER_F_NO_VERDICT;
 		}
 	}
+	if ((k = drop_copies(ms, k)) == 0)
+		return;
+	atomic_fetch_add_explicit(&C.from_nodes, k, memory_order_relaxed);
 	bundle_deliver(addr, ms, k);
 }
 
+/* Kept as shown (log, stats, STATUS=): never a password from servers. */
 static void
 set_url(const char *url)
 {
 	pthread_mutex_lock(&C.url_lock);
-	snprintf(C.url, sizeof(C.url), "%s", url);
+	cluster_url_shown(url, C.url, sizeof(C.url));
 	pthread_mutex_unlock(&C.url_lock);
+}
+
+static void
+set_why(const char *why)
+{
+	pthread_mutex_lock(&C.url_lock);
+	snprintf(C.why, sizeof(C.why), "%s", why);
+	pthread_mutex_unlock(&C.url_lock);
+}
+
+static void
+get_why(char *out, size_t n)
+{
+	pthread_mutex_lock(&C.url_lock);
+	snprintf(out, n, "%s", C.why[0] != '\0' ? C.why : "no reason given");
+	pthread_mutex_unlock(&C.url_lock);
+}
+
+/*
+ * Why libnats's last call on this thread failed with s, in its own words
+ * ("Authorization Violation"), without the "(conn.c:1905): " before them.
+ */
+static void
+nats_why(natsStatus s, char *out, size_t n)
+{
+	const char *t = nats_GetLastError(NULL), *p;
+
+	if (t == NULL || t[0] == '\0')
+		t = natsStatus_GetText(s);
+	else if (t[0] == '(' && (p = strstr(t, "): ")) != NULL)
+		t = p + 3;
+	snprintf(out, n, "%s", t);
 }
 
 static void link_task(void *owner, void *arg, enum mailbox_status st);
@@ -850,15 +955,19 @@ static void
 on_link(natsConnection *nc, void *closure)
 {
 	char url[256] = "";
+	natsConnStatus cs = natsConnection_Status(nc);
 
 	(void)closure;
-	if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED &&
+	if (cs == NATS_CONN_STATUS_CONNECTED &&
 	    natsConnection_GetConnectedUrl(nc, url, sizeof(url)) == NATS_OK) {
 		set_url(url);
+		set_why("");
 		atomic_store(&C.up, true);
 	} else {
 		set_url("");
 		atomic_store(&C.up, false);
+		if (cs == NATS_CONN_STATUS_CLOSED)
+			atomic_store(&C.gave_up, true);
 	}
 	service_post_fn(C.svc, link_task, NULL);
 }
@@ -867,9 +976,22 @@ static void
 on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus err,
     void *closure)
 {
-	(void)nc;
+	const char *why = NULL;
+
 	(void)sub;
 	(void)closure;
+	/*
+	 * Refused by a server (a wrong password, say): the reason, which
+	 * libnats keeps only until its next attempt. Twice in a row from one
+	 * server and it closes the connection (link_task says so).
+	 */
+	if (err == NATS_CONNECTION_AUTH_FAILED) {
+		natsConnection_GetLastError(nc, &why);
+		why = why != NULL && why[0] != '\0' ? why :
+		    natsStatus_GetText(err);
+		set_why(why);
+		log_warnx("cluster: a NATS server refused this node: %s", why);
+	}
 	/* Slow consumer and the like: the senders time out and hear 503. */
 	note_error("async error", err);
 }
@@ -878,6 +1000,25 @@ on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus err,
 
 static void
 answer_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct deliver_msg *m = arg;
+
+	(void)owner;
+	/*
+	 * Settled before the verdict goes: refused here, the sender may try
+	 * the same message again (its next address), and it is new then.
+	 */
+	pthread_mutex_lock(&C.seen_lock);
+	cluster_seen_settle(C.seen, m->id, m->verdict == DELIVER_OK);
+	pthread_mutex_unlock(&C.seen_lock);
+	if (st == MAILBOX_RUN)
+		verdicts_add(m->remote_node, m->remote_req, m->verdict);
+	free(m);
+}
+
+/* A copy's answer: the verdict only; its original's entry stays as is. */
+static void
+copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct deliver_msg *m = arg;
 
@@ -1015,6 +1156,148 @@ on_route_change(const char *addr)
 	service_post(C.svc, &an->task);
 }
 
+/* ---- one node per name --------------------------------------------- */
+
+/*
+ * Two processes with one node name would share its id slots, claims and
+ * verdicts. Each node answers on "<prefix>.n.<node>" with its instance;
+ * one that joins (starts, or connects again) asks there first, and stays
+ * out when another instance answers.
+ */
+
+/* A question from a node of our name, for the cluster thread. */
+struct name_note {
+	struct mailbox_task task;
+	char	reply[SUBJECT_MAX];
+	char	other[sizeof(C.instance)];
+};
+
+/* The instance in n bytes at d, if it reads as one (hex), into out. */
+static bool
+instance_of(const char *d, int n, char *out, size_t cap)
+{
+	if (n <= 0 || (size_t)n >= cap)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)d[i]))
+			return false;
+	memcpy(out, d, (size_t)n);
+	out[n] = '\0';
+	return true;
+}
+
+/* The cluster thread: answers, and says so once per question. */
+static void
+name_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct name_note *nn = arg;
+	natsStatus s;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && !atomic_load(&C.outcast)) {
+		log_err("cluster: another process with node name %s (instance "
+		    "%s) tried to join: node names must be unique; it stays "
+		    "out", C.node, nn->other);
+		if ((s = natsConnection_PublishString(C.nc, nn->reply,
+		    C.instance)) != NATS_OK)
+			note_error("answer a name probe", s);
+	}
+	free(nn);
+}
+
+/* libnats's thread: someone asks whether our name is taken. */
+static void
+on_name(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+    void *closure)
+{
+	const char *reply = natsMsg_GetReply(msg);
+	struct name_note *nn = xcalloc(1, sizeof(*nn));
+
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	if (reply == NULL || strlen(reply) >= sizeof(nn->reply) ||
+	    !instance_of(natsMsg_GetData(msg), natsMsg_GetDataLength(msg),
+	    nn->other, sizeof(nn->other)) ||
+	    strcmp(nn->other, C.instance) == 0) {
+		free(nn);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	snprintf(nn->reply, sizeof(nn->reply), "%s", reply);
+	natsMsg_Destroy(msg);
+	nn->task.fn = name_task;
+	nn->task.arg = nn;
+	service_post(C.svc, &nn->task);
+}
+
+static void
+name_subscribe(void)
+{
+	char subj[SUBJECT_MAX];
+	natsStatus s;
+
+	unsubscribe(C.named);
+	C.named = NULL;
+	snprintf(subj, sizeof(subj), "%s.n.%s", C.prefix, C.node);
+	if ((s = natsConnection_Subscribe(&C.named, C.nc, subj, on_name,
+	    NULL)) != NATS_OK)
+		note_error("subscribe to name probes", s);
+}
+
+/*
+ * Whether no other node has our name: asked without our own subscription
+ * (it would hear the question and keep NATS from saying "no responders").
+ * When one answers, its instance is in other. Waits NAME_PROBE_MS at most;
+ * no answer in that time is taken for none.
+ */
+static bool
+name_is_free(char *other, size_t n)
+{
+	char subj[SUBJECT_MAX], reply[SUBJECT_MAX + sizeof(C.instance)];
+	natsSubscription *sub = NULL;
+	natsMsg *m = NULL;
+	natsStatus s;
+	bool free_ = true;
+
+	unsubscribe(C.named);
+	C.named = NULL;
+	/* The answer comes under the prefix too: no other subjects needed. */
+	snprintf(subj, sizeof(subj), "%s.n.%s", C.prefix, C.node);
+	snprintf(reply, sizeof(reply), "%s.%s", subj, C.instance);
+	s = natsConnection_SubscribeSync(&sub, C.nc, reply);
+	IFOK_NATS(s, natsConnection_PublishRequestString(C.nc, subj, reply,
+	    C.instance));
+	IFOK_NATS(s, natsSubscription_NextMsg(&m, sub, NAME_PROBE_MS));
+	if (s == NATS_OK && !natsMsg_IsNoResponders(m)) {
+		if (!instance_of(natsMsg_GetData(m), natsMsg_GetDataLength(m),
+		    other, n))
+			snprintf(other, n, "unknown");
+		free_ = strcmp(other, C.instance) == 0;
+	}
+	natsMsg_Destroy(m);
+	unsubscribe(sub);
+	name_subscribe();
+	return free_;
+}
+
+/* The cluster thread: another node has our name; we leave NATS for good. */
+static void
+stay_out(const char *other)
+{
+	char why[128];
+
+	log_err("cluster: node %s is in the cluster already (instance %s): "
+	    "node names must be unique; this one stays out of the cluster "
+	    "until it restarts, local traffic goes on", C.node, other);
+	snprintf(why, sizeof(why), "node name %s taken", C.node);
+	set_why(why);
+	atomic_store(&C.outcast, true);
+	atomic_store(&C.gave_up_said, true);
+	C.linked_url[0] = '\0';
+	natsConnection_Close(C.nc);
+}
+
 /* Every subscription again (a new prefix), and the inbox. */
 static void
 resubscribe_all(void)
@@ -1035,6 +1318,7 @@ resubscribe_all(void)
 	if (store_on() && (s = natsConnection_Subscribe(&C.notices, C.nc, subj,
 	    on_notice, NULL)) != NATS_OK)
 		note_error("subscribe to notices", s);
+	name_subscribe();
 	for (size_t i = 0; i < SUB_BUCKETS; i++)
 		for (struct csub *cs = C.subs[i]; cs != NULL; cs = cs->next) {
 			unsubscribe(cs->sub);
@@ -1762,10 +2046,27 @@ link_task(void *owner, void *arg, enum mailbox_status st)
 	pthread_mutex_lock(&C.url_lock);
 	snprintf(url, sizeof(url), "%s", C.url);
 	pthread_mutex_unlock(&C.url_lock);
+	/* Closed by libnats, not by us: no further attempt will come. */
+	if (!up && atomic_load(&C.gave_up) && !atomic_load(&C.stopping) &&
+	    !atomic_exchange(&C.gave_up_said, true)) {
+		char why[256];
+
+		get_why(why, sizeof(why));
+		log_err("cluster: the NATS client gave up (%s): node %s stays "
+		    "out of the cluster until it restarts; local traffic goes "
+		    "on", why, C.node);
+	}
 	/* Down and up again before this ran still counts as a move. */
-	if (up && strcmp(url, C.linked_url) != 0) {
+	if (up && strcmp(url, C.linked_url) != 0 && !atomic_load(&C.outcast)) {
+		char other[sizeof(C.instance)];
+
 		log_notice("cluster: node %s connected to %s", C.node, url);
 		snprintf(C.linked_url, sizeof(C.linked_url), "%s", url);
+		/* Before any heartbeat of ours could mask another's. */
+		if (!name_is_free(other, sizeof(other))) {
+			stay_out(other);
+			return;
+		}
 		service_post_fn(C.kvsvc, kv_link_task, &C);
 	} else if (!up && C.linked_url[0] != '\0') {
 		log_warnx("cluster: lost the NATS server; reconnecting (sends "
@@ -1789,6 +2090,7 @@ cluster_stop(struct service *s, void *arg)
 {
 	(void)s;
 	(void)arg;
+	atomic_store(&C.stopping, true);
 	atomic_store(&C.up, false);
 	/* Whoever still waits hears a temporary error. */
 	outbox_flush(false);
@@ -1816,6 +2118,8 @@ cluster_stop(struct service *s, void *arg)
 	C.inbox = NULL;
 	unsubscribe(C.notices);
 	C.notices = NULL;
+	unsubscribe(C.named);
+	C.named = NULL;
 	if (C.nc != NULL) {
 		natsConnection_Close(C.nc);
 		natsConnection_Destroy(C.nc);
@@ -1897,8 +2201,6 @@ make_options(const struct cluster_conf *cl, char **err)
 	IFOK_NATS(s, natsOptions_SetReconnectWait(C.opts, 500));
 	IFOK_NATS(s, natsOptions_SetTimeout(C.opts, 2000));
 	IFOK_NATS(s, natsOptions_SetPingInterval(C.opts, 2000));
-	IFOK_NATS(s, natsOptions_SetRetryOnFailedConnect(C.opts, true,
-	    on_link, NULL));
 	IFOK_NATS(s, natsOptions_SetDisconnectedCB(C.opts, on_link, NULL));
 	IFOK_NATS(s, natsOptions_SetReconnectedCB(C.opts, on_link, NULL));
 	IFOK_NATS(s, natsOptions_SetClosedCB(C.opts, on_link, NULL));
@@ -1914,6 +2216,52 @@ make_options(const struct cluster_conf *cl, char **err)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Without credentials the NATS servers take whoever connects, and anyone
+ * who may publish on the cluster's subjects can send as any address: a
+ * warning at start, since the servers may be set up so on purpose.
+ */
+static void
+warn_no_credentials(const struct cluster_conf *cl)
+{
+	char shown[sizeof(cl->servers[0])];
+
+	if (cl->credentials[0] != '\0')
+		return;
+	for (unsigned i = 0; i < cl->nservers; i++) {
+		cluster_url_shown(cl->servers[i], shown, sizeof(shown));
+		if (strcmp(shown, cl->servers[i]) != 0)
+			return;		/* user:password@ */
+	}
+	log_warnx("cluster: no NATS credentials (cluster.credentials, or "
+	    "user:password@ in servers): whoever can connect to the NATS "
+	    "servers can publish on %s.> and send messages as any address",
+	    cl->subject_prefix);
+}
+
+/*
+ * Connects once, to hear libnats's reason when no server takes us (no
+ * answer, a wrong password, a credentials file it cannot use), then
+ * again retrying in the background, which would keep that reason to
+ * itself. NATS_NOT_YET_CONNECTED: retrying.
+ */
+static natsStatus
+connect_first(void)
+{
+	char why[256];
+	natsStatus s = natsConnection_Connect(&C.nc, C.opts);
+
+	if (s == NATS_OK)
+		return s;
+	nats_why(s, why, sizeof(why));
+	set_why(why);
+	log_warnx("cluster: cannot connect to the NATS servers yet: %s; "
+	    "retrying", why);
+	s = natsOptions_SetRetryOnFailedConnect(C.opts, true, on_link, NULL);
+	IFOK_NATS(s, natsConnection_Connect(&C.nc, C.opts));
+	return s;
 }
 
 int
@@ -1951,6 +2299,8 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 	C.cf = config_ref((struct config *)cf);
 	C.kvcf = config_ref((struct config *)cf);
 	C.makers = cf->dispatchers + 1;
+	C.seen = cluster_seen_new(SEEN_IDS);
+	warn_no_credentials(cl);
 	if (make_options(cl, err) < 0)
 		return -1;
 	if ((C.svc = service_new("cluster", &cluster_hooks, NULL)) == NULL ||
@@ -1963,17 +2313,25 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 	 * the connection is then only read. Its callbacks post to the
 	 * threads, which run what was posted once they start.
 	 */
-	s = natsConnection_Connect(&C.nc, C.opts);
-	if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+	if ((s = connect_first()) != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
 		if (asprintf(err, "cannot use the NATS servers: %s",
 		    natsStatus_GetText(s)) < 0)
 			*err = NULL;
 		return -1;
 	}
-	if (s == NATS_NOT_YET_CONNECTED)
-		log_warnx("cluster: no NATS server answers yet; retrying");
-	else
+	if (s == NATS_OK) {
+		char other[sizeof(C.instance)];
+
+		/* Refused at start, rather than out of the cluster later. */
+		if (!name_is_free(other, sizeof(other))) {
+			if (asprintf(err, "node %s is in the cluster already "
+			    "(instance %s): node names must be unique", C.node,
+			    other) < 0)
+				*err = NULL;
+			return -1;
+		}
 		on_link(C.nc, NULL);
+	}
 	resubscribe_all();
 	atomic_store(&C.on, true);
 	route_watch(on_route_change);
@@ -1994,6 +2352,8 @@ cluster_close(void)
 	free(C.buf);
 	C.buf = NULL;
 	C.bufcap = 0;
+	cluster_seen_free(C.seen);
+	C.seen = NULL;
 }
 
 static void
@@ -2071,12 +2431,17 @@ void
 cluster_stats_append(char *buf, size_t len, bool status)
 {
 	size_t used = strlen(buf);
-	char url[256];
+	char url[sizeof(C.why) + 16];
 
 	if (!cluster_on() || used >= len)
 		return;
 	pthread_mutex_lock(&C.url_lock);
-	snprintf(url, sizeof(url), "%s", C.url[0] != '\0' ? C.url : "down");
+	/* STATUS= says why it is down, as far as libnats said. */
+	if (C.url[0] == '\0' && status && C.why[0] != '\0')
+		snprintf(url, sizeof(url), "down (%s)", C.why);
+	else
+		snprintf(url, sizeof(url), "%s", C.url[0] != '\0' ? C.url :
+		    "down");
 	pthread_mutex_unlock(&C.url_lock);
 	if (status)
 		snprintf(buf + used, len - used, ", cluster %s, %llu nodes", url,

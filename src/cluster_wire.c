@@ -1,6 +1,7 @@
 /* cluster_wire.c: addresses, messages and verdicts as nodes send them. */
 #include "cluster_wire.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -341,4 +342,17 @@ cluster_wire_format(unsigned foreign)
 {
 	return (foreign & 0xF0) == (WIRE_BUNDLE & 0xF0) ? WIRE_BUNDLE :
 	    WIRE_VERDICTS;
+}
+
+void
+cluster_url_shown(const char *url, char *out, size_t n)
+{
+	const char *host = strstr(url, "://"), *at;
+
+	host = host != NULL ? host + 3 : url;
+	/* As libnats reads it: the last '@' ends the userinfo, '/' or not. */
+	if ((at = strrchr(host, '@')) == NULL)
+		snprintf(out, n, "%s", url);
+	else
+		snprintf(out, n, "%.*s%s", (int)(host - url), url, at + 1);
 }

@@ -104,4 +104,11 @@ unsigned cluster_wire_foreign(const uint8_t *p, size_t n);
 /* This version's format of the kind of foreign (a cluster_wire_foreign). */
 unsigned cluster_wire_format(unsigned foreign);
 
+/*
+ * url as it may be shown (logs, the stats line, STATUS=, errors), into out
+ * (n bytes, truncated to fit): without its userinfo, "nats://user:pw@h:p"
+ * as "nats://h:p", since a password or token there is a secret.
+ */
+void	cluster_url_shown(const char *url, char *out, size_t n);
+
 #endif

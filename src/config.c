@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libconfig.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster_wire.h"
 #include "proto.h"
 #include "util.h"
 #include "version.h"
@@ -1004,25 +1006,53 @@ get_cluster_servers(struct cferr *e, const config_setting_t *k,
 	for (int i = 0; i < n; i++) {
 		config_setting_t *el = config_setting_get_elem(k, i);
 		const char *v = get_string(e, el);
+		char shown[sizeof(cl->servers[0])];
 
 		if (v == NULL)
 			continue;
+		/* Errors reach the log on reload: no password in them. */
+		cluster_url_shown(v, shown, sizeof(shown));
 		if (strncmp(v, "nats://", 7) != 0 &&
 		    strncmp(v, "tls://", 6) != 0) {
 			cferr_add(e, el, "cluster.servers: \"%s\" is not a "
-			    "nats:// or tls:// URL", v);
+			    "nats:// or tls:// URL", shown);
 			continue;
 		}
 		if (strlen(v) >= sizeof(cl->servers[0]) ||
 		    strchr(v, ',') != NULL || strchr(v, ' ') != NULL) {
 			cferr_add(e, el, "cluster.servers: \"%s\": one URL of "
-			    "at most %zu characters", v,
+			    "at most %zu characters", shown,
 			    sizeof(cl->servers[0]) - 1);
 			continue;
 		}
 		snprintf(cl->servers[cl->nservers++], sizeof(cl->servers[0]),
 		    "%s", v);
 	}
+}
+
+/*
+ * cluster.credentials, made absolute, and readable now: libnats reads it
+ * only when it connects, and a file it cannot read would look like a
+ * NATS server that does not answer.
+ */
+static void
+get_credentials(struct cferr *e, const config_setting_t *k,
+    struct config *cf)
+{
+	char *path = cf->cluster.credentials, c;
+	int fd;
+
+	get_conf_path(e, k, cf, "cluster.credentials", path,
+	    sizeof(cf->cluster.credentials));
+	if (path[0] == '\0')
+		return;
+	/* A read, not access(2): a directory opens but does not read. */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0 ||
+	    read(fd, &c, 1) < 0)
+		cferr_add(e, k, "cluster.credentials: cannot read %s: %s", path,
+		    strerror(errno));
+	if (fd >= 0)
+		close(fd);
 }
 
 static void
@@ -1069,8 +1099,7 @@ parse_cluster(struct cferr *e, const config_setting_t *s, struct config *cf)
 		else if (strcmp(name, "claim_ttl") == 0)
 			get_unsigned(e, k, 2, 86400, &cl->claim_ttl);
 		else if (strcmp(name, "credentials") == 0)
-			get_conf_path(e, k, cf, "cluster.credentials",
-			    cl->credentials, sizeof(cl->credentials));
+			get_credentials(e, k, cf);
 		else
 			cferr_add(e, k, "cluster.%s: unknown setting", name);
 	}

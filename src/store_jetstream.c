@@ -804,6 +804,33 @@ on_connected(natsConnection *nc, void *closure)
 	(void)closure;
 }
 
+/*
+ * Connects once, to log libnats's reason when no server takes us (no
+ * answer, a wrong password, a credentials file it cannot use), then
+ * again retrying in the background, which keeps that reason to itself.
+ */
+static natsStatus
+js_connect(struct store_backend *b)
+{
+	natsStatus s = natsConnection_Connect(&b->nc, b->opts);
+	const char *why, *p;
+
+	if (s == NATS_OK)
+		return s;
+	why = nats_GetLastError(NULL);
+	if (why == NULL || why[0] == '\0')
+		why = natsStatus_GetText(s);
+	else if (why[0] == '(' && (p = strstr(why, "): ")) != NULL)
+		why = p + 3;	/* "(conn.c:1905): " */
+	log_warnx("store: cannot connect to the NATS servers yet: %s; "
+	    "retrying", why);
+	s = natsOptions_SetRetryOnFailedConnect(b->opts, true, on_connected,
+	    NULL);
+	if (s == NATS_OK)
+		s = natsConnection_Connect(&b->nc, b->opts);
+	return s;
+}
+
 static struct store_backend *
 js_open(const struct store_conf *cf, bool check_only, char **err)
 {
@@ -843,15 +870,11 @@ js_open(const struct store_conf *cf, bool check_only, char **err)
 		s = natsOptions_SetReconnectWait(b->opts, 500);
 	if (s == NATS_OK)
 		s = natsOptions_SetTimeout(b->opts, 2000);
-	if (s == NATS_OK)
-		s = natsOptions_SetRetryOnFailedConnect(b->opts, true,
-		    on_connected, NULL);
 	if (s == NATS_OK && cl->credentials[0] != '\0')
 		s = natsOptions_SetUserCredentialsFromFiles(b->opts,
 		    cl->credentials, NULL);
 	/* Connects in the background when no server answers yet. */
-	if (s == NATS_OK && (s = natsConnection_Connect(&b->nc, b->opts)) ==
-	    NATS_NOT_YET_CONNECTED)
+	if (s == NATS_OK && (s = js_connect(b)) == NATS_NOT_YET_CONNECTED)
 		s = NATS_OK;
 	if (s == NATS_OK) {
 		jsOptions_Init(&jo);

@@ -13,7 +13,8 @@
 	X(router_suite)	\
 	X(systemd_suite)	\
 	X(limits_suite)	\
-	X(store_suite)
+	X(store_suite)	\
+	X(cluster_suite)
 
 #define INTEG_DECLARE(name) Suite *name(void);
 INTEG_SUITES(INTEG_DECLARE)

@@ -26,6 +26,7 @@
 	X(smpp_pdu_suite)	\
 	X(smpp_time_suite)	\
 	X(cluster_wire_suite)	\
+	X(cluster_seen_suite)	\
 	X(iplimit_suite)	\
 	X(log_suite)		\
 	X(uring_suite)		\

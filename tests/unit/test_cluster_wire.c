@@ -279,6 +279,30 @@ START_TEST(foreign_formats)
 }
 END_TEST
 
+START_TEST(url_shown_without_userinfo)
+{
+	static const char *cases[][2] = {
+		{ "nats://erd:s3cret@127.0.0.1:4222", "nats://127.0.0.1:4222" },
+		{ "tls://token@nats.example:4443", "tls://nats.example:4443" },
+		/* An '@' or a '/' in the password: the last '@' ends it. */
+		{ "nats://u:p@ss@h:1", "nats://h:1" },
+		{ "nats://u:p/s?s#@h:1", "nats://h:1" },
+		{ "nats://127.0.0.1:4222", "nats://127.0.0.1:4222" },
+		{ "u:pw@h:1", "h:1" },
+		{ "", "" },
+	};
+	char out[256], small[8];
+
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		cluster_url_shown(cases[i][0], out, sizeof(out));
+		ck_assert_str_eq(out, cases[i][1]);
+	}
+	/* Truncated to fit, never the secret. */
+	cluster_url_shown("nats://erd:s3cret@h:1", small, sizeof(small));
+	ck_assert_str_eq(small, "nats://");
+}
+END_TEST
+
 Suite *
 cluster_wire_suite(void)
 {
@@ -293,6 +317,7 @@ cluster_wire_suite(void)
 	tcase_add_test(tc, bundle_round_trip);
 	tcase_add_test(tc, verdicts_round_trip);
 	tcase_add_test(tc, foreign_formats);
+	tcase_add_test(tc, url_shown_without_userinfo);
 	suite_add_tcase(s, tc);
 	return s;
 }

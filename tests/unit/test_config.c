@@ -766,16 +766,25 @@ END_TEST
 /* Every cluster setting, and the defaults of those left out. */
 START_TEST(config_cluster_every_value)
 {
-	struct config *cf = unit_config(LISTENER
+	char creds[] = "/tmp/erd-unit-creds-XXXXXX", text[1024];
+	int fd = mkstemp(creds);
+	struct config *cf;
+	const struct cluster_conf *cl;
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(text, sizeof(text), LISTENER
 	    "cluster = {\n"
 	    "  node = \"node_1-B\";\n"
 	    "  servers = ( \"nats://127.0.0.1:4222\", \"tls://h:4223\" );\n"
 	    "  subject_prefix = \"erd.prod\";\n"
 	    "  request_timeout = 5;\n"
 	    "  claim_ttl = 30;\n"
-	    "  credentials = \"/etc/echorouterd/nats.creds\";\n"
-	    "};\n");
-	const struct cluster_conf *cl = &cf->cluster;
+	    "  credentials = \"%s\";\n"
+	    "};\n", creds);
+	cf = unit_config(text);
+	unlink(creds);
+	cl = &cf->cluster;
 
 	ck_assert(cl->enabled);
 	ck_assert_str_eq(cl->node, "node_1-B");
@@ -784,7 +793,7 @@ START_TEST(config_cluster_every_value)
 	ck_assert_str_eq(cl->subject_prefix, "erd.prod");
 	ck_assert_uint_eq(cl->request_timeout, 5);
 	ck_assert_uint_eq(cl->claim_ttl, 30);
-	ck_assert_str_eq(cl->credentials, "/etc/echorouterd/nats.creds");
+	ck_assert_str_eq(cl->credentials, creds);
 	config_unref(cf);
 
 	cf = unit_config(LISTENER "cluster = { node = \"a\"; servers = ( "
@@ -797,6 +806,28 @@ START_TEST(config_cluster_every_value)
 	cf = unit_config(LISTENER);
 	ck_assert(!cf->cluster.enabled);
 	config_unref(cf);
+}
+END_TEST
+
+/*
+ * A credentials file that is missing or cannot be read is the config's
+ * error (-t and start fail), not a NATS server that never answers.
+ */
+START_TEST(config_cluster_credentials_unreadable)
+{
+	char dir[] = "/tmp/erd-unit-creds-XXXXXX", text[1024];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(text, sizeof(text), LISTENER "cluster = { node = \"a\"; "
+	    "servers = ( \"nats://x\" );\n  credentials = \"%s/none.creds\"; "
+	    "};\n", dir);
+	expect_one_error(text, 3, "cluster.credentials: cannot read");
+	/* A directory opens, but reads nothing. */
+	snprintf(text, sizeof(text), LISTENER "cluster = { node = \"a\"; "
+	    "servers = ( \"nats://x\" );\n  credentials = \"%s\"; };\n",
+	    dir);
+	expect_one_error(text, 3, "cluster.credentials: cannot read");
+	rmdir(dir);
 }
 END_TEST
 
@@ -1187,6 +1218,7 @@ config_suite(void)
 #if ER_WITH_NATS
 	tcase_add_test(ok, config_cluster_every_value);
 	tcase_add_test(ok, config_cluster_errors);
+	tcase_add_test(ok, config_cluster_credentials_unreadable);
 #endif
 #if ER_WITH_NATS && ER_WITH_SQLITE
 	tcase_add_test(ok, config_store_jetstream);
