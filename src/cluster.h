@@ -18,7 +18,9 @@
  *   <prefix>.r.<node>.v         verdicts, back to the sending node: all a
  *                               node has for it at the end of a batch
  *   KV <prefix>-claims          address -> "<node> <instance>": LOGIN's
- *                               cluster-wide claims (atomic create)
+ *                               cluster-wide claims, read from the
+ *                               stream's leader, each write in place of
+ *                               a revision once (cluster_nats.c)
  *   KV <prefix>-nodes           node -> instance, kept alive every
  *                               claim_ttl / 3 s in a bucket whose entries
  *                               live claim_ttl s: a claim whose node is

@@ -1199,6 +1199,108 @@ heartbeat(uint64_t now)
 	}
 }
 
+/* The stream of bucket what, and the subject of key in it. */
+static void
+kv_names(const char *what, const char *key, char *stream, size_t sn,
+    char *subj, size_t n)
+{
+	char b[CLUSTER_PREFIX_MAX + 16];
+
+	bucket_name(b, sizeof(b), what);
+	snprintf(stream, sn, "KV_%s", b);
+	snprintf(subj, n, "$KV.%s.%s", b, key);
+}
+
+/*
+ * key's entry in bucket what, as the stream's leader has it: a replica
+ * may lag behind (libnats's kvStore_Get asks any of them), and who owns
+ * what is never read from one. 1 and its value in val (n bytes, cut and
+ * NUL-terminated) and revision in *rev; 0 when there is none or it was
+ * deleted (*rev: the deletion's, or 0 when there is nothing at all); -1
+ * when JetStream cannot say.
+ */
+static int
+kv_leader_get(const char *what, const char *key, char *val, size_t n,
+    uint64_t *rev)
+{
+	char stream[CLUSTER_PREFIX_MAX + 20], subj[SUBJECT_MAX];
+	const char *op = NULL;
+	natsMsg *msg = NULL;
+	natsStatus s;
+
+	kv_names(what, key, stream, sizeof(stream), subj, sizeof(subj));
+	*rev = 0;
+	val[0] = '\0';
+	if ((s = js_GetLastMsg(&msg, C.js, stream, subj, NULL, NULL)) ==
+	    NATS_NOT_FOUND)
+		return 0;
+	if (s != NATS_OK) {
+		note_error(what, s);
+		return -1;
+	}
+	*rev = natsMsg_GetSequence(msg);
+	/* A deletion (DEL) or purge (PURGE) marker. */
+	if (natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK) {
+		natsMsg_Destroy(msg);
+		return 0;
+	}
+	snprintf(val, n, "%.*s", natsMsg_GetDataLength(msg),
+	    natsMsg_GetData(msg));
+	natsMsg_Destroy(msg);
+	return 1;
+}
+
+/*
+ * Writes val (NULL: a deletion) as key's claim in place of revision last
+ * (0: nothing), which must still be the last one there. A NATS 2.9
+ * server checks that revision only before its cluster agrees on the
+ * write, so two writes in place of one revision, at the same instant,
+ * both pass: two nodes would both own the address. So each write also
+ * carries the message id "<key>@<last>", which the stream checks as it
+ * stores, on every replica in the same order (within its duplicate
+ * window, two minutes): of the writes in place of one revision one is
+ * stored, the others hear they are duplicates. Every claim, takeover and
+ * release goes through here. 1: stored; 0: another write came first; -1:
+ * JetStream cannot say.
+ */
+static int
+claim_write(const char *key, const char *val, uint64_t last)
+{
+	char stream[CLUSTER_PREFIX_MAX + 20], subj[SUBJECT_MAX];
+	char id[CLUSTER_TOKEN_MAX + 24];
+	jsErrCode jerr = 0;
+	jsPubAck *pa = NULL;
+	natsMsg *msg = NULL;
+	jsPubOptions po;
+	natsStatus s;
+	int won;
+
+	kv_names("claims", key, stream, sizeof(stream), subj, sizeof(subj));
+	snprintf(id, sizeof(id), "%s@%llu", key, (unsigned long long)last);
+	jsPubOptions_Init(&po);
+	po.MsgId = id;
+	po.ExpectStream = stream;
+	if (last == 0)
+		po.ExpectNoMessage = true;
+	else
+		po.ExpectLastSubjectSeq = last;
+	s = natsMsg_Create(&msg, subj, NULL, val,
+	    val != NULL ? (int)strlen(val) : 0);
+	if (val == NULL)
+		IFOK_NATS(s, natsMsgHeader_Set(msg, "KV-Operation", "DEL"));
+	IFOK_NATS(s, js_PublishMsg(&pa, C.js, msg, &po, &jerr));
+	natsMsg_Destroy(msg);
+	if (s == NATS_OK) {
+		won = !pa->Duplicate;
+		jsPubAck_Destroy(pa);
+		return won;
+	}
+	if (jerr == JSStreamWrongLastSequenceErr)
+		return 0;
+	note_error("claim", s);
+	return -1;
+}
+
 /*
  * Whether the node that wrote a claim ("<node> <instance>") is alive: its
  * heartbeat is there and names the same instance (a node that restarted
@@ -1208,30 +1310,24 @@ static bool
 holder_alive(const char *val)
 {
 	const char *sp = strchr(val, ' ');
-	char node[CLUSTER_NODE_MAX + 1];
-	kvEntry *e = NULL;
-	natsStatus s;
-	bool alive;
+	char node[CLUSTER_NODE_MAX + 1], inst[sizeof(C.instance) + 1];
+	uint64_t rev;
+	int beat;
 
 	if (sp == NULL || (size_t)(sp - val) > CLUSTER_NODE_MAX)
 		return false;
 	memcpy(node, val, (size_t)(sp - val));
 	node[sp - val] = '\0';
-	s = kvStore_Get(&e, C.nodes, node);
-	if (s == NATS_NOT_FOUND)
-		return false;
-	if (s != NATS_OK)
+	if ((beat = kv_leader_get("nodes", node, inst, sizeof(inst),
+	    &rev)) < 0)
 		return true;
-	alive = strcmp(kvEntry_ValueString(e), sp + 1) == 0;
-	kvEntry_Destroy(e);
-	return alive;
+	return beat > 0 && strcmp(inst, sp + 1) == 0;
 }
 
 static enum cluster_claim_result
 claim_kv(const char *addr)
 {
-	char key[CLUSTER_TOKEN_MAX + 1];
-	int len = (int)strlen(C.me);
+	char key[CLUSTER_TOKEN_MAX + 1], val[sizeof(C.me) + 1];
 
 	if (!cluster_up() || !kv_open())
 		return CLUSTER_UNAVAILABLE;
@@ -1248,32 +1344,20 @@ claim_kv(const char *addr)
 	cluster_token_encode(addr, key);
 	/* A few rounds: another node may take or free it meanwhile. */
 	for (int round = 0; round < 3; round++) {
-		kvEntry *e = NULL;
-		natsStatus s;
 		uint64_t rev;
-		bool mine, alive;
+		int held, w;
 
-		if (kvStore_Create(NULL, C.claims, key, C.me, len) == NATS_OK)
-			return CLUSTER_CLAIMED;
-		if ((s = kvStore_Get(&e, C.claims, key)) == NATS_NOT_FOUND)
-			continue;
-		if (s != NATS_OK) {
-			note_error("claim", s);
+		if ((held = kv_leader_get("claims", key, val, sizeof(val),
+		    &rev)) < 0)
 			return CLUSTER_UNAVAILABLE;
-		}
-		mine = strcmp(kvEntry_ValueString(e), C.me) == 0;
-		alive = mine || holder_alive(kvEntry_ValueString(e));
-		rev = kvEntry_Revision(e);
-		kvEntry_Destroy(e);
 		/* Ours (a session here just left it): keep it. */
-		if (mine)
+		if (held && strcmp(val, C.me) == 0)
 			return CLUSTER_CLAIMED;
-		if (alive)
+		if (held && holder_alive(val))
 			return CLUSTER_IN_USE;
-		/* Its node is gone: take it over, unless someone was first. */
-		if (kvStore_Update(NULL, C.claims, key, C.me, len, rev) ==
-		    NATS_OK)
-			return CLUSTER_CLAIMED;
+		/* Free, or its node is gone: ours, unless another was first. */
+		if ((w = claim_write(key, C.me, rev)) != 0)
+			return w > 0 ? CLUSTER_CLAIMED : CLUSTER_UNAVAILABLE;
 	}
 	return CLUSTER_IN_USE;
 }
@@ -1318,33 +1402,24 @@ leaving_set(struct claimed *c)
 }
 
 /*
- * Deletes our claim on addr, if it is still ours; false when JetStream
- * could not say (down, or an error).
+ * Deletes our claim on addr, if it is still ours (never another's, even
+ * one written meanwhile); false when JetStream could not say.
  */
 static bool
 release_kv(const char *addr)
 {
-	char key[CLUSTER_TOKEN_MAX + 1];
-	kvEntry *e = NULL;
-	natsStatus s;
-	bool ours;
+	char key[CLUSTER_TOKEN_MAX + 1], val[sizeof(C.me) + 1];
+	uint64_t rev;
+	int held;
 
 	if (!cluster_up() || !kv_open())
 		return false;
 	cluster_token_encode(addr, key);
-	if ((s = kvStore_Get(&e, C.claims, key)) == NATS_NOT_FOUND)
+	if ((held = kv_leader_get("claims", key, val, sizeof(val), &rev)) < 0)
+		return false;
+	if (held == 0 || strcmp(val, C.me) != 0)
 		return true;
-	if (s != NATS_OK) {
-		note_error("release", s);
-		return false;
-	}
-	ours = strcmp(kvEntry_ValueString(e), C.me) == 0;
-	kvEntry_Destroy(e);
-	if (ours && (s = kvStore_Delete(C.claims, key)) != NATS_OK) {
-		note_error("release", s);
-		return false;
-	}
-	return true;
+	return claim_write(key, NULL, rev) >= 0;
 }
 
 /*
