@@ -6,12 +6,15 @@
  * through its mailbox and never wait on the network.
  *
  * On the wire, nodes share:
- *   <prefix>.a.<address>        a bundle: a batch's messages for an
- *                               address, under consecutive request ids;
- *                               every node that holds the address
- *                               subscribes in one queue group, so an
- *                               account's binds on several nodes share its
- *                               traffic
+ *   <prefix>.o.<node>.<address> a bundle: a batch's messages for an
+ *                               address, under consecutive request ids,
+ *                               to the node whose claim it is (a router
+ *                               LOGIN), as the claims' bucket said last:
+ *                               not to a node that lost it while frozen
+ *   <prefix>.a.<address>        the same, for an address nobody claimed:
+ *                               every node that holds it subscribes in one
+ *                               queue group, so an account's binds on
+ *                               several nodes share its traffic
  *   <prefix>.r.<node>.<first>.<count>
  *                               a bundle's reply subject: NATS "no
  *                               responders" there means nobody holds it

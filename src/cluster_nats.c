@@ -16,6 +16,7 @@
  */
 #include "cluster.h"
 
+#include <ctype.h>
 #include <nats/nats.h>
 #include <pthread.h>
 #include <sys/random.h>
@@ -60,7 +61,9 @@ struct pend {
 	uint64_t req;
 	uint64_t deadline_ms;
 	unsigned cand;			/* which address is being tried */
+	unsigned tries;			/* its owners tried, after the first */
 	struct deliver_msg *m;
+	char	via[CLUSTER_NODE_MAX + 1];	/* the owner tried; "" none */
 };
 
 /* One address held here, and its subscription. */
@@ -68,6 +71,16 @@ struct csub {
 	struct csub *next;
 	natsSubscription *sub;
 	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+/*
+ * An address some node claimed, and which node, as the claims' bucket
+ * last said (the cluster thread's copy, for sending).
+ */
+struct owner {
+	struct owner *next;
+	char	addr[ROUTE_ADDR_MAX + 1];
+	char	node[CLUSTER_NODE_MAX + 1];
 };
 
 /* An address this node claimed, as the key-value thread knows it. */
@@ -88,6 +101,7 @@ struct outbox {
 	unsigned count;
 	size_t	bytes;			/* the bundle's size, at most */
 	char	addr[ROUTE_ADDR_MAX + 1];
+	char	node[CLUSTER_NODE_MAX + 1];	/* its owner's; "" none */
 };
 
 /* This batch's verdicts for one other node, sent when it ends. */
@@ -114,6 +128,13 @@ struct verdict_note {
 struct addr_note {
 	struct mailbox_task task;
 	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+/* What the claims' bucket says of addr now: node's ("" nobody's). */
+struct owner_note {
+	struct mailbox_task task;
+	char	addr[ROUTE_ADDR_MAX + 1];
+	char	node[CLUSTER_NODE_MAX + 1];
 };
 
 struct cluster {
@@ -146,6 +167,8 @@ struct cluster {
 	kvStore	*claims;
 	kvStore	*nodes;
 	kvStore	*slots;			/* which node's ids end in what */
+	natsSubscription *watch;	/* every change of the claims */
+	uint64_t watch_at_ms;		/* it failed: again not before */
 	unsigned makers;		/* reactors; the store is one more */
 	bool	slots_done;		/* this run's slots are ours */
 	/* LOGINs claimed and subscribed to, answered after a flush. */
@@ -165,6 +188,8 @@ struct cluster {
 	struct config *cf;
 	natsSubscription *inbox;
 	natsSubscription *notices;	/* <prefix>.h.*: binds elsewhere */
+	natsSubscription *mine;		/* <prefix>.o.<node>.*: our claims' */
+	struct owner *owners[SUB_BUCKETS];	/* who claimed what */
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
 	char	linked_url[256];	/* the server last logged; "" down */
 	uint64_t next_req;		/* from a random start (cluster_open) */
@@ -215,14 +240,20 @@ cluster_up(void)
 
 /* ---- subjects and keys ------------------------------------------------ */
 
-/* "<prefix>.a.<token>": where messages for addr go. */
+/*
+ * Where messages for addr go: "<prefix>.o.<node>.<token>" when node
+ * claimed it, else "<prefix>.a.<token>", to whichever nodes hold it.
+ */
 static void
-addr_subject(char *out, size_t n, const char *addr)
+addr_subject(char *out, size_t n, const char *addr, const char *node)
 {
 	char tok[CLUSTER_TOKEN_MAX + 1];
 
 	cluster_token_encode(addr, tok);
-	snprintf(out, n, "%s.a.%s", C.prefix, tok);
+	if (node != NULL && node[0] != '\0')
+		snprintf(out, n, "%s.o.%s.%s", C.prefix, node, tok);
+	else
+		snprintf(out, n, "%s.a.%s", C.prefix, tok);
 }
 
 /* A bucket's name: the prefix with its dots as underscores, and what. */
@@ -233,6 +264,18 @@ bucket_name(char *out, size_t n, const char *what)
 	for (char *p = out; *p != '\0'; p++)
 		if (*p == '.')
 			*p = '_';
+}
+
+/* The stream of bucket what, and the subject of key in it. */
+static void
+kv_names(const char *what, const char *key, char *stream, size_t sn,
+    char *subj, size_t n)
+{
+	char b[CLUSTER_PREFIX_MAX + 16];
+
+	bucket_name(b, sizeof(b), what);
+	snprintf(stream, sn, "KV_%s", b);
+	snprintf(subj, n, "$KV.%s.%s", b, key);
 }
 
 /* ---- requests awaiting a verdict ------------------------------------- */
@@ -336,6 +379,72 @@ pend_finish(struct pend *p, enum deliver_verdict v)
 	pend_end(p, v);
 }
 
+/* ---- who claimed what: the cluster thread's copy, for sending -------- */
+
+static struct owner **
+owner_slot(const char *addr)
+{
+	struct owner **pp = &C.owners[str_hash(addr) & (SUB_BUCKETS - 1)];
+
+	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* The node that claimed addr, as last heard; "" when none did. */
+static const char *
+owner_of(const char *addr)
+{
+	struct owner *o = *owner_slot(addr);
+
+	return o != NULL ? o->node : "";
+}
+
+/* addr is node's now ("" nobody's). */
+static void
+owner_set(const char *addr, const char *node)
+{
+	struct owner **pp = owner_slot(addr), *o = *pp;
+
+	if (node[0] == '\0') {
+		if (o != NULL) {
+			*pp = o->next;
+			free(o);
+		}
+		return;
+	}
+	if (o == NULL) {
+		o = *pp = xcalloc(1, sizeof(*o));
+		snprintf(o->addr, sizeof(o->addr), "%s", addr);
+	}
+	snprintf(o->node, sizeof(o->node), "%s", node);
+}
+
+static void
+owners_clear(void)
+{
+	for (size_t i = 0; i < SUB_BUCKETS; i++)
+		while (C.owners[i] != NULL) {
+			struct owner *o = C.owners[i];
+
+			C.owners[i] = o->next;
+			free(o);
+		}
+}
+
+static void
+owner_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct owner_note *on = arg;
+
+	(void)owner;
+	if (st == MAILBOX_RUN)
+		owner_set(on->addr, on->node);
+	free(on);
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
 /*
  * The i-th address m may go to, as one node would resolve it: the
  * address itself, and the "to" of its longest prefix route (first with
@@ -391,7 +500,7 @@ outbox_send(struct outbox *ob)
 		pend_link(p, deadline);
 		n += cluster_bundle_put(p->m, buf + n);
 	}
-	addr_subject(subj, sizeof(subj), ob->addr);
+	addr_subject(subj, sizeof(subj), ob->addr, ob->node);
 	snprintf(reply, sizeof(reply), "%s.r.%s.%llu.%u", C.prefix, C.node,
 	    (unsigned long long)first, ob->count);
 	/* Buffered by libnats: a full buffer is a refusal, not a wait. */
@@ -411,18 +520,20 @@ outbox_send(struct outbox *ob)
 	ob->bytes = CLUSTER_BUNDLE_HEAD;
 }
 
-/* Queues p for addr, in this batch's bundle for it. */
+/* Queues p for addr at node ("" any), in this batch's bundle for it. */
 static void
-outbox_add(const char *addr, struct pend *p)
+outbox_add(const char *addr, const char *node, struct pend *p)
 {
 	struct outbox **pp = &C.out[str_hash(addr) & (OUT_BUCKETS - 1)], *ob;
 	size_t need = cluster_bundle_item_size(p->m);
 
-	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
+	while (*pp != NULL && (strcmp((*pp)->addr, addr) != 0 ||
+	    strcmp((*pp)->node, node) != 0))
 		pp = &(*pp)->hnext;
 	if ((ob = *pp) == NULL) {
 		ob = *pp = xcalloc(1, sizeof(*ob));
 		snprintf(ob->addr, sizeof(ob->addr), "%s", addr);
+		snprintf(ob->node, sizeof(ob->node), "%s", node);
 		ob->bytes = CLUSTER_BUNDLE_HEAD;
 		if (C.out_last != NULL)
 			C.out_last->next = ob;
@@ -468,13 +579,16 @@ outbox_flush(bool send)
 }
 
 /*
- * Asks the nodes holding p's next candidate address to deliver it; when
- * none is left, nobody anywhere has it. p is in no list.
+ * Asks the node that claimed p's next candidate address (a router LOGIN:
+ * one owner, and its traffic follows the claim, not whoever still
+ * subscribes to it), or else the nodes holding it (an account's binds),
+ * to deliver it; when none is left, nobody anywhere has it. p is in no
+ * list.
  */
 static void
 pend_try(struct pend *p)
 {
-	const char *addr = candidate(p->m, p->cand);
+	const char *addr = candidate(p->m, p->cand), *node;
 
 	if (addr == NULL) {
 		struct deliver_msg *m = p->m;
@@ -487,7 +601,25 @@ pend_try(struct pend *p)
 		pend_end(p, DELIVER_UNAVAILABLE);
 		return;
 	}
-	outbox_add(addr, p);
+	node = owner_of(addr);
+	snprintf(p->via, sizeof(p->via), "%s", node);
+	outbox_add(addr, node, p);
+}
+
+/*
+ * Whether p's address, which the node p went to does not have, has been
+ * claimed by another since (the claim moved while p was on its way): that
+ * one is asked then, a few times at most.
+ */
+static bool
+pend_owner_moved(struct pend *p)
+{
+	const char *addr = candidate(p->m, p->cand);
+
+	if (addr == NULL || p->tries >= 3 || strcmp(owner_of(addr), p->via) == 0)
+		return false;
+	p->tries++;
+	return true;
 }
 
 static void
@@ -526,7 +658,10 @@ pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
 	/* Nobody has that address (or not any more): the next one. */
 	if (nobody || v == DELIVER_NO_ROUTE) {
 		pend_unlink(p);
-		p->cand++;
+		if (!pend_owner_moved(p)) {
+			p->cand++;
+			p->tries = 0;
+		}
 		pend_try(p);
 	} else {
 		pend_finish(p, v);
@@ -917,7 +1052,7 @@ subscribe_addr(const char *addr)
 	natsSubscription *sub = NULL;
 	natsStatus s;
 
-	addr_subject(subj, sizeof(subj), addr);
+	addr_subject(subj, sizeof(subj), addr, NULL);
 	if ((s = natsConnection_QueueSubscribe(&sub, C.nc, subj, CLUSTER_QUEUE,
 	    on_message, NULL)) != NATS_OK) {
 		note_error("subscribe", s);
@@ -1029,6 +1164,13 @@ resubscribe_all(void)
 	if ((s = natsConnection_Subscribe(&C.inbox, C.nc, subj, on_verdict,
 	    NULL)) != NATS_OK)
 		note_error("subscribe to verdicts", s);
+	/* What other nodes send to addresses this node claimed. */
+	unsubscribe(C.mine);
+	C.mine = NULL;
+	snprintf(subj, sizeof(subj), "%s.o.%s.*", C.prefix, C.node);
+	if ((s = natsConnection_Subscribe(&C.mine, C.nc, subj, on_message,
+	    NULL)) != NATS_OK)
+		note_error("subscribe to our claims' subject", s);
 	unsubscribe(C.notices);
 	C.notices = NULL;
 	snprintf(subj, sizeof(subj), "%s.h.*", C.prefix);
@@ -1048,6 +1190,8 @@ resubscribe_all(void)
 static void
 kv_close(void)
 {
+	unsubscribe(C.watch);
+	C.watch = NULL;
 	kvStore_Destroy(C.claims);
 	kvStore_Destroy(C.nodes);
 	kvStore_Destroy(C.slots);
@@ -1132,6 +1276,68 @@ nodes_ttl_sync(void)
 	jsStreamInfo_Destroy(si);
 }
 
+/*
+ * libnats's thread: a claim was written or deleted (or, first, the last
+ * of each): to the cluster thread, which sends by it. A value that does
+ * not start with a node's name names no owner.
+ */
+static void
+on_claim_seen(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+    void *closure)
+{
+	const char *tok = strrchr(natsMsg_GetSubject(msg), '.'), *op = NULL;
+	const char *val = natsMsg_GetData(msg);
+	int n = natsMsg_GetDataLength(msg), k = 0;
+	struct owner_note *on = xcalloc(1, sizeof(*on));
+
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	if (tok == NULL ||
+	    !cluster_token_decode(tok + 1, strlen(tok + 1), on->addr)) {
+		free(on);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	if (natsMsgHeader_Get(msg, "KV-Operation", &op) != NATS_OK)
+		while (k < n && k < CLUSTER_NODE_MAX && (isalnum((unsigned char)
+		    val[k]) || val[k] == '_' || val[k] == '-'))
+			k++;
+	if (k > 0 && k < n && val[k] == ' ')
+		memcpy(on->node, val, (size_t)k);
+	natsMsg_Destroy(msg);
+	on->task.fn = owner_task;
+	on->task.arg = on;
+	service_post(C.svc, &on->task);
+}
+
+/*
+ * Follows the claims' bucket, from the last entry of each address on, so
+ * that the cluster thread knows which node claimed what. Until it can,
+ * messages go to whichever nodes hold an address.
+ */
+static void
+claims_watch(void)
+{
+	char stream[CLUSTER_PREFIX_MAX + 20], subj[SUBJECT_MAX];
+	jsErrCode jerr = 0;
+	jsSubOptions so;
+	natsStatus s;
+
+	if (C.watch != NULL || C.claims == NULL)
+		return;
+	kv_names("claims", ">", stream, sizeof(stream), subj, sizeof(subj));
+	jsSubOptions_Init(&so);
+	so.Stream = stream;
+	so.Ordered = true;
+	so.Config.DeliverPolicy = js_DeliverLastPerSubject;
+	if ((s = js_Subscribe(&C.watch, C.js, subj, on_claim_seen, NULL, NULL,
+	    &so, &jerr)) != NATS_OK) {
+		C.watch = NULL;
+		note_error("watch the claims", s);
+	}
+}
+
 static bool
 kv_open(void)
 {
@@ -1162,6 +1368,7 @@ kv_open(void)
 		return false;
 	}
 	nodes_ttl_sync();
+	claims_watch();
 	return true;
 }
 
@@ -1197,18 +1404,6 @@ heartbeat(uint64_t now)
 		atomic_store(&C.nodes_seen, (uint64_t)keys.Count);
 		kvKeysList_Destroy(&keys);
 	}
-}
-
-/* The stream of bucket what, and the subject of key in it. */
-static void
-kv_names(const char *what, const char *key, char *stream, size_t sn,
-    char *subj, size_t n)
-{
-	char b[CLUSTER_PREFIX_MAX + 16];
-
-	bucket_name(b, sizeof(b), what);
-	snprintf(stream, sn, "KV_%s", b);
-	snprintf(subj, n, "$KV.%s.%s", b, key);
 }
 
 /*
@@ -1891,6 +2086,9 @@ cluster_stop(struct service *s, void *arg)
 	C.inbox = NULL;
 	unsubscribe(C.notices);
 	C.notices = NULL;
+	unsubscribe(C.mine);
+	C.mine = NULL;
+	owners_clear();
 	if (C.nc != NULL) {
 		natsConnection_Close(C.nc);
 		natsConnection_Destroy(C.nc);
@@ -1916,6 +2114,12 @@ kv_tick(struct service *s, void *arg)
 	(void)arg;
 	heartbeat(now);
 	slots_lease();
+	/* The claims' watch failed: again, at most once a second. */
+	if (C.watch == NULL && C.claims != NULL && cluster_up() &&
+	    now >= C.watch_at_ms) {
+		C.watch_at_ms = now + 1000;
+		claims_watch();
+	}
 	/* Back, but JetStream was not ready when we came back: now. */
 	if (C.was_down && C.beat_ok && cluster_up()) {
 		C.was_down = false;
@@ -2085,6 +2289,9 @@ reload_task(void *owner, void *arg, enum mailbox_status st)
 	moved = strcmp(cf->cluster.subject_prefix, C.prefix) != 0;
 	config_unref(C.cf);
 	C.cf = cf;
+	/* The claims' bucket is another: its watch tells anew. */
+	if (moved)
+		owners_clear();
 	if (moved && C.nc != NULL) {
 		resubscribe_all();
 		log_notice("cluster: subject prefix now %s", C.prefix);

@@ -975,6 +975,53 @@ test('a LOGIN on two nodes at the same instant, for an address held and released
 	assert.equal(N.none, 0, `nobody got it in ${N.none} of ${races} races`);
 });
 
+test('a node frozen past claim_ttl gets nothing for an address taken from it lawfully: traffic follows the claim', { skip }, async () => {
+	// A third node sends: bob's traffic goes through the cluster.
+	const C3 = await L.startDaemon(nodeConf('c', [nats[1]]));
+	let frozen = false;
+	try {
+		const x = await loginWhenFree(C3.ports.router, 'dave', 'd');
+		const b = await loginWhenFree(B.ports.router, 'bob', 'b');
+		send(x, 'SEND bob before\n');
+		await waitLines(b, /^MSG \d+ dave before$/, 1);
+		B.child.kill('SIGSTOP');
+		frozen = true;
+		const a = await until(async () => {
+			const l = await login(A.ports.router, 'bob', 'b');
+			if (l.reply === 'OK LOGIN bob')
+				return l.c;
+			l.c.sock.destroy();
+			return null;
+		}, (CLAIM_TTL + 5) * 1000, 'bob free on A');
+		// From A's OK LOGIN on, bob is A's alone. One at a time: each
+		// goes to NATS on its own.
+		const N = 10;
+		x.lines = [];
+		for (let i = 0; i < N; i++) {
+			send(x, `SEND bob after${i}\n`);
+			await waitLines(x, /^(OK|ERR) /, i + 1, 30000);
+		}
+		const replies = x.lines.filter((l) => /^(OK|ERR) /.test(l));
+		B.child.kill('SIGCONT');
+		frozen = false;
+		await waitLines(b, /^ERR 409 address taken by another node/, 1, 30000);
+		await until(() => b.sock.destroyed || b.sock.readableEnded, WAIT_MS,
+			'B closes');
+		const toB = b.lines.filter((l) => /^MSG \d+ dave after/.test(l));
+		assert.deepEqual(toB, [], 'messages to B after A\'s LOGIN');
+		assert.ok(replies.every((l) => /^OK \d+$/.test(l)), replies.join('|'));
+		const got = await waitLines(a, /^MSG \d+ dave after\d+$/, N);
+		assert.deepEqual(got.map((l) => l.split(' ')[3]),
+			Array.from({ length: N }, (_, i) => `after${i}`));
+		for (const c of [a, x])
+			c.sock.destroy();
+	} finally {
+		if (frozen)
+			B.child.kill('SIGCONT');
+		await L.stopDaemon(C3);
+	}
+});
+
 test('a node killed with -9: its addresses are free on the other within claim_ttl', { skip }, async (t) => {
 	// The last test's carol on A leaves asynchronously: wait for it.
 	const c = await loginWhenFree(B.ports.router, 'carol', 'c');
