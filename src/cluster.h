@@ -6,19 +6,24 @@
  * through its mailbox and never wait on the network.
  *
  * On the wire, nodes share:
- *   <prefix>.a.<address>        a bundle: a batch's messages for an
- *                               address, under consecutive request ids;
- *                               every node that holds the address
- *                               subscribes in one queue group, so an
- *                               account's binds on several nodes share its
- *                               traffic
+ *   <prefix>.o.<node>.<address> a bundle: a batch's messages for an
+ *                               address, under consecutive request ids,
+ *                               to the node whose claim it is (a router
+ *                               LOGIN), as the claims' bucket said last:
+ *                               not to a node that lost it while frozen
+ *   <prefix>.a.<address>        the same, for an address nobody claimed:
+ *                               every node that holds it subscribes in one
+ *                               queue group, so an account's binds on
+ *                               several nodes share its traffic
  *   <prefix>.r.<node>.<first>.<count>
  *                               a bundle's reply subject: NATS "no
  *                               responders" there means nobody holds it
  *   <prefix>.r.<node>.v         verdicts, back to the sending node: all a
  *                               node has for it at the end of a batch
  *   KV <prefix>-claims          address -> "<node> <instance>": LOGIN's
- *                               cluster-wide claims (atomic create)
+ *                               cluster-wide claims, read from the
+ *                               stream's leader, each write in place of
+ *                               a revision once (cluster_nats.c)
  *   KV <prefix>-nodes           node -> instance, kept alive every
  *                               claim_ttl / 3 s in a bucket whose entries
  *                               live claim_ttl s: a claim whose node is

@@ -69,7 +69,9 @@ struct pend {
 	uint64_t req;
 	uint64_t deadline_ms;
 	unsigned cand;			/* which address is being tried */
+	unsigned tries;			/* its owners tried, after the first */
 	struct deliver_msg *m;
+	char	via[CLUSTER_NODE_MAX + 1];	/* the owner tried; "" none */
 };
 
 /* One address held here, and its subscription. */
@@ -77,6 +79,16 @@ struct csub {
 	struct csub *next;
 	natsSubscription *sub;
 	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+/*
+ * An address some node claimed, and which node, as the claims' bucket
+ * last said (the cluster thread's copy, for sending).
+ */
+struct owner {
+	struct owner *next;
+	char	addr[ROUTE_ADDR_MAX + 1];
+	char	node[CLUSTER_NODE_MAX + 1];
 };
 
 /* An address this node claimed, as the key-value thread knows it. */
@@ -97,6 +109,7 @@ struct outbox {
 	unsigned count;
 	size_t	bytes;			/* the bundle's size, at most */
 	char	addr[ROUTE_ADDR_MAX + 1];
+	char	node[CLUSTER_NODE_MAX + 1];	/* its owner's; "" none */
 };
 
 /* This batch's verdicts for one other node, sent when it ends. */
@@ -123,6 +136,13 @@ struct verdict_note {
 struct addr_note {
 	struct mailbox_task task;
 	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+/* What the claims' bucket says of addr now: node's ("" nobody's). */
+struct owner_note {
+	struct mailbox_task task;
+	char	addr[ROUTE_ADDR_MAX + 1];
+	char	node[CLUSTER_NODE_MAX + 1];
 };
 
 struct cluster {
@@ -163,6 +183,8 @@ struct cluster {
 	kvStore	*claims;
 	kvStore	*nodes;
 	kvStore	*slots;			/* which node's ids end in what */
+	natsSubscription *watch;	/* every change of the claims */
+	uint64_t watch_at_ms;		/* it failed: again not before */
 	unsigned makers;		/* reactors; the store is one more */
 	bool	slots_done;		/* this run's slots are ours */
 	/* LOGINs claimed and subscribed to, answered after a flush. */
@@ -183,6 +205,8 @@ struct cluster {
 	natsSubscription *inbox;
 	natsSubscription *notices;	/* <prefix>.h.*: binds elsewhere */
 	natsSubscription *named;	/* <prefix>.n.<node>: name taken? */
+	natsSubscription *mine;		/* <prefix>.o.<node>.*: our claims' */
+	struct owner *owners[SUB_BUCKETS];	/* who claimed what */
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
 	char	linked_url[256];	/* the server last logged; "" down */
 	uint64_t next_req;		/* from a random start (cluster_open) */
@@ -236,14 +260,20 @@ cluster_up(void)
 
 /* ---- subjects and keys ------------------------------------------------ */
 
-/* "<prefix>.a.<token>": where messages for addr go. */
+/*
+ * Where messages for addr go: "<prefix>.o.<node>.<token>" when node
+ * claimed it, else "<prefix>.a.<token>", to whichever nodes hold it.
+ */
 static void
-addr_subject(char *out, size_t n, const char *addr)
+addr_subject(char *out, size_t n, const char *addr, const char *node)
 {
 	char tok[CLUSTER_TOKEN_MAX + 1];
 
 	cluster_token_encode(addr, tok);
-	snprintf(out, n, "%s.a.%s", C.prefix, tok);
+	if (node != NULL && node[0] != '\0')
+		snprintf(out, n, "%s.o.%s.%s", C.prefix, node, tok);
+	else
+		snprintf(out, n, "%s.a.%s", C.prefix, tok);
 }
 
 /* A bucket's name: the prefix with its dots as underscores, and what. */
@@ -254,6 +284,18 @@ bucket_name(char *out, size_t n, const char *what)
 	for (char *p = out; *p != '\0'; p++)
 		if (*p == '.')
 			*p = '_';
+}
+
+/* The stream of bucket what, and the subject of key in it. */
+static void
+kv_names(const char *what, const char *key, char *stream, size_t sn,
+    char *subj, size_t n)
+{
+	char b[CLUSTER_PREFIX_MAX + 16];
+
+	bucket_name(b, sizeof(b), what);
+	snprintf(stream, sn, "KV_%s", b);
+	snprintf(subj, n, "$KV.%s.%s", b, key);
 }
 
 /* ---- requests awaiting a verdict ------------------------------------- */
@@ -357,6 +399,72 @@ pend_finish(struct pend *p, enum deliver_verdict v)
 	pend_end(p, v);
 }
 
+/* ---- who claimed what: the cluster thread's copy, for sending -------- */
+
+static struct owner **
+owner_slot(const char *addr)
+{
+	struct owner **pp = &C.owners[str_hash(addr) & (SUB_BUCKETS - 1)];
+
+	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* The node that claimed addr, as last heard; "" when none did. */
+static const char *
+owner_of(const char *addr)
+{
+	struct owner *o = *owner_slot(addr);
+
+	return o != NULL ? o->node : "";
+}
+
+/* addr is node's now ("" nobody's). */
+static void
+owner_set(const char *addr, const char *node)
+{
+	struct owner **pp = owner_slot(addr), *o = *pp;
+
+	if (node[0] == '\0') {
+		if (o != NULL) {
+			*pp = o->next;
+			free(o);
+		}
+		return;
+	}
+	if (o == NULL) {
+		o = *pp = xcalloc(1, sizeof(*o));
+		snprintf(o->addr, sizeof(o->addr), "%s", addr);
+	}
+	snprintf(o->node, sizeof(o->node), "%s", node);
+}
+
+static void
+owners_clear(void)
+{
+	for (size_t i = 0; i < SUB_BUCKETS; i++)
+		while (C.owners[i] != NULL) {
+			struct owner *o = C.owners[i];
+
+			C.owners[i] = o->next;
+			free(o);
+		}
+}
+
+static void
+owner_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct owner_note *on = arg;
+
+	(void)owner;
+	if (st == MAILBOX_RUN)
+		owner_set(on->addr, on->node);
+	free(on);
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
 /*
  * The i-th address m may go to, as one node would resolve it: the
  * address itself, and the "to" of its longest prefix route (first with
@@ -412,7 +520,7 @@ outbox_send(struct outbox *ob)
 		pend_link(p, deadline);
 		n += cluster_bundle_put(p->m, buf + n);
 	}
-	addr_subject(subj, sizeof(subj), ob->addr);
+	addr_subject(subj, sizeof(subj), ob->addr, ob->node);
 	snprintf(reply, sizeof(reply), "%s.r.%s.%llu.%u", C.prefix, C.node,
 	    (unsigned long long)first, ob->count);
 	/* Buffered by libnats: a full buffer is a refusal, not a wait. */
@@ -432,18 +540,20 @@ outbox_send(struct outbox *ob)
 	ob->bytes = CLUSTER_BUNDLE_HEAD;
 }
 
-/* Queues p for addr, in this batch's bundle for it. */
+/* Queues p for addr at node ("" any), in this batch's bundle for it. */
 static void
-outbox_add(const char *addr, struct pend *p)
+outbox_add(const char *addr, const char *node, struct pend *p)
 {
 	struct outbox **pp = &C.out[str_hash(addr) & (OUT_BUCKETS - 1)], *ob;
 	size_t need = cluster_bundle_item_size(p->m);
 
-	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
+	while (*pp != NULL && (strcmp((*pp)->addr, addr) != 0 ||
+	    strcmp((*pp)->node, node) != 0))
 		pp = &(*pp)->hnext;
 	if ((ob = *pp) == NULL) {
 		ob = *pp = xcalloc(1, sizeof(*ob));
 		snprintf(ob->addr, sizeof(ob->addr), "%s", addr);
+		snprintf(ob->node, sizeof(ob->node), "%s", node);
 		ob->bytes = CLUSTER_BUNDLE_HEAD;
 		if (C.out_last != NULL)
 			C.out_last->next = ob;
@@ -489,13 +599,16 @@ outbox_flush(bool send)
 }
 
 /*
- * Asks the nodes holding p's next candidate address to deliver it; when
- * none is left, nobody anywhere has it. p is in no list.
+ * Asks the node that claimed p's next candidate address (a router LOGIN:
+ * one owner, and its traffic follows the claim, not whoever still
+ * subscribes to it), or else the nodes holding it (an account's binds),
+ * to deliver it; when none is left, nobody anywhere has it. p is in no
+ * list.
  */
 static void
 pend_try(struct pend *p)
 {
-	const char *addr = candidate(p->m, p->cand);
+	const char *addr = candidate(p->m, p->cand), *node;
 
 	if (addr == NULL) {
 		struct deliver_msg *m = p->m;
@@ -508,7 +621,25 @@ pend_try(struct pend *p)
 		pend_end(p, DELIVER_UNAVAILABLE);
 		return;
 	}
-	outbox_add(addr, p);
+	node = owner_of(addr);
+	snprintf(p->via, sizeof(p->via), "%s", node);
+	outbox_add(addr, node, p);
+}
+
+/*
+ * Whether p's address, which the node p went to does not have, has been
+ * claimed by another since (the claim moved while p was on its way): that
+ * one is asked then, a few times at most.
+ */
+static bool
+pend_owner_moved(struct pend *p)
+{
+	const char *addr = candidate(p->m, p->cand);
+
+	if (addr == NULL || p->tries >= 3 || strcmp(owner_of(addr), p->via) == 0)
+		return false;
+	p->tries++;
+	return true;
 }
 
 static void
@@ -547,7 +678,10 @@ pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
 	/* Nobody has that address (or not any more): the next one. */
 	if (nobody || v == DELIVER_NO_ROUTE) {
 		pend_unlink(p);
-		p->cand++;
+		if (!pend_owner_moved(p)) {
+			p->cand++;
+			p->tries = 0;
+		}
 		pend_try(p);
 	} else {
 		pend_finish(p, v);
@@ -1058,7 +1192,7 @@ subscribe_addr(const char *addr)
 	natsSubscription *sub = NULL;
 	natsStatus s;
 
-	addr_subject(subj, sizeof(subj), addr);
+	addr_subject(subj, sizeof(subj), addr, NULL);
 	if ((s = natsConnection_QueueSubscribe(&sub, C.nc, subj, CLUSTER_QUEUE,
 	    on_message, NULL)) != NATS_OK) {
 		note_error("subscribe", s);
@@ -1312,6 +1446,13 @@ resubscribe_all(void)
 	if ((s = natsConnection_Subscribe(&C.inbox, C.nc, subj, on_verdict,
 	    NULL)) != NATS_OK)
 		note_error("subscribe to verdicts", s);
+	/* What other nodes send to addresses this node claimed. */
+	unsubscribe(C.mine);
+	C.mine = NULL;
+	snprintf(subj, sizeof(subj), "%s.o.%s.*", C.prefix, C.node);
+	if ((s = natsConnection_Subscribe(&C.mine, C.nc, subj, on_message,
+	    NULL)) != NATS_OK)
+		note_error("subscribe to our claims' subject", s);
 	unsubscribe(C.notices);
 	C.notices = NULL;
 	snprintf(subj, sizeof(subj), "%s.h.*", C.prefix);
@@ -1332,6 +1473,8 @@ resubscribe_all(void)
 static void
 kv_close(void)
 {
+	unsubscribe(C.watch);
+	C.watch = NULL;
 	kvStore_Destroy(C.claims);
 	kvStore_Destroy(C.nodes);
 	kvStore_Destroy(C.slots);
@@ -1416,6 +1559,68 @@ nodes_ttl_sync(void)
 	jsStreamInfo_Destroy(si);
 }
 
+/*
+ * libnats's thread: a claim was written or deleted (or, first, the last
+ * of each): to the cluster thread, which sends by it. A value that does
+ * not start with a node's name names no owner.
+ */
+static void
+on_claim_seen(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+    void *closure)
+{
+	const char *tok = strrchr(natsMsg_GetSubject(msg), '.'), *op = NULL;
+	const char *val = natsMsg_GetData(msg);
+	int n = natsMsg_GetDataLength(msg), k = 0;
+	struct owner_note *on = xcalloc(1, sizeof(*on));
+
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	if (tok == NULL ||
+	    !cluster_token_decode(tok + 1, strlen(tok + 1), on->addr)) {
+		free(on);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	if (natsMsgHeader_Get(msg, "KV-Operation", &op) != NATS_OK)
+		while (k < n && k < CLUSTER_NODE_MAX && (isalnum((unsigned char)
+		    val[k]) || val[k] == '_' || val[k] == '-'))
+			k++;
+	if (k > 0 && k < n && val[k] == ' ')
+		memcpy(on->node, val, (size_t)k);
+	natsMsg_Destroy(msg);
+	on->task.fn = owner_task;
+	on->task.arg = on;
+	service_post(C.svc, &on->task);
+}
+
+/*
+ * Follows the claims' bucket, from the last entry of each address on, so
+ * that the cluster thread knows which node claimed what. Until it can,
+ * messages go to whichever nodes hold an address.
+ */
+static void
+claims_watch(void)
+{
+	char stream[CLUSTER_PREFIX_MAX + 20], subj[SUBJECT_MAX];
+	jsErrCode jerr = 0;
+	jsSubOptions so;
+	natsStatus s;
+
+	if (C.watch != NULL || C.claims == NULL)
+		return;
+	kv_names("claims", ">", stream, sizeof(stream), subj, sizeof(subj));
+	jsSubOptions_Init(&so);
+	so.Stream = stream;
+	so.Ordered = true;
+	so.Config.DeliverPolicy = js_DeliverLastPerSubject;
+	if ((s = js_Subscribe(&C.watch, C.js, subj, on_claim_seen, NULL, NULL,
+	    &so, &jerr)) != NATS_OK) {
+		C.watch = NULL;
+		note_error("watch the claims", s);
+	}
+}
+
 static bool
 kv_open(void)
 {
@@ -1446,6 +1651,7 @@ kv_open(void)
 		return false;
 	}
 	nodes_ttl_sync();
+	claims_watch();
 	return true;
 }
 
@@ -1484,6 +1690,96 @@ heartbeat(uint64_t now)
 }
 
 /*
+ * key's entry in bucket what, as the stream's leader has it: a replica
+ * may lag behind (libnats's kvStore_Get asks any of them), and who owns
+ * what is never read from one. 1 and its value in val (n bytes, cut and
+ * NUL-terminated) and revision in *rev; 0 when there is none or it was
+ * deleted (*rev: the deletion's, or 0 when there is nothing at all); -1
+ * when JetStream cannot say.
+ */
+static int
+kv_leader_get(const char *what, const char *key, char *val, size_t n,
+    uint64_t *rev)
+{
+	char stream[CLUSTER_PREFIX_MAX + 20], subj[SUBJECT_MAX];
+	const char *op = NULL;
+	natsMsg *msg = NULL;
+	natsStatus s;
+
+	kv_names(what, key, stream, sizeof(stream), subj, sizeof(subj));
+	*rev = 0;
+	val[0] = '\0';
+	if ((s = js_GetLastMsg(&msg, C.js, stream, subj, NULL, NULL)) ==
+	    NATS_NOT_FOUND)
+		return 0;
+	if (s != NATS_OK) {
+		note_error(what, s);
+		return -1;
+	}
+	*rev = natsMsg_GetSequence(msg);
+	/* A deletion (DEL) or purge (PURGE) marker. */
+	if (natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK) {
+		natsMsg_Destroy(msg);
+		return 0;
+	}
+	snprintf(val, n, "%.*s", natsMsg_GetDataLength(msg),
+	    natsMsg_GetData(msg));
+	natsMsg_Destroy(msg);
+	return 1;
+}
+
+/*
+ * Writes val (NULL: a deletion) as key's claim in place of revision last
+ * (0: nothing), which must still be the last one there. A NATS 2.9
+ * server checks that revision only before its cluster agrees on the
+ * write, so two writes in place of one revision, at the same instant,
+ * both pass: two nodes would both own the address. So each write also
+ * carries the message id "<key>@<last>", which the stream checks as it
+ * stores, on every replica in the same order (within its duplicate
+ * window, two minutes): of the writes in place of one revision one is
+ * stored, the others hear they are duplicates. Every claim, takeover and
+ * release goes through here. 1: stored; 0: another write came first; -1:
+ * JetStream cannot say.
+ */
+static int
+claim_write(const char *key, const char *val, uint64_t last)
+{
+	char stream[CLUSTER_PREFIX_MAX + 20], subj[SUBJECT_MAX];
+	char id[CLUSTER_TOKEN_MAX + 24];
+	jsErrCode jerr = 0;
+	jsPubAck *pa = NULL;
+	natsMsg *msg = NULL;
+	jsPubOptions po;
+	natsStatus s;
+	int won;
+
+	kv_names("claims", key, stream, sizeof(stream), subj, sizeof(subj));
+	snprintf(id, sizeof(id), "%s@%llu", key, (unsigned long long)last);
+	jsPubOptions_Init(&po);
+	po.MsgId = id;
+	po.ExpectStream = stream;
+	if (last == 0)
+		po.ExpectNoMessage = true;
+	else
+		po.ExpectLastSubjectSeq = last;
+	s = natsMsg_Create(&msg, subj, NULL, val,
+	    val != NULL ? (int)strlen(val) : 0);
+	if (val == NULL)
+		IFOK_NATS(s, natsMsgHeader_Set(msg, "KV-Operation", "DEL"));
+	IFOK_NATS(s, js_PublishMsg(&pa, C.js, msg, &po, &jerr));
+	natsMsg_Destroy(msg);
+	if (s == NATS_OK) {
+		won = !pa->Duplicate;
+		jsPubAck_Destroy(pa);
+		return won;
+	}
+	if (jerr == JSStreamWrongLastSequenceErr)
+		return 0;
+	note_error("claim", s);
+	return -1;
+}
+
+/*
  * Whether the node that wrote a claim ("<node> <instance>") is alive: its
  * heartbeat is there and names the same instance (a node that restarted
  * left its old claims behind). In doubt, alive.
@@ -1492,30 +1788,24 @@ static bool
 holder_alive(const char *val)
 {
 	const char *sp = strchr(val, ' ');
-	char node[CLUSTER_NODE_MAX + 1];
-	kvEntry *e = NULL;
-	natsStatus s;
-	bool alive;
+	char node[CLUSTER_NODE_MAX + 1], inst[sizeof(C.instance) + 1];
+	uint64_t rev;
+	int beat;
 
 	if (sp == NULL || (size_t)(sp - val) > CLUSTER_NODE_MAX)
 		return false;
 	memcpy(node, val, (size_t)(sp - val));
 	node[sp - val] = '\0';
-	s = kvStore_Get(&e, C.nodes, node);
-	if (s == NATS_NOT_FOUND)
-		return false;
-	if (s != NATS_OK)
+	if ((beat = kv_leader_get("nodes", node, inst, sizeof(inst),
+	    &rev)) < 0)
 		return true;
-	alive = strcmp(kvEntry_ValueString(e), sp + 1) == 0;
-	kvEntry_Destroy(e);
-	return alive;
+	return beat > 0 && strcmp(inst, sp + 1) == 0;
 }
 
 static enum cluster_claim_result
 claim_kv(const char *addr)
 {
-	char key[CLUSTER_TOKEN_MAX + 1];
-	int len = (int)strlen(C.me);
+	char key[CLUSTER_TOKEN_MAX + 1], val[sizeof(C.me) + 1];
 
 	if (!cluster_up() || !kv_open())
 		return CLUSTER_UNAVAILABLE;
@@ -1532,32 +1822,20 @@ claim_kv(const char *addr)
 	cluster_token_encode(addr, key);
 	/* A few rounds: another node may take or free it meanwhile. */
 	for (int round = 0; round < 3; round++) {
-		kvEntry *e = NULL;
-		natsStatus s;
 		uint64_t rev;
-		bool mine, alive;
+		int held, w;
 
-		if (kvStore_Create(NULL, C.claims, key, C.me, len) == NATS_OK)
-			return CLUSTER_CLAIMED;
-		if ((s = kvStore_Get(&e, C.claims, key)) == NATS_NOT_FOUND)
-			continue;
-		if (s != NATS_OK) {
-			note_error("claim", s);
+		if ((held = kv_leader_get("claims", key, val, sizeof(val),
+		    &rev)) < 0)
 			return CLUSTER_UNAVAILABLE;
-		}
-		mine = strcmp(kvEntry_ValueString(e), C.me) == 0;
-		alive = mine || holder_alive(kvEntry_ValueString(e));
-		rev = kvEntry_Revision(e);
-		kvEntry_Destroy(e);
 		/* Ours (a session here just left it): keep it. */
-		if (mine)
+		if (held && strcmp(val, C.me) == 0)
 			return CLUSTER_CLAIMED;
-		if (alive)
+		if (held && holder_alive(val))
 			return CLUSTER_IN_USE;
-		/* Its node is gone: take it over, unless someone was first. */
-		if (kvStore_Update(NULL, C.claims, key, C.me, len, rev) ==
-		    NATS_OK)
-			return CLUSTER_CLAIMED;
+		/* Free, or its node is gone: ours, unless another was first. */
+		if ((w = claim_write(key, C.me, rev)) != 0)
+			return w > 0 ? CLUSTER_CLAIMED : CLUSTER_UNAVAILABLE;
 	}
 	return CLUSTER_IN_USE;
 }
@@ -1602,33 +1880,24 @@ leaving_set(struct claimed *c)
 }
 
 /*
- * Deletes our claim on addr, if it is still ours; false when JetStream
- * could not say (down, or an error).
+ * Deletes our claim on addr, if it is still ours (never another's, even
+ * one written meanwhile); false when JetStream could not say.
  */
 static bool
 release_kv(const char *addr)
 {
-	char key[CLUSTER_TOKEN_MAX + 1];
-	kvEntry *e = NULL;
-	natsStatus s;
-	bool ours;
+	char key[CLUSTER_TOKEN_MAX + 1], val[sizeof(C.me) + 1];
+	uint64_t rev;
+	int held;
 
 	if (!cluster_up() || !kv_open())
 		return false;
 	cluster_token_encode(addr, key);
-	if ((s = kvStore_Get(&e, C.claims, key)) == NATS_NOT_FOUND)
+	if ((held = kv_leader_get("claims", key, val, sizeof(val), &rev)) < 0)
+		return false;
+	if (held == 0 || strcmp(val, C.me) != 0)
 		return true;
-	if (s != NATS_OK) {
-		note_error("release", s);
-		return false;
-	}
-	ours = strcmp(kvEntry_ValueString(e), C.me) == 0;
-	kvEntry_Destroy(e);
-	if (ours && (s = kvStore_Delete(C.claims, key)) != NATS_OK) {
-		note_error("release", s);
-		return false;
-	}
-	return true;
+	return claim_write(key, NULL, rev) >= 0;
 }
 
 /*
@@ -2120,6 +2389,9 @@ cluster_stop(struct service *s, void *arg)
 	C.notices = NULL;
 	unsubscribe(C.named);
 	C.named = NULL;
+	unsubscribe(C.mine);
+	C.mine = NULL;
+	owners_clear();
 	if (C.nc != NULL) {
 		natsConnection_Close(C.nc);
 		natsConnection_Destroy(C.nc);
@@ -2145,6 +2417,12 @@ kv_tick(struct service *s, void *arg)
 	(void)arg;
 	heartbeat(now);
 	slots_lease();
+	/* The claims' watch failed: again, at most once a second. */
+	if (C.watch == NULL && C.claims != NULL && cluster_up() &&
+	    now >= C.watch_at_ms) {
+		C.watch_at_ms = now + 1000;
+		claims_watch();
+	}
 	/* Back, but JetStream was not ready when we came back: now. */
 	if (C.was_down && C.beat_ok && cluster_up()) {
 		C.was_down = false;
@@ -2370,6 +2648,9 @@ reload_task(void *owner, void *arg, enum mailbox_status st)
 	moved = strcmp(cf->cluster.subject_prefix, C.prefix) != 0;
 	config_unref(C.cf);
 	C.cf = cf;
+	/* The claims' bucket is another: its watch tells anew. */
+	if (moved)
+		owners_clear();
 	if (moved && C.nc != NULL) {
 		resubscribe_all();
 		log_notice("cluster: subject prefix now %s", C.prefix);

@@ -899,6 +899,129 @@ test('JetStream store: a node frozen past claim_ttl has its messages taken over,
 	}
 });
 
+// LOGIN for addr on two nodes at nearly the same instant (both
+// connections made first), B's skewUs microseconds after A's (negative:
+// before). The two replies.
+async function loginRace(pa, pb, addr, pass, skewUs) {
+	const [ca, cb] = await Promise.all([lineClient(pa), lineClient(pb)]);
+	const [first, second] = skewUs >= 0 ? [ca, cb] : [cb, ca];
+	const t0 = process.hrtime.bigint(), wait = BigInt(Math.abs(skewUs)) * 1000n;
+	send(first, `LOGIN ${addr} ${pass}\n`);
+	while (process.hrtime.bigint() - t0 < wait)
+		;
+	send(second, `LOGIN ${addr} ${pass}\n`);
+	const [[ra], [rb]] = await Promise.all([waitLines(ca, /^(OK LOGIN|ERR)/, 1),
+		waitLines(cb, /^(OK LOGIN|ERR)/, 1)]);
+	return { ca, cb, ra, rb };
+}
+
+// Ends the session of c (QUIT), and waits until its address is free again
+// on the node at port (the claim goes asynchronously): free, not held.
+async function quitAndWaitFree(c, port, addr, pass) {
+	send(c, 'QUIT\n');
+	await waitLines(c, /^OK BYE/, 1);
+	c.sock.destroy();
+	const x = await loginWhenFree(port, addr, pass);
+	send(x, 'QUIT\n');
+	await waitLines(x, /^OK BYE/, 1);
+	x.sock.destroy();
+}
+
+// One race for racer's address between A and B, then the winner leaves
+// (so that the next race is for an address held and released before).
+// Counts in N how many races both nodes, none, and A won. Where the two
+// claims meet at the stream's leader at once depends on each node's path
+// to it: racer.skew follows the winners towards the point where either
+// wins, and a dither of 0.1 ms steps around it finds the instant.
+async function loginRaceOnce(racer, N, i) {
+	const { addr, pass } = racer;
+	const skewUs = racer.skew + ((i * 7) % 9 - 4) * 100;
+	const { ca, cb, ra, rb } = await loginRace(A.ports.router,
+		B.ports.router, addr, pass, skewUs);
+	for (const [r, other] of [[ra, rb], [rb, ra]])
+		assert.ok(r === `OK LOGIN ${addr}` || r === 'ERR 409 address in use',
+			`race ${i} for ${addr}: ${r} (the other: ${other})`);
+	const okA = ra.startsWith('OK'), okB = rb.startsWith('OK');
+	N.both += okA && okB;
+	N.none += !okA && !okB;
+	N.a += okA;
+	if (okA !== okB)
+		racer.skew = Math.max(-10000, Math.min(10000,
+			racer.skew + (okA ? -100 : 100)));
+	(okA ? cb : ca).sock.destroy();
+	if (okA && okB)
+		cb.sock.destroy();
+	await quitAndWaitFree(okA ? ca : cb, okA ? A.ports.router :
+		B.ports.router, addr, pass);
+}
+
+test('a LOGIN on two nodes at the same instant, for an address held and released before: exactly one OK each time', { skip }, async (t) => {
+	const ROUNDS = Number(process.env.ERD_LOGIN_RACES || 100);
+	const N = { both: 0, none: 0, a: 0 };
+	const racers = [['alice', 'a'], ['bob', 'b'], ['carol', 'c'], ['dave', 'd'],
+		['esme', 'e']].map(([addr, pass]) => ({ addr, pass, skew: 0 }));
+	// Held and released before, on A.
+	for (const { addr, pass } of racers)
+		await quitAndWaitFree(await loginWhenFree(A.ports.router, addr, pass),
+			A.ports.router, addr, pass);
+	// Every address raced for at once, as on a busy cluster: the claims'
+	// stream is never idle.
+	for (let i = 0; i < ROUNDS; i++)
+		await Promise.all(racers.map((r) => loginRaceOnce(r, N, i)));
+	const races = ROUNDS * racers.length;
+	t.diagnostic(`${races} races: ${N.both} won by both nodes, ${N.none} by ` +
+		`none, ${N.a} by A; skews ${racers.map((r) => r.skew)} us`);
+	assert.equal(N.both, 0, `two owners in ${N.both} of ${races} races`);
+	assert.equal(N.none, 0, `nobody got it in ${N.none} of ${races} races`);
+});
+
+test('a node frozen past claim_ttl gets nothing for an address taken from it lawfully: traffic follows the claim', { skip }, async () => {
+	// A third node sends: bob's traffic goes through the cluster.
+	const C3 = await L.startDaemon(nodeConf('c', [nats[1]]));
+	let frozen = false;
+	try {
+		const x = await loginWhenFree(C3.ports.router, 'dave', 'd');
+		const b = await loginWhenFree(B.ports.router, 'bob', 'b');
+		send(x, 'SEND bob before\n');
+		await waitLines(b, /^MSG \d+ dave before$/, 1);
+		B.child.kill('SIGSTOP');
+		frozen = true;
+		const a = await until(async () => {
+			const l = await login(A.ports.router, 'bob', 'b');
+			if (l.reply === 'OK LOGIN bob')
+				return l.c;
+			l.c.sock.destroy();
+			return null;
+		}, (CLAIM_TTL + 5) * 1000, 'bob free on A');
+		// From A's OK LOGIN on, bob is A's alone. One at a time: each
+		// goes to NATS on its own.
+		const N = 10;
+		x.lines = [];
+		for (let i = 0; i < N; i++) {
+			send(x, `SEND bob after${i}\n`);
+			await waitLines(x, /^(OK|ERR) /, i + 1, 30000);
+		}
+		const replies = x.lines.filter((l) => /^(OK|ERR) /.test(l));
+		B.child.kill('SIGCONT');
+		frozen = false;
+		await waitLines(b, /^ERR 409 address taken by another node/, 1, 30000);
+		await until(() => b.sock.destroyed || b.sock.readableEnded, WAIT_MS,
+			'B closes');
+		const toB = b.lines.filter((l) => /^MSG \d+ dave after/.test(l));
+		assert.deepEqual(toB, [], 'messages to B after A\'s LOGIN');
+		assert.ok(replies.every((l) => /^OK \d+$/.test(l)), replies.join('|'));
+		const got = await waitLines(a, /^MSG \d+ dave after\d+$/, N);
+		assert.deepEqual(got.map((l) => l.split(' ')[3]),
+			Array.from({ length: N }, (_, i) => `after${i}`));
+		for (const c of [a, x])
+			c.sock.destroy();
+	} finally {
+		if (frozen)
+			B.child.kill('SIGCONT');
+		await L.stopDaemon(C3);
+	}
+});
+
 test('a node killed with -9: its addresses are free on the other within claim_ttl', { skip }, async (t) => {
 	// The last test's carol on A leaves asynchronously: wait for it.
 	const c = await loginWhenFree(B.ports.router, 'carol', 'c');
