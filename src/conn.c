@@ -377,10 +377,15 @@ conn_owes_answers(const struct conn *c)
 	return c->proto->owes_answers != NULL && c->proto->owes_answers(c);
 }
 
-/* After a write: a draining connection all sent lingers; interest. */
+/*
+ * After a write: the protocol hears what was sent, a draining connection
+ * all sent lingers; interest.
+ */
 static void
 conn_flush_done(struct conn *c)
 {
+	if (c->proto->on_sent != NULL && !(c->flags & CONN_F_CLOSING))
+		c->proto->on_sent(c);
 	if (c->out.bytes == 0 && (c->flags & CONN_F_DRAIN) &&
 	    !conn_owes_answers(c))
 		conn_linger(c);
@@ -392,6 +397,7 @@ static void
 conn_sent(struct conn *c, size_t n)
 {
 	outq_consume(&c->out, &set_of(c)->pool, n);
+	c->out_sent += n;
 	counter_add(&c->r->counters, COUNTER_BYTES_OUT, (uint64_t)n);
 	conn_touch(c);
 }

@@ -146,8 +146,11 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 	if (m->verdict == DELIVER_OK) {
 		counter_add(&r->counters, COUNTER_ROUTED_STORED, 1);
 		c = conn_resolve(r, &m->recipient.conn);
-		/* SMPP holds a copy and tells the store on deliver_sm_resp. */
-		if (c != NULL && c->proto->confirms_delivery) {
+		/*
+		 * The protocol holds a copy and tells the store once the
+		 * client has it (SMPP: deliver_sm_resp; router: written).
+		 */
+		if (c != NULL && c->proto->reports_stored) {
 			free(m);
 			return;
 		}

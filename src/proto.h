@@ -57,6 +57,11 @@ struct proto {
 	int	(*on_deliver)(struct conn *c, const struct deliver_msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */
 	void	(*on_verdict)(struct conn *c, const struct deliver_msg *m);
+	/*
+	 * Queued output was written to the socket (conn_out_sent moved), or
+	 * a write was tried. May be NULL.
+	 */
+	void	(*on_sent)(struct conn *c);
 	/* About once a second, for timers of the protocol's own. */
 	void	(*on_tick)(struct conn *c);
 	/*
@@ -65,6 +70,14 @@ struct proto {
 	 * as soon as a message is queued.
 	 */
 	bool	confirms_delivery;
+	/*
+	 * A message from the store (DELIVER_F_STORED) that on_deliver took
+	 * is kept (copied) by the protocol, which tells the store what became
+	 * of it (store_outcome): SMPP on deliver_sm_resp, the router once
+	 * its line is written. Otherwise deliver.c tells the store as soon
+	 * as it is queued.
+	 */
+	bool	reports_stored;
 	/* Its messages_total{protocol} counter (enum counter_id); 0 none. */
 	unsigned messages_counter;
 };

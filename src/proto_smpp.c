@@ -1272,5 +1272,6 @@ const struct proto proto_smpp = {
 	.on_verdict = smpp_on_verdict,
 	.on_tick = smpp_on_tick,
 	.confirms_delivery = true,
+	.reports_stored = true,
 	.messages_counter = COUNTER_MSG_SMPP,
 };
