@@ -1280,7 +1280,10 @@ conn_set_every_second(struct reactor *r, void *arg)
 		conn_sweep_linger(set, CONN_LINGER_TIMEOUT);
 }
 
-/* Stop: no new clients; every connection closes once its output is out. */
+/*
+ * Stop: no new clients; every connection closes once its output is out,
+ * or (on_stop) once the answers its client owes are in.
+ */
 static void
 conn_set_stop(struct reactor *r, void *arg)
 {
@@ -1291,7 +1294,9 @@ conn_set_stop(struct reactor *r, void *arg)
 	for (uint32_t i = 0; i < set->nslots; i++) {
 		struct conn *c = set->slots[i];
 
-		if (c != NULL && !(c->flags & CONN_F_CLOSING))
+		if (c == NULL || conn_is_closing(c))
+			continue;
+		if (c->proto->on_stop == NULL || !c->proto->on_stop(c))
 			conn_close_after_flush(c, CONN_CLOSE_SHUTDOWN);
 	}
 }

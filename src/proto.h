@@ -38,6 +38,14 @@ struct proto {
 	 * they are out; false (or NULL) closes after flushing now.
 	 */
 	bool	(*on_eof)(struct conn *c);
+	/*
+	 * The daemon is stopping (SIGTERM). Return true if the client still
+	 * owes answers to what it was sent and the protocol goes on reading
+	 * until they are in, then closes (conn_close_after_flush) itself;
+	 * false (or NULL) closes once output is flushed, reading no more.
+	 * shutdown_timeout bounds the wait either way.
+	 */
+	bool	(*on_stop)(struct conn *c);
 	void	(*on_close)(struct conn *c);	/* before free; may be NULL */
 	/*
 	 * True while answers to commands already read are still to come
