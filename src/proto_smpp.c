@@ -1105,9 +1105,13 @@ smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 	 * Bounded in count and in bytes: queue_limit messages, and no more
 	 * memory than output_high_watermark, which a connection may hold
 	 * anyway. A message costs its text and its fields (~370 bytes).
+	 * The store's are bounded by the store (a few dozen per account) and
+	 * come in order: one refused here while a later one is taken would
+	 * arrive after it.
 	 */
-	if (s->qlen >= limit || s->qbytes + deliver_msg_size(m) >
-	    c->r->cf->limits.output_high_watermark)
+	if (!(m->flags & DELIVER_F_STORED) && (s->qlen >= limit ||
+	    s->qbytes + deliver_msg_size(m) >
+	    c->r->cf->limits.output_high_watermark))
 		return DELIVER_REFUSED;
 	if (s->qlen == s->qcap) {
 		unsigned cap = s->qcap ? s->qcap * 2 : 16;

@@ -345,6 +345,99 @@ START_TEST(test_stored_leave_once_written)
 }
 END_TEST
 
+/*
+ * Reads bob's MSG lines of filler texts on fd, slowly (a pause every 100
+ * lines), checking each index comes after the last one (*last) and counting
+ * it in seen, until the connection ends, quit lines have come (0: no
+ * limit), or 3 s pass with nothing. Returns the MSG lines read.
+ */
+static int
+read_slowly(int fd, unsigned char *seen, int n, int *last, int *misordered,
+    int quit)
+{
+	char line[512];
+	int got = 0, i;
+
+	while (recv_line(fd, line, sizeof(line), 3000) > 0) {
+		const char *p = strchr(line + 4, ' ');
+
+		if (strncmp(line, "MSG ", 4) != 0 || p == NULL ||
+		    sscanf(p, " alice n%d-", &i) != 1 || i < 0 || i >= n)
+			continue;
+		if (i <= *last)
+			(*misordered)++;
+		*last = i;
+		if (seen[i] < 255)
+			seen[i]++;
+		if (++got % 100 == 0)
+			harness_sleep_ms(20);
+		if (quit > 0 && got == quit)
+			break;
+	}
+	return got;
+}
+
+/*
+ * A backlog keeps its order (one sender: id order) while it drains to a
+ * client slower than the daemon, whose output keeps reaching
+ * output_high_watermark, and who quits (reading what it was sent to the
+ * end) and logs in again every 4,000 messages: every message arrives
+ * once, in order, within a bound.
+ */
+START_TEST(test_stored_drain_keeps_order)
+{
+	enum { N = 20000 };
+	char *dir = harness_mkdtemp(), *path = store_path(dir), *conf;
+	char *base = store_conf(path, "");
+	unsigned char *seen = calloc(N, 1);
+	int a, b, last = -1, misordered = 0, got = 0, missing = 0, twice = 0;
+	uint64_t deadline;
+	struct daemon *d;
+
+	ck_assert_ptr_nonnull(seen);
+	if (asprintf(&conf, "%slimits = { output_high_watermark = 4096; };\n",
+	    base) < 0)
+		ck_abort_msg("asprintf");
+	d = daemon_start(conf, NULL);
+	a = login(d, "alice", "a");
+	for (int i = 0; i < N; i += 500)
+		send_fillers(a, i, i + 500);
+	close(a);
+	deadline = harness_now_ms() + 40000;
+	while (got < N && harness_now_ms() < deadline) {
+		int n;
+
+		b = login(d, "bob", "b");
+		n = read_slowly(b, seen, N, &last, &misordered, 4000);
+		got += n;
+		if (n == 4000) {
+			/* QUIT, and what was sent before OK BYE, to the end. */
+			ck_assert_int_eq(send_all(b, "QUIT\n", 5), 0);
+			got += read_slowly(b, seen, N, &last, &misordered, 0);
+		}
+		close(b);
+		if (n < 4000)
+			break;
+	}
+	for (int i = 0; i < N; i++) {
+		missing += seen[i] == 0;
+		twice += seen[i] > 1;
+	}
+	fprintf(stderr, "stored_drain_keeps_order: read %d, misordered %d, "
+	    "missing %d, twice %d\n", got, misordered, missing, twice);
+	ck_assert_msg(misordered == 0 && missing == 0 && twice == 0,
+	    "%d out of order, %d missing, %d twice (read %d)", misordered,
+	    missing, twice, got);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(seen);
+	free(conf);
+	free(base);
+	free(path);
+	free(dir);
+}
+END_TEST
+
 /* Starts on path and expects exit 1 with the file named in the log. */
 static void
 expect_refused(const char *path)
@@ -471,6 +564,7 @@ store_suite(void)
 	tcase_set_timeout(tc, 300);
 #if ER_WITH_SQLITE
 	tcase_add_test(tc, test_stored_leave_once_written);
+	tcase_add_test(tc, test_stored_drain_keeps_order);
 #endif
 	suite_add_tcase(s, tc);
 	return s;
