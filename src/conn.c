@@ -382,10 +382,15 @@ conn_owes_answers(const struct conn *c)
 	return c->proto->owes_answers != NULL && c->proto->owes_answers(c);
 }
 
-/* After a write: a draining connection all sent lingers; interest. */
+/*
+ * After a write: the protocol hears what was sent, a draining connection
+ * all sent lingers; interest.
+ */
 static void
 conn_flush_done(struct conn *c)
 {
+	if (c->proto->on_sent != NULL && !(c->flags & CONN_F_CLOSING))
+		c->proto->on_sent(c);
 	if (c->out.bytes == 0 && (c->flags & CONN_F_DRAIN) &&
 	    !conn_owes_answers(c))
 		conn_linger(c);
@@ -397,6 +402,7 @@ static void
 conn_sent(struct conn *c, size_t n)
 {
 	outq_consume(&c->out, &set_of(c)->pool, n);
+	c->out_sent += n;
 	counter_add(&c->r->counters, COUNTER_BYTES_OUT, (uint64_t)n);
 	conn_touch(c);
 }
@@ -1279,7 +1285,10 @@ conn_set_every_second(struct reactor *r, void *arg)
 		conn_sweep_linger(set, CONN_LINGER_TIMEOUT);
 }
 
-/* Stop: no new clients; every connection closes once its output is out. */
+/*
+ * Stop: no new clients; every connection closes once its output is out,
+ * or (on_stop) once the answers its client owes are in.
+ */
 static void
 conn_set_stop(struct reactor *r, void *arg)
 {
@@ -1290,7 +1299,9 @@ conn_set_stop(struct reactor *r, void *arg)
 	for (uint32_t i = 0; i < set->nslots; i++) {
 		struct conn *c = set->slots[i];
 
-		if (c != NULL && !(c->flags & CONN_F_CLOSING))
+		if (c == NULL || conn_is_closing(c))
+			continue;
+		if (c->proto->on_stop == NULL || !c->proto->on_stop(c))
 			conn_close_after_flush(c, CONN_CLOSE_SHUTDOWN);
 	}
 }

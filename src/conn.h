@@ -73,6 +73,7 @@ struct conn {
 	uint8_t	drain_reason;
 	uint8_t	listener;		/* its listener's index, or CONN_NO_LISTENER */
 	uint32_t linger_input;		/* lingering: ms of the last input */
+	uint64_t out_sent;		/* queued bytes written, since open */
 };
 
 #define CONN_NO_LISTENER	0xff
@@ -184,6 +185,25 @@ static inline size_t
 conn_pending(const struct conn *c)
 {
 	return c->out.bytes;
+}
+
+/*
+ * Output offsets, counted in bytes queued since c opened: conn_out_end is
+ * the offset just past everything queued so far, conn_out_sent how far
+ * the socket has taken it. Bytes queued now have left the daemon once
+ * conn_out_sent reaches the conn_out_end read after queuing them; the
+ * protocol's on_sent hears when it moves. Owning reactor only.
+ */
+static inline uint64_t
+conn_out_end(const struct conn *c)
+{
+	return c->out_sent + c->out.bytes;
+}
+
+static inline uint64_t
+conn_out_sent(const struct conn *c)
+{
+	return c->out_sent;
 }
 
 /*

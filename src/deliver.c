@@ -112,7 +112,12 @@ deliver_here(struct reactor *r, struct deliver_msg *m)
 
 	if (c == NULL || conn_is_closing(c) || c->proto->on_deliver == NULL)
 		return DELIVER_NO_ROUTE;
-	if (!conn_can_take(c))
+	/*
+	 * The store hands out a bounded few per account (until written or
+	 * answered) and in order: one refused for room while a later one
+	 * is taken would arrive after it.
+	 */
+	if (!(m->flags & DELIVER_F_STORED) && !conn_can_take(c))
 		return DELIVER_BUSY;
 	v = (enum deliver_verdict)c->proto->on_deliver(c, m);
 	/* Routing latency: what came straight from a sender on this host. */
@@ -146,8 +151,11 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 	if (m->verdict == DELIVER_OK) {
 		counter_add(&r->counters, COUNTER_ROUTED_STORED, 1);
 		c = conn_resolve(r, &m->recipient.conn);
-		/* SMPP holds a copy and tells the store on deliver_sm_resp. */
-		if (c != NULL && c->proto->confirms_delivery) {
+		/*
+		 * The protocol holds a copy and tells the store once the
+		 * client has it (SMPP: deliver_sm_resp; router: written).
+		 */
+		if (c != NULL && c->proto->reports_stored) {
 			free(m);
 			return;
 		}

@@ -38,6 +38,14 @@ struct proto {
 	 * they are out; false (or NULL) closes after flushing now.
 	 */
 	bool	(*on_eof)(struct conn *c);
+	/*
+	 * The daemon is stopping (SIGTERM). Return true if the client still
+	 * owes answers to what it was sent and the protocol goes on reading
+	 * until they are in, then closes (conn_close_after_flush) itself;
+	 * false (or NULL) closes once output is flushed, reading no more.
+	 * shutdown_timeout bounds the wait either way.
+	 */
+	bool	(*on_stop)(struct conn *c);
 	void	(*on_close)(struct conn *c);	/* before free; may be NULL */
 	/*
 	 * True while answers to commands already read are still to come
@@ -57,6 +65,11 @@ struct proto {
 	int	(*on_deliver)(struct conn *c, const struct deliver_msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */
 	void	(*on_verdict)(struct conn *c, const struct deliver_msg *m);
+	/*
+	 * Queued output was written to the socket (conn_out_sent moved), or
+	 * a write was tried. May be NULL.
+	 */
+	void	(*on_sent)(struct conn *c);
 	/* About once a second, for timers of the protocol's own. */
 	void	(*on_tick)(struct conn *c);
 	/*
@@ -65,6 +78,14 @@ struct proto {
 	 * as soon as a message is queued.
 	 */
 	bool	confirms_delivery;
+	/*
+	 * A message from the store (DELIVER_F_STORED) that on_deliver took
+	 * is kept (copied) by the protocol, which tells the store what became
+	 * of it (store_outcome): SMPP on deliver_sm_resp, the router once
+	 * its line is written. Otherwise deliver.c tells the store as soon
+	 * as it is queued.
+	 */
+	bool	reports_stored;
 	/* Its messages_total{protocol} counter (enum counter_id); 0 none. */
 	unsigned messages_counter;
 };

@@ -32,6 +32,15 @@ struct reply {
 	char	text[];
 };
 
+/*
+ * A message from the store whose MSG line is queued: it leaves the store
+ * once the socket has taken the line (conn_out_sent reaches end).
+ */
+struct stored_wait {
+	struct deliver_msg *m;
+	uint64_t end;
+};
+
 struct router_sess {
 	struct route_owner me;
 	bool	logged_in;
@@ -43,6 +52,10 @@ struct router_sess {
 	struct reply *tail;
 	unsigned npending;
 	unsigned nqueued;
+	struct stored_wait *sw;		/* ring, oldest at swhead */
+	unsigned swhead;
+	unsigned swlen;
+	unsigned swcap;
 	size_t	addrlen;
 	char	addr[ROUTE_ADDR_MAX + 1];
 };
@@ -637,24 +650,60 @@ msg_behind_login(struct conn *c, struct router_sess *s,
 	return DELIVER_OK;
 }
 
-static int
-router_on_deliver(struct conn *c, const struct deliver_msg *m)
+/* Keeps a copy of stored m until the socket has taken its line. */
+static void
+stored_wait_add(struct conn *c, struct router_sess *s,
+    const struct deliver_msg *m)
+{
+	if (s->swlen == s->swcap) {
+		unsigned cap = s->swcap ? s->swcap * 2 : 16;
+		struct stored_wait *sw = xcalloc(cap, sizeof(*sw));
+
+		for (unsigned i = 0; i < s->swlen; i++)
+			sw[i] = s->sw[(s->swhead + i) % s->swcap];
+		free(s->sw);
+		s->sw = sw;
+		s->swcap = cap;
+		s->swhead = 0;
+	}
+	s->sw[(s->swhead + s->swlen++) % s->swcap] = (struct stored_wait){
+	    .m = deliver_msg_dup(m), .end = conn_out_end(c) };
+}
+
+/*
+ * The stored messages whose lines the socket has taken leave the store;
+ * at close (gone), those it has not go back to it, to come again.
+ */
+static void
+stored_wait_done(struct conn *c, struct router_sess *s, bool gone)
+{
+	while (s->swlen > 0) {
+		struct stored_wait *w = &s->sw[s->swhead];
+
+		if (!gone && w->end > conn_out_sent(c))
+			break;
+		store_outcome(w->m, gone && w->end > conn_out_sent(c) ?
+		    STORE_RETURNED : STORE_DELIVERED);
+		s->swhead = (s->swhead + 1) % s->swcap;
+		s->swlen--;
+	}
+}
+
+static void
+router_on_sent(struct conn *c)
 {
 	struct router_sess *s = c->pdata;
-	char line[1024];
-	size_t flen = strlen(m->from), n;
 
-	/*
-	 * A MSG line carries text: a message from SMPP with a line break,
-	 * NUL, other control or bytes that are not UTF-8 would forge or
-	 * break lines. And nothing more for a client that said goodbye.
-	 */
-	if (!(m->flags & DELIVER_F_LINE_TEXT) && !text_valid(m->text, m->len))
-		return DELIVER_UNFIT;
-	if (s != NULL && s->quitting)
-		return DELIVER_NO_ROUTE;
-	if (s != NULL && s->claiming)
-		return msg_behind_login(c, s, m, flen);
+	if (s != NULL && s->swlen > 0)
+		stored_wait_done(c, s, false);
+}
+
+/* The MSG line for m, queued on c: DELIVER_OK, or why not. */
+static int
+msg_write(struct conn *c, const struct deliver_msg *m, size_t flen)
+{
+	char line[1024];
+	size_t n;
 
 	/* "MSG <id> <from> <text>\n", built without snprintf. */
 	n = msg_head(line, m, flen);
@@ -668,6 +717,31 @@ router_on_deliver(struct conn *c, const struct deliver_msg *m)
 	    !conn_write(c, "\n", 1))
 		return DELIVER_NO_ROUTE;
 	return DELIVER_OK;
+}
+
+static int
+router_on_deliver(struct conn *c, const struct deliver_msg *m)
+{
+	struct router_sess *s = c->pdata;
+	size_t flen = strlen(m->from);
+	int v;
+
+	/*
+	 * A MSG line carries text: a message from SMPP with a line break,
+	 * NUL, other control or bytes that are not UTF-8 would forge or
+	 * break lines. And nothing more for a client that said goodbye.
+	 */
+	if (!(m->flags & DELIVER_F_LINE_TEXT) && !text_valid(m->text, m->len))
+		return DELIVER_UNFIT;
+	if (s != NULL && s->quitting)
+		return DELIVER_NO_ROUTE;
+	if (s != NULL && s->claiming)
+		return (m->flags & DELIVER_F_STORED) ? DELIVER_BUSY :
+		    msg_behind_login(c, s, m, flen);
+	v = msg_write(c, m, flen);
+	if (v == DELIVER_OK && (m->flags & DELIVER_F_STORED))
+		stored_wait_add(c, sess_of(c), m);
+	return v;
 }
 
 static void
@@ -716,6 +790,8 @@ router_on_close(struct conn *c)
 	if (s == NULL)
 		return;
 	sess_logout(s);
+	stored_wait_done(c, s, true);
+	free(s->sw);
 	while ((rp = s->head) != NULL) {
 		s->head = rp->next;
 		free(rp);
@@ -733,5 +809,7 @@ const struct proto proto_router = {
 	.owes_answers = router_owes_answers,
 	.on_deliver = router_on_deliver,
 	.on_verdict = router_on_verdict,
+	.on_sent = router_on_sent,
+	.reports_stored = true,
 	.messages_counter = COUNTER_MSG_ROUTER,
 };

@@ -44,6 +44,7 @@ struct smpp_sess {
 	bool	enq_pending;
 	bool	eof;			/* half-closed: close once answered */
 	bool	unbinding;		/* unbind_resp waits for answers */
+	bool	stopping;		/* SIGTERM: closes once answered */
 	uint32_t unbind_seq;
 	char	system_id[16];
 	struct route_owner me;
@@ -969,6 +970,8 @@ sess_maybe_done(struct conn *c, struct smpp_sess *s)
 		conn_close_after_flush(c, CONN_CLOSE_QUIT);
 	} else if (s->eof && !conn_is_held(c)) {
 		conn_close_after_flush(c, CONN_CLOSE_PEER);
+	} else if (s->stopping && s->inflight == 0) {
+		conn_close_after_flush(c, CONN_CLOSE_SHUTDOWN);
 	}
 }
 
@@ -982,7 +985,8 @@ smpp_dispatch(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		    SMPP_ESME_RINVBNDSTS, seq, NULL);
 		return 0;
 	}
-	if (s->unbinding && !(pdu->command_id & SMPP_RESP) &&
+	if ((s->unbinding || (s->stopping && pdu->command_id != SMPP_UNBIND)) &&
+	    !(pdu->command_id & SMPP_RESP) &&
 	    pdu->command_id != SMPP_GENERIC_NACK &&
 	    pdu->command_id != SMPP_ENQUIRE_LINK) {
 		/* The bind is ending: it only answers what we sent. */
@@ -1101,9 +1105,13 @@ smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 	 * Bounded in count and in bytes: queue_limit messages, and no more
 	 * memory than output_high_watermark, which a connection may hold
 	 * anyway. A message costs its text and its fields (~370 bytes).
+	 * The store's are bounded by the store (a few dozen per account) and
+	 * come in order: one refused here while a later one is taken would
+	 * arrive after it.
 	 */
-	if (s->qlen >= limit || s->qbytes + deliver_msg_size(m) >
-	    c->r->cf->limits.output_high_watermark)
+	if (!(m->flags & DELIVER_F_STORED) && (s->qlen >= limit ||
+	    s->qbytes + deliver_msg_size(m) >
+	    c->r->cf->limits.output_high_watermark))
 		return DELIVER_REFUSED;
 	if (s->qlen == s->qcap) {
 		unsigned cap = s->qcap ? s->qcap * 2 : 16;
@@ -1153,6 +1161,24 @@ smpp_on_eof(struct conn *c)
 		return false;
 	sess_leave(s);
 	s->eof = true;
+	return true;
+}
+
+/*
+ * The daemon is stopping. A receiver with deliver_sm outstanding takes no
+ * more messages but is still read, until their answers are in (or
+ * shutdown_timeout ends it): an answer not read would leave a message the
+ * ESME has in the store, to be sent again after the restart.
+ */
+static bool
+smpp_on_stop(struct conn *c)
+{
+	struct smpp_sess *s = c->pdata;
+
+	if (s == NULL || s->inflight == 0)
+		return false;
+	sess_leave(s);
+	s->stopping = true;
 	return true;
 }
 
@@ -1266,11 +1292,13 @@ const struct proto proto_smpp = {
 	.frame_len = smpp_proto_frame_len,
 	.on_message = smpp_on_message,
 	.on_eof = smpp_on_eof,
+	.on_stop = smpp_on_stop,
 	.on_close = smpp_on_close,
 	.owes_answers = smpp_owes_answers,
 	.on_deliver = smpp_on_deliver,
 	.on_verdict = smpp_on_verdict,
 	.on_tick = smpp_on_tick,
 	.confirms_delivery = true,
+	.reports_stored = true,
 	.messages_counter = COUNTER_MSG_SMPP,
 };

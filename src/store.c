@@ -65,6 +65,7 @@ struct store_acct {
 	uint64_t resume_ms;		/* no room at its sessions: wait */
 	uint64_t probe_at;		/* s: try other nodes again then */
 	bool	remote;			/* another node may hold it: send there */
+	struct route_owner inflight_to;	/* the session of what is in flight */
 	unsigned ninflight;
 	uint64_t inflight[STORE_ACCT_INFLIGHT];
 };
@@ -82,6 +83,7 @@ struct store {
 	bool	durable;		/* the open transaction acknowledges */
 	bool	failing;		/* writes fail: logged once */
 	bool	quiesced;		/* shutting down: nothing written */
+	bool	starved;		/* an account waited for STORE_INFLIGHT_MAX */
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
 	struct store_acct *dirty;
 	uint64_t id_seq;		/* the store's own message ids */
@@ -604,12 +606,21 @@ pump_one(struct store_rec *rec, void *arg)
 		cluster_send(NULL, m);
 		return --p->room == 0;
 	}
+	/*
+	 * An address one session holds alone (a router LOGIN) takes its
+	 * backlog from one session at a time: what is still in flight to one
+	 * that left comes back (or is written) before anything goes to the
+	 * next, which would otherwise get later messages first.
+	 */
 	if (!route_lookup(a->id, &owner) || owner.kind != ROUTE_OWNER_CONN ||
-	    (r = reactor_get(owner.conn.reactor)) == NULL) {
+	    (r = reactor_get(owner.conn.reactor)) == NULL ||
+	    (a->ninflight > 0 && !route_owner_eq(&owner, &a->inflight_to) &&
+	    route_is_claimed(a->id))) {
 		p->offline = true;
 		a->cursor = m->id - 1;
 		return 1;
 	}
+	a->inflight_to = owner;
 	rec->m = NULL;
 	m->flags |= DELIVER_F_STORED | DELIVER_F_NO_VERDICT;
 	m->store_acct = a;
@@ -636,6 +647,8 @@ pump(struct store_acct *a)
 		 * Refilled from half empty: one scan hands out a batch, not
 		 * a message per answer.
 		 */
+		if (S.ninflight >= STORE_INFLIGHT_MAX)
+			S.starved = true;
 		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
 		    S.ninflight >= STORE_INFLIGHT_MAX ||
 		    a->ninflight > STORE_ACCT_INFLIGHT / 2)
@@ -656,6 +669,21 @@ pump(struct store_acct *a)
 			return;
 		}
 	}
+}
+
+/*
+ * Accounts that found every place in flight taken wait for no answer of
+ * their own: once half the places are free, they are all tried again.
+ */
+static void
+unstarve(void)
+{
+	if (!S.starved || S.ninflight > STORE_INFLIGHT_MAX / 2)
+		return;
+	S.starved = false;
+	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
+		if (a->count > a->ninflight)
+			mark_dirty(a);
 }
 
 static void
@@ -684,6 +712,7 @@ after_batch(struct service *svc, void *arg)
 	(void)svc;
 	(void)arg;
 	group_commit();
+	unstarve();
 	pump_dirty();
 	publish_counts();
 }

@@ -234,6 +234,210 @@ START_TEST(test_store_full)
 }
 END_TEST
 
+/* Texts "n<i>-" plus filler to 200 bytes: a line is about 230 bytes. */
+static void
+filler_text(char *buf, size_t cap, int i)
+{
+	int n = snprintf(buf, cap, "n%d-", i);
+
+	while ((size_t)n < cap - 1 && n < 200)
+		buf[n++] = 'f';
+	buf[n] = '\0';
+}
+
+/* Pipelined SENDs of filler texts [from, upto) to bob; all must be OK. */
+static void
+send_fillers(int fd, int from, int upto)
+{
+	char cmd[300], text[256], line[256];
+
+	for (int i = from; i < upto; i++) {
+		int n;
+
+		filler_text(text, sizeof(text), i);
+		n = snprintf(cmd, sizeof(cmd), "SEND bob %s\n", text);
+		ck_assert_int_eq(send_all(fd, cmd, (size_t)n), 0);
+	}
+	for (int i = from; i < upto; i++) {
+		ck_assert_int_gt(recv_line(fd, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		ck_assert_msg(strncmp(line, "OK ", 3) == 0, "SEND %d: %s", i,
+		    line);
+	}
+}
+
+/*
+ * Reads MSG lines of filler texts from fd until it closes or is quiet for
+ * quiet_ms, counting each index in seen[0..n). Returns the lines read.
+ */
+static int
+read_fillers(int fd, unsigned char *seen, int n, int quiet_ms)
+{
+	char line[512], text[256];
+	int got = 0, i;
+
+	while (recv_line(fd, line, sizeof(line), quiet_ms) > 0) {
+		const char *p = strchr(line + 4, ' ');
+
+		/* A line cut short by the kill has no LF: not received. */
+		if (strncmp(line, "MSG ", 4) != 0 || p == NULL ||
+		    strchr(line, '\n') == NULL ||
+		    sscanf(p, " alice n%d-", &i) != 1 || i < 0 || i >= n)
+			continue;
+		filler_text(text, sizeof(text), i);
+		ck_assert_msg(strncmp(p + 7, text, strlen(text)) == 0,
+		    "bad text: %s", line);
+		if (seen[i] < 255)
+			seen[i]++;
+		got++;
+	}
+	return got;
+}
+
+/*
+ * A stored message leaves the store only once its bytes have left the
+ * daemon (written to the socket), not when they are queued in its own
+ * output buffer. 20,000 stored for bob; bob logs in and reads nothing for
+ * 3 s, so that the kernel's buffers and the daemon's fill; kill -9. bob
+ * then reads what the kernel had, and after a restart the rest: every
+ * message, none twice (all was quiet for 3 s before the kill).
+ */
+START_TEST(test_stored_leave_once_written)
+{
+	enum { N = 20000 };
+	char *dir = harness_mkdtemp(), *path = store_path(dir);
+	char *conf = store_conf(path, "");
+	struct daemon *d = daemon_start(conf, NULL);
+	unsigned char *seen = calloc(N, 1);
+	int a, b, before, after, missing = 0, twice = 0;
+
+	ck_assert_ptr_nonnull(seen);
+	a = login(d, "alice", "a");
+	for (int i = 0; i < N; i += 500)
+		send_fillers(a, i, i + 500);
+	close(a);
+	b = login(d, "bob", "b");
+	harness_sleep_ms(3000);
+	ck_assert_int_eq(daemon_signal(d, SIGKILL), 0);
+	ck_assert_int_ge(daemon_wait_exit(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	before = read_fillers(b, seen, N, 2000);
+	close(b);
+	d = daemon_start(conf, NULL);
+	b = login(d, "bob", "b");
+	after = read_fillers(b, seen, N, 2000);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	for (int i = 0; i < N; i++) {
+		missing += seen[i] == 0;
+		twice += seen[i] > 1;
+	}
+	fprintf(stderr, "stored_leave_once_written: before the kill %d, "
+	    "after %d, missing %d, twice %d\n", before, after, missing, twice);
+	ck_assert_msg(missing == 0, "%d of %d messages lost (read %d before "
+	    "the kill, %d after)", missing, N, before, after);
+	ck_assert_msg(twice == 0, "%d messages came twice", twice);
+	free(seen);
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
+/*
+ * Reads bob's MSG lines of filler texts on fd, slowly (a pause every 100
+ * lines), checking each index comes after the last one (*last) and counting
+ * it in seen, until the connection ends, quit lines have come (0: no
+ * limit), or 3 s pass with nothing. Returns the MSG lines read.
+ */
+static int
+read_slowly(int fd, unsigned char *seen, int n, int *last, int *misordered,
+    int quit)
+{
+	char line[512];
+	int got = 0, i;
+
+	while (recv_line(fd, line, sizeof(line), 3000) > 0) {
+		const char *p = strchr(line + 4, ' ');
+
+		if (strncmp(line, "MSG ", 4) != 0 || p == NULL ||
+		    sscanf(p, " alice n%d-", &i) != 1 || i < 0 || i >= n)
+			continue;
+		if (i <= *last)
+			(*misordered)++;
+		*last = i;
+		if (seen[i] < 255)
+			seen[i]++;
+		if (++got % 100 == 0)
+			harness_sleep_ms(20);
+		if (quit > 0 && got == quit)
+			break;
+	}
+	return got;
+}
+
+/*
+ * A backlog keeps its order (one sender: id order) while it drains to a
+ * client slower than the daemon, whose output keeps reaching
+ * output_high_watermark, and who quits (reading what it was sent to the
+ * end) and logs in again every 4,000 messages: every message arrives
+ * once, in order, within a bound.
+ */
+START_TEST(test_stored_drain_keeps_order)
+{
+	enum { N = 20000 };
+	char *dir = harness_mkdtemp(), *path = store_path(dir), *conf;
+	char *base = store_conf(path, "");
+	unsigned char *seen = calloc(N, 1);
+	int a, b, last = -1, misordered = 0, got = 0, missing = 0, twice = 0;
+	uint64_t deadline;
+	struct daemon *d;
+
+	ck_assert_ptr_nonnull(seen);
+	if (asprintf(&conf, "%slimits = { output_high_watermark = 4096; };\n",
+	    base) < 0)
+		ck_abort_msg("asprintf");
+	d = daemon_start(conf, NULL);
+	a = login(d, "alice", "a");
+	for (int i = 0; i < N; i += 500)
+		send_fillers(a, i, i + 500);
+	close(a);
+	deadline = harness_now_ms() + 40000;
+	while (got < N && harness_now_ms() < deadline) {
+		int n;
+
+		b = login(d, "bob", "b");
+		n = read_slowly(b, seen, N, &last, &misordered, 4000);
+		got += n;
+		if (n == 4000) {
+			/* QUIT, and what was sent before OK BYE, to the end. */
+			ck_assert_int_eq(send_all(b, "QUIT\n", 5), 0);
+			got += read_slowly(b, seen, N, &last, &misordered, 0);
+		}
+		close(b);
+		if (n < 4000)
+			break;
+	}
+	for (int i = 0; i < N; i++) {
+		missing += seen[i] == 0;
+		twice += seen[i] > 1;
+	}
+	fprintf(stderr, "stored_drain_keeps_order: read %d, misordered %d, "
+	    "missing %d, twice %d\n", got, misordered, missing, twice);
+	ck_assert_msg(misordered == 0 && missing == 0 && twice == 0,
+	    "%d out of order, %d missing, %d twice (read %d)", misordered,
+	    missing, twice, got);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(seen);
+	free(conf);
+	free(base);
+	free(path);
+	free(dir);
+}
+END_TEST
+
 /* Starts on path and expects exit 1 with the file named in the log. */
 static void
 expect_refused(const char *path)
@@ -350,6 +554,17 @@ store_suite(void)
 	tcase_add_test(tc, test_only_accounts_are_stored);
 	tcase_add_test(tc, test_store_full);
 	tcase_add_test(tc, test_bad_store_files);
+#endif
+	suite_add_tcase(s, tc);
+	/*
+	 * What a stored message's delivery promises when the daemon dies or
+	 * stops: big backlogs, so a case of their own (CK_RUN_CASE=durable).
+	 */
+	tc = tcase_create("durable");
+	tcase_set_timeout(tc, 300);
+#if ER_WITH_SQLITE
+	tcase_add_test(tc, test_stored_leave_once_written);
+	tcase_add_test(tc, test_stored_drain_keeps_order);
 #endif
 	suite_add_tcase(s, tc);
 	return s;

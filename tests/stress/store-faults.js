@@ -2,6 +2,7 @@
 //   crash        kill -9 during a storm of SENDs to offline accounts
 //   crash-drain  kill -9 while a recipient drains its backlog
 //   diskfull     a full filesystem (root: a small tmpfs), then room again
+//   order        1,000 backlogs drained at once, five times: per-sender order
 // Each prints its counts and exits 0 when they hold. Only loopback, only the
 // daemons it started, every wait bounded.
 'use strict';
@@ -349,7 +350,93 @@ async function diskfull(dir) {
 	}
 }
 
-const scenarios = { crash, 'crash-drain': crashDrain, diskfull };
+// A config of n recipient accounts r<i> and n senders s<i>.
+function orderConf(db, n) {
+	const accounts = [];
+	for (let i = 0; i < n; i++)
+		accounts.push(`{ id = "r${i}"; password = "p"; }`, `{ id = "s${i}"; password = "p"; }`);
+	return `dispatchers = 2;
+idle_timeout = 0;
+listeners = ( { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; } );
+accounts = ( ${accounts.join(',\n  ')} );
+store = { path = "${db}"; };
+`;
+}
+
+// One round: n senders keep 16 SENDs each in flight to their offline
+// recipient for 3 s; then the n recipients log in at once and drain.
+// Every OK must arrive, once, in the order sent.
+async function orderRound(d, n, round) {
+	const acked = [];
+	const state = { stop: false };
+	const senders = [];
+	for (let i = 0; i < n; i++) {
+		const c = await login(d.port, `s${i}`, 'p');
+		const ok = new Set();
+		acked.push(ok);
+		storm(c, `s${i}`, [`r${i}`], 16, ok, state);
+		senders.push(c);
+	}
+	await sleep(3000);
+	state.stop = true;
+	// The answers still owed: every SEND sent gets one.
+	await until(() => senders.every((c, i) => c.lines.length >= acked[i].size), 'answers', 30000).catch(() => {});
+	await sleep(500);
+	for (const c of senders)
+		c.sock.destroy();
+	const total = acked.reduce((t, s) => t + s.size, 0);
+	const last = new Array(n).fill(-1);
+	const got = new Array(n).fill(0);
+	let misordered = 0, arrived = 0, stray = 0;
+	const start = Date.now();
+	const recvs = [];
+	for (let i = 0; i < n; i++)
+		recvs.push(login(d.port, `r${i}`, 'p', (line) => {
+			const m = /^MSG \d+ s(\d+) s\d+-(\d+)$/.exec(line);
+			if (!m || Number(m[1]) !== i) {
+				stray++;
+				return;
+			}
+			const k = Number(m[2]);
+			if (k <= last[i])
+				misordered++;
+			last[i] = k;
+			got[i]++;
+			arrived++;
+		}));
+	const rs = await Promise.all(recvs);
+	await until(() => arrived >= total, 'the drain', 60000).catch(() => {});
+	const took = Date.now() - start;
+	await sleep(300);
+	let missing = 0;
+	for (let i = 0; i < n; i++)
+		if (got[i] < acked[i].size)
+			missing += acked[i].size - got[i];
+	for (const c of rs)
+		c.sock.destroy();
+	console.log(`order round ${round}: acknowledged=${total} arrived=${arrived} ` +
+	    `misordered=${misordered} missing=${missing} stray=${stray} drain_ms=${took}`);
+	return misordered + missing + stray + (arrived - total > 0 ? arrived - total : 0);
+}
+
+async function order(dir) {
+	const n = Number(process.env.STRESS_ORDER_ACCOUNTS || 1000);
+	const rounds = Number(process.env.STRESS_ORDER_ROUNDS || 5);
+	const d = await start(dir, orderConf(path.join(dir, 'store.db'), n));
+	let bad = 0;
+	try {
+		for (let r = 1; r <= rounds; r++)
+			bad += await orderRound(d, n, r);
+	} catch (e) {
+		await kill9(d);
+		throw e;
+	}
+	await stop(d);
+	if (bad > 0)
+		throw new Error(`${bad} messages out of order, missing or extra`);
+}
+
+const scenarios = { crash, 'crash-drain': crashDrain, diskfull, order };
 
 (async () => {
 	const name = process.argv[2];
