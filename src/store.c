@@ -381,8 +381,13 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	snprintf(rec.account, sizeof(rec.account), "%s", a->id);
 	rec.state = STORE_ENROUTE;
 	rec.due = m->due;
+	/*
+	 * The default validity counts from when the message is due: a
+	 * schedule past it would otherwise expire before its time.
+	 */
 	rec.expires = m->expires != 0 ? m->expires :
-	    m->submitted + sc->default_validity;
+	    (m->due > m->submitted ? m->due : m->submitted) +
+	    sc->default_validity;
 	if (!txn(true) || S.ops->put(S.b, &rec) < 0) {
 		write_failed("a write");
 		write_error();
@@ -1043,6 +1048,8 @@ replace_rec(struct store_req *q, struct store_rec *rec)
 		rec->due = q->due;
 	if (q->expires != 0)
 		rec->expires = q->expires;
+	else if (rec->expires <= rec->due)
+		rec->expires = rec->due + S.cf->store.default_validity;
 	m->registered_delivery = q->registered_delivery;
 	if (!txn(true) || S.ops->update(S.b, rec) < 0)
 		return;
