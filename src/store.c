@@ -82,6 +82,8 @@ struct store {
 	bool	durable;		/* the open transaction acknowledges */
 	bool	failing;		/* writes fail: logged once */
 	bool	quiesced;		/* shutting down: nothing written */
+	/* The file was removed or replaced under us: store nothing more. */
+	atomic_bool lost;
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
 	struct store_acct *dirty;
 	uint64_t id_seq;		/* the store's own message ids */
@@ -237,8 +239,10 @@ store_stats_append(char *buf, size_t len, bool status)
 	store_get_stats(&st);
 	age = st.oldest != 0 && now > st.oldest ? now - st.oldest : 0;
 	if (status)
-		snprintf(buf + used, len - used, ", %llu stored, oldest %llu s",
-		    (unsigned long long)st.messages, (unsigned long long)age);
+		snprintf(buf + used, len - used, ", %llu stored, oldest %llu s%s",
+		    (unsigned long long)st.messages, (unsigned long long)age,
+		    atomic_load(&S.lost) ? ", STORE FILE LOST: refusing "
+		    "messages, restart" : "");
 	else
 		snprintf(buf + used, len - used, " stored=%llu stored_bytes=%llu "
 		    "stored_oldest_age=%llu", (unsigned long long)st.messages,
@@ -304,6 +308,8 @@ static void group_failed(void);
 static enum deliver_verdict
 refusal(void)
 {
+	if (atomic_load_explicit(&S.lost, memory_order_relaxed))
+		return DELIVER_STORE_LOST;
 	return S.failing && S.cf->store.jetstream ? DELIVER_UNAVAILABLE :
 	    DELIVER_FULL;
 }
@@ -372,7 +378,8 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	struct store_rec rec;
 
 	if (S.nmessages >= sc->max_messages || S.nbytes + b > sc->max_bytes ||
-	    a->count >= sc->account_max_messages)
+	    a->count >= sc->account_max_messages ||
+	    atomic_load_explicit(&S.lost, memory_order_relaxed))
 		return false;
 	if (m->submitted == 0)
 		m->submitted = now;
@@ -927,6 +934,22 @@ publish_stats(void)
 	atomic_store(&S.st_oldest, oldest);
 }
 
+/*
+ * Once a second: the file may have been deleted or replaced under us,
+ * and what is acknowledged into a removed file no restart finds.
+ */
+static void
+check_file(void)
+{
+	if (S.ops->check == NULL || atomic_load(&S.lost) ||
+	    S.ops->check(S.b) == 0)
+		return;
+	atomic_store(&S.lost, true);
+	log_err("store: %s was removed or replaced while in use: refusing "
+	    "messages until a restart (what it holds is still delivered)",
+	    S.cf->store.path);
+}
+
 static void
 tick(struct service *svc, void *arg)
 {
@@ -944,6 +967,7 @@ tick(struct service *svc, void *arg)
 		}
 	if (now != S.last_second) {
 		S.last_second = now;
+		check_file();
 		expire(now);
 		for (struct store_acct *a = acct_first(); a != NULL; a = a->all) {
 			if (a->rescan_at != 0 && a->rescan_at <= now) {

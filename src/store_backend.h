@@ -95,6 +95,13 @@ struct store_backend_ops {
 	 */
 	int	(*poll)(struct store_backend *b);
 	/*
+	 * Optional, once a second: 0 while the files the store has open are
+	 * still the ones its path names, -1 once one was removed or replaced
+	 * under the daemon (what is written after goes where no restart will
+	 * find it).
+	 */
+	int	(*check)(struct store_backend *b);
+	/*
 	 * Optional, at shutdown once nothing more comes: lets go of what the
 	 * backend shares with others (JetStream: the NATS connection, before
 	 * the cluster ends the NATS library). Every write fails after it.

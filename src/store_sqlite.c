@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -20,6 +21,8 @@
 /* PRAGMA application_id of our files: "ERDS". */
 #define STORE_APP_ID	0x45524453
 #define STORE_VERSION	1
+#define STR_(x)		#x
+#define STR(x)		STR_(x)
 
 static const char schema[] =
     "CREATE TABLE msg ("
@@ -86,6 +89,12 @@ struct store_backend {
 	bool	sync_full;		/* the configured sync */
 	int	synchronous;		/* what the connection has now */
 	char	path[4096];
+	/* The files opened, to see that nobody removes or replaces them. */
+	struct file_id {
+		dev_t	dev;
+		ino_t	ino;
+		bool	known;
+	} db_id, wal_id;
 };
 
 /* The SMPP fields, packed: version, numbers, fixed-width strings. */
@@ -361,6 +370,40 @@ check_file(struct store_backend *b, bool readonly)
 	return NULL;
 }
 
+/*
+ * Whether path is still the file seen first (remembered then). A file not
+ * there yet (the WAL before SQLite makes it) is not a change.
+ */
+static bool
+same_file(const char *path, struct file_id *id)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return !id->known;
+	if (!id->known) {
+		id->dev = st.st_dev;
+		id->ino = st.st_ino;
+		id->known = true;
+		return true;
+	}
+	return st.st_dev == id->dev && st.st_ino == id->ino &&
+	    st.st_nlink > 0;
+}
+
+static int
+sqlite_check(struct store_backend *b)
+{
+	char wal[sizeof(b->path) + 8];
+
+	snprintf(wal, sizeof(wal), "%s-wal", b->path);
+	if (!same_file(b->path, &b->db_id) || !same_file(wal, &b->wal_id)) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
+}
+
 static struct store_backend *
 sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 {
@@ -424,6 +467,14 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 			sqlite_close(b);
 			return NULL;
 		}
+	/*
+	 * The files as opened, for sqlite_check. A first write makes the
+	 * WAL, which SQLite may otherwise open only later; on a full disk
+	 * the first commit that works shows it.
+	 */
+	(void)sqlite3_exec(b->db, "PRAGMA user_version = " STR(STORE_VERSION),
+	    NULL, NULL, NULL);
+	sqlite_check(b);
 	return b;
 }
 
@@ -453,8 +504,11 @@ sqlite_begin(struct store_backend *b, bool durable)
 static int
 sqlite_commit(struct store_backend *b)
 {
-	if (sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+	if (sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) {
+		if (!b->wal_id.known)
+			sqlite_check(b);
 		return 0;
+	}
 	/* A failed COMMIT may leave the transaction open: end it. */
 	if (!sqlite3_get_autocommit(b->db))
 		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
@@ -625,4 +679,5 @@ const struct store_backend_ops store_sqlite_ops = {
 	.backlogs = sqlite_backlogs,
 	.oldest = sqlite_oldest,
 	.max_id = sqlite_max_id,
+	.check = sqlite_check,
 };

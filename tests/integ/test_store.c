@@ -336,6 +336,92 @@ START_TEST(test_bad_store_files)
 }
 END_TEST
 
+/* How many times s is in the daemon's log. */
+static int
+log_count(struct daemon *d, const char *s)
+{
+	char *log = daemon_log(d);
+	int n = 0;
+
+	for (const char *p = log; (p = strstr(p, s)) != NULL; p++)
+		n++;
+	free(log);
+	return n;
+}
+
+/*
+ * The file (or its WAL) at victim is deleted under the running daemon:
+ * within a few seconds SENDs are refused, the error is logged once and
+ * STATUS= says so; what was stored before is still delivered.
+ */
+static void
+check_removed(const char *victim_suffix)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir), *victim;
+	char *conf = store_conf(path, "");
+	struct daemon *d = daemon_start(conf, NULL);
+	uint64_t deadline;
+	char line[256];
+	int a, b, oks = 0, refused = 0;
+
+	if (asprintf(&victim, "%s%s", path, victim_suffix) < 0)
+		ck_abort_msg("asprintf");
+	a = login(d, "alice", "a");
+	send_range(a, "bob", "m", 1, 6);
+	ck_assert_int_eq(unlink(victim), 0);
+	/* Checked once a second: a few OKs may still land before. */
+	deadline = harness_now_ms() + 10000;
+	while (refused < 3 && harness_now_ms() < deadline) {
+		ck_assert_int_eq(send_all(a, "SEND bob after\n", 15), 0);
+		ck_assert_int_gt(recv_line(a, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		if (strncmp(line, "OK ", 3) == 0) {
+			oks++;
+			harness_sleep_ms(100);
+		} else {
+			ck_assert_msg(strncmp(line, "ERR 503 ", 8) == 0 &&
+			    strstr(line, "store unavailable") != NULL,
+			    "got %s", line);
+			refused++;
+		}
+	}
+	ck_assert_msg(refused == 3, "%s deleted: still storing after 10 s "
+	    "(%d OK)", victim, oks);
+	ck_assert_int_eq(log_count(d, "was removed or replaced"), 1);
+	ck_assert_msg(daemon_wait_status(d, "STORE FILE LOST", 15000),
+	    "STATUS= does not say the file is lost");
+	/* Nothing acknowledged is dropped from the running daemon. */
+	b = login(d, "bob", "b");
+	for (int i = 1; i <= 5; i++) {
+		char text[16];
+
+		snprintf(text, sizeof(text), "m%d", i);
+		expect_msg(b, "alice", text);
+	}
+	for (int i = 0; i < oks; i++)
+		expect_msg(b, "alice", "after");
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(victim);
+	free(conf);
+	free(path);
+	free(dir);
+}
+
+START_TEST(test_store_file_deleted_refuses)
+{
+	check_removed("");
+}
+END_TEST
+
+START_TEST(test_store_wal_deleted_refuses)
+{
+	check_removed("-wal");
+}
+END_TEST
+
 #endif
 
 Suite *
@@ -350,6 +436,8 @@ store_suite(void)
 	tcase_add_test(tc, test_only_accounts_are_stored);
 	tcase_add_test(tc, test_store_full);
 	tcase_add_test(tc, test_bad_store_files);
+	tcase_add_test(tc, test_store_file_deleted_refuses);
+	tcase_add_test(tc, test_store_wal_deleted_refuses);
 #endif
 	suite_add_tcase(s, tc);
 	return s;
