@@ -67,6 +67,22 @@ struct store_acct {
 	bool	remote;			/* another node may hold it: send there */
 	unsigned ninflight;
 	uint64_t inflight[STORE_ACCT_INFLIGHT];
+	/*
+	 * Delivered or failed, their final state not yet committed: kept
+	 * (with the message, for its receipt) until it is, and while one is
+	 * not even written the account gets nothing more, so that a full disk
+	 * pauses it instead of sending the same messages again and again.
+	 * Each was in flight: with inflight, at most STORE_ACCT_INFLIGHT.
+	 */
+	struct store_mark {
+		struct deliver_msg *m;
+		uint8_t	state;		/* the final enum store_state */
+		bool	written;	/* in the open transaction */
+	} marks[STORE_ACCT_INFLIGHT];
+	unsigned nmarks;
+	unsigned nunwritten;
+	struct store_acct *marking_next; /* S.marking: nmarks is not 0 */
+	bool	marking;
 };
 
 struct store {
@@ -86,6 +102,8 @@ struct store {
 	atomic_bool lost;
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
 	struct store_acct *dirty;
+	struct store_acct *marking;	/* accounts with marks to finish */
+	uint64_t mark_retry_ms;		/* failing: marks written again then */
 	uint64_t id_seq;		/* the store's own message ids */
 	uint64_t nmessages;
 	uint64_t nbytes;
@@ -270,6 +288,18 @@ inflight_has(const struct store_acct *a, uint64_t id)
 	return false;
 }
 
+/* Whether id is out: at a session, or its final state not committed. */
+static bool
+acct_has_out(const struct store_acct *a, uint64_t id)
+{
+	if (inflight_has(a, id))
+		return true;
+	for (unsigned i = 0; i < a->nmarks; i++)
+		if (a->marks[i].m->id == id)
+			return true;
+	return false;
+}
+
 static bool
 inflight_del(struct store_acct *a, uint64_t id)
 {
@@ -338,11 +368,23 @@ write_failed(const char *what)
 	S.failing = true;
 }
 
+/*
+ * Whether the backend has no room for new messages (the space it keeps
+ * for marks and deletes is spent) though it may write those.
+ */
+static bool
+backend_full(void)
+{
+	return S.ops->full != NULL && S.ops->full(S.b);
+}
+
 static void
 write_ok(void)
 {
-	if (S.failing)
-		log_info("store: writing again");
+	/* Marks written from the reserve do not end the episode. */
+	if (!S.failing || backend_full())
+		return;
+	log_info("store: writing again");
 	S.failing = false;
 }
 
@@ -381,6 +423,10 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	    a->count >= sc->account_max_messages ||
 	    atomic_load_explicit(&S.lost, memory_order_relaxed))
 		return false;
+	if (backend_full()) {
+		write_failed("a write");
+		return false;
+	}
 	if (m->submitted == 0)
 		m->submitted = now;
 	memset(&rec, 0, sizeof(rec));
@@ -456,7 +502,8 @@ resync_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 /*
  * After a group was rolled back, the counts are made again from the file:
  * what the group stored is not there, and what it marked delivered or
- * expired is waiting again (it goes out again: at least once). held keeps
+ * expired is waiting again: the marks are written again (marks_unwrite),
+ * the expired go out again (at least once). held keeps
  * what reactors posted since (held - count is just that, whatever the
  * group did), as reactors go on changing it meanwhile.
  */
@@ -479,6 +526,9 @@ resync(void)
 		log_err("store: cannot count the backlogs again");
 }
 
+static void marks_unwrite(void);
+static void marks_committed(void);
+
 /* The group failed: nothing of it is stored; refuse its puts. */
 static void
 group_failed(void)
@@ -486,6 +536,7 @@ group_failed(void)
 	struct mailbox_task *t, *next;
 
 	write_failed("a commit");
+	marks_unwrite();
 	for (t = S.waiting; t != NULL; t = next) {
 		struct deliver_msg *m = t->arg;
 
@@ -511,6 +562,7 @@ group_commit(void)
 			return;
 		}
 		atomic_fetch_add(&S.st_commits, 1);
+		marks_committed();
 		write_ok();
 	}
 	for (t = S.waiting; t != NULL; t = next) {
@@ -588,7 +640,7 @@ pump_one(struct store_rec *rec, void *arg)
 	struct reactor *r;
 
 	a->cursor = m->id;
-	if (inflight_has(a, m->id))
+	if (acct_has_out(a, m->id))
 		return 0;
 	if (rec->due > p->now) {
 		if (a->rescan_at == 0 || rec->due < a->rescan_at)
@@ -649,14 +701,14 @@ pump(struct store_acct *a)
 		 * a message per answer.
 		 */
 		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
-		    S.ninflight >= STORE_INFLIGHT_MAX ||
-		    a->ninflight > STORE_ACCT_INFLIGHT / 2)
+		    S.ninflight >= STORE_INFLIGHT_MAX || a->nunwritten > 0 ||
+		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
 			return;
 		/* Held here, or (in a cluster) perhaps on another node. */
 		p.remote = !route_is_held(a->id);
 		if (p.remote && !(a->remote && cluster_up()))
 			return;
-		p.room = STORE_ACCT_INFLIGHT - a->ninflight;
+		p.room = STORE_ACCT_INFLIGHT - a->ninflight - a->nmarks;
 		if (p.room > global)
 			p.room = global;
 		n = S.ops->scan(S.b, a->id, a->cursor, p.room + a->ninflight,
@@ -710,6 +762,109 @@ backoff(uint32_t attempts)
 	return s < STORE_RETRY_MAX_S ? s : STORE_RETRY_MAX_S;
 }
 
+/*
+ * Writes k's final state into the open group (and the receipt it makes).
+ * false: it failed, and the account stays paused.
+ */
+static bool
+mark_write(struct store_acct *a, struct store_mark *k)
+{
+	struct deliver_msg *m = k->m;
+
+	if (!txn(false) || S.ops->mark(S.b, m->id, k->state, wall_now(), 0,
+	    m->attempts) < 0) {
+		write_failed("a write");
+		write_error();
+		return false;
+	}
+	k->written = true;
+	a->nunwritten--;
+	acct_leave(a, m);
+	if (!(m->flags & DELIVER_F_VIA_NODE))
+		receipt(m, k->state == STORE_DELIVERED_STATE ?
+		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
+	return true;
+}
+
+/* m (taken) reached a final state: marked in the group, kept till commit. */
+static void
+mark_add(struct store_acct *a, struct deliver_msg *m, uint8_t state)
+{
+	struct store_mark *k = &a->marks[a->nmarks++];
+
+	/* A message goes from inflight to here: pump leaves room for both. */
+	if (a->nmarks > STORE_ACCT_INFLIGHT)
+		fatalx("store: %s: more marks than in flight", a->id);
+	k->m = m;
+	k->state = state;
+	k->written = false;
+	a->nunwritten++;
+	if (!a->marking) {
+		a->marking = true;
+		a->marking_next = S.marking;
+		S.marking = a;
+	}
+	/*
+	 * Behind marks that failed it waits for the tick's retry: a full
+	 * disk is not tried once per message.
+	 */
+	if (a->nunwritten == 1)
+		mark_write(a, k);
+}
+
+/* The group's commit made its marks durable: they are done. */
+static void
+marks_committed(void)
+{
+	struct store_acct **pa = &S.marking, *a;
+
+	while ((a = *pa) != NULL) {
+		unsigned j = 0;
+
+		for (unsigned i = 0; i < a->nmarks; i++) {
+			if (a->marks[i].written)
+				free(a->marks[i].m);
+			else
+				a->marks[j++] = a->marks[i];
+		}
+		a->nmarks = j;
+		if (j > 0) {
+			pa = &a->marking_next;
+			continue;
+		}
+		a->marking = false;
+		*pa = a->marking_next;
+		mark_dirty(a);		/* paused for its marks: go on */
+	}
+}
+
+/* The group was rolled back: its marks are to be written again. */
+static void
+marks_unwrite(void)
+{
+	for (struct store_acct *a = S.marking; a != NULL; a = a->marking_next) {
+		for (unsigned i = 0; i < a->nmarks; i++)
+			a->marks[i].written = false;
+		a->nunwritten = a->nmarks;
+	}
+}
+
+/* Tries again the marks that could not be written: once a second. */
+static void
+marks_retry(void)
+{
+	uint64_t ms = mono_ms();
+
+	if (S.marking == NULL || ms < S.mark_retry_ms)
+		return;
+	S.mark_retry_ms = ms + 1000;
+	for (struct store_acct *a = S.marking; a != NULL; a = a->marking_next)
+		for (unsigned i = 0; i < a->nmarks; i++)
+			if (!a->marks[i].written &&
+			    !mark_write(a, &a->marks[i]))
+				return;
+}
+
 static void
 outcome(struct deliver_msg *m, enum store_outcome o)
 {
@@ -723,20 +878,10 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 	switch (o) {
 	case STORE_DELIVERED:
 	case STORE_FAILED:
-		if (!txn(false) || S.ops->mark(S.b, m->id, o == STORE_DELIVERED ?
-		    STORE_DELIVERED_STATE : STORE_UNDELIVERABLE, now, 0,
-		    m->attempts) < 0) {
-			/* Still ENROUTE in the file: delivered again. */
-			write_failed("a write");
-			write_error();
-			a->cursor = 0;
-			break;
-		}
-		acct_leave(a, m);
-		if (!(m->flags & DELIVER_F_VIA_NODE))
-			receipt(m, o == STORE_DELIVERED ?
-			    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
-		break;
+		mark_add(a, m, o == STORE_DELIVERED ? STORE_DELIVERED_STATE :
+		    STORE_UNDELIVERABLE);
+		mark_dirty(a);
+		return;
 	case STORE_RETRY:
 		m->attempts++;
 		m->due = now + backoff(m->attempts);
@@ -904,7 +1049,7 @@ expire(uint64_t now)
 		struct store_rec *rec = &l.v[i];
 		struct store_acct *a = acct_get(rec->account);
 
-		if (inflight_has(a, rec->m->id))
+		if (acct_has_out(a, rec->m->id))
 			continue;
 		if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_EXPIRED,
 		    now, rec->due, rec->attempts) < 0)
@@ -997,6 +1142,7 @@ tick(struct service *svc, void *arg)
 				    10000);
 		}
 	}
+	marks_retry();
 	group_commit();
 	pump_dirty();
 	publish_counts();
@@ -1024,7 +1170,7 @@ cancel_rec(struct store_req *q, struct store_rec *rec)
 
 	if (rec->state != STORE_ENROUTE ||
 	    strcmp(rec->m->reply_to, q->submitter) != 0 ||
-	    inflight_has(a, rec->m->id))
+	    acct_has_out(a, rec->m->id))
 		return false;
 	if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_DELETED,
 	    wall_now(), rec->due, rec->attempts) < 0)
@@ -1055,7 +1201,7 @@ replace_rec(struct store_req *q, struct store_rec *rec)
 	uint64_t before = store_msg_bytes(m);
 
 	if (rec->state != STORE_ENROUTE || strcmp(m->reply_to,
-	    q->submitter) != 0 || inflight_has(a, m->id))
+	    q->submitter) != 0 || acct_has_out(a, m->id))
 		return;
 	if (q->has_text) {
 		struct deliver_msg *n = deliver_msg_new(q->len);
@@ -1326,8 +1472,11 @@ store_close(void)
 	S.b = NULL;
 	for (a = acct_first(); a != NULL; a = next) {
 		next = a->all;
+		for (unsigned i = 0; i < a->nmarks; i++)
+			free(a->marks[i].m);
 		free(a);
 	}
+	S.marking = NULL;
 	atomic_store(&S.all, NULL);
 	atomic_store(&S.nholding, 0);
 	memset(S.buckets, 0, sizeof(S.buckets));

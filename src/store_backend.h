@@ -95,6 +95,12 @@ struct store_backend_ops {
 	 */
 	int	(*poll)(struct store_backend *b);
 	/*
+	 * Optional: true while there is no room for new messages (the space
+	 * the backend keeps for marks and deletes on a full disk is spent);
+	 * marks, updates and purges may still be written.
+	 */
+	bool	(*full)(struct store_backend *b);
+	/*
 	 * Optional, once a second: 0 while the files the store has open are
 	 * still the ones its path names, -1 once one was removed or replaced
 	 * under the daemon (what is written after goes where no restart will

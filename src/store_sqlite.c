@@ -4,12 +4,15 @@
  * look with sqlite3(1). Only the store thread calls this.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -23,6 +26,23 @@
 #define STORE_VERSION	1
 #define STR_(x)		#x
 #define STR(x)		STR_(x)
+
+/*
+ * Space kept beside the store (<path>-reserve) so that a full disk still
+ * lets deliveries be marked and rows be deleted: it is given back when a
+ * write fails for want of room, and new messages are refused until the
+ * filesystem has it again plus a margin.
+ */
+#define RESERVE_BYTES	((off_t)4 << 20)
+#define RESERVE_MARGIN	((uint64_t)1 << 20)
+/*
+ * WAL pages between checkpoints: 16,384 (64 MiB) normally, 256 (1 MiB)
+ * once the filesystem has less than LOW_SPACE free, so that what a
+ * checkpoint adds to the file always fits in the reserve.
+ */
+#define CKPT_PAGES	16384
+#define CKPT_PAGES_LOW	256
+#define LOW_SPACE	((uint64_t)64 << 20)
 
 static const char schema[] =
     "CREATE TABLE msg ("
@@ -89,6 +109,12 @@ struct store_backend {
 	bool	sync_full;		/* the configured sync */
 	int	synchronous;		/* what the connection has now */
 	char	path[4096];
+	char	dir[4096];		/* path's directory: its free space */
+	int	reserve_fd;		/* -1: none (or none possible) */
+	bool	no_reserve;		/* the filesystem cannot keep one */
+	bool	spent;			/* given back: refuse new messages */
+	bool	low;			/* short of space: checkpoint often */
+	time_t	polled;
 	/* The files opened, to see that nobody removes or replaces them. */
 	struct file_id {
 		dev_t	dev;
@@ -245,12 +271,66 @@ done_stmt(sqlite3_stmt *st)
 	sqlite3_clear_bindings(st);
 }
 
+static void
+reserve_spend(struct store_backend *b)
+{
+	if (b->reserve_fd < 0 || b->spent)
+		return;
+	/* Truncated, not removed: taking it back needs no new inode. */
+	if (ftruncate(b->reserve_fd, 0) == 0)
+		b->spent = true;
+}
+
+/* Takes the reserve (again): b->spent says whether it is held. */
+static void
+reserve_take(struct store_backend *b)
+{
+	char path[sizeof(b->path) + 16];
+	int e;
+
+	if (b->no_reserve)
+		return;
+	if (b->reserve_fd < 0) {
+		snprintf(path, sizeof(path), "%s-reserve", b->path);
+		b->reserve_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (b->reserve_fd < 0) {
+			b->no_reserve = true;
+			return;
+		}
+	}
+	if ((e = posix_fallocate(b->reserve_fd, 0, RESERVE_BYTES)) == 0) {
+		b->spent = false;
+		return;
+	}
+	(void)ftruncate(b->reserve_fd, 0);	/* what part of it it got */
+	if (e == ENOSPC || e == EDQUOT) {
+		b->spent = true;
+		return;
+	}
+	/* A filesystem that cannot allocate: no reserve, as before. */
+	close(b->reserve_fd);
+	b->reserve_fd = -1;
+	b->no_reserve = true;
+	b->spent = false;
+}
+
+/* Whether rc (of a step or an exec) means the disk is full. */
+static bool
+is_full(struct store_backend *b, int rc)
+{
+	int sys = sqlite3_system_errno(b->db);
+
+	return (rc & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT;
+}
+
 /* Steps a statement that returns no rows. 0, or -1. */
 static int
-exec_stmt(sqlite3_stmt *st)
+exec_stmt(struct store_backend *b, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 
+	if (rc != SQLITE_DONE && is_full(b, rc))
+		reserve_spend(b);
 	done_stmt(st);
 	return rc == SQLITE_DONE ? 0 : -1;
 }
@@ -313,6 +393,8 @@ sqlite_close(struct store_backend *b)
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(b->st[i]);
 	sqlite3_close(b->db);
+	if (b->reserve_fd >= 0)
+		close(b->reserve_fd);
 	free(b);
 }
 
@@ -410,8 +492,12 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 	struct store_backend *b = xcalloc(1, sizeof(*b));
 	int flags = SQLITE_OPEN_NOMUTEX;
 	const char *why;
+	char dir[4096];
 
+	b->reserve_fd = -1;
 	snprintf(b->path, sizeof(b->path), "%s", cf->path);
+	snprintf(dir, sizeof(dir), "%s", cf->path);
+	snprintf(b->dir, sizeof(b->dir), "%s", dirname(dir));
 	b->sync_full = cf->sync_full;
 	if (check_only && access(cf->path, F_OK) < 0) {
 		/* Missing: it will be made, if its directory lets us. */
@@ -451,7 +537,7 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 	 */
 	if (sqlite3_exec(b->db, "PRAGMA journal_mode = WAL;"
 	    "PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;"
-	    "PRAGMA wal_autocheckpoint = 16384;", NULL,
+	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES) ";", NULL,
 	    NULL, NULL) != SQLITE_OK) {
 		*err = open_error(cf->path, "cannot set up: %s",
 		    sqlite3_errmsg(b->db));
@@ -475,6 +561,7 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 	(void)sqlite3_exec(b->db, "PRAGMA user_version = " STR(STORE_VERSION),
 	    NULL, NULL, NULL);
 	sqlite_check(b);
+	reserve_take(b);
 	return b;
 }
 
@@ -504,15 +591,66 @@ sqlite_begin(struct store_backend *b, bool durable)
 static int
 sqlite_commit(struct store_backend *b)
 {
-	if (sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) {
+	int rc = sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL);
+
+	if (rc == SQLITE_OK) {
 		if (!b->wal_id.known)
 			sqlite_check(b);
 		return 0;
 	}
+	if (is_full(b, rc))
+		reserve_spend(b);
 	/* A failed COMMIT may leave the transaction open: end it. */
 	if (!sqlite3_get_autocommit(b->db))
 		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
 	return -1;
+}
+
+static bool
+sqlite_full(struct store_backend *b)
+{
+	return b->spent;
+}
+
+static uint64_t
+free_bytes(const struct store_backend *b)
+{
+	struct statvfs v;
+
+	if (statvfs(b->dir, &v) < 0)
+		return UINT64_MAX;	/* unknown: as if there were room */
+	return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+/*
+ * Once a second: the checkpoint interval for the space there is and, with
+ * the reserve spent, the WAL's space given back and the reserve taken
+ * again if the filesystem has room for it.
+ */
+static int
+sqlite_poll(struct store_backend *b)
+{
+	time_t now = time(NULL);
+	uint64_t avail;
+	bool low;
+
+	if (now == b->polled)
+		return 0;
+	b->polled = now;
+	avail = free_bytes(b);
+	low = avail < LOW_SPACE + (uint64_t)RESERVE_BYTES;
+	if (low != b->low && sqlite3_exec(b->db, low ?
+	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES_LOW) :
+	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES), NULL, NULL,
+	    NULL) == SQLITE_OK)
+		b->low = low;
+	if (!b->spent)
+		return 0;
+	(void)sqlite3_wal_checkpoint_v2(b->db, NULL,
+	    SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	if (free_bytes(b) >= (uint64_t)RESERVE_BYTES + RESERVE_MARGIN)
+		reserve_take(b);
+	return 0;
 }
 
 static void
@@ -532,14 +670,14 @@ static int
 sqlite_put(struct store_backend *b, const struct store_rec *rec)
 {
 	bind_rec(b->st[ST_PUT], rec);
-	return exec_stmt(b->st[ST_PUT]);
+	return exec_stmt(b, b->st[ST_PUT]);
 }
 
 static int
 sqlite_update(struct store_backend *b, const struct store_rec *rec)
 {
 	bind_rec(b->st[ST_UPDATE], rec);
-	return exec_stmt(b->st[ST_UPDATE]);
+	return exec_stmt(b, b->st[ST_UPDATE]);
 }
 
 static int
@@ -553,7 +691,7 @@ sqlite_mark(struct store_backend *b, uint64_t id, uint8_t state,
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)due);
 	sqlite3_bind_int64(st, 5, attempts);
-	return exec_stmt(st);
+	return exec_stmt(b, st);
 }
 
 static int
@@ -613,7 +751,7 @@ sqlite_purge(struct store_backend *b, uint64_t before, unsigned n)
 
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)before);
 	sqlite3_bind_int64(st, 2, n);
-	if (exec_stmt(st) < 0)
+	if (exec_stmt(b, st) < 0)
 		return -1;
 	return sqlite3_changes(b->db);
 }
@@ -680,4 +818,6 @@ const struct store_backend_ops store_sqlite_ops = {
 	.oldest = sqlite_oldest,
 	.max_id = sqlite_max_id,
 	.check = sqlite_check,
+	.full = sqlite_full,
+	.poll = sqlite_poll,
 };
