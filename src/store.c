@@ -107,6 +107,15 @@ struct store {
 	uint64_t id_seq;		/* the store's own message ids */
 	uint64_t nmessages;
 	uint64_t nbytes;
+	/*
+	 * Final rows, kept for query_sm till default_validity, count against
+	 * the limits too: the oldest go early to make room. As in the open
+	 * group, and as last committed.
+	 */
+	uint64_t nfinal, final_bytes;
+	uint64_t nfinal_ok, final_bytes_ok;
+	uint64_t evict_cursor;		/* the purges' places in the table */
+	uint64_t purge_cursor;
 	unsigned ninflight;
 	uint64_t last_second;
 	uint64_t last_purge;
@@ -135,6 +144,12 @@ store_msg_bytes(const struct deliver_msg *m)
 	/* The text, the addresses, and the packed SMPP fields (~100). */
 	return m->len + strlen(m->from) + strlen(m->to) + strlen(m->reply_to) +
 	    100;
+}
+
+uint64_t
+store_final_bytes(const char *account, const struct deliver_msg *m)
+{
+	return strlen(account) + strlen(m->reply_to) + STORE_FINAL_ROW;
 }
 
 static unsigned
@@ -402,6 +417,57 @@ acct_leave(struct store_acct *a, const struct deliver_msg *m)
 	held_sub(a);
 }
 
+/* A message reached a final state: its row stays, smaller. */
+static void
+final_add(const char *account, const struct deliver_msg *m)
+{
+	/* A backend that does not count them keeps them its own way. */
+	if (S.ops->finals == NULL)
+		return;
+	S.nfinal++;
+	S.final_bytes += store_final_bytes(account, m);
+}
+
+static void
+final_sub(uint64_t n, uint64_t bytes)
+{
+	S.nfinal -= n < S.nfinal ? n : S.nfinal;
+	S.final_bytes -= bytes < S.final_bytes ? bytes : S.final_bytes;
+}
+
+/*
+ * Within the open group: deletes the oldest final rows while they and
+ * the waiting ones with b more would be over the limits. Waiting
+ * messages are never dropped for final ones' sake, nor refused.
+ */
+static void
+make_room(uint64_t b)
+{
+	const struct store_conf *sc = &S.cf->store;
+	uint64_t over = 0, bytes = 0;
+	int n;
+
+	if (S.nfinal == 0)
+		return;
+	if (S.nmessages + S.nfinal + 1 > sc->max_messages)
+		over = S.nmessages + S.nfinal + 1 - sc->max_messages;
+	if (S.nbytes + S.final_bytes + b > sc->max_bytes) {
+		uint64_t rows = (S.nbytes + S.final_bytes + b -
+		    sc->max_bytes) / STORE_FINAL_ROW + 1;
+
+		over = rows > over ? rows : over;
+	}
+	if (over == 0)
+		return;
+	/* In batches: not one scan per message stored. */
+	over = over < 256 ? 256 : over > 65536 ? 65536 : over;
+	n = S.ops->purge(S.b, UINT64_MAX, &S.evict_cursor, (unsigned)over,
+	    &bytes);
+	if (n > 0)
+		final_sub((uint64_t)n, bytes);
+	write_error();
+}
+
 static uint64_t
 next_own_id(void)
 {
@@ -427,6 +493,8 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 		write_failed("a write");
 		return false;
 	}
+	if (txn(true))
+		make_room(b);
 	if (m->submitted == 0)
 		m->submitted = now;
 	memset(&rec, 0, sizeof(rec));
@@ -537,6 +605,8 @@ group_failed(void)
 
 	write_failed("a commit");
 	marks_unwrite();
+	S.nfinal = S.nfinal_ok;
+	S.final_bytes = S.final_bytes_ok;
 	for (t = S.waiting; t != NULL; t = next) {
 		struct deliver_msg *m = t->arg;
 
@@ -562,6 +632,8 @@ group_commit(void)
 			return;
 		}
 		atomic_fetch_add(&S.st_commits, 1);
+		S.nfinal_ok = S.nfinal;
+		S.final_bytes_ok = S.final_bytes;
 		marks_committed();
 		write_ok();
 	}
@@ -780,6 +852,7 @@ mark_write(struct store_acct *a, struct store_mark *k)
 	k->written = true;
 	a->nunwritten--;
 	acct_leave(a, m);
+	final_add(a->id, m);
 	if (!(m->flags & DELIVER_F_VIA_NODE))
 		receipt(m, k->state == STORE_DELIVERED_STATE ?
 		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
@@ -1055,9 +1128,36 @@ expire(uint64_t now)
 		    now, rec->due, rec->attempts) < 0)
 			break;
 		acct_leave(a, rec->m);
+		final_add(rec->account, rec->m);
 		receipt(rec->m, SMPP_STATE_EXPIRED);
 	}
 	rec_list_free(&l);
+}
+
+/*
+ * Deletes final rows older than default_validity: a pass over the table
+ * each minute, 4,096 final rows a second (make_room keeps the limits).
+ */
+static void
+purge_old(uint64_t now)
+{
+	uint64_t bytes = 0;
+	int n;
+
+	if (S.purge_cursor == 0) {
+		if (now - S.last_purge < 60 || S.nfinal == 0)
+			return;
+		S.last_purge = now;
+	}
+	if (!txn(false))
+		return;
+	n = S.ops->purge(S.b, now - S.cf->store.default_validity,
+	    &S.purge_cursor, 4096, &bytes);
+	if (n > 0)
+		final_sub((uint64_t)n, bytes);
+	else if (n < 0)
+		S.purge_cursor = 0;
+	write_error();
 }
 
 static void
@@ -1135,12 +1235,7 @@ tick(struct service *svc, void *arg)
 			}
 		}
 		publish_stats();
-		if (now - S.last_purge >= 60) {
-			S.last_purge = now;
-			if (txn(false))
-				S.ops->purge(S.b, now - S.cf->store.default_validity,
-				    10000);
-		}
+		purge_old(now);
 	}
 	marks_retry();
 	group_commit();
@@ -1176,6 +1271,7 @@ cancel_rec(struct store_req *q, struct store_rec *rec)
 	    wall_now(), rec->due, rec->attempts) < 0)
 		return false;
 	acct_leave(a, rec->m);
+	final_add(rec->account, rec->m);
 	receipt(rec->m, SMPP_STATE_DELETED);
 	return true;
 }
@@ -1425,7 +1521,8 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	if ((S.b = S.ops->open(&cf->store, false, err)) == NULL)
 		return -1;
 	if (S.ops->backlogs(S.b, backlog_one, NULL) < 0 ||
-	    S.ops->max_id(S.b, &max) < 0) {
+	    S.ops->max_id(S.b, &max) < 0 || (S.ops->finals != NULL &&
+	    S.ops->finals(S.b, &S.nfinal, &S.final_bytes) < 0)) {
 		if (asprintf(err, "%s: cannot read the store",
 		    cf->store.path) < 0)
 			*err = NULL;
@@ -1439,6 +1536,8 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	S.id_seq = max >> 10;
 	if (S.id_seq < (wall_now() << 20))
 		S.id_seq = wall_now() << 20;
+	S.nfinal_ok = S.nfinal;
+	S.final_bytes_ok = S.final_bytes;
 	S.cf = config_ref((struct config *)cf);
 	S.last_purge = S.last_second = wall_now();
 	if ((S.svc = service_new("store", &hooks, NULL)) == NULL) {

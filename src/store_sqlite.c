@@ -64,13 +64,30 @@ static const char schema[] =
     "CREATE INDEX msg_backlog ON msg(account, id) WHERE state = 1;"
     "CREATE INDEX msg_expiry ON msg(expires) WHERE state = 1;";
 /*
- * No index for the purge of final states: it walks the table once a
- * minute, and an index would cost every delivery one more insert.
+ * A message in a final state leaves msg for fin, kept for query_sm: only
+ * what it answers with. Shrunk in place, its row in msg would keep the
+ * page it was on (SQLite merges pages on deletes, not on updates): the
+ * file would grow with every message ever delivered until the purge.
+ * Small, in id order, fin rows pack densely and count against the limits.
+ * Files made before it have final rows in msg: they move on open.
  */
+static const char fin_schema[] =
+    "CREATE TABLE fin ("
+    " id INTEGER PRIMARY KEY,"
+    " account TEXT NOT NULL,"
+    " submitter TEXT NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " final_date INTEGER NOT NULL"
+    ");";
+static const char fin_migrate[] =
+    "INSERT INTO fin SELECT id, account, submitter, state, final_date"
+    " FROM msg WHERE state <> 1;"
+    "DELETE FROM msg WHERE state <> 1;";
 
 enum {
-	ST_PUT, ST_UPDATE, ST_MARK, ST_GET, ST_SCAN, ST_EXPIRED, ST_BY_DEST,
-	ST_PURGE, ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_N
+	ST_PUT, ST_UPDATE, ST_MARK, ST_FIN_ADD, ST_DELETE, ST_GET, ST_FIN_GET,
+	ST_SCAN, ST_EXPIRED, ST_BY_DEST, ST_FIN_SCAN, ST_FIN_DEL, ST_FINALS,
+	ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_N
 };
 
 static const char *const sql[ST_N] = {
@@ -83,9 +100,14 @@ static const char *const sql[ST_N] = {
 	    " smpp = ?14 WHERE id = ?1",
 	[ST_MARK] = "UPDATE msg SET state = ?2, final_date = ?3, due = ?4,"
 	    " attempts = ?5 WHERE id = ?1",
+	[ST_FIN_ADD] = "INSERT INTO fin SELECT id, account, submitter, ?2, ?3"
+	    " FROM msg WHERE id = ?1",
+	[ST_DELETE] = "DELETE FROM msg WHERE id = ?1",
 #define COLS "id, account, submitter, src, dst, state, submitted, due," \
 	" expires, final_date, attempts, flags, text, smpp"
 	[ST_GET] = "SELECT " COLS " FROM msg WHERE id = ?1",
+	[ST_FIN_GET] = "SELECT id, account, submitter, state, final_date"
+	    " FROM fin WHERE id = ?1",
 	[ST_SCAN] = "SELECT " COLS " FROM msg WHERE account = ?1 AND"
 	    " state = 1 AND id > ?2 ORDER BY id LIMIT ?3",
 	[ST_EXPIRED] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
@@ -93,14 +115,20 @@ static const char *const sql[ST_N] = {
 	[ST_BY_DEST] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
 	    " submitter = ?1 AND dst = ?2 ORDER BY id LIMIT ?3",
 #undef COLS
-	[ST_PURGE] = "DELETE FROM msg WHERE id IN (SELECT id FROM msg WHERE"
-	    " state <> 1 AND final_date < ?1 LIMIT ?2)",
+#define FINAL_BYTES "length(account) + length(submitter) + " \
+	STR(STORE_FINAL_ROW)
+	[ST_FIN_SCAN] = "SELECT id, final_date, " FINAL_BYTES " FROM fin"
+	    " WHERE id > ?1 ORDER BY id LIMIT ?2",
+	[ST_FIN_DEL] = "DELETE FROM fin WHERE id = ?1",
+	[ST_FINALS] = "SELECT count(*), total(" FINAL_BYTES ") FROM fin",
+#undef FINAL_BYTES
 	[ST_BACKLOGS] = "SELECT account, count(*), sum(length(text) +"
 	    " length(src) + length(dst) + length(submitter) + length(smpp))"
 	    " FROM msg WHERE state = 1 GROUP BY account",
 	[ST_OLDEST] = "SELECT submitted FROM msg WHERE account = ?1 AND"
 	    " state = 1 ORDER BY id LIMIT 1",
-	[ST_MAX_ID] = "SELECT max(id) FROM msg",
+	[ST_MAX_ID] = "SELECT max(coalesce((SELECT max(id) FROM msg), 0),"
+	    " coalesce((SELECT max(id) FROM fin), 0))",
 };
 
 struct store_backend {
@@ -486,6 +514,31 @@ sqlite_check(struct store_backend *b)
 	return 0;
 }
 
+/* Makes table fin if the file has none yet. NULL, or the reason. */
+static const char *
+fin_ensure(struct store_backend *b)
+{
+	static char why[256];
+	int n = 0;
+
+	if (pragma_int(b->db, "SELECT count(*) FROM sqlite_master WHERE"
+	    " type = 'table' AND name = 'fin'", &n) < 0)
+		n = -1;
+	if (n == 1)
+		return NULL;
+	if (n == 0 && sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) ==
+	    SQLITE_OK && sqlite3_exec(b->db, fin_schema, NULL, NULL, NULL) ==
+	    SQLITE_OK && sqlite3_exec(b->db, fin_migrate, NULL, NULL, NULL) ==
+	    SQLITE_OK && sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) ==
+	    SQLITE_OK)
+		return NULL;
+	snprintf(why, sizeof(why), "cannot add the table of final states: "
+	    "%s", sqlite3_errmsg(b->db));
+	if (!sqlite3_get_autocommit(b->db))
+		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+	return why;
+}
+
 static struct store_backend *
 sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 {
@@ -545,6 +598,11 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 		return NULL;
 	}
 	b->synchronous = 2;
+	if ((why = fin_ensure(b)) != NULL) {
+		*err = open_error(cf->path, "%s", why);
+		sqlite_close(b);
+		return NULL;
+	}
 	for (int i = 0; i < ST_N; i++)
 		if (sqlite3_prepare_v3(b->db, sql[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL) != SQLITE_OK) {
@@ -686,12 +744,44 @@ sqlite_mark(struct store_backend *b, uint64_t id, uint8_t state,
 {
 	sqlite3_stmt *st = b->st[ST_MARK];
 
+	if (state != STORE_ENROUTE) {
+		/* Final: what query_sm needs goes to fin; the row goes. */
+		st = b->st[ST_FIN_ADD];
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+		sqlite3_bind_int(st, 2, state);
+		sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
+		if (exec_stmt(b, st) < 0)
+			return -1;
+		st = b->st[ST_DELETE];
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+		return exec_stmt(b, st);
+	}
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
 	sqlite3_bind_int(st, 2, state);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)due);
 	sqlite3_bind_int64(st, 5, attempts);
 	return exec_stmt(b, st);
+}
+
+/* A final message from fin: its numbers, no text. 1, 0 none, -1. */
+static int
+fin_get(struct store_backend *b, uint64_t id, struct store_rec *rec)
+{
+	sqlite3_stmt *st = b->st[ST_FIN_GET];
+	int rc;
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		rec->m = deliver_msg_new(0);
+		rec->m->id = id;
+		copy_col(st, 1, rec->account, sizeof(rec->account));
+		copy_col(st, 2, rec->m->reply_to, sizeof(rec->m->reply_to));
+		rec->state = (uint8_t)sqlite3_column_int(st, 3);
+		rec->final_date = (uint64_t)sqlite3_column_int64(st, 4);
+	}
+	done_stmt(st);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
 static int
@@ -706,7 +796,9 @@ sqlite_get(struct store_backend *b, uint64_t id, struct store_rec *rec)
 	if (rc == SQLITE_ROW && !read_rec(st, rec))
 		rc = SQLITE_ERROR;
 	done_stmt(st);
-	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+	if (rc == SQLITE_DONE)
+		return fin_get(b, id, rec);
+	return rc == SQLITE_ROW ? 1 : -1;
 }
 
 static int
@@ -744,16 +836,61 @@ sqlite_by_dest(struct store_backend *b, const char *submitter,
 	return each_rec(st, fn, arg);
 }
 
-static int
-sqlite_purge(struct store_backend *b, uint64_t before, unsigned n)
-{
-	sqlite3_stmt *st = b->st[ST_PURGE];
+/* Final rows to delete, found by a scan, deleted after it. */
+struct doomed {
+	uint64_t id;
+	uint64_t bytes;
+};
 
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)before);
+static int
+sqlite_purge(struct store_backend *b, uint64_t before, uint64_t *cursor,
+    unsigned n, uint64_t *bytes)
+{
+	sqlite3_stmt *st = b->st[ST_FIN_SCAN];
+	struct doomed *v = xcalloc(n ? n : 1, sizeof(*v));
+	unsigned seen = 0, k = 0, i;
+	int rc;
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)*cursor);
 	sqlite3_bind_int64(st, 2, n);
-	if (exec_stmt(b, st) < 0)
-		return -1;
-	return sqlite3_changes(b->db);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t id = (uint64_t)sqlite3_column_int64(st, 0);
+
+		seen++;
+		*cursor = id;
+		if ((uint64_t)sqlite3_column_int64(st, 1) >= before)
+			continue;
+		v[k].id = id;
+		v[k++].bytes = (uint64_t)sqlite3_column_int64(st, 2);
+	}
+	done_stmt(st);
+	if (rc != SQLITE_DONE)
+		k = 0;
+	else if (seen < n)
+		*cursor = 0;	/* the end: from the start next time */
+	for (i = 0; i < k; i++) {
+		sqlite3_bind_int64(b->st[ST_FIN_DEL], 1, (sqlite3_int64)v[i].id);
+		if (exec_stmt(b, b->st[ST_FIN_DEL]) < 0)
+			break;
+		*bytes += v[i].bytes;
+	}
+	free(v);
+	/* Those deleted before a failure are counted: the caller sees it. */
+	return rc != SQLITE_DONE ? -1 : (int)i;
+}
+
+static int
+sqlite_finals(struct store_backend *b, uint64_t *count, uint64_t *bytes)
+{
+	sqlite3_stmt *st = b->st[ST_FINALS];
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		*count = (uint64_t)sqlite3_column_int64(st, 0);
+		*bytes = (uint64_t)sqlite3_column_double(st, 1);
+	}
+	done_stmt(st);
+	return rc == SQLITE_ROW ? 0 : -1;
 }
 
 static int
@@ -814,6 +951,7 @@ const struct store_backend_ops store_sqlite_ops = {
 	.expired = sqlite_expired,
 	.by_dest = sqlite_by_dest,
 	.purge = sqlite_purge,
+	.finals = sqlite_finals,
 	.backlogs = sqlite_backlogs,
 	.oldest = sqlite_oldest,
 	.max_id = sqlite_max_id,
