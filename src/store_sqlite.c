@@ -31,7 +31,8 @@
  * Space kept beside the store (<path>-reserve) so that a full disk still
  * lets deliveries be marked and rows be deleted: it is given back when a
  * write fails for want of room, and new messages are refused until the
- * filesystem has it again plus a margin.
+ * filesystem has it again plus a margin (or the file has that much free
+ * inside, once a backlog that filled the disk has drained).
  */
 #define RESERVE_BYTES	((off_t)4 << 20)
 #define RESERVE_MARGIN	((uint64_t)1 << 20)
@@ -140,7 +141,9 @@ struct store_backend {
 	char	dir[4096];		/* path's directory: its free space */
 	int	reserve_fd;		/* -1: none (or none possible) */
 	bool	no_reserve;		/* the filesystem cannot keep one */
-	bool	spent;			/* given back: refuse new messages */
+	bool	held;			/* the reserve is on disk */
+	bool	spent;			/* no room: refuse new messages */
+	int	page_size;
 	bool	low;			/* short of space: checkpoint often */
 	time_t	polled;
 	/* The files opened, to see that nobody removes or replaces them. */
@@ -299,47 +302,43 @@ done_stmt(sqlite3_stmt *st)
 	sqlite3_clear_bindings(st);
 }
 
+/* A write failed for want of room: refuse new messages, free the reserve. */
 static void
 reserve_spend(struct store_backend *b)
 {
-	if (b->reserve_fd < 0 || b->spent)
-		return;
+	b->spent = true;
 	/* Truncated, not removed: taking it back needs no new inode. */
-	if (ftruncate(b->reserve_fd, 0) == 0)
-		b->spent = true;
+	if (b->held && ftruncate(b->reserve_fd, 0) == 0)
+		b->held = false;
 }
 
-/* Takes the reserve (again): b->spent says whether it is held. */
-static void
+/* Takes the reserve (again). Whether it is held now. */
+static bool
 reserve_take(struct store_backend *b)
 {
 	char path[sizeof(b->path) + 16];
 	int e;
 
-	if (b->no_reserve)
-		return;
+	if (b->no_reserve || b->held)
+		return b->held;
 	if (b->reserve_fd < 0) {
 		snprintf(path, sizeof(path), "%s-reserve", b->path);
 		b->reserve_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		if (b->reserve_fd < 0) {
 			b->no_reserve = true;
-			return;
+			return false;
 		}
 	}
-	if ((e = posix_fallocate(b->reserve_fd, 0, RESERVE_BYTES)) == 0) {
-		b->spent = false;
-		return;
-	}
+	if ((e = posix_fallocate(b->reserve_fd, 0, RESERVE_BYTES)) == 0)
+		return b->held = true;
 	(void)ftruncate(b->reserve_fd, 0);	/* what part of it it got */
-	if (e == ENOSPC || e == EDQUOT) {
-		b->spent = true;
-		return;
+	if (e != ENOSPC && e != EDQUOT) {
+		/* A filesystem that cannot allocate: no reserve. */
+		close(b->reserve_fd);
+		b->reserve_fd = -1;
+		b->no_reserve = true;
 	}
-	/* A filesystem that cannot allocate: no reserve, as before. */
-	close(b->reserve_fd);
-	b->reserve_fd = -1;
-	b->no_reserve = true;
-	b->spent = false;
+	return false;
 }
 
 /* Whether rc (of a step or an exec) means the disk is full. */
@@ -619,7 +618,11 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 	(void)sqlite3_exec(b->db, "PRAGMA user_version = " STR(STORE_VERSION),
 	    NULL, NULL, NULL);
 	sqlite_check(b);
-	reserve_take(b);
+	/* A disk full at start: refusing until there is room. */
+	if (!reserve_take(b) && !b->no_reserve)
+		b->spent = true;
+	if (pragma_int(b->db, "PRAGMA page_size", &b->page_size) < 0)
+		b->page_size = 4096;
 	return b;
 }
 
@@ -680,16 +683,30 @@ free_bytes(const struct store_backend *b)
 	return (uint64_t)v.f_bavail * v.f_frsize;
 }
 
+/* Bytes of free pages inside the file: room for messages without disk. */
+static uint64_t
+inner_free(struct store_backend *b)
+{
+	int n = 0;
+
+	if (pragma_int(b->db, "PRAGMA freelist_count", &n) < 0)
+		return 0;
+	return (uint64_t)n * (uint64_t)b->page_size;
+}
+
 /*
- * Once a second: the checkpoint interval for the space there is and, with
- * the reserve spent, the WAL's space given back and the reserve taken
- * again if the filesystem has room for it.
+ * Once a second: the checkpoint interval for the space there is, and the
+ * reserve taken (again) when the filesystem has room for it. With no room
+ * for new messages, the WAL is checkpointed so that it is written again
+ * from its start (its space kept, not given back to be taken by others),
+ * and new messages are taken again once the filesystem has the reserve
+ * and a margin, or the file that much free inside (a drained backlog).
  */
 static int
 sqlite_poll(struct store_backend *b)
 {
 	time_t now = time(NULL);
-	uint64_t avail;
+	uint64_t avail, want = (uint64_t)RESERVE_BYTES + RESERVE_MARGIN;
 	bool low;
 
 	if (now == b->polled)
@@ -702,12 +719,17 @@ sqlite_poll(struct store_backend *b)
 	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES), NULL, NULL,
 	    NULL) == SQLITE_OK)
 		b->low = low;
-	if (!b->spent)
+	if (!b->spent) {
+		if (!b->held && avail >= want)
+			reserve_take(b);
 		return 0;
+	}
 	(void)sqlite3_wal_checkpoint_v2(b->db, NULL,
-	    SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-	if (free_bytes(b) >= (uint64_t)RESERVE_BYTES + RESERVE_MARGIN)
-		reserve_take(b);
+	    SQLITE_CHECKPOINT_RESTART, NULL, NULL);
+	avail = free_bytes(b);
+	if ((avail >= want && (reserve_take(b) || b->no_reserve)) ||
+	    inner_free(b) >= want)
+		b->spent = false;
 	return 0;
 }
 

@@ -402,7 +402,8 @@ async function diskfull(dir) {
 		if (lost > 0)
 			throw new Error('acknowledged messages lost');
 		if (errs !== 1)
-			throw new Error(`the error was logged ${errs} times, not once`);
+			throw new Error(`the error was logged ${errs} times, not once:\n` +
+			    d.log.split('\n').filter((l) => /store: /.test(l)).join('\n'));
 		// The counts came through the episode: nothing is left waiting.
 		const stored = await storedReaches(d, 0, 5000);
 		if (stored !== 0)
