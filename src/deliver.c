@@ -99,6 +99,8 @@ deliver_verdict_name(enum deliver_verdict v)
 		return "to the store";
 	case DELIVER_UNAVAILABLE:
 		return "cluster unavailable";
+	case DELIVER_STORE_LOST:
+		return "store file lost";
 	}
 	return "?";
 }

@@ -38,6 +38,11 @@ enum deliver_verdict {
 	 * answer in time): a temporary error, as a full store is.
 	 */
 	DELIVER_UNAVAILABLE,
+	/*
+	 * The store's file was removed or replaced under the daemon: nothing
+	 * is stored until a restart.
+	 */
+	DELIVER_STORE_LOST,
 };
 
 /* deliver_msg flags. */

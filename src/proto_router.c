@@ -207,6 +207,10 @@ verdict_text(struct conn *c, enum deliver_verdict v, uint64_t id, char *buf,
 		count_err(c, COUNTER_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu cluster unavailable\n",
 		    (unsigned long long)id);
+	case DELIVER_STORE_LOST:
+		count_err(c, COUNTER_ERR_503);
+		return snprintf(buf, len, "ERR 503 %llu store unavailable\n",
+		    (unsigned long long)id);
 	case DELIVER_BUSY:
 	case DELIVER_REFUSED:
 		count_err(c, COUNTER_ERR_503);

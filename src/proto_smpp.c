@@ -453,6 +453,8 @@ verdict_status(enum deliver_verdict v)
 		return SMPP_ESME_RSUBMITFAIL;
 	case DELIVER_UNAVAILABLE:
 		return SMPP_ESME_RTHROTTLED;	/* try again later */
+	case DELIVER_STORE_LOST:
+		return SMPP_ESME_RSYSERR;	/* not until a restart */
 	default:
 		return SMPP_ESME_RSYSERR;
 	}

@@ -68,6 +68,22 @@ struct store_acct {
 	struct route_owner inflight_to;	/* the session of what is in flight */
 	unsigned ninflight;
 	uint64_t inflight[STORE_ACCT_INFLIGHT];
+	/*
+	 * Delivered or failed, their final state not yet committed: kept
+	 * (with the message, for its receipt) until it is, and while one is
+	 * not even written the account gets nothing more, so that a full disk
+	 * pauses it instead of sending the same messages again and again.
+	 * Each was in flight: with inflight, at most STORE_ACCT_INFLIGHT.
+	 */
+	struct store_mark {
+		struct deliver_msg *m;
+		uint8_t	state;		/* the final enum store_state */
+		bool	written;	/* in the open transaction */
+	} marks[STORE_ACCT_INFLIGHT];
+	unsigned nmarks;
+	unsigned nunwritten;
+	struct store_acct *marking_next; /* S.marking: nmarks is not 0 */
+	bool	marking;
 };
 
 struct store {
@@ -84,11 +100,24 @@ struct store {
 	bool	failing;		/* writes fail: logged once */
 	bool	quiesced;		/* shutting down: nothing written */
 	bool	starved;		/* an account waited for STORE_INFLIGHT_MAX */
+	/* The file was removed or replaced under us: store nothing more. */
+	atomic_bool lost;
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
 	struct store_acct *dirty;
+	struct store_acct *marking;	/* accounts with marks to finish */
+	uint64_t mark_retry_ms;		/* failing: marks written again then */
 	uint64_t id_seq;		/* the store's own message ids */
 	uint64_t nmessages;
 	uint64_t nbytes;
+	/*
+	 * Final rows, kept for query_sm till default_validity, count against
+	 * the limits too: the oldest go early to make room. As in the open
+	 * group, and as last committed.
+	 */
+	uint64_t nfinal, final_bytes;
+	uint64_t nfinal_ok, final_bytes_ok;
+	uint64_t evict_cursor;		/* the purges' places in the table */
+	uint64_t purge_cursor;
 	unsigned ninflight;
 	uint64_t last_second;
 	uint64_t last_purge;
@@ -117,6 +146,12 @@ store_msg_bytes(const struct deliver_msg *m)
 	/* The text, the addresses, and the packed SMPP fields (~100). */
 	return m->len + strlen(m->from) + strlen(m->to) + strlen(m->reply_to) +
 	    100;
+}
+
+uint64_t
+store_final_bytes(const char *account, const struct deliver_msg *m)
+{
+	return strlen(account) + strlen(m->reply_to) + STORE_FINAL_ROW;
 }
 
 static unsigned
@@ -239,8 +274,10 @@ store_stats_append(char *buf, size_t len, bool status)
 	store_get_stats(&st);
 	age = st.oldest != 0 && now > st.oldest ? now - st.oldest : 0;
 	if (status)
-		snprintf(buf + used, len - used, ", %llu stored, oldest %llu s",
-		    (unsigned long long)st.messages, (unsigned long long)age);
+		snprintf(buf + used, len - used, ", %llu stored, oldest %llu s%s",
+		    (unsigned long long)st.messages, (unsigned long long)age,
+		    atomic_load(&S.lost) ? ", STORE FILE LOST: refusing "
+		    "messages, restart" : "");
 	else
 		snprintf(buf + used, len - used, " stored=%llu stored_bytes=%llu "
 		    "stored_oldest_age=%llu", (unsigned long long)st.messages,
@@ -264,6 +301,18 @@ inflight_has(const struct store_acct *a, uint64_t id)
 {
 	for (unsigned i = 0; i < a->ninflight; i++)
 		if (a->inflight[i] == id)
+			return true;
+	return false;
+}
+
+/* Whether id is out: at a session, or its final state not committed. */
+static bool
+acct_has_out(const struct store_acct *a, uint64_t id)
+{
+	if (inflight_has(a, id))
+		return true;
+	for (unsigned i = 0; i < a->nmarks; i++)
+		if (a->marks[i].m->id == id)
 			return true;
 	return false;
 }
@@ -306,6 +355,8 @@ static void group_failed(void);
 static enum deliver_verdict
 refusal(void)
 {
+	if (atomic_load_explicit(&S.lost, memory_order_relaxed))
+		return DELIVER_STORE_LOST;
 	return S.failing && S.cf->store.jetstream ? DELIVER_UNAVAILABLE :
 	    DELIVER_FULL;
 }
@@ -334,11 +385,23 @@ write_failed(const char *what)
 	S.failing = true;
 }
 
+/*
+ * Whether the backend has no room for new messages (the space it keeps
+ * for marks and deletes is spent) though it may write those.
+ */
+static bool
+backend_full(void)
+{
+	return S.ops->full != NULL && S.ops->full(S.b);
+}
+
 static void
 write_ok(void)
 {
-	if (S.failing)
-		log_info("store: writing again");
+	/* Marks written from the reserve do not end the episode. */
+	if (!S.failing || backend_full())
+		return;
+	log_info("store: writing again");
 	S.failing = false;
 }
 
@@ -354,6 +417,57 @@ acct_leave(struct store_acct *a, const struct deliver_msg *m)
 	S.nbytes -= b < S.nbytes ? b : S.nbytes;
 	a->oldest_stale = true;
 	held_sub(a);
+}
+
+/* A message reached a final state: its row stays, smaller. */
+static void
+final_add(const char *account, const struct deliver_msg *m)
+{
+	/* A backend that does not count them keeps them its own way. */
+	if (S.ops->finals == NULL)
+		return;
+	S.nfinal++;
+	S.final_bytes += store_final_bytes(account, m);
+}
+
+static void
+final_sub(uint64_t n, uint64_t bytes)
+{
+	S.nfinal -= n < S.nfinal ? n : S.nfinal;
+	S.final_bytes -= bytes < S.final_bytes ? bytes : S.final_bytes;
+}
+
+/*
+ * Within the open group: deletes the oldest final rows while they and
+ * the waiting ones with b more would be over the limits. Waiting
+ * messages are never dropped for final ones' sake, nor refused.
+ */
+static void
+make_room(uint64_t b)
+{
+	const struct store_conf *sc = &S.cf->store;
+	uint64_t over = 0, bytes = 0;
+	int n;
+
+	if (S.nfinal == 0)
+		return;
+	if (S.nmessages + S.nfinal + 1 > sc->max_messages)
+		over = S.nmessages + S.nfinal + 1 - sc->max_messages;
+	if (S.nbytes + S.final_bytes + b > sc->max_bytes) {
+		uint64_t rows = (S.nbytes + S.final_bytes + b -
+		    sc->max_bytes) / STORE_FINAL_ROW + 1;
+
+		over = rows > over ? rows : over;
+	}
+	if (over == 0)
+		return;
+	/* In batches: not one scan per message stored. */
+	over = over < 256 ? 256 : over > 65536 ? 65536 : over;
+	n = S.ops->purge(S.b, UINT64_MAX, &S.evict_cursor, (unsigned)over,
+	    &bytes);
+	if (n > 0)
+		final_sub((uint64_t)n, bytes);
+	write_error();
 }
 
 static uint64_t
@@ -374,8 +488,15 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	struct store_rec rec;
 
 	if (S.nmessages >= sc->max_messages || S.nbytes + b > sc->max_bytes ||
-	    a->count >= sc->account_max_messages)
+	    a->count >= sc->account_max_messages ||
+	    atomic_load_explicit(&S.lost, memory_order_relaxed))
 		return false;
+	if (backend_full()) {
+		write_failed("a write");
+		return false;
+	}
+	if (txn(true))
+		make_room(b);
 	if (m->submitted == 0)
 		m->submitted = now;
 	memset(&rec, 0, sizeof(rec));
@@ -383,8 +504,13 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	snprintf(rec.account, sizeof(rec.account), "%s", a->id);
 	rec.state = STORE_ENROUTE;
 	rec.due = m->due;
+	/*
+	 * The default validity counts from when the message is due: a
+	 * schedule past it would otherwise expire before its time.
+	 */
 	rec.expires = m->expires != 0 ? m->expires :
-	    m->submitted + sc->default_validity;
+	    (m->due > m->submitted ? m->due : m->submitted) +
+	    sc->default_validity;
 	if (!txn(true) || S.ops->put(S.b, &rec) < 0) {
 		write_failed("a write");
 		write_error();
@@ -446,7 +572,8 @@ resync_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 /*
  * After a group was rolled back, the counts are made again from the file:
  * what the group stored is not there, and what it marked delivered or
- * expired is waiting again (it goes out again: at least once). held keeps
+ * expired is waiting again: the marks are written again (marks_unwrite),
+ * the expired go out again (at least once). held keeps
  * what reactors posted since (held - count is just that, whatever the
  * group did), as reactors go on changing it meanwhile.
  */
@@ -469,6 +596,9 @@ resync(void)
 		log_err("store: cannot count the backlogs again");
 }
 
+static void marks_unwrite(void);
+static void marks_committed(void);
+
 /* The group failed: nothing of it is stored; refuse its puts. */
 static void
 group_failed(void)
@@ -476,6 +606,9 @@ group_failed(void)
 	struct mailbox_task *t, *next;
 
 	write_failed("a commit");
+	marks_unwrite();
+	S.nfinal = S.nfinal_ok;
+	S.final_bytes = S.final_bytes_ok;
 	for (t = S.waiting; t != NULL; t = next) {
 		struct deliver_msg *m = t->arg;
 
@@ -501,6 +634,9 @@ group_commit(void)
 			return;
 		}
 		atomic_fetch_add(&S.st_commits, 1);
+		S.nfinal_ok = S.nfinal;
+		S.final_bytes_ok = S.final_bytes;
+		marks_committed();
 		write_ok();
 	}
 	for (t = S.waiting; t != NULL; t = next) {
@@ -578,7 +714,7 @@ pump_one(struct store_rec *rec, void *arg)
 	struct reactor *r;
 
 	a->cursor = m->id;
-	if (inflight_has(a, m->id))
+	if (acct_has_out(a, m->id))
 		return 0;
 	if (rec->due > p->now) {
 		if (a->rescan_at == 0 || rec->due < a->rescan_at)
@@ -650,14 +786,14 @@ pump(struct store_acct *a)
 		if (S.ninflight >= STORE_INFLIGHT_MAX)
 			S.starved = true;
 		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
-		    S.ninflight >= STORE_INFLIGHT_MAX ||
-		    a->ninflight > STORE_ACCT_INFLIGHT / 2)
+		    S.ninflight >= STORE_INFLIGHT_MAX || a->nunwritten > 0 ||
+		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
 			return;
 		/* Held here, or (in a cluster) perhaps on another node. */
 		p.remote = !route_is_held(a->id);
 		if (p.remote && !(a->remote && cluster_up()))
 			return;
-		p.room = STORE_ACCT_INFLIGHT - a->ninflight;
+		p.room = STORE_ACCT_INFLIGHT - a->ninflight - a->nmarks;
 		if (p.room > global)
 			p.room = global;
 		n = S.ops->scan(S.b, a->id, a->cursor, p.room + a->ninflight,
@@ -727,6 +863,110 @@ backoff(uint32_t attempts)
 	return s < STORE_RETRY_MAX_S ? s : STORE_RETRY_MAX_S;
 }
 
+/*
+ * Writes k's final state into the open group (and the receipt it makes).
+ * false: it failed, and the account stays paused.
+ */
+static bool
+mark_write(struct store_acct *a, struct store_mark *k)
+{
+	struct deliver_msg *m = k->m;
+
+	if (!txn(false) || S.ops->mark(S.b, m->id, k->state, wall_now(), 0,
+	    m->attempts) < 0) {
+		write_failed("a write");
+		write_error();
+		return false;
+	}
+	k->written = true;
+	a->nunwritten--;
+	acct_leave(a, m);
+	final_add(a->id, m);
+	if (!(m->flags & DELIVER_F_VIA_NODE))
+		receipt(m, k->state == STORE_DELIVERED_STATE ?
+		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
+	return true;
+}
+
+/* m (taken) reached a final state: marked in the group, kept till commit. */
+static void
+mark_add(struct store_acct *a, struct deliver_msg *m, uint8_t state)
+{
+	struct store_mark *k = &a->marks[a->nmarks++];
+
+	/* A message goes from inflight to here: pump leaves room for both. */
+	if (a->nmarks > STORE_ACCT_INFLIGHT)
+		fatalx("store: %s: more marks than in flight", a->id);
+	k->m = m;
+	k->state = state;
+	k->written = false;
+	a->nunwritten++;
+	if (!a->marking) {
+		a->marking = true;
+		a->marking_next = S.marking;
+		S.marking = a;
+	}
+	/*
+	 * Behind marks that failed it waits for the tick's retry: a full
+	 * disk is not tried once per message.
+	 */
+	if (a->nunwritten == 1)
+		mark_write(a, k);
+}
+
+/* The group's commit made its marks durable: they are done. */
+static void
+marks_committed(void)
+{
+	struct store_acct **pa = &S.marking, *a;
+
+	while ((a = *pa) != NULL) {
+		unsigned j = 0;
+
+		for (unsigned i = 0; i < a->nmarks; i++) {
+			if (a->marks[i].written)
+				free(a->marks[i].m);
+			else
+				a->marks[j++] = a->marks[i];
+		}
+		a->nmarks = j;
+		if (j > 0) {
+			pa = &a->marking_next;
+			continue;
+		}
+		a->marking = false;
+		*pa = a->marking_next;
+		mark_dirty(a);		/* paused for its marks: go on */
+	}
+}
+
+/* The group was rolled back: its marks are to be written again. */
+static void
+marks_unwrite(void)
+{
+	for (struct store_acct *a = S.marking; a != NULL; a = a->marking_next) {
+		for (unsigned i = 0; i < a->nmarks; i++)
+			a->marks[i].written = false;
+		a->nunwritten = a->nmarks;
+	}
+}
+
+/* Tries again the marks that could not be written: once a second. */
+static void
+marks_retry(void)
+{
+	uint64_t ms = mono_ms();
+
+	if (S.marking == NULL || ms < S.mark_retry_ms)
+		return;
+	S.mark_retry_ms = ms + 1000;
+	for (struct store_acct *a = S.marking; a != NULL; a = a->marking_next)
+		for (unsigned i = 0; i < a->nmarks; i++)
+			if (!a->marks[i].written &&
+			    !mark_write(a, &a->marks[i]))
+				return;
+}
+
 static void
 outcome(struct deliver_msg *m, enum store_outcome o)
 {
@@ -740,20 +980,10 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 	switch (o) {
 	case STORE_DELIVERED:
 	case STORE_FAILED:
-		if (!txn(false) || S.ops->mark(S.b, m->id, o == STORE_DELIVERED ?
-		    STORE_DELIVERED_STATE : STORE_UNDELIVERABLE, now, 0,
-		    m->attempts) < 0) {
-			/* Still ENROUTE in the file: delivered again. */
-			write_failed("a write");
-			write_error();
-			a->cursor = 0;
-			break;
-		}
-		acct_leave(a, m);
-		if (!(m->flags & DELIVER_F_VIA_NODE))
-			receipt(m, o == STORE_DELIVERED ?
-			    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
-		break;
+		mark_add(a, m, o == STORE_DELIVERED ? STORE_DELIVERED_STATE :
+		    STORE_UNDELIVERABLE);
+		mark_dirty(a);
+		return;
 	case STORE_RETRY:
 		m->attempts++;
 		m->due = now + backoff(m->attempts);
@@ -921,15 +1151,42 @@ expire(uint64_t now)
 		struct store_rec *rec = &l.v[i];
 		struct store_acct *a = acct_get(rec->account);
 
-		if (inflight_has(a, rec->m->id))
+		if (acct_has_out(a, rec->m->id))
 			continue;
 		if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_EXPIRED,
 		    now, rec->due, rec->attempts) < 0)
 			break;
 		acct_leave(a, rec->m);
+		final_add(rec->account, rec->m);
 		receipt(rec->m, SMPP_STATE_EXPIRED);
 	}
 	rec_list_free(&l);
+}
+
+/*
+ * Deletes final rows older than default_validity: a pass over the table
+ * each minute, 4,096 final rows a second (make_room keeps the limits).
+ */
+static void
+purge_old(uint64_t now)
+{
+	uint64_t bytes = 0;
+	int n;
+
+	if (S.purge_cursor == 0) {
+		if (now - S.last_purge < 60 || S.nfinal == 0)
+			return;
+		S.last_purge = now;
+	}
+	if (!txn(false))
+		return;
+	n = S.ops->purge(S.b, now - S.cf->store.default_validity,
+	    &S.purge_cursor, 4096, &bytes);
+	if (n > 0)
+		final_sub((uint64_t)n, bytes);
+	else if (n < 0)
+		S.purge_cursor = 0;
+	write_error();
 }
 
 static void
@@ -951,6 +1208,22 @@ publish_stats(void)
 	atomic_store(&S.st_oldest, oldest);
 }
 
+/*
+ * Once a second: the file may have been deleted or replaced under us,
+ * and what is acknowledged into a removed file no restart finds.
+ */
+static void
+check_file(void)
+{
+	if (S.ops->check == NULL || atomic_load(&S.lost) ||
+	    S.ops->check(S.b) == 0)
+		return;
+	atomic_store(&S.lost, true);
+	log_err("store: %s was removed or replaced while in use: refusing "
+	    "messages until a restart (what it holds is still delivered)",
+	    S.cf->store.path);
+}
+
 static void
 tick(struct service *svc, void *arg)
 {
@@ -968,6 +1241,7 @@ tick(struct service *svc, void *arg)
 		}
 	if (now != S.last_second) {
 		S.last_second = now;
+		check_file();
 		expire(now);
 		for (struct store_acct *a = acct_first(); a != NULL; a = a->all) {
 			if (a->rescan_at != 0 && a->rescan_at <= now) {
@@ -990,13 +1264,9 @@ tick(struct service *svc, void *arg)
 			}
 		}
 		publish_stats();
-		if (now - S.last_purge >= 60) {
-			S.last_purge = now;
-			if (txn(false))
-				S.ops->purge(S.b, now - S.cf->store.default_validity,
-				    10000);
-		}
+		purge_old(now);
 	}
+	marks_retry();
 	group_commit();
 	pump_dirty();
 	publish_counts();
@@ -1024,12 +1294,13 @@ cancel_rec(struct store_req *q, struct store_rec *rec)
 
 	if (rec->state != STORE_ENROUTE ||
 	    strcmp(rec->m->reply_to, q->submitter) != 0 ||
-	    inflight_has(a, rec->m->id))
+	    acct_has_out(a, rec->m->id))
 		return false;
 	if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_DELETED,
 	    wall_now(), rec->due, rec->attempts) < 0)
 		return false;
 	acct_leave(a, rec->m);
+	final_add(rec->account, rec->m);
 	receipt(rec->m, SMPP_STATE_DELETED);
 	return true;
 }
@@ -1055,7 +1326,7 @@ replace_rec(struct store_req *q, struct store_rec *rec)
 	uint64_t before = store_msg_bytes(m);
 
 	if (rec->state != STORE_ENROUTE || strcmp(m->reply_to,
-	    q->submitter) != 0 || inflight_has(a, m->id))
+	    q->submitter) != 0 || acct_has_out(a, m->id))
 		return;
 	if (q->has_text) {
 		struct deliver_msg *n = deliver_msg_new(q->len);
@@ -1072,6 +1343,8 @@ replace_rec(struct store_req *q, struct store_rec *rec)
 		rec->due = q->due;
 	if (q->expires != 0)
 		rec->expires = q->expires;
+	else if (rec->expires <= rec->due)
+		rec->expires = rec->due + S.cf->store.default_validity;
 	m->registered_delivery = q->registered_delivery;
 	if (!txn(true) || S.ops->update(S.b, rec) < 0)
 		return;
@@ -1277,7 +1550,8 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	if ((S.b = S.ops->open(&cf->store, false, err)) == NULL)
 		return -1;
 	if (S.ops->backlogs(S.b, backlog_one, NULL) < 0 ||
-	    S.ops->max_id(S.b, &max) < 0) {
+	    S.ops->max_id(S.b, &max) < 0 || (S.ops->finals != NULL &&
+	    S.ops->finals(S.b, &S.nfinal, &S.final_bytes) < 0)) {
 		if (asprintf(err, "%s: cannot read the store",
 		    cf->store.path) < 0)
 			*err = NULL;
@@ -1291,6 +1565,8 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	S.id_seq = max >> 10;
 	if (S.id_seq < (wall_now() << 20))
 		S.id_seq = wall_now() << 20;
+	S.nfinal_ok = S.nfinal;
+	S.final_bytes_ok = S.final_bytes;
 	S.cf = config_ref((struct config *)cf);
 	S.last_purge = S.last_second = wall_now();
 	if ((S.svc = service_new("store", &hooks, NULL)) == NULL) {
@@ -1324,8 +1600,11 @@ store_close(void)
 	S.b = NULL;
 	for (a = acct_first(); a != NULL; a = next) {
 		next = a->all;
+		for (unsigned i = 0; i < a->nmarks; i++)
+			free(a->marks[i].m);
 		free(a);
 	}
+	S.marking = NULL;
 	atomic_store(&S.all, NULL);
 	atomic_store(&S.nholding, 0);
 	memset(S.buckets, 0, sizeof(S.buckets));

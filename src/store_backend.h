@@ -79,8 +79,22 @@ struct store_backend_ops {
 	/* ENROUTE messages submitter sent to dst (cancel_sm by address). */
 	int	(*by_dest)(struct store_backend *b, const char *submitter,
 		    const char *dst, unsigned n, store_rec_fn *fn, void *arg);
-	/* Deletes up to n final messages whose final_date < before. */
-	int	(*purge)(struct store_backend *b, uint64_t before, unsigned n);
+	/*
+	 * Looks at up to n final messages with ids above *cursor, in id
+	 * order, and deletes those whose final_date < before (UINT64_MAX:
+	 * all); *cursor ends at the last id looked at, 0 at the end of the
+	 * table. Adds to *bytes what the deleted counted for
+	 * (store_final_bytes). The count deleted (a failed delete stops it),
+	 * or -1.
+	 */
+	int	(*purge)(struct store_backend *b, uint64_t before,
+		    uint64_t *cursor, unsigned n, uint64_t *bytes);
+	/*
+	 * Optional: how many final messages the store holds and the bytes
+	 * they count for. 0, or -1.
+	 */
+	int	(*finals)(struct store_backend *b, uint64_t *count,
+		    uint64_t *bytes);
 	/* Each account with ENROUTE messages: their count and bytes. */
 	int	(*backlogs)(struct store_backend *b, store_backlog_fn *fn,
 		    void *arg);
@@ -94,6 +108,19 @@ struct store_backend_ops {
 	 * what it holds changed by itself (the store counts again), else 0.
 	 */
 	int	(*poll)(struct store_backend *b);
+	/*
+	 * Optional: true while there is no room for new messages (the space
+	 * the backend keeps for marks and deletes on a full disk is spent);
+	 * marks, updates and purges may still be written.
+	 */
+	bool	(*full)(struct store_backend *b);
+	/*
+	 * Optional, once a second: 0 while the files the store has open are
+	 * still the ones its path names, -1 once one was removed or replaced
+	 * under the daemon (what is written after goes where no restart will
+	 * find it).
+	 */
+	int	(*check)(struct store_backend *b);
 	/*
 	 * Optional, at shutdown once nothing more comes: lets go of what the
 	 * backend shares with others (JetStream: the NATS connection, before
@@ -115,5 +142,13 @@ void	store_js_set_cluster(const struct cluster_conf *cl);
 
 /* The bytes a message counts for in max_bytes: its text and fields. */
 uint64_t store_msg_bytes(const struct deliver_msg *m);
+
+/*
+ * What a message in a final state counts for in the limits: its account,
+ * its submitter and STORE_FINAL_ROW for its numbers (its text and SMPP
+ * fields are dropped then).
+ */
+#define STORE_FINAL_ROW	32
+uint64_t store_final_bytes(const char *account, const struct deliver_msg *m);
 
 #endif

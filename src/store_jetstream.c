@@ -1189,11 +1189,14 @@ js_by_dest(struct store_backend *b, const char *submitter, const char *dst,
 
 /* The bucket's TTL purges: final messages are not in memory. */
 static int
-js_purge(struct store_backend *b, uint64_t before, unsigned n)
+js_purge(struct store_backend *b, uint64_t before, uint64_t *cursor,
+    unsigned n, uint64_t *bytes)
 {
 	(void)b;
 	(void)before;
 	(void)n;
+	(void)bytes;
+	*cursor = 0;
 	return 0;
 }
 

@@ -4,11 +4,15 @@
  * look with sqlite3(1). Only the store thread calls this.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -20,6 +24,26 @@
 /* PRAGMA application_id of our files: "ERDS". */
 #define STORE_APP_ID	0x45524453
 #define STORE_VERSION	1
+#define STR_(x)		#x
+#define STR(x)		STR_(x)
+
+/*
+ * Space kept beside the store (<path>-reserve) so that a full disk still
+ * lets deliveries be marked and rows be deleted: it is given back when a
+ * write fails for want of room, and new messages are refused until the
+ * filesystem has it again plus a margin (or the file has that much free
+ * inside, once a backlog that filled the disk has drained).
+ */
+#define RESERVE_BYTES	((off_t)4 << 20)
+#define RESERVE_MARGIN	((uint64_t)1 << 20)
+/*
+ * WAL pages between checkpoints: 16,384 (64 MiB) normally, 256 (1 MiB)
+ * once the filesystem has less than LOW_SPACE free, so that what a
+ * checkpoint adds to the file always fits in the reserve.
+ */
+#define CKPT_PAGES	16384
+#define CKPT_PAGES_LOW	256
+#define LOW_SPACE	((uint64_t)64 << 20)
 
 static const char schema[] =
     "CREATE TABLE msg ("
@@ -41,13 +65,30 @@ static const char schema[] =
     "CREATE INDEX msg_backlog ON msg(account, id) WHERE state = 1;"
     "CREATE INDEX msg_expiry ON msg(expires) WHERE state = 1;";
 /*
- * No index for the purge of final states: it walks the table once a
- * minute, and an index would cost every delivery one more insert.
+ * A message in a final state leaves msg for fin, kept for query_sm: only
+ * what it answers with. Shrunk in place, its row in msg would keep the
+ * page it was on (SQLite merges pages on deletes, not on updates): the
+ * file would grow with every message ever delivered until the purge.
+ * Small, in id order, fin rows pack densely and count against the limits.
+ * Files made before it have final rows in msg: they move on open.
  */
+static const char fin_schema[] =
+    "CREATE TABLE fin ("
+    " id INTEGER PRIMARY KEY,"
+    " account TEXT NOT NULL,"
+    " submitter TEXT NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " final_date INTEGER NOT NULL"
+    ");";
+static const char fin_migrate[] =
+    "INSERT INTO fin SELECT id, account, submitter, state, final_date"
+    " FROM msg WHERE state <> 1;"
+    "DELETE FROM msg WHERE state <> 1;";
 
 enum {
-	ST_PUT, ST_UPDATE, ST_MARK, ST_GET, ST_SCAN, ST_EXPIRED, ST_BY_DEST,
-	ST_PURGE, ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_N
+	ST_PUT, ST_UPDATE, ST_MARK, ST_FIN_ADD, ST_DELETE, ST_GET, ST_FIN_GET,
+	ST_SCAN, ST_EXPIRED, ST_BY_DEST, ST_FIN_SCAN, ST_FIN_DEL, ST_FINALS,
+	ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_N
 };
 
 static const char *const sql[ST_N] = {
@@ -60,9 +101,14 @@ static const char *const sql[ST_N] = {
 	    " smpp = ?14 WHERE id = ?1",
 	[ST_MARK] = "UPDATE msg SET state = ?2, final_date = ?3, due = ?4,"
 	    " attempts = ?5 WHERE id = ?1",
+	[ST_FIN_ADD] = "INSERT INTO fin SELECT id, account, submitter, ?2, ?3"
+	    " FROM msg WHERE id = ?1",
+	[ST_DELETE] = "DELETE FROM msg WHERE id = ?1",
 #define COLS "id, account, submitter, src, dst, state, submitted, due," \
 	" expires, final_date, attempts, flags, text, smpp"
 	[ST_GET] = "SELECT " COLS " FROM msg WHERE id = ?1",
+	[ST_FIN_GET] = "SELECT id, account, submitter, state, final_date"
+	    " FROM fin WHERE id = ?1",
 	[ST_SCAN] = "SELECT " COLS " FROM msg WHERE account = ?1 AND"
 	    " state = 1 AND id > ?2 ORDER BY id LIMIT ?3",
 	[ST_EXPIRED] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
@@ -70,14 +116,20 @@ static const char *const sql[ST_N] = {
 	[ST_BY_DEST] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
 	    " submitter = ?1 AND dst = ?2 ORDER BY id LIMIT ?3",
 #undef COLS
-	[ST_PURGE] = "DELETE FROM msg WHERE id IN (SELECT id FROM msg WHERE"
-	    " state <> 1 AND final_date < ?1 LIMIT ?2)",
+#define FINAL_BYTES "length(account) + length(submitter) + " \
+	STR(STORE_FINAL_ROW)
+	[ST_FIN_SCAN] = "SELECT id, final_date, " FINAL_BYTES " FROM fin"
+	    " WHERE id > ?1 ORDER BY id LIMIT ?2",
+	[ST_FIN_DEL] = "DELETE FROM fin WHERE id = ?1",
+	[ST_FINALS] = "SELECT count(*), total(" FINAL_BYTES ") FROM fin",
+#undef FINAL_BYTES
 	[ST_BACKLOGS] = "SELECT account, count(*), sum(length(text) +"
 	    " length(src) + length(dst) + length(submitter) + length(smpp))"
 	    " FROM msg WHERE state = 1 GROUP BY account",
 	[ST_OLDEST] = "SELECT submitted FROM msg WHERE account = ?1 AND"
 	    " state = 1 ORDER BY id LIMIT 1",
-	[ST_MAX_ID] = "SELECT max(id) FROM msg",
+	[ST_MAX_ID] = "SELECT max(coalesce((SELECT max(id) FROM msg), 0),"
+	    " coalesce((SELECT max(id) FROM fin), 0))",
 };
 
 struct store_backend {
@@ -86,6 +138,20 @@ struct store_backend {
 	bool	sync_full;		/* the configured sync */
 	int	synchronous;		/* what the connection has now */
 	char	path[4096];
+	char	dir[4096];		/* path's directory: its free space */
+	int	reserve_fd;		/* -1: none (or none possible) */
+	bool	no_reserve;		/* the filesystem cannot keep one */
+	bool	held;			/* the reserve is on disk */
+	bool	spent;			/* no room: refuse new messages */
+	int	page_size;
+	bool	low;			/* short of space: checkpoint often */
+	time_t	polled;
+	/* The files opened, to see that nobody removes or replaces them. */
+	struct file_id {
+		dev_t	dev;
+		ino_t	ino;
+		bool	known;
+	} db_id, wal_id;
 };
 
 /* The SMPP fields, packed: version, numbers, fixed-width strings. */
@@ -236,12 +302,62 @@ done_stmt(sqlite3_stmt *st)
 	sqlite3_clear_bindings(st);
 }
 
+/* A write failed for want of room: refuse new messages, free the reserve. */
+static void
+reserve_spend(struct store_backend *b)
+{
+	b->spent = true;
+	/* Truncated, not removed: taking it back needs no new inode. */
+	if (b->held && ftruncate(b->reserve_fd, 0) == 0)
+		b->held = false;
+}
+
+/* Takes the reserve (again). Whether it is held now. */
+static bool
+reserve_take(struct store_backend *b)
+{
+	char path[sizeof(b->path) + 16];
+	int e;
+
+	if (b->no_reserve || b->held)
+		return b->held;
+	if (b->reserve_fd < 0) {
+		snprintf(path, sizeof(path), "%s-reserve", b->path);
+		b->reserve_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (b->reserve_fd < 0) {
+			b->no_reserve = true;
+			return false;
+		}
+	}
+	if ((e = posix_fallocate(b->reserve_fd, 0, RESERVE_BYTES)) == 0)
+		return b->held = true;
+	(void)ftruncate(b->reserve_fd, 0);	/* what part of it it got */
+	if (e != ENOSPC && e != EDQUOT) {
+		/* A filesystem that cannot allocate: no reserve. */
+		close(b->reserve_fd);
+		b->reserve_fd = -1;
+		b->no_reserve = true;
+	}
+	return false;
+}
+
+/* Whether rc (of a step or an exec) means the disk is full. */
+static bool
+is_full(struct store_backend *b, int rc)
+{
+	int sys = sqlite3_system_errno(b->db);
+
+	return (rc & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT;
+}
+
 /* Steps a statement that returns no rows. 0, or -1. */
 static int
-exec_stmt(sqlite3_stmt *st)
+exec_stmt(struct store_backend *b, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 
+	if (rc != SQLITE_DONE && is_full(b, rc))
+		reserve_spend(b);
 	done_stmt(st);
 	return rc == SQLITE_DONE ? 0 : -1;
 }
@@ -304,6 +420,8 @@ sqlite_close(struct store_backend *b)
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(b->st[i]);
 	sqlite3_close(b->db);
+	if (b->reserve_fd >= 0)
+		close(b->reserve_fd);
 	free(b);
 }
 
@@ -361,14 +479,77 @@ check_file(struct store_backend *b, bool readonly)
 	return NULL;
 }
 
+/*
+ * Whether path is still the file seen first (remembered then). A file not
+ * there yet (the WAL before SQLite makes it) is not a change.
+ */
+static bool
+same_file(const char *path, struct file_id *id)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return !id->known;
+	if (!id->known) {
+		id->dev = st.st_dev;
+		id->ino = st.st_ino;
+		id->known = true;
+		return true;
+	}
+	return st.st_dev == id->dev && st.st_ino == id->ino &&
+	    st.st_nlink > 0;
+}
+
+static int
+sqlite_check(struct store_backend *b)
+{
+	char wal[sizeof(b->path) + 8];
+
+	snprintf(wal, sizeof(wal), "%s-wal", b->path);
+	if (!same_file(b->path, &b->db_id) || !same_file(wal, &b->wal_id)) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
+}
+
+/* Makes table fin if the file has none yet. NULL, or the reason. */
+static const char *
+fin_ensure(struct store_backend *b)
+{
+	static char why[256];
+	int n = 0;
+
+	if (pragma_int(b->db, "SELECT count(*) FROM sqlite_master WHERE"
+	    " type = 'table' AND name = 'fin'", &n) < 0)
+		n = -1;
+	if (n == 1)
+		return NULL;
+	if (n == 0 && sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) ==
+	    SQLITE_OK && sqlite3_exec(b->db, fin_schema, NULL, NULL, NULL) ==
+	    SQLITE_OK && sqlite3_exec(b->db, fin_migrate, NULL, NULL, NULL) ==
+	    SQLITE_OK && sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) ==
+	    SQLITE_OK)
+		return NULL;
+	snprintf(why, sizeof(why), "cannot add the table of final states: "
+	    "%s", sqlite3_errmsg(b->db));
+	if (!sqlite3_get_autocommit(b->db))
+		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+	return why;
+}
+
 static struct store_backend *
 sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 {
 	struct store_backend *b = xcalloc(1, sizeof(*b));
 	int flags = SQLITE_OPEN_NOMUTEX;
 	const char *why;
+	char dir[4096];
 
+	b->reserve_fd = -1;
 	snprintf(b->path, sizeof(b->path), "%s", cf->path);
+	snprintf(dir, sizeof(dir), "%s", cf->path);
+	snprintf(b->dir, sizeof(b->dir), "%s", dirname(dir));
 	b->sync_full = cf->sync_full;
 	if (check_only && access(cf->path, F_OK) < 0) {
 		/* Missing: it will be made, if its directory lets us. */
@@ -408,7 +589,7 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 	 */
 	if (sqlite3_exec(b->db, "PRAGMA journal_mode = WAL;"
 	    "PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;"
-	    "PRAGMA wal_autocheckpoint = 16384;", NULL,
+	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES) ";", NULL,
 	    NULL, NULL) != SQLITE_OK) {
 		*err = open_error(cf->path, "cannot set up: %s",
 		    sqlite3_errmsg(b->db));
@@ -416,6 +597,11 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 		return NULL;
 	}
 	b->synchronous = 2;
+	if ((why = fin_ensure(b)) != NULL) {
+		*err = open_error(cf->path, "%s", why);
+		sqlite_close(b);
+		return NULL;
+	}
 	for (int i = 0; i < ST_N; i++)
 		if (sqlite3_prepare_v3(b->db, sql[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL) != SQLITE_OK) {
@@ -424,6 +610,19 @@ sqlite_open(const struct store_conf *cf, bool check_only, char **err)
 			sqlite_close(b);
 			return NULL;
 		}
+	/*
+	 * The files as opened, for sqlite_check. A first write makes the
+	 * WAL, which SQLite may otherwise open only later; on a full disk
+	 * the first commit that works shows it.
+	 */
+	(void)sqlite3_exec(b->db, "PRAGMA user_version = " STR(STORE_VERSION),
+	    NULL, NULL, NULL);
+	sqlite_check(b);
+	/* A disk full at start: refusing until there is room. */
+	if (!reserve_take(b) && !b->no_reserve)
+		b->spent = true;
+	if (pragma_int(b->db, "PRAGMA page_size", &b->page_size) < 0)
+		b->page_size = 4096;
 	return b;
 }
 
@@ -453,12 +652,85 @@ sqlite_begin(struct store_backend *b, bool durable)
 static int
 sqlite_commit(struct store_backend *b)
 {
-	if (sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+	int rc = sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL);
+
+	if (rc == SQLITE_OK) {
+		if (!b->wal_id.known)
+			sqlite_check(b);
 		return 0;
+	}
+	if (is_full(b, rc))
+		reserve_spend(b);
 	/* A failed COMMIT may leave the transaction open: end it. */
 	if (!sqlite3_get_autocommit(b->db))
 		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
 	return -1;
+}
+
+static bool
+sqlite_full(struct store_backend *b)
+{
+	return b->spent;
+}
+
+static uint64_t
+free_bytes(const struct store_backend *b)
+{
+	struct statvfs v;
+
+	if (statvfs(b->dir, &v) < 0)
+		return UINT64_MAX;	/* unknown: as if there were room */
+	return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+/* Bytes of free pages inside the file: room for messages without disk. */
+static uint64_t
+inner_free(struct store_backend *b)
+{
+	int n = 0;
+
+	if (pragma_int(b->db, "PRAGMA freelist_count", &n) < 0)
+		return 0;
+	return (uint64_t)n * (uint64_t)b->page_size;
+}
+
+/*
+ * Once a second: the checkpoint interval for the space there is, and the
+ * reserve taken (again) when the filesystem has room for it. With no room
+ * for new messages, the WAL is checkpointed so that it is written again
+ * from its start (its space kept, not given back to be taken by others),
+ * and new messages are taken again once the filesystem has the reserve
+ * and a margin, or the file that much free inside (a drained backlog).
+ */
+static int
+sqlite_poll(struct store_backend *b)
+{
+	time_t now = time(NULL);
+	uint64_t avail, want = (uint64_t)RESERVE_BYTES + RESERVE_MARGIN;
+	bool low;
+
+	if (now == b->polled)
+		return 0;
+	b->polled = now;
+	avail = free_bytes(b);
+	low = avail < LOW_SPACE + (uint64_t)RESERVE_BYTES;
+	if (low != b->low && sqlite3_exec(b->db, low ?
+	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES_LOW) :
+	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES), NULL, NULL,
+	    NULL) == SQLITE_OK)
+		b->low = low;
+	if (!b->spent) {
+		if (!b->held && avail >= want)
+			reserve_take(b);
+		return 0;
+	}
+	(void)sqlite3_wal_checkpoint_v2(b->db, NULL,
+	    SQLITE_CHECKPOINT_RESTART, NULL, NULL);
+	avail = free_bytes(b);
+	if ((avail >= want && (reserve_take(b) || b->no_reserve)) ||
+	    inner_free(b) >= want)
+		b->spent = false;
+	return 0;
 }
 
 static void
@@ -478,14 +750,14 @@ static int
 sqlite_put(struct store_backend *b, const struct store_rec *rec)
 {
 	bind_rec(b->st[ST_PUT], rec);
-	return exec_stmt(b->st[ST_PUT]);
+	return exec_stmt(b, b->st[ST_PUT]);
 }
 
 static int
 sqlite_update(struct store_backend *b, const struct store_rec *rec)
 {
 	bind_rec(b->st[ST_UPDATE], rec);
-	return exec_stmt(b->st[ST_UPDATE]);
+	return exec_stmt(b, b->st[ST_UPDATE]);
 }
 
 static int
@@ -494,12 +766,44 @@ sqlite_mark(struct store_backend *b, uint64_t id, uint8_t state,
 {
 	sqlite3_stmt *st = b->st[ST_MARK];
 
+	if (state != STORE_ENROUTE) {
+		/* Final: what query_sm needs goes to fin; the row goes. */
+		st = b->st[ST_FIN_ADD];
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+		sqlite3_bind_int(st, 2, state);
+		sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
+		if (exec_stmt(b, st) < 0)
+			return -1;
+		st = b->st[ST_DELETE];
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+		return exec_stmt(b, st);
+	}
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
 	sqlite3_bind_int(st, 2, state);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)due);
 	sqlite3_bind_int64(st, 5, attempts);
-	return exec_stmt(st);
+	return exec_stmt(b, st);
+}
+
+/* A final message from fin: its numbers, no text. 1, 0 none, -1. */
+static int
+fin_get(struct store_backend *b, uint64_t id, struct store_rec *rec)
+{
+	sqlite3_stmt *st = b->st[ST_FIN_GET];
+	int rc;
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		rec->m = deliver_msg_new(0);
+		rec->m->id = id;
+		copy_col(st, 1, rec->account, sizeof(rec->account));
+		copy_col(st, 2, rec->m->reply_to, sizeof(rec->m->reply_to));
+		rec->state = (uint8_t)sqlite3_column_int(st, 3);
+		rec->final_date = (uint64_t)sqlite3_column_int64(st, 4);
+	}
+	done_stmt(st);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
 static int
@@ -514,7 +818,9 @@ sqlite_get(struct store_backend *b, uint64_t id, struct store_rec *rec)
 	if (rc == SQLITE_ROW && !read_rec(st, rec))
 		rc = SQLITE_ERROR;
 	done_stmt(st);
-	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+	if (rc == SQLITE_DONE)
+		return fin_get(b, id, rec);
+	return rc == SQLITE_ROW ? 1 : -1;
 }
 
 static int
@@ -552,16 +858,61 @@ sqlite_by_dest(struct store_backend *b, const char *submitter,
 	return each_rec(st, fn, arg);
 }
 
-static int
-sqlite_purge(struct store_backend *b, uint64_t before, unsigned n)
-{
-	sqlite3_stmt *st = b->st[ST_PURGE];
+/* Final rows to delete, found by a scan, deleted after it. */
+struct doomed {
+	uint64_t id;
+	uint64_t bytes;
+};
 
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)before);
+static int
+sqlite_purge(struct store_backend *b, uint64_t before, uint64_t *cursor,
+    unsigned n, uint64_t *bytes)
+{
+	sqlite3_stmt *st = b->st[ST_FIN_SCAN];
+	struct doomed *v = xcalloc(n ? n : 1, sizeof(*v));
+	unsigned seen = 0, k = 0, i;
+	int rc;
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)*cursor);
 	sqlite3_bind_int64(st, 2, n);
-	if (exec_stmt(st) < 0)
-		return -1;
-	return sqlite3_changes(b->db);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t id = (uint64_t)sqlite3_column_int64(st, 0);
+
+		seen++;
+		*cursor = id;
+		if ((uint64_t)sqlite3_column_int64(st, 1) >= before)
+			continue;
+		v[k].id = id;
+		v[k++].bytes = (uint64_t)sqlite3_column_int64(st, 2);
+	}
+	done_stmt(st);
+	if (rc != SQLITE_DONE)
+		k = 0;
+	else if (seen < n)
+		*cursor = 0;	/* the end: from the start next time */
+	for (i = 0; i < k; i++) {
+		sqlite3_bind_int64(b->st[ST_FIN_DEL], 1, (sqlite3_int64)v[i].id);
+		if (exec_stmt(b, b->st[ST_FIN_DEL]) < 0)
+			break;
+		*bytes += v[i].bytes;
+	}
+	free(v);
+	/* Those deleted before a failure are counted: the caller sees it. */
+	return rc != SQLITE_DONE ? -1 : (int)i;
+}
+
+static int
+sqlite_finals(struct store_backend *b, uint64_t *count, uint64_t *bytes)
+{
+	sqlite3_stmt *st = b->st[ST_FINALS];
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		*count = (uint64_t)sqlite3_column_int64(st, 0);
+		*bytes = (uint64_t)sqlite3_column_double(st, 1);
+	}
+	done_stmt(st);
+	return rc == SQLITE_ROW ? 0 : -1;
 }
 
 static int
@@ -622,7 +973,11 @@ const struct store_backend_ops store_sqlite_ops = {
 	.expired = sqlite_expired,
 	.by_dest = sqlite_by_dest,
 	.purge = sqlite_purge,
+	.finals = sqlite_finals,
 	.backlogs = sqlite_backlogs,
 	.oldest = sqlite_oldest,
 	.max_id = sqlite_max_id,
+	.check = sqlite_check,
+	.full = sqlite_full,
+	.poll = sqlite_poll,
 };

@@ -534,6 +534,45 @@ daemon_notify_seen(struct daemon *d, const char *what)
 	return false;
 }
 
+/* Whether note has a STATUS= line with text in it. */
+static bool
+status_has(const char *note, const char *text)
+{
+	for (const char *p = note; p != NULL && *p != '\0';) {
+		const char *end = strchr(p, '\n');
+		size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+		char *line = strndup(p, n);
+		bool hit;
+
+		ck_assert(line != NULL);
+		hit = strncmp(line, "STATUS=", 7) == 0 &&
+		    strstr(line, text) != NULL;
+		free(line);
+		if (hit)
+			return true;
+		p = end != NULL ? end + 1 : NULL;
+	}
+	return false;
+}
+
+bool
+daemon_wait_status(struct daemon *d, const char *text, int timeout_ms)
+{
+	uint64_t deadline = harness_now_ms() + (uint64_t)timeout_ms;
+
+	if (d->notify_fd < 0)
+		return false;
+	for (;;) {
+		notify_pump(d);
+		for (size_t i = 0; i < d->nnotes; i++)
+			if (status_has(d->notes[i], text))
+				return true;
+		if (harness_now_ms() >= deadline || !daemon_is_running(d))
+			return false;
+		harness_sleep_ms(50);
+	}
+}
+
 int
 daemon_wait_ready(struct daemon *d, int timeout_ms)
 {

@@ -150,6 +150,10 @@ bool	daemon_wait_notify(struct daemon *d, const char *what, int timeout_ms);
 /* Whether any datagram received so far has such a line (no waiting). */
 bool	daemon_notify_seen(struct daemon *d, const char *what);
 
+/* Waits up to timeout_ms for a STATUS= line (any so far) holding text. */
+bool	daemon_wait_status(struct daemon *d, const char *text,
+	    int timeout_ms);
+
 /*
  * Sends SIGUSR1 and parses the next `stats ` line the daemon logs (bounded
  * by HARNESS_STATS_MS; the test fails without one).

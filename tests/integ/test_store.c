@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -540,6 +541,198 @@ START_TEST(test_bad_store_files)
 }
 END_TEST
 
+static long long
+file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+/* Pipelines n SENDs to bob of text<i>; all must be OK. */
+static void
+send_big(int fd, const char *text, int n)
+{
+	char cmd[2048];
+
+	for (int i = 0; i < n; i++) {
+		int len = snprintf(cmd, sizeof(cmd), "SEND bob %s%d\n", text, i);
+
+		ck_assert_int_eq(send_all(fd, cmd, (size_t)len), 0);
+	}
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_gt(recv_line(fd, cmd, sizeof(cmd),
+		    HARNESS_IO_MS), 0);
+		ck_assert_msg(strncmp(cmd, "OK ", 3) == 0, "SEND %d: %s", i,
+		    cmd);
+	}
+}
+
+/* Reads n MSG lines from alice, text<i>, in order. */
+static void
+read_big(int fd, const char *text, int n)
+{
+	char line[2048], want[2048];
+
+	for (int i = 0; i < n; i++) {
+		const char *p;
+
+		ck_assert_int_gt(recv_line(fd, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		p = strncmp(line, "MSG ", 4) == 0 ? strchr(line + 4, ' ') :
+		    NULL;
+		snprintf(want, sizeof(want), " alice %s%d\n", text, i);
+		ck_assert_msg(p != NULL && strcmp(p, want) == 0, "got %.40s..."
+		    "%s", line, line + (strlen(line) > 20 ? strlen(line) - 20 :
+		    0));
+	}
+}
+
+/*
+ * Store and drain, again and again, for 8 s with max_bytes = 1 MiB: the
+ * file stays within what the man page promises (twice max_bytes and
+ * 1 MiB), and its WAL within 64 MiB and a group. The file is measured
+ * after the daemon stopped: pages that wait in the WAL are in it then.
+ */
+START_TEST(test_store_file_bounded_by_max_bytes)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir), *wal;
+	char *conf = store_conf(path, "max_bytes = 1048576;");
+	struct daemon *d = daemon_start(conf, NULL);
+	uint64_t end = harness_now_ms() + 8000;
+	char text[700];
+	long long size, max = 0, wmax = 0;
+	int a, cycles = 0;
+
+	if (asprintf(&wal, "%s-wal", path) < 0)
+		ck_abort_msg("asprintf");
+	a = login(d, "alice", "a");
+	while (harness_now_ms() < end || cycles < 3) {
+		int b;
+
+		/* 700 of about 720 counted bytes: half of max_bytes. */
+		memset(text, 'a' + cycles % 26, 600);
+		snprintf(text + 600, sizeof(text) - 600, "-%d-", cycles);
+		send_big(a, text, 700);
+		b = login(d, "bob", "b");
+		read_big(b, text, 700);
+		/*
+		 * Gone before alice sends again: what she sends then is
+		 * stored, not queued on a connection that is closing.
+		 */
+		expect(b, "QUIT\n", "OK BYE");
+		ck_assert_int_eq(client_wait_closed(b, HARNESS_IO_MS), 0);
+		close(b);
+		size = file_size(path);
+		max = size > max ? size : max;
+		size = file_size(wal);
+		wmax = size > wmax ? size : wmax;
+		cycles++;
+	}
+	close(a);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	size = file_size(path);
+	max = size > max ? size : max;
+	fprintf(stderr, "store file bound: %d cycles of 700, store.db up to "
+	    "%lld bytes, -wal up to %lld\n", cycles, max, wmax);
+	ck_assert_msg(max <= 2 * 1048576 + 1048576, "store.db grew to %lld "
+	    "bytes in %d cycles with max_bytes = 1 MiB", max, cycles);
+	ck_assert_msg(wmax <= (64 << 20) + (8 << 20), "the WAL grew to %lld",
+	    wmax);
+	free(wal);
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
+/* How many times s is in the daemon's log. */
+static int
+log_count(struct daemon *d, const char *s)
+{
+	char *log = daemon_log(d);
+	int n = 0;
+
+	for (const char *p = log; (p = strstr(p, s)) != NULL; p++)
+		n++;
+	free(log);
+	return n;
+}
+
+/*
+ * The file (or its WAL) at victim is deleted under the running daemon:
+ * within a few seconds SENDs are refused, the error is logged once and
+ * STATUS= says so; what was stored before is still delivered.
+ */
+static void
+check_removed(const char *victim_suffix)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir), *victim;
+	char *conf = store_conf(path, "");
+	struct daemon *d = daemon_start(conf, NULL);
+	uint64_t deadline;
+	char line[256];
+	int a, b, oks = 0, refused = 0;
+
+	if (asprintf(&victim, "%s%s", path, victim_suffix) < 0)
+		ck_abort_msg("asprintf");
+	a = login(d, "alice", "a");
+	send_range(a, "bob", "m", 1, 6);
+	ck_assert_int_eq(unlink(victim), 0);
+	/* Checked once a second: a few OKs may still land before. */
+	deadline = harness_now_ms() + 10000;
+	while (refused < 3 && harness_now_ms() < deadline) {
+		ck_assert_int_eq(send_all(a, "SEND bob after\n", 15), 0);
+		ck_assert_int_gt(recv_line(a, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		if (strncmp(line, "OK ", 3) == 0) {
+			oks++;
+			harness_sleep_ms(100);
+		} else {
+			ck_assert_msg(strncmp(line, "ERR 503 ", 8) == 0 &&
+			    strstr(line, "store unavailable") != NULL,
+			    "got %s", line);
+			refused++;
+		}
+	}
+	ck_assert_msg(refused == 3, "%s deleted: still storing after 10 s "
+	    "(%d OK)", victim, oks);
+	ck_assert_int_eq(log_count(d, "was removed or replaced"), 1);
+	ck_assert_msg(daemon_wait_status(d, "STORE FILE LOST", 15000),
+	    "STATUS= does not say the file is lost");
+	/* Nothing acknowledged is dropped from the running daemon. */
+	b = login(d, "bob", "b");
+	for (int i = 1; i <= 5; i++) {
+		char text[16];
+
+		snprintf(text, sizeof(text), "m%d", i);
+		expect_msg(b, "alice", text);
+	}
+	for (int i = 0; i < oks; i++)
+		expect_msg(b, "alice", "after");
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(victim);
+	free(conf);
+	free(path);
+	free(dir);
+}
+
+START_TEST(test_store_file_deleted_refuses)
+{
+	check_removed("");
+}
+END_TEST
+
+START_TEST(test_store_wal_deleted_refuses)
+{
+	check_removed("-wal");
+}
+END_TEST
+
 #endif
 
 Suite *
@@ -554,6 +747,9 @@ store_suite(void)
 	tcase_add_test(tc, test_only_accounts_are_stored);
 	tcase_add_test(tc, test_store_full);
 	tcase_add_test(tc, test_bad_store_files);
+	tcase_add_test(tc, test_store_file_deleted_refuses);
+	tcase_add_test(tc, test_store_wal_deleted_refuses);
+	tcase_add_test(tc, test_store_file_bounded_by_max_bytes);
 #endif
 	suite_add_tcase(s, tc);
 	/*

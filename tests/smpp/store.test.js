@@ -97,7 +97,7 @@ const ESME_RINVEXPIRY = 0x62;
 const ESME_RQUERYFAIL = 0x67;
 const ENROUTE = 1, DELIVERED = 2, EXPIRED = 3, DELETED = 4;
 
-function conf(storePath) {
+function conf(storePath, storeExtra = '') {
 	return `dispatchers = 2;
 idle_timeout = 0;
 listeners = ( { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; } );
@@ -108,7 +108,7 @@ accounts = (
   { id = "carol"; password = "c"; }
 );
 ${JS ? jsStore(storePath) : `store = { path = "${storePath || 'store.db'}"; sync = "full"; };`}
-`;
+`.replace(/store = \{/, `store = { ${storeExtra}`);
 }
 
 const { session } = L;
@@ -236,6 +236,32 @@ test('a scheduled message waits for its time, even for an online recipient', { s
 		// Whole seconds: not before the second it was scheduled for.
 		assert.ok(Date.now() >= Math.floor((t0 + 3000) / 1000) * 1000,
 		    'delivered no earlier than its time');
+		a.s.close(); b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('a schedule later than the default validity: delivered, its validity counted from its time', { skip }, async () => {
+	// No validity_period: the default (2 s) runs from the schedule (+4 s),
+	// not from the submit, which would expire it before it is due.
+	const d = await L.startDaemon(conf(undefined, 'default_validity = 2;'));
+	try {
+		const port = d.ports.smpp;
+		const a = await session(port, 'bind_transceiver', 'alice', 'a');
+		const b = await session(port, 'bind_receiver', 'bob', 'b');
+		const r = await submit(a.s, { short_message: 'due later',
+		    schedule_delivery_time: relative(4), registered_delivery: 1 });
+		assert.equal(r.command_status, ESME_ROK);
+		await until(() => b.got.length >= 1 || receiptFor(a.got, r.message_id),
+		    'the scheduled message or its receipt', 15000);
+		const rc = receiptFor(a.got, r.message_id);
+		assert.ok(!rc || !/stat:EXPIRED/.test(L.text(rc)),
+		    `expired before it was due: ${rc && L.text(rc)}`);
+		assert.equal(b.got.length, 1, 'bob gets it');
+		assert.equal(L.text(b.got[0]), 'due later');
+		await until(() => receiptFor(a.got, r.message_id), 'its receipt');
+		assert.match(L.text(receiptFor(a.got, r.message_id)), /stat:DELIVRD/);
 		a.s.close(); b.s.close();
 	} finally {
 		await L.stopDaemon(d);
