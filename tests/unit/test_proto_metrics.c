@@ -286,7 +286,26 @@ static const struct {
 } bad_cases[] = {
 		{ "GET /metrics HTTP/1.1\r\n\r\n", 400, COUNTER_HTTP_400 },
 		{ "GET /metrics\r\nHost: x\r\n\r\n", 400, COUNTER_HTTP_400 },
-		{ "GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", 400,
+		{ "GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", 505,
+		    COUNTER_HTTP_505 },
+		{ "GET /metrics HTTP/1.9\r\nHost: x\r\n\r\n", 505,
+		    COUNTER_HTTP_505 },
+		{ "GET /metrics HTTP/1.10\r\nHost: x\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		/* RFC 9112 3.2: absolute-form does not stand in for Host */
+		{ "GET http://x/metrics HTTP/1.1\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n",
+		    400, COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.0\r\nHost: x\r\nHost: x\r\n\r\n",
+		    400, COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: a b\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: a/b\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: a:80x\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: [::1\r\n\r\n", 400,
 		    COUNTER_HTTP_400 },
 		{ "GET  /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 400,
 		    COUNTER_HTTP_400 },
@@ -309,7 +328,7 @@ START_TEST(metrics_bad_requests)
 	session_start(&s);
 	send_str(s.fd, bad_cases[_i].req);
 	ck_assert_msg(response(s.fd, &r, &off, false, NULL, NULL, 0, NULL,
-	    NULL) == bad_cases[_i].status, "case %d: %s", _i, r.buf);
+	    NULL) == bad_cases[_i].status, "case %d: %.200s", _i, r.buf);
 	expect_eof(s.fd, &r, off);
 	ck_assert_uint_eq(counter_get(&s.r->counters, bad_cases[_i].counter),
 	    1);
@@ -376,6 +395,29 @@ START_TEST(metrics_http10_closes)
 	ck_assert_int_eq(response(s.fd, &r, &off, false, NULL, NULL, 0, NULL,
 	    NULL), 200);
 	expect_eof(s.fd, &r, off);
+	session_end(&s);
+}
+END_TEST
+
+/* Host in each form RFC 9112 3.2 allows, absolute-form with it: 200. */
+START_TEST(metrics_host_forms_accepted)
+{
+	static struct reply r;
+	struct session s;
+	size_t off = 0;
+
+	session_start(&s);
+	send_str(s.fd, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9477\r\n\r\n"
+	    "GET /metrics HTTP/1.1\r\nHost: [::1]:9477 \r\n\r\n"
+	    "GET /metrics HTTP/1.1\r\nHost: metrics.example_1\r\n\r\n"
+	    "GET /metrics HTTP/1.1\r\nHost:\r\n\r\n"
+	    "GET http://x/metrics HTTP/1.1\r\nHost: x\r\n"
+	    "Connection: close\r\n\r\n");
+	for (int i = 0; i < 5; i++)
+		ck_assert_msg(response(s.fd, &r, &off, false, NULL, NULL, 0,
+		    NULL, NULL) == 200, "request %d: %.200s", i, r.buf + off);
+	expect_eof(s.fd, &r, off);
+	ck_assert_uint_eq(counter_get(&s.r->counters, COUNTER_HTTP_400), 0);
 	session_end(&s);
 }
 END_TEST
@@ -538,6 +580,7 @@ proto_metrics_suite(void)
 	tcase_add_loop_test(io, metrics_431, 0, 2);
 	tcase_add_test(io, metrics_http10_closes);
 	tcase_add_test(io, metrics_http10_keep_alive);
+	tcase_add_test(io, metrics_host_forms_accepted);
 	tcase_add_test(io, metrics_unfinished_request_408);
 	tcase_set_timeout(io, 60);
 	suite_add_tcase(s, io);
