@@ -17,6 +17,9 @@
 #include "util.h"
 #include "version.h"
 
+/* The most of a config file read again to see an integer's literal. */
+#define SOURCE_MAX	(16 << 20)
+
 /* Every problem found, as text. */
 struct cferr {
 	const char *path;
@@ -84,15 +87,118 @@ is_int(const config_setting_t *s)
 	return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
 }
 
-/* Reads an integer setting within [min, max] into *out. */
+/*
+ * The text of the file from line `line` (1-based) on, in a buffer the
+ * caller frees, or NULL if it cannot be read. Config files are small.
+ */
+static char *
+source_from_line(const char *file, int line, char **from)
+{
+	FILE *f = fopen(file, "re");
+	char *text = NULL;
+	size_t cap = 0, len = 0, n;
+
+	if (f == NULL)
+		return NULL;
+	do {
+		if (len + 4096 > cap)
+			text = xrealloc(text, cap = cap * 2 + 4096 + 1);
+		n = fread(text + len, 1, cap - len - 1, f);
+		len += n;
+	} while (n > 0 && len < SOURCE_MAX);
+	fclose(f);
+	text[len] = '\0';
+	*from = text;
+	for (int l = 1; l < line && *from != NULL; l++)
+		if ((*from = strchr(*from, '\n')) != NULL)
+			(*from)++;
+	if (*from == NULL) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+static bool
+is_name_char(char ch)
+{
+	return isalnum((unsigned char)ch) || (ch != '\0' &&
+	    strchr("_*-", ch) != NULL);
+}
+
+/*
+ * Just past the first place in p where the key name stands alone (text is
+ * where p's buffer starts), or NULL.
+ */
+static char *
+find_key(char *p, const char *text, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (; (p = strstr(p, name)) != NULL; p += nl)
+		if ((p == text || !is_name_char(p[-1])) &&
+		    !is_name_char(p[nl]))
+			return p + nl;
+	return NULL;
+}
+
+/*
+ * libconfig 1.5 reads an integer beyond 32 bits written without its L
+ * suffix as its low 32 bits (4294967296 is 0, 4294967297 is 1), with no
+ * error. The file shows what was written: copies the literal that follows
+ * the setting's name into lit and returns true if it does not fit.
+ */
+static bool
+int_truncated(const config_setting_t *s, char *lit, size_t litlen)
+{
+	const char *file = config_setting_source_file(s);
+	const char *name = config_setting_name(s);
+	char *text, *p, *end;
+	long long v;
+	bool cut = false;
+
+	if (file == NULL || name == NULL ||
+	    (text = source_from_line(file, config_setting_source_line(s),
+	    &p)) == NULL)
+		return false;
+	if ((p = find_key(p, text, name)) != NULL) {
+		for (; isspace((unsigned char)*p); p++)
+			;
+		for (p += *p == '=' || *p == ':'; isspace((unsigned char)*p); p++)
+			;
+		errno = 0;
+		v = strtoll(p, &end, p[0] == '0' && (p[1] == 'x' ||
+		    p[1] == 'X') ? 16 : 10);
+		cut = end != p && *end != 'L' && (errno == ERANGE ||
+		    v > INT32_MAX || v < INT32_MIN);
+		snprintf(lit, litlen, "%.*s", (int)(end - p), p);
+	}
+	free(text);
+	return cut;
+}
+
+/*
+ * Reads an integer setting within [min, max] into *out. unit names what
+ * else the key takes (a size such as "4G"), for the error on a literal
+ * libconfig cut to 32 bits.
+ */
 static void
-get_uint(struct cferr *e, const config_setting_t *s, long long min,
-    long long max, unsigned long long *out)
+get_int_within(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, const char *unit, unsigned long long *out)
 {
 	long long v;
+	char lit[32];
 
 	if (!is_int(s)) {
-		cferr_add(e, s, "%s: expected an integer", config_setting_name(s));
+		cferr_add(e, s, "%s: expected an integer%s",
+		    config_setting_name(s), unit);
+		return;
+	}
+	if (config_setting_type(s) == CONFIG_TYPE_INT &&
+	    int_truncated(s, lit, sizeof(lit))) {
+		cferr_add(e, s, "%s: %s is beyond a plain libconfig integer "
+		    "(-2147483648..2147483647); write %sL%s",
+		    config_setting_name(s), lit, lit, unit);
 		return;
 	}
 	v = config_setting_get_int64(s);
@@ -102,6 +208,56 @@ get_uint(struct cferr *e, const config_setting_t *s, long long min,
 		return;
 	}
 	*out = (unsigned long long)v;
+}
+
+/* Reads an integer setting within [min, max] into *out. */
+static void
+get_uint(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, unsigned long long *out)
+{
+	get_int_within(e, s, min, max, "", out);
+}
+
+/*
+ * A byte count: an integer, or a string of digits with an optional unit
+ * K, M, G or T (powers of 1024), as "512M"; within [min, max].
+ */
+static void
+get_bytes(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, unsigned long long *out)
+{
+	static const char units[] = "KMGT";
+	const char *v, *u;
+	char *end;
+	unsigned long long n;
+	unsigned shift = 0;
+
+	if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+		get_int_within(e, s, min, max, " or a size such as \"4G\"",
+		    out);
+		return;
+	}
+	v = config_setting_get_string(s);
+	errno = 0;
+	n = isdigit((unsigned char)v[0]) ? strtoull(v, &end, 10) : 0;
+	if (isdigit((unsigned char)v[0]) && *end != '\0' && end[1] == '\0' &&
+	    (u = strchr(units, toupper((unsigned char)*end))) != NULL) {
+		shift = 10 * (unsigned)(u - units + 1);
+		end++;
+	}
+	if (!isdigit((unsigned char)v[0]) || *end != '\0') {
+		cferr_add(e, s, "%s: \"%s\" is not a size: digits and an "
+		    "optional K, M, G or T, as \"512M\"",
+		    config_setting_name(s), v);
+		return;
+	}
+	if (errno == ERANGE || n > (unsigned long long)max >> shift ||
+	    n << shift < (unsigned long long)min) {
+		cferr_add(e, s, "%s: \"%s\" is out of range %lld..%lld bytes",
+		    config_setting_name(s), v, min, max);
+		return;
+	}
+	*out = n << shift;
 }
 
 static void
@@ -114,13 +270,14 @@ get_unsigned(struct cferr *e, const config_setting_t *s, long long min,
 	*out = (unsigned)v;
 }
 
+/* get_bytes into a size_t. */
 static void
-get_size(struct cferr *e, const config_setting_t *s, long long min,
+get_size_bytes(struct cferr *e, const config_setting_t *s, long long min,
     long long max, size_t *out)
 {
 	unsigned long long v = *out;
 
-	get_uint(e, s, min, max, &v);
+	get_bytes(e, s, min, max, &v);
 	*out = (size_t)v;
 }
 
@@ -131,6 +288,16 @@ get_u64(struct cferr *e, const config_setting_t *s, long long min,
 	unsigned long long v = *out;
 
 	get_uint(e, s, min, max, &v);
+	*out = (uint64_t)v;
+}
+
+static void
+get_u64_bytes(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, uint64_t *out)
+{
+	unsigned long long v = *out;
+
+	get_bytes(e, s, min, max, &v);
 	*out = (uint64_t)v;
 }
 
@@ -226,7 +393,7 @@ get_socket_buffer(struct cferr *e, const config_setting_t *k, size_t *out)
 	unsigned count = e->count;
 	size_t v = 0;
 
-	get_size(e, k, 0, 64 << 20, &v);
+	get_size_bytes(e, k, 0, 64 << 20, &v);
 	if (e->count != count)
 		return;
 	if (v != 0 && v < 4096) {
@@ -251,16 +418,17 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 		const char *name = config_setting_name(k);
 
 		if (strcmp(name, "max_line") == 0)
-			get_size(e, k, 64, 1 << 20, &l->max_line);
+			get_size_bytes(e, k, 64, 1 << 20, &l->max_line);
 		else if (strcmp(name, "output_high_watermark") == 0)
-			get_size(e, k, 4096, 1LL << 30,
+			get_size_bytes(e, k, 4096, 1LL << 30,
 			    &l->output_high_watermark);
 		else if (strcmp(name, "output_limit") == 0)
-			get_size(e, k, 4096, 1LL << 32, &l->output_limit);
+			get_size_bytes(e, k, 4096, 1LL << 32,
+			    &l->output_limit);
 		else if (strcmp(name, "output_stall_timeout") == 0)
 			get_unsigned(e, k, 0, 86400, &l->output_stall_timeout);
 		else if (strcmp(name, "max_pdu_size") == 0)
-			get_size(e, k, 1024, 1 << 20, &l->max_pdu_size);
+			get_size_bytes(e, k, 1024, 1 << 20, &l->max_pdu_size);
 		else if (strcmp(name, "max_connections_per_ip") == 0)
 			get_unsigned(e, k, 0, 10000000,
 			    &l->max_connections_per_ip);
@@ -927,7 +1095,7 @@ parse_store(struct cferr *e, const config_setting_t *s, struct config *cf)
 		else if (strcmp(name, "max_messages") == 0)
 			get_u64(e, k, 1, INT64_MAX, &st->max_messages);
 		else if (strcmp(name, "max_bytes") == 0)
-			get_u64(e, k, 1, INT64_MAX, &st->max_bytes);
+			get_u64_bytes(e, k, 1, INT64_MAX, &st->max_bytes);
 		else if (strcmp(name, "account_max_messages") == 0)
 			get_u64(e, k, 1, INT64_MAX, &st->account_max_messages);
 		else if (strcmp(name, "replicas") == 0)
