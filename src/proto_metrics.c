@@ -395,7 +395,7 @@ metrics_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	    memcmp(rq.path, "/metrics", 8) == 0) {
 		struct buf *body = buf_new();
 
-		metrics_render(body, c->r->cf);
+		metrics_render(body);
 		respond(c, 200, CONTENT_TYPE, buf_head(body), body->len, head,
 		    connection);
 		buf_free(body);

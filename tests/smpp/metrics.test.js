@@ -260,6 +260,57 @@ test('reloads are counted, good and bad, with the time of the last good one', as
 	}
 });
 
+// echorouterd_connections summed over reactors: { listener: count }.
+function connectionsByListener(m) {
+	const by = {};
+	for (const [k, v] of Object.entries(m)) {
+		const r = /^echorouterd_connections\{listener="([^"]*)",reactor="\d+"\}$/.exec(k);
+		if (r)
+			by[r[1]] = (by[r[1]] || 0) + v;
+	}
+	return by;
+}
+
+test('a reload that only reorders the listeners keeps each gauge on its listener', async () => {
+	const d = await L.startDaemon(conf());
+	const M = d.ports.metrics;
+	const file = path.join(d.dir, 'echorouterd.conf');
+	const socks = [];
+	try {
+		for (let i = 0; i < 3; i++)
+			socks.push(await L.rawConnect(d.ports.echo));
+		for (let i = 0; i < 2; i++)
+			socks.push(await L.rawConnect(d.ports.router));
+		let by;
+		await until(async () => {
+			by = connectionsByListener(await L.scrape(M));
+			return by.echo === 3 && by.router === 2;
+		}, 'the clients counted');
+		assert.equal(by.smpp, 0);
+		// The same four listeners, last first (lines like "  { name = ...").
+		const text = fs.readFileSync(file, 'utf8');
+		const ls = text.match(/^ {2}\{ name = .*\}/gm);
+		assert.equal(ls.length, 4);
+		fs.writeFileSync(file, text.replace(ls.join(',\n'), ls.reverse().join(',\n')));
+		d.child.kill('SIGHUP');
+		let m;
+		await until(async () => {
+			m = await L.scrape(M);
+			return m['echorouterd_config_reloads_total{result="ok"}'] === 1;
+		}, 'the reload done');
+		by = connectionsByListener(m);
+		assert.equal(by.echo, 3, JSON.stringify(by));
+		assert.equal(by.router, 2, JSON.stringify(by));
+		assert.equal(by.smpp, 0, JSON.stringify(by));
+		assert.ok(by.metrics >= 1, JSON.stringify(by));
+		assert.equal(Object.keys(by).length, 4, JSON.stringify(by));
+	} finally {
+		for (const s of socks)
+			s.destroy();
+		await L.stopDaemon(d);
+	}
+});
+
 // A free loopback port: bind to 0, close, use.
 function freePort() {
 	return new Promise((resolve) => {

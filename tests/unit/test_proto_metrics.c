@@ -117,7 +117,7 @@ session_start(struct session *s)
 	    "port = 0; protocol = \"metrics\"; } );\n");
 	s->r = reactor_new(0, s->cf);
 	ck_assert_ptr_nonnull(s->r);
-	metrics_init(&s->r, 1, NULL);
+	metrics_init(&s->r, 1, NULL, s->cf);
 	tcp_pair(sv);
 	ck_assert_int_eq(reactor_start(s->r), 0);
 	atomic_fetch_add(&conn_live, 1);
@@ -489,12 +489,12 @@ START_TEST(metrics_exposition_shape)
 	bool checked_route = false;
 
 	ck_assert_ptr_nonnull(r);
-	metrics_init(&r, 1, NULL);
+	metrics_init(&r, 1, NULL, cf);
 	counter_observe(&r->detail.hist[HIST_ROUTE], 4000);	/* <= 5 us */
 	counter_observe(&r->detail.hist[HIST_ROUTE], 5000);	/* <= 5 us */
 	counter_observe(&r->detail.hist[HIST_ROUTE], 2000000);	/* <= 2.5 ms */
 	counter_observe(&r->detail.hist[HIST_ROUTE], 20000000000ull); /* +Inf */
-	metrics_render(out, cf);
+	metrics_render(out);
 	text = strndup((const char *)buf_head(out), out->len);
 	for (line = strtok_r(text, "\n", &save); line != NULL;
 	    line = strtok_r(NULL, "\n", &save)) {
