@@ -20,6 +20,21 @@
 /* The most of a config file read again to see an integer's literal. */
 #define SOURCE_MAX	(16 << 20)
 
+/*
+ * A config file read again, once, to see how its integers were written
+ * (int_truncated), with where each line starts; and the last integer
+ * setting looked at, to tell apart settings of one name on one line.
+ */
+struct source {
+	char	*file;
+	char	*text;
+	size_t	*lines;			/* where line i + 1 starts */
+	size_t	nlines;
+	const char *name;		/* the last setting looked at */
+	int	line;
+	unsigned nth;			/* of that name on that line, from 0 */
+};
+
 /* Every problem found, as text. */
 struct cferr {
 	const char *path;
@@ -27,6 +42,7 @@ struct cferr {
 	size_t	len;
 	size_t	cap;
 	unsigned count;
+	struct source src;
 };
 
 static void cferr_add(struct cferr *e, const config_setting_t *s,
@@ -87,36 +103,48 @@ is_int(const config_setting_t *s)
 	return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
 }
 
-/*
- * The text of the file from line `line` (1-based) on, in a buffer the
- * caller frees, or NULL if it cannot be read. Config files are small.
- */
-static char *
-source_from_line(const char *file, int line, char **from)
+static void
+source_free(struct source *src)
 {
-	FILE *f = fopen(file, "re");
-	char *text = NULL;
+	free(src->file);
+	free(src->text);
+	free(src->lines);
+	memset(src, 0, sizeof(*src));
+}
+
+/*
+ * Reads file into src unless it holds it already; false if it cannot be
+ * read. Config files are small; SOURCE_MAX bounds what is read.
+ */
+static bool
+source_load(struct source *src, const char *file)
+{
+	FILE *f;
 	size_t cap = 0, len = 0, n;
 
-	if (f == NULL)
-		return NULL;
+	if (src->file != NULL && strcmp(src->file, file) == 0)
+		return src->text != NULL;
+	source_free(src);
+	src->file = xstrdup(file);
+	if ((f = fopen(file, "re")) == NULL)
+		return false;
 	do {
 		if (len + 4096 > cap)
-			text = xrealloc(text, cap = cap * 2 + 4096 + 1);
-		n = fread(text + len, 1, cap - len - 1, f);
+			src->text = xrealloc(src->text,
+			    cap = cap * 2 + 4096 + 1);
+		n = fread(src->text + len, 1, cap - len - 1, f);
 		len += n;
 	} while (n > 0 && len < SOURCE_MAX);
 	fclose(f);
-	text[len] = '\0';
-	*from = text;
-	for (int l = 1; l < line && *from != NULL; l++)
-		if ((*from = strchr(*from, '\n')) != NULL)
-			(*from)++;
-	if (*from == NULL) {
-		free(text);
-		return NULL;
-	}
-	return text;
+	src->text[len] = '\0';
+	for (size_t i = 0, ncap = 0; i <= len; i++)
+		if (i == 0 || src->text[i - 1] == '\n') {
+			if (src->nlines == ncap)
+				src->lines = xrealloc(src->lines,
+				    (ncap = ncap * 2 + 64) * sizeof(size_t));
+			src->lines[src->nlines++] = i;
+		}
+	return true;
 }
 
 static bool
@@ -143,38 +171,71 @@ find_key(char *p, const char *text, const char *name)
 }
 
 /*
- * libconfig 1.5 reads an integer beyond 32 bits written without its L
- * suffix as its low 32 bits (4294967296 is 0, 4294967297 is 1), with no
- * error. The file shows what was written: copies the literal that follows
- * the setting's name into lit and returns true if it does not fit.
+ * The integer literal after "= " or ": " at p: whether it is beyond 32
+ * bits (without the L that makes it 64), its value as libconfig 1.5 keeps
+ * it (the low 32 bits), and a copy in lit.
  */
 static bool
-int_truncated(const config_setting_t *s, char *lit, size_t litlen)
+literal_cut(const char *p, int32_t *kept, char *lit, size_t litlen)
 {
+	char *end;
+	long long v;
+
+	for (; isspace((unsigned char)*p); p++)
+		;
+	for (p += *p == '=' || *p == ':'; isspace((unsigned char)*p); p++)
+		;
+	errno = 0;
+	v = strtoll(p, &end, p[0] == '0' && (p[1] == 'x' || p[1] == 'X') ?
+	    16 : 10);
+	if (end == p || *end == 'L' || (errno != ERANGE && v <= INT32_MAX &&
+	    v >= INT32_MIN))
+		return false;
+	*kept = (int32_t)(uint32_t)(unsigned long long)v;
+	snprintf(lit, litlen, "%.*s", (int)(end - p), p);
+	return true;
+}
+
+/*
+ * libconfig 1.5 reads an integer beyond 32 bits written without its L
+ * suffix as its low 32 bits (4294967296 is 0, 4294967297 is 1), with no
+ * error. The file shows what was written: true, with the literal in lit,
+ * if the setting's was cut. Settings come in file order, so the nth of
+ * one name on one line is the nth such key there.
+ */
+static bool
+int_truncated(struct cferr *e, const config_setting_t *s, char *lit,
+    size_t litlen)
+{
+	struct source *src = &e->src;
 	const char *file = config_setting_source_file(s);
 	const char *name = config_setting_name(s);
-	char *text, *p, *end;
-	long long v;
-	bool cut = false;
+	int line = config_setting_source_line(s);
+	char *p, *eol;
+	unsigned k = 0;
+	int32_t kept;
 
-	if (file == NULL || name == NULL ||
-	    (text = source_from_line(file, config_setting_source_line(s),
-	    &p)) == NULL)
+	if (file == NULL || name == NULL || line < 1 ||
+	    !source_load(src, file) || (size_t)line > src->nlines)
 		return false;
-	if ((p = find_key(p, text, name)) != NULL) {
-		for (; isspace((unsigned char)*p); p++)
-			;
-		for (p += *p == '=' || *p == ':'; isspace((unsigned char)*p); p++)
-			;
-		errno = 0;
-		v = strtoll(p, &end, p[0] == '0' && (p[1] == 'x' ||
-		    p[1] == 'X') ? 16 : 10);
-		cut = end != p && *end != 'L' && (errno == ERANGE ||
-		    v > INT32_MAX || v < INT32_MIN);
-		snprintf(lit, litlen, "%.*s", (int)(end - p), p);
-	}
-	free(text);
-	return cut;
+	if (src->name != NULL && strcmp(src->name, name) == 0 &&
+	    src->line == line)
+		src->nth++;
+	else
+		src->nth = 0;
+	src->name = name;
+	src->line = line;
+	/* Counted above whatever its type; only a plain one can be cut. */
+	if (config_setting_type(s) != CONFIG_TYPE_INT)
+		return false;
+	p = src->text + src->lines[line - 1];
+	eol = strchr(p, '\n');
+	while ((p = find_key(p, src->text, name)) != NULL &&
+	    (eol == NULL || p - strlen(name) < eol))
+		if (k++ == src->nth)
+			return literal_cut(p, &kept, lit, litlen) &&
+			    kept == config_setting_get_int(s);
+	return false;
 }
 
 /*
@@ -194,8 +255,7 @@ get_int_within(struct cferr *e, const config_setting_t *s, long long min,
 		    config_setting_name(s), unit);
 		return;
 	}
-	if (config_setting_type(s) == CONFIG_TYPE_INT &&
-	    int_truncated(s, lit, sizeof(lit))) {
+	if (int_truncated(e, s, lit, sizeof(lit))) {
 		cferr_add(e, s, "%s: %s is beyond a plain libconfig integer "
 		    "(-2147483648..2147483647); write %sL%s",
 		    config_setting_name(s), lit, lit, unit);
@@ -1361,6 +1421,7 @@ config_load(const char *path, char **errors)
 	config_init(&lc);
 	load_file(&e, &lc, cf);
 	config_destroy(&lc);
+	source_free(&e.src);
 	if (errors != NULL)
 		*errors = e.text;
 	else

@@ -639,7 +639,6 @@ conn_frames(struct conn *c, const uint8_t *p, size_t n)
 			break;
 		}
 		len = c->proto->frame_len(p + off, n - off, lim);
-
 		if (len == 0)
 			break;
 		if (len < 0) {

@@ -301,6 +301,15 @@ static const struct bad_case bad_cases[] = {
 	    "\"4G\"" },
 	{ LISTENER "limits = { output_limit =\n  0x100001000; };\n", 2,
 	    "output_limit: 0x100001000 is beyond a plain libconfig integer" },
+	/* The second of two keys of one name on one line is the one cut. */
+	{ "listeners = ( { name = \"a\"; address = \"127.0.0.1\"; port = 0; "
+	    "protocol = \"echo\"; }, { name = \"b\"; address = \"127.0.0.1\"; "
+	    "port = 4294967296; protocol = \"echo\"; } );\n", 1,
+	    "port: 4294967296 is beyond a plain libconfig integer" },
+	{ "listeners = ( { name = \"a\"; address = \"127.0.0.1\"; port = 1L; "
+	    "protocol = \"echo\"; }, { name = \"b\"; address = \"127.0.0.1\"; "
+	    "port = 4294967297; protocol = \"echo\"; } );\n", 1,
+	    "port: 4294967297 is beyond a plain libconfig integer" },
 	{ LISTENER "max_connections = 4294967297;\n", 2,
 	    "max_connections: 4294967297 is beyond a plain libconfig integer "
 	    "(-2147483648..2147483647); write 4294967297L" },

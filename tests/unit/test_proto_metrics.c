@@ -454,9 +454,10 @@ read_all_responses(int fd)
 			char *cl = strcasestr(b, "\r\nContent-Length: ");
 
 			ck_assert_msg(strncmp(b, "HTTP/1.1 200 ", 13) == 0 &&
-			    cl != NULL && cl < end, "response %u: %.200s", count,
-			    b);
-			need = (size_t)(end + 4 - b) + strtoul(cl + 18, NULL, 10);
+			    cl != NULL && cl < end, "response %u: %.200s",
+			    count, b);
+			need = (size_t)(end + 4 - b) +
+			    strtoul(cl + 18, NULL, 10);
 			if (len < need)
 				break;
 			memmove(b, b + need, len - need);
