@@ -19,6 +19,24 @@
 #include "util.h"
 #include "version.h"
 
+/* The most of a config file read again to see an integer's literal. */
+#define SOURCE_MAX	(16 << 20)
+
+/*
+ * A config file read again, once, to see how its integers were written
+ * (int_truncated), with where each line starts; and the last integer
+ * setting looked at, to tell apart settings of one name on one line.
+ */
+struct source {
+	char	*file;
+	char	*text;
+	size_t	*lines;			/* where line i + 1 starts */
+	size_t	nlines;
+	const char *name;		/* the last setting looked at */
+	int	line;
+	unsigned nth;			/* of that name on that line, from 0 */
+};
+
 /* Every problem found, as text. */
 struct cferr {
 	const char *path;
@@ -26,6 +44,7 @@ struct cferr {
 	size_t	len;
 	size_t	cap;
 	unsigned count;
+	struct source src;
 };
 
 static void cferr_add(struct cferr *e, const config_setting_t *s,
@@ -86,15 +105,162 @@ is_int(const config_setting_t *s)
 	return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
 }
 
-/* Reads an integer setting within [min, max] into *out. */
 static void
-get_uint(struct cferr *e, const config_setting_t *s, long long min,
-    long long max, unsigned long long *out)
+source_free(struct source *src)
 {
+	free(src->file);
+	free(src->text);
+	free(src->lines);
+	memset(src, 0, sizeof(*src));
+}
+
+/*
+ * Reads file into src unless it holds it already; false if it cannot be
+ * read. Config files are small; SOURCE_MAX bounds what is read.
+ */
+static bool
+source_load(struct source *src, const char *file)
+{
+	FILE *f;
+	size_t cap = 0, len = 0, n;
+
+	if (src->file != NULL && strcmp(src->file, file) == 0)
+		return src->text != NULL;
+	source_free(src);
+	src->file = xstrdup(file);
+	if ((f = fopen(file, "re")) == NULL)
+		return false;
+	do {
+		if (len + 4096 > cap)
+			src->text = xrealloc(src->text,
+			    cap = cap * 2 + 4096 + 1);
+		n = fread(src->text + len, 1, cap - len - 1, f);
+		len += n;
+	} while (n > 0 && len < SOURCE_MAX);
+	fclose(f);
+	src->text[len] = '\0';
+	for (size_t i = 0, ncap = 0; i <= len; i++)
+		if (i == 0 || src->text[i - 1] == '\n') {
+			if (src->nlines == ncap)
+				src->lines = xrealloc(src->lines,
+				    (ncap = ncap * 2 + 64) * sizeof(size_t));
+			src->lines[src->nlines++] = i;
+		}
+	return true;
+}
+
+static bool
+is_name_char(char ch)
+{
+	return isalnum((unsigned char)ch) || (ch != '\0' &&
+	    strchr("_*-", ch) != NULL);
+}
+
+/*
+ * Just past the first place in p where the key name stands alone (text is
+ * where p's buffer starts), or NULL.
+ */
+static char *
+find_key(char *p, const char *text, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (; (p = strstr(p, name)) != NULL; p += nl)
+		if ((p == text || !is_name_char(p[-1])) &&
+		    !is_name_char(p[nl]))
+			return p + nl;
+	return NULL;
+}
+
+/*
+ * The integer literal after "= " or ": " at p: whether it is beyond 32
+ * bits (without the L that makes it 64), its value as libconfig 1.5 keeps
+ * it (the low 32 bits), and a copy in lit.
+ */
+static bool
+literal_cut(const char *p, int32_t *kept, char *lit, size_t litlen)
+{
+	char *end;
 	long long v;
 
+	for (; isspace((unsigned char)*p); p++)
+		;
+	for (p += *p == '=' || *p == ':'; isspace((unsigned char)*p); p++)
+		;
+	errno = 0;
+	v = strtoll(p, &end, p[0] == '0' && (p[1] == 'x' || p[1] == 'X') ?
+	    16 : 10);
+	if (end == p || *end == 'L' || (errno != ERANGE && v <= INT32_MAX &&
+	    v >= INT32_MIN))
+		return false;
+	*kept = (int32_t)(uint32_t)(unsigned long long)v;
+	snprintf(lit, litlen, "%.*s", (int)(end - p), p);
+	return true;
+}
+
+/*
+ * libconfig 1.5 reads an integer beyond 32 bits written without its L
+ * suffix as its low 32 bits (4294967296 is 0, 4294967297 is 1), with no
+ * error. The file shows what was written: true, with the literal in lit,
+ * if the setting's was cut. Settings come in file order, so the nth of
+ * one name on one line is the nth such key there.
+ */
+static bool
+int_truncated(struct cferr *e, const config_setting_t *s, char *lit,
+    size_t litlen)
+{
+	struct source *src = &e->src;
+	const char *file = config_setting_source_file(s);
+	const char *name = config_setting_name(s);
+	int line = config_setting_source_line(s);
+	char *p, *eol;
+	unsigned k = 0;
+	int32_t kept;
+
+	if (file == NULL || name == NULL || line < 1 ||
+	    !source_load(src, file) || (size_t)line > src->nlines)
+		return false;
+	if (src->name != NULL && strcmp(src->name, name) == 0 &&
+	    src->line == line)
+		src->nth++;
+	else
+		src->nth = 0;
+	src->name = name;
+	src->line = line;
+	/* Counted above whatever its type; only a plain one can be cut. */
+	if (config_setting_type(s) != CONFIG_TYPE_INT)
+		return false;
+	p = src->text + src->lines[line - 1];
+	eol = strchr(p, '\n');
+	while ((p = find_key(p, src->text, name)) != NULL &&
+	    (eol == NULL || p - strlen(name) < eol))
+		if (k++ == src->nth)
+			return literal_cut(p, &kept, lit, litlen) &&
+			    kept == config_setting_get_int(s);
+	return false;
+}
+
+/*
+ * Reads an integer setting within [min, max] into *out. unit names what
+ * else the key takes (a size such as "4G"), for the error on a literal
+ * libconfig cut to 32 bits.
+ */
+static void
+get_int_within(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, const char *unit, unsigned long long *out)
+{
+	long long v;
+	char lit[32];
+
 	if (!is_int(s)) {
-		cferr_add(e, s, "%s: expected an integer", config_setting_name(s));
+		cferr_add(e, s, "%s: expected an integer%s",
+		    config_setting_name(s), unit);
+		return;
+	}
+	if (int_truncated(e, s, lit, sizeof(lit))) {
+		cferr_add(e, s, "%s: %s is beyond a plain libconfig integer "
+		    "(-2147483648..2147483647); write %sL%s",
+		    config_setting_name(s), lit, lit, unit);
 		return;
 	}
 	v = config_setting_get_int64(s);
@@ -104,6 +270,56 @@ get_uint(struct cferr *e, const config_setting_t *s, long long min,
 		return;
 	}
 	*out = (unsigned long long)v;
+}
+
+/* Reads an integer setting within [min, max] into *out. */
+static void
+get_uint(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, unsigned long long *out)
+{
+	get_int_within(e, s, min, max, "", out);
+}
+
+/*
+ * A byte count: an integer, or a string of digits with an optional unit
+ * K, M, G or T (powers of 1024), as "512M"; within [min, max].
+ */
+static void
+get_bytes(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, unsigned long long *out)
+{
+	static const char units[] = "KMGT";
+	const char *v, *u;
+	char *end;
+	unsigned long long n;
+	unsigned shift = 0;
+
+	if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+		get_int_within(e, s, min, max, " or a size such as \"4G\"",
+		    out);
+		return;
+	}
+	v = config_setting_get_string(s);
+	errno = 0;
+	n = isdigit((unsigned char)v[0]) ? strtoull(v, &end, 10) : 0;
+	if (isdigit((unsigned char)v[0]) && *end != '\0' && end[1] == '\0' &&
+	    (u = strchr(units, toupper((unsigned char)*end))) != NULL) {
+		shift = 10 * (unsigned)(u - units + 1);
+		end++;
+	}
+	if (!isdigit((unsigned char)v[0]) || *end != '\0') {
+		cferr_add(e, s, "%s: \"%s\" is not a size: digits and an "
+		    "optional K, M, G or T, as \"512M\"",
+		    config_setting_name(s), v);
+		return;
+	}
+	if (errno == ERANGE || n > (unsigned long long)max >> shift ||
+	    n << shift < (unsigned long long)min) {
+		cferr_add(e, s, "%s: \"%s\" is out of range %lld..%lld bytes",
+		    config_setting_name(s), v, min, max);
+		return;
+	}
+	*out = n << shift;
 }
 
 static void
@@ -116,13 +332,14 @@ get_unsigned(struct cferr *e, const config_setting_t *s, long long min,
 	*out = (unsigned)v;
 }
 
+/* get_bytes into a size_t. */
 static void
-get_size(struct cferr *e, const config_setting_t *s, long long min,
+get_size_bytes(struct cferr *e, const config_setting_t *s, long long min,
     long long max, size_t *out)
 {
 	unsigned long long v = *out;
 
-	get_uint(e, s, min, max, &v);
+	get_bytes(e, s, min, max, &v);
 	*out = (size_t)v;
 }
 
@@ -133,6 +350,16 @@ get_u64(struct cferr *e, const config_setting_t *s, long long min,
 	unsigned long long v = *out;
 
 	get_uint(e, s, min, max, &v);
+	*out = (uint64_t)v;
+}
+
+static void
+get_u64_bytes(struct cferr *e, const config_setting_t *s, long long min,
+    long long max, uint64_t *out)
+{
+	unsigned long long v = *out;
+
+	get_bytes(e, s, min, max, &v);
 	*out = (uint64_t)v;
 }
 
@@ -228,7 +455,7 @@ get_socket_buffer(struct cferr *e, const config_setting_t *k, size_t *out)
 	unsigned count = e->count;
 	size_t v = 0;
 
-	get_size(e, k, 0, 64 << 20, &v);
+	get_size_bytes(e, k, 0, 64 << 20, &v);
 	if (e->count != count)
 		return;
 	if (v != 0 && v < 4096) {
@@ -253,16 +480,17 @@ parse_limits(struct cferr *e, const config_setting_t *s, struct config *cf)
 		const char *name = config_setting_name(k);
 
 		if (strcmp(name, "max_line") == 0)
-			get_size(e, k, 64, 1 << 20, &l->max_line);
+			get_size_bytes(e, k, 64, 1 << 20, &l->max_line);
 		else if (strcmp(name, "output_high_watermark") == 0)
-			get_size(e, k, 4096, 1LL << 30,
+			get_size_bytes(e, k, 4096, 1LL << 30,
 			    &l->output_high_watermark);
 		else if (strcmp(name, "output_limit") == 0)
-			get_size(e, k, 4096, 1LL << 32, &l->output_limit);
+			get_size_bytes(e, k, 4096, 1LL << 32,
+			    &l->output_limit);
 		else if (strcmp(name, "output_stall_timeout") == 0)
 			get_unsigned(e, k, 0, 86400, &l->output_stall_timeout);
 		else if (strcmp(name, "max_pdu_size") == 0)
-			get_size(e, k, 1024, 1 << 20, &l->max_pdu_size);
+			get_size_bytes(e, k, 1024, 1 << 20, &l->max_pdu_size);
 		else if (strcmp(name, "max_connections_per_ip") == 0)
 			get_unsigned(e, k, 0, 10000000,
 			    &l->max_connections_per_ip);
@@ -934,7 +1162,7 @@ parse_store(struct cferr *e, const config_setting_t *s, struct config *cf)
 		else if (strcmp(name, "max_messages") == 0)
 			get_u64(e, k, 1, INT64_MAX, &st->max_messages);
 		else if (strcmp(name, "max_bytes") == 0)
-			get_u64(e, k, 1, INT64_MAX, &st->max_bytes);
+			get_u64_bytes(e, k, 1, INT64_MAX, &st->max_bytes);
 		else if (strcmp(name, "account_max_messages") == 0)
 			get_u64(e, k, 1, INT64_MAX, &st->account_max_messages);
 		else if (strcmp(name, "replicas") == 0)
@@ -1229,6 +1457,7 @@ config_load(const char *path, char **errors)
 	config_init(&lc);
 	load_file(&e, &lc, cf);
 	config_destroy(&lc);
+	source_free(&e.src);
 	if (errors != NULL)
 		*errors = e.text;
 	else

@@ -357,9 +357,10 @@ conn_update_interest(struct conn *c)
 		c->flags &= ~CONN_F_PAUSED;
 		set_of(c)->npaused--;
 		conn_check_pending(c);
-	}
+	} else if (c->flags & CONN_F_BACKLOG)
+		conn_check_pending(c);
 	if (!(c->flags & (CONN_F_PAUSED | CONN_F_DRAIN | CONN_F_HELD |
-	    CONN_F_EOF)) || (c->flags & CONN_F_LINGER))
+	    CONN_F_EOF | CONN_F_BACKLOG)) || (c->flags & CONN_F_LINGER))
 		events |= EPOLLIN;
 	/*
 	 * Output queued for this turn's flush may well all go: let the flush
@@ -626,16 +627,29 @@ conn_close_after_flush(struct conn *c, enum conn_close_reason reason)
 		conn_update_interest(c);
 }
 
-/* Feeds whole messages at p to the protocol; returns the bytes consumed. */
+/*
+ * Feeds whole messages at p to the protocol; returns the bytes consumed.
+ * Stops while the output is over the high watermark: one read can hold
+ * hundreds of requests (pipelined GET /metrics, each answered with KiBs),
+ * and answering all of them at once would pass output_limit however fast
+ * the client reads. What is left is kept (CONN_F_BACKLOG) and handled once
+ * the output has drained.
+ */
 static size_t
 conn_frames(struct conn *c, const uint8_t *p, size_t n)
 {
 	const struct limits *lim = &c->r->cf->limits;
 	size_t off = 0;
 
+	c->flags &= ~CONN_F_BACKLOG;
 	while (off < n && !conn_is_closing(c) && !(c->flags & CONN_F_HELD)) {
-		ssize_t len = c->proto->frame_len(p + off, n - off, lim);
+		ssize_t len;
 
+		if (c->out.bytes >= lim->output_high_watermark) {
+			c->flags |= CONN_F_BACKLOG;
+			break;
+		}
+		len = c->proto->frame_len(p + off, n - off, lim);
 		if (len == 0)
 			break;
 		if (len < 0) {
@@ -685,13 +699,24 @@ static bool
 conn_can_read(const struct conn *c)
 {
 	return !(c->flags & (CONN_F_CLOSING | CONN_F_DRAIN | CONN_F_PAUSED |
-	    CONN_F_HELD | CONN_F_EOF));
+	    CONN_F_HELD | CONN_F_EOF | CONN_F_BACKLOG));
 }
 
 size_t
 conn_input_pending(const struct conn *c)
 {
+	if (c->flags & CONN_F_BACKLOG)
+		return 0;
 	return c->in != NULL ? c->in->len : 0;
+}
+
+/* Whether c's kept messages may be handled now: its output has room. */
+static bool
+conn_backlog_ready(const struct conn *c)
+{
+	return (c->flags & CONN_F_BACKLOG) && !(c->flags & (CONN_F_CLOSING |
+	    CONN_F_DRAIN | CONN_F_PAUSED | CONN_F_HELD)) &&
+	    c->out.bytes < c->r->cf->limits.output_high_watermark;
 }
 
 bool
@@ -707,17 +732,26 @@ conn_is_held(const struct conn *c)
 	return (c->flags & CONN_F_HELD) != 0;
 }
 
+/* Whether the transport holds input the socket will not announce. */
+static bool
+conn_xp_pending(struct conn *c)
+{
+	return c->xp->ops->has_pending != NULL && conn_can_read(c) &&
+	    c->xp->ops->has_pending(c);
+}
+
 /*
- * After a read: if the transport still holds input the socket will not
- * announce, read c again before the reactor sleeps.
+ * After a read or a flush: if the transport still holds input, or kept
+ * messages may now be handled, see to c again before the reactor sleeps:
+ * neither is announced by the socket.
  */
 static void
 conn_check_pending(struct conn *c)
 {
 	struct conn_set *set;
 
-	if (c->xp->ops->has_pending == NULL || (c->flags & CONN_F_PENDING) ||
-	    !conn_can_read(c) || !c->xp->ops->has_pending(c))
+	if ((c->flags & CONN_F_PENDING) ||
+	    (!conn_backlog_ready(c) && !conn_xp_pending(c)))
 		return;
 	set = set_of(c);
 	if (set->npending == set->pending_cap) {
@@ -1241,11 +1275,14 @@ conn_read_pending(struct conn_set *set)
 		struct conn *c = list[i];
 
 		c->flags &= ~CONN_F_PENDING;
-		if (conn_can_read(c)) {
-			conn_read(c);
-			if (!(c->flags & CONN_F_CLOSING))
-				conn_update_interest(c);
+		if (conn_backlog_ready(c)) {
+			conn_input(c, NULL, 0);
+			conn_queue_flush(c);
 		}
+		if (conn_xp_pending(c))
+			conn_read(c);
+		if (!(c->flags & CONN_F_CLOSING))
+			conn_update_interest(c);
 	}
 	free(list);
 	return set->npending > 0;
@@ -1265,7 +1302,8 @@ conn_set_before_sleep(struct reactor *r, void *arg)
 	if (set->nlinger > 0 && set->draining)
 		conn_sweep_linger(set, CONN_LINGER_TIMEOUT);
 	conn_reap(set);
-	return busy;
+	/* A flush in the reap may have made room for kept messages. */
+	return busy || set->npending > 0;
 }
 
 static void

@@ -45,6 +45,7 @@ enum {
 	CONN_F_LINGER = 1 << 6,		/* all sent, half-closed, input dropped */
 	CONN_F_EOF = 1 << 7,		/* the peer half-closed: read no more */
 	CONN_F_PENDING = 1 << 8,	/* on the set's list: transport has input */
+	CONN_F_BACKLOG = 1 << 9,	/* input kept while output was high */
 };
 
 /*
@@ -177,7 +178,11 @@ void	conn_release(struct conn *c);
  */
 bool	conn_log_allowed(struct conn *c);
 
-/* Bytes of an unfinished message read and kept. Owning reactor only. */
+/*
+ * Bytes of an unfinished message read and kept; 0 while whole messages
+ * wait for c's output to drain below the high watermark (the client is
+ * being answered). Owning reactor only.
+ */
 size_t	conn_input_pending(const struct conn *c);
 
 /* Bytes queued and not yet sent. Owning reactor only. */

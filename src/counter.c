@@ -111,6 +111,7 @@ static const struct counter_info table[COUNTER_N] = {
 	[COUNTER_HTTP_405] = HTTP(405),
 	[COUNTER_HTTP_408] = HTTP(408),
 	[COUNTER_HTTP_431] = HTTP(431),
+	[COUNTER_HTTP_505] = HTTP(505),
 	[COUNTER_TLS_OK] = TLS("ok", "tls_ok"),
 	[COUNTER_TLS_BAD] = TLS("bad", "tls_bad"),
 	[COUNTER_TLS_CERT] = TLS("certificate", "tls_certificate"),

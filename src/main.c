@@ -506,7 +506,7 @@ static void
 start_accepting(struct daemon *d)
 {
 	d->acc = acceptor_new(d->cf, d->rs, d->nrs);
-	metrics_init(d->rs, d->nrs, acceptor_counters(d->acc));
+	metrics_init(d->rs, d->nrs, acceptor_counters(d->acc), d->cf);
 	adopt_passed_sockets(d);
 	for (size_t i = 0; i < d->cf->nlisteners; i++)
 		if (d->cf->listeners[i].tls.enabled) {

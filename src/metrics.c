@@ -31,6 +31,9 @@ static struct {
 	atomic_uint_fast64_t reloads_ok;
 	atomic_uint_fast64_t reloads_failed;
 	_Atomic double last_reload;	/* wall clock s of the last good */
+	/* The running listeners, by the index connections count under. */
+	char	listeners[COUNTER_LISTENERS_MAX][CONFIG_NAME_MAX + 1];
+	size_t	nlisteners;
 } M;
 
 static double
@@ -44,11 +47,20 @@ wall_now(void)
 
 void
 metrics_init(struct reactor *const *rs, unsigned n,
-    const struct counter_block *acceptor)
+    const struct counter_block *acceptor, const struct config *cf)
 {
 	M.rs = rs;
 	M.nrs = n;
 	M.acceptor = acceptor;
+	/*
+	 * A reload may reorder, rename or drop listeners, but those bound at
+	 * start run until a restart: label by them, not by the new file.
+	 */
+	M.nlisteners = 0;
+	for (size_t l = 0; l < cf->nlisteners && l < COUNTER_LISTENERS_MAX;
+	    l++)
+		snprintf(M.listeners[M.nlisteners++], sizeof(M.listeners[0]),
+		    "%s", cf->listeners[l].name);
 	M.start_time = wall_now();
 	atomic_store(&M.last_reload, M.start_time);
 }
@@ -145,18 +157,17 @@ render_table(struct buf *out)
 }
 
 static void
-render_connections(struct buf *out, const struct config *cf)
+render_connections(struct buf *out)
 {
 	out_family(out, PREFIX "connections", "gauge",
 	    "Connections open now, by listener and reactor.");
-	for (size_t l = 0; l < cf->nlisteners && l < COUNTER_LISTENERS_MAX;
-	    l++)
+	for (size_t l = 0; l < M.nlisteners; l++)
 		for (unsigned i = 0; i < M.nrs; i++) {
 			uint64_t v = atomic_load_explicit(
 			    &M.rs[i]->detail.conns[l], memory_order_relaxed);
 
 			out_printf(out, PREFIX "connections{listener=\"");
-			out_label_value(out, cf->listeners[l].name);
+			out_label_value(out, M.listeners[l]);
 			/* A gauge summed from +1/-1 on one thread: signed. */
 			out_printf(out, "\",reactor=\"%u\"} %lld\n", i,
 			    (long long)v);
@@ -392,10 +403,10 @@ render_process(struct buf *out)
 }
 
 void
-metrics_render(struct buf *out, const struct config *cf)
+metrics_render(struct buf *out)
 {
 	render_table(out);
-	render_connections(out, cf);
+	render_connections(out);
 	render_hist(out, PREFIX "routing_latency_seconds",
 	    "From the reactor turn that read a SEND or submit_sm to the "
 	    "message queued on its recipient's connection (not through the "

@@ -10,12 +10,14 @@ struct counter_block;
 struct reactor;
 
 /*
- * What a scrape reads: the n reactors rs and the acceptor's counters
- * (NULL: none). Also takes the process's start time. Main thread, before
- * any listener accepts; rs must outlive the reactors.
+ * What a scrape reads: the n reactors rs, the acceptor's counters (NULL:
+ * none) and the names of the listeners that run, from cf, the configuration
+ * they were bound with (copied; reloads do not change them). Also takes the
+ * process's start time. Main thread, before any listener accepts; rs must
+ * outlive the reactors.
  */
 void	metrics_init(struct reactor *const *rs, unsigned n,
-	    const struct counter_block *acceptor);
+	    const struct counter_block *acceptor, const struct config *cf);
 
 /* A reload was tried: ok, or it failed. Main thread. */
 void	metrics_reloaded(bool ok);
@@ -23,9 +25,9 @@ void	metrics_reloaded(bool ok);
 /*
  * Appends the exposition (text format 0.0.4) to out: every family with
  * its HELP and TYPE, named echorouterd_... (process_... for the process).
- * cf names the listeners. Reads other threads' counters without locks;
- * takes the SMPP account lock briefly. Any thread, after metrics_init.
+ * Reads other threads' counters without locks; takes the SMPP account
+ * lock briefly. Any thread, after metrics_init.
  */
-void	metrics_render(struct buf *out, const struct config *cf);
+void	metrics_render(struct buf *out);
 
 #endif

@@ -60,7 +60,8 @@ metrics_frame_len(const uint8_t *p, size_t n, const struct limits *lim)
 struct request {
 	char	method[16];
 	bool	http10;
-	bool	has_host;
+	unsigned hosts;			/* Host fields, absolute-form aside */
+	bool	bad_host;		/* a Host value that is no uri-host */
 	bool	close;			/* close after answering */
 	bool	keep_alive;		/* Connection: keep-alive */
 	bool	has_body;
@@ -119,40 +120,95 @@ has_token(const uint8_t *v, size_t n, const char *tok)
 	return false;
 }
 
-/* The request line "METHOD SP target SP HTTP/1.x". */
-static bool
+/*
+ * HTTP-version "HTTP/" DIGIT "." DIGIT at l[0..n): 0 for 1.0 and 1.1, 505
+ * for another version (RFC 9110 15.6.6), 400 for anything else.
+ */
+static int
+parse_version(const uint8_t *l, size_t n, struct request *rq)
+{
+	if (n != 8 || memcmp(l, "HTTP/", 5) != 0 || l[6] != '.' ||
+	    l[5] < '0' || l[5] > '9' || l[7] < '0' || l[7] > '9')
+		return 400;
+	if (l[5] != '1' || l[7] > '1')
+		return 505;
+	rq->http10 = l[7] == '0';
+	return 0;
+}
+
+/* The request line "METHOD SP target SP HTTP/1.x": 0 or a status. */
+static int
 parse_request_line(const uint8_t *l, size_t n, struct request *rq)
 {
 	size_t i = 0, m;
+	int status;
 
 	while (i < n && is_tchar(l[i]))
 		i++;
 	if (i == 0 || i >= sizeof(rq->method) || i >= n || l[i] != ' ')
-		return false;
+		return 400;
 	memcpy(rq->method, l, i);
 	rq->method[i] = '\0';
 	m = ++i;
 	while (i < n && l[i] > ' ' && l[i] < 0x7f)
 		i++;
 	if (i == m || i >= n || l[i] != ' ')
-		return false;
+		return 400;
 	rq->path = (const char *)l + m;
 	rq->pathlen = i - m;
 	i++;
-	if (n - i != 8 || memcmp(l + i, "HTTP/1.", 7) != 0 ||
-	    l[i + 7] < '0' || l[i + 7] > '9')
-		return false;
-	rq->http10 = l[i + 7] == '0';
-	/* absolute-form: http://host/path; the path is what we serve */
+	if ((status = parse_version(l + i, n - i, rq)) != 0)
+		return status;
+	/*
+	 * absolute-form: http://host/path; the path is what we serve. It
+	 * does not stand in for Host, which HTTP/1.1 still requires
+	 * (RFC 9112 3.2).
+	 */
 	if (rq->pathlen > 7 && strncasecmp(rq->path, "http://", 7) == 0) {
 		const char *s = memchr(rq->path + 7, '/', rq->pathlen - 7);
 		size_t skip = s != NULL ? (size_t)(s - rq->path) : rq->pathlen;
 
 		rq->path += skip;
 		rq->pathlen -= skip;
-		rq->has_host = true;
 	}
-	return true;
+	return 0;
+}
+
+/* Whether ch may stand in a reg-name or an IP-literal (RFC 3986 3.2.2). */
+static bool
+is_host_char(uint8_t ch, bool literal)
+{
+	if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	    (ch >= '0' && ch <= '9'))
+		return true;
+	if (ch == ':')
+		return literal;
+	return ch != '\0' && strchr("-._~!$&'()*+,;=%", ch) != NULL;
+}
+
+/*
+ * Whether the Host value v[0..n) is uri-host [ ":" port ]; an empty one
+ * is allowed (RFC 9112 3.2). Percent escapes are taken as they come.
+ */
+static bool
+host_is_valid(const uint8_t *v, size_t n)
+{
+	size_t i = 0;
+	bool literal = n > 0 && v[0] == '[';
+
+	while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	for (i = literal ? 1 : 0; i < n && is_host_char(v[i], literal); i++)
+		;
+	if (literal) {
+		if (i == 1 || i >= n || v[i] != ']')
+			return false;
+		i++;
+	}
+	if (i < n && v[i] == ':')
+		for (i++; i < n && v[i] >= '0' && v[i] <= '9'; i++)
+			;
+	return i == n;
 }
 
 /* One header field "name: value". */
@@ -172,8 +228,11 @@ parse_field(const uint8_t *l, size_t n, struct request *rq)
 	for (size_t k = v; k < n; k++)
 		if ((l[k] < ' ' && l[k] != '\t') || l[k] == 0x7f)
 			return false;
-	if (i == 4 && strncasecmp((const char *)l, "host", 4) == 0)
-		rq->has_host = true;
+	if (i == 4 && strncasecmp((const char *)l, "host", 4) == 0) {
+		rq->hosts++;
+		if (!host_is_valid(l + v, n - v))
+			rq->bad_host = true;
+	}
 	else if (i == 10 && strncasecmp((const char *)l, "connection", 10) ==
 	    0) {
 		if (has_token(l + v, n - v, "close"))
@@ -208,6 +267,7 @@ parse_request(const uint8_t *p, size_t n, struct request *rq)
 {
 	const uint8_t *l;
 	size_t len, off = 0;
+	int status;
 
 	memset(rq, 0, sizeof(*rq));
 	/* frame_len hands over more than HEADER_MAX only when it is too long */
@@ -218,16 +278,17 @@ parse_request(const uint8_t *p, size_t n, struct request *rq)
 		if (!next_line(p, n, &off, &l, &len))
 			return 400;
 	} while (len == 0);
-	if (!parse_request_line(l, len, rq))
-		return 400;
+	if ((status = parse_request_line(l, len, rq)) != 0)
+		return status;
 	while (next_line(p, n, &off, &l, &len) && len > 0) {
 		if (l[0] == ' ' || l[0] == '\t')
 			return 400;		/* obsolete line folding */
 		if (!parse_field(l, len, rq))
 			return 400;
 	}
-	if (!rq->http10 && !rq->has_host)
-		return 400;			/* RFC 9112 3.2 */
+	/* RFC 9112 3.2: one valid Host, and HTTP/1.1 must send it. */
+	if (rq->hosts > 1 || rq->bad_host || (!rq->http10 && rq->hosts == 0))
+		return 400;
 	if (rq->http10 && !rq->keep_alive)
 		rq->close = true;
 	return 0;
@@ -243,6 +304,7 @@ status_text(int status)
 	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
 	case 431: return "Request Header Fields Too Large";
+	case 505: return "HTTP Version Not Supported";
 	default: return "Error";
 	}
 }
@@ -258,6 +320,7 @@ count_status(struct conn *c, int status)
 	case 405: id = COUNTER_HTTP_405; break;
 	case 408: id = COUNTER_HTTP_408; break;
 	case 431: id = COUNTER_HTTP_431; break;
+	case 505: id = COUNTER_HTTP_505; break;
 	default: return;
 	}
 	counter_add(&c->r->counters, id, 1);
@@ -332,7 +395,7 @@ metrics_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	    memcmp(rq.path, "/metrics", 8) == 0) {
 		struct buf *body = buf_new();
 
-		metrics_render(body, c->r->cf);
+		metrics_render(body);
 		respond(c, 200, CONTENT_TYPE, buf_head(body), body->len, head,
 		    connection);
 		buf_free(body);

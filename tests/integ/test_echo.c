@@ -616,6 +616,98 @@ START_TEST(echo_big_reads_under_small_output_limit)
 }
 END_TEST
 
+/*
+ * Sends until the socket has taken nothing for 1 s: the daemon has stopped
+ * reading. Returns the bytes sent; samples the daemon's RSS meanwhile.
+ */
+static size_t
+send_until_blocked(struct slow_reader *s)
+{
+	uint64_t deadline = harness_now_ms() + 60000, quiet_since = 0;
+
+	while (s->sent < s->total) {
+		struct pollfd pfd = { s->fd, POLLOUT, 0 };
+		size_t before = s->sent;
+
+		ck_assert_msg(harness_now_ms() < deadline, "still taking input "
+		    "after %zu bytes", s->sent);
+		slow_send(s);
+		slow_sample_rss(s);
+		if (s->sent > before)
+			quiet_since = harness_now_ms();
+		else if (harness_now_ms() - quiet_since >= 1000)
+			break;
+		poll(&pfd, 1, 100);
+	}
+	return s->sent;
+}
+
+/*
+ * A client writes without reading until the daemon stops taking its input
+ * (output over the high watermark: bounded, however much the client has),
+ * then reads everything while it sends the rest: it gets every byte back
+ * and is never closed as a slow consumer.
+ */
+static void
+echo_write_then_read_all(const char *extra)
+{
+	const size_t total = 48u << 20;
+	struct slow_reader *s = calloc(1, sizeof(*s));
+	uint64_t seed = harness_seed("echo_write_then_read_all");
+	uint64_t deadline;
+	uint8_t *data = malloc(total);
+	struct daemon_stats st;
+	size_t blocked;
+
+	ck_assert(s != NULL && data != NULL);
+	harness_fill(&seed, data, total);
+	s->d = start_echo(2, extra, NULL);
+	s->fd = client_connect(daemon_port(s->d, "echo"));
+	s->data = data;
+	s->total = total;
+	set_nonblock(s->fd);
+	blocked = send_until_blocked(s);
+	/*
+	 * Loopback socket buffers hold a few MiB each way; the daemon keeps
+	 * output_high_watermark (1 MiB) and one read more.
+	 */
+	ck_assert_msg(blocked < total, "the daemon took all %zu bytes", total);
+	ck_assert(daemon_is_running(s->d));
+	deadline = harness_now_ms() + 120000;
+	while (s->rcvd < total) {
+		struct pollfd pfd = { s->fd, POLLIN |
+		    (s->sent < total ? POLLOUT : 0), 0 };
+		size_t before;
+
+		ck_assert_msg(harness_now_ms() < deadline, "only %zu of %zu "
+		    "bytes back", s->rcvd, total);
+		slow_send(s);
+		do {
+			before = s->rcvd;
+			slow_recv(s);
+		} while (s->rcvd > before);
+		poll(&pfd, 1, 10);
+	}
+	fprintf(stderr, "echo_write_then_read_all%s: blocked after %zu bytes, "
+	    "VmRSS peak %ld KiB\n", extra != NULL ? " (plain I/O)" : "",
+	    blocked, s->peak_rss);
+	daemon_stats(s->d, &st);
+	ck_assert_msg(daemon_stats_get(&st, "closed_slow-consumer") == 0,
+	    "%s", st.line);
+	ck_assert(!daemon_log_contains(s->d, "closed reason=slow-consumer"));
+	close(s->fd);
+	stop_ok(s->d);
+	free(data);
+	free(s);
+}
+
+START_TEST(echo_writes_without_reading_then_reads_all)
+{
+	echo_write_then_read_all(NULL);
+	echo_write_then_read_all("io_uring = false;\n");
+}
+END_TEST
+
 /* Whether /proc/PID/task/<tid>/comm of some thread reads name. */
 static bool
 has_thread(struct daemon *d, const char *name)
@@ -1311,6 +1403,7 @@ echo_suite(void)
 	ADD_TEST(s, echo_16mib_slow_reader_bounded_rss, 150);
 	ADD_TEST(s, echo_batched_io_and_sched_batch, 150);
 	ADD_TEST(s, echo_big_reads_under_small_output_limit, 90);
+	ADD_TEST(s, echo_writes_without_reading_then_reads_all, 300);
 	ADD_TEST(s, echo_plain_io_default_scheduling, 150);
 	ADD_TEST(s, dispatchers_3_round_robin_100_each, 60);
 	ADD_TEST(s, faulty_clients_do_not_disturb_others,

@@ -260,6 +260,102 @@ test('reloads are counted, good and bad, with the time of the last good one', as
 	}
 });
 
+// Whole HTTP responses in buf: [statuses, bytes they take].
+function responses(buf) {
+	const st = [];
+	let off = 0;
+	for (;;) {
+		const h = buf.indexOf('\r\n\r\n', off);
+		if (h < 0)
+			break;
+		const head = buf.toString('latin1', off, h);
+		const len = Number(/\r\nContent-Length: (\d+)/i.exec(head)[1]);
+		if (buf.length < h + 4 + len)
+			break;
+		st.push(Number(head.slice(9, 12)));
+		off = h + 4 + len;
+	}
+	return [st, off];
+}
+
+test('800 pipelined scrapes in one write are all answered, the client not closed', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const n = 800;
+		const req = 'GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n';
+		const sock = await L.rawConnect(d.ports.metrics);
+		const chunks = [];
+		const closed = L.withTimeout(new Promise((resolve, reject) => {
+			sock.on('data', (c) => chunks.push(c));
+			sock.on('error', reject);
+			sock.on('close', resolve);
+		}), 60000, `${n} answers`);
+		sock.write(req.repeat(n - 1) + 'GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n');
+		await closed.catch((e) => { sock.destroy(); throw e; });
+		const all = Buffer.concat(chunks);
+		const [st, used] = responses(all);
+		assert.equal(st.length, n, `${st.length} answers; log:\n${d.log.slice(-2000)}`);
+		assert.ok(st.every((x) => x === 200), `statuses ${[...new Set(st)]}`);
+		assert.equal(used, all.length, 'bytes after the last answer');
+		// Each answer is big: together they are far over output_limit.
+		assert.ok(all.length > 8388608, `only ${all.length} bytes`);
+		assert.ok(!/slow-consumer/.test(d.log), d.log.slice(-2000));
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+// echorouterd_connections summed over reactors: { listener: count }.
+function connectionsByListener(m) {
+	const by = {};
+	for (const [k, v] of Object.entries(m)) {
+		const r = /^echorouterd_connections\{listener="([^"]*)",reactor="\d+"\}$/.exec(k);
+		if (r)
+			by[r[1]] = (by[r[1]] || 0) + v;
+	}
+	return by;
+}
+
+test('a reload that only reorders the listeners keeps each gauge on its listener', async () => {
+	const d = await L.startDaemon(conf());
+	const M = d.ports.metrics;
+	const file = path.join(d.dir, 'echorouterd.conf');
+	const socks = [];
+	try {
+		for (let i = 0; i < 3; i++)
+			socks.push(await L.rawConnect(d.ports.echo));
+		for (let i = 0; i < 2; i++)
+			socks.push(await L.rawConnect(d.ports.router));
+		let by;
+		await until(async () => {
+			by = connectionsByListener(await L.scrape(M));
+			return by.echo === 3 && by.router === 2;
+		}, 'the clients counted');
+		assert.equal(by.smpp, 0);
+		// The same four listeners, last first (lines like "  { name = ...").
+		const text = fs.readFileSync(file, 'utf8');
+		const ls = text.match(/^ {2}\{ name = .*\}/gm);
+		assert.equal(ls.length, 4);
+		fs.writeFileSync(file, text.replace(ls.join(',\n'), ls.reverse().join(',\n')));
+		d.child.kill('SIGHUP');
+		let m;
+		await until(async () => {
+			m = await L.scrape(M);
+			return m['echorouterd_config_reloads_total{result="ok"}'] === 1;
+		}, 'the reload done');
+		by = connectionsByListener(m);
+		assert.equal(by.echo, 3, JSON.stringify(by));
+		assert.equal(by.router, 2, JSON.stringify(by));
+		assert.equal(by.smpp, 0, JSON.stringify(by));
+		assert.ok(by.metrics >= 1, JSON.stringify(by));
+		assert.equal(Object.keys(by).length, 4, JSON.stringify(by));
+	} finally {
+		for (const s of socks)
+			s.destroy();
+		await L.stopDaemon(d);
+	}
+});
+
 // A free loopback port: bind to 0, close, use.
 function freePort() {
 	return new Promise((resolve) => {

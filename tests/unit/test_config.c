@@ -272,8 +272,51 @@ static const struct bad_case bad_cases[] = {
 	{ LISTENER "log = \"info\";\n", 2, "log: expected a group" },
 	{ LISTENER "log = { level = 6; };\n", 2, "level: expected a string" },
 	{ LISTENER "limits = 5;\n", 2, "limits: expected a group" },
-	{ LISTENER "limits = { max_line = \"4k\"; };\n", 2,
-	    "max_line: expected an integer" },
+	{ LISTENER "limits = { max_line = true; };\n", 2,
+	    "max_line: expected an integer or a size such as \"4G\"" },
+	{ LISTENER "limits = { max_line = \"4kB\"; };\n", 2,
+	    "max_line: \"4kB\" is not a size: digits and an optional K, M, "
+	    "G or T" },
+	{ LISTENER "limits = { max_line = \"4 K\"; };\n", 2,
+	    "max_line: \"4 K\" is not a size" },
+	{ LISTENER "limits = { max_line = \"K\"; };\n", 2,
+	    "max_line: \"K\" is not a size" },
+	{ LISTENER "limits = { max_line = \"-4K\"; };\n", 2,
+	    "max_line: \"-4K\" is not a size" },
+	{ LISTENER "limits = { max_line = \"2M\"; };\n", 2,
+	    "max_line: \"2M\" is out of range 64..1048576 bytes" },
+	{ LISTENER "limits = { max_pdu_size = \"1023\"; };\n", 2,
+	    "max_pdu_size: \"1023\" is out of range 1024..1048576 bytes" },
+	{ LISTENER "limits = { output_limit = \"99999999999999999999T\"; };\n",
+	    2, "output_limit: \"99999999999999999999T\" is out of range" },
+	{ LISTENER "limits = { output_limit = \"16777216T\"; };\n", 2,
+	    "output_limit: \"16777216T\" is out of range" },
+	/*
+	 * libconfig 1.5 keeps the low 32 bits of a plain integer literal
+	 * (4294967296 is 0, 4294967297 is 1): say so and what to write.
+	 */
+	{ LISTENER "limits = {\n  output_limit = 4294967296;\n};\n", 3,
+	    "output_limit: 4294967296 is beyond a plain libconfig integer "
+	    "(-2147483648..2147483647); write 4294967296L or a size such as "
+	    "\"4G\"" },
+	{ LISTENER "limits = { output_limit =\n  0x100001000; };\n", 2,
+	    "output_limit: 0x100001000 is beyond a plain libconfig integer" },
+	/* The second of two keys of one name on one line is the one cut. */
+	{ "listeners = ( { name = \"a\"; address = \"127.0.0.1\"; port = 0; "
+	    "protocol = \"echo\"; }, { name = \"b\"; address = \"127.0.0.1\"; "
+	    "port = 4294967296; protocol = \"echo\"; } );\n", 1,
+	    "port: 4294967296 is beyond a plain libconfig integer" },
+	{ "listeners = ( { name = \"a\"; address = \"127.0.0.1\"; port = 1L; "
+	    "protocol = \"echo\"; }, { name = \"b\"; address = \"127.0.0.1\"; "
+	    "port = 4294967297; protocol = \"echo\"; } );\n", 1,
+	    "port: 4294967297 is beyond a plain libconfig integer" },
+	{ LISTENER "max_connections = 4294967297;\n", 2,
+	    "max_connections: 4294967297 is beyond a plain libconfig integer "
+	    "(-2147483648..2147483647); write 4294967297L" },
+	{ LISTENER "idle_timeout: -4294967296;\n", 2,
+	    "idle_timeout: -4294967296 is beyond a plain libconfig integer" },
+	{ LISTENER "shutdown_timeout = 99999999999999999999;\n", 2,
+	    "shutdown_timeout: 99999999999999999999 is beyond" },
 	{ "listeners = (\n  { name = \"e\"; address = \"127.0.0.1\";\n"
 	    "    port = \"7007\"; protocol = \"echo\"; }\n);\n", 3,
 	    "port: expected an integer" },
@@ -762,6 +805,50 @@ START_TEST(config_socket_buffers)
 }
 END_TEST
 
+/*
+ * Byte sizes take a unit (powers of 1024, either case) or an integer; the
+ * largest plain integer and an L-suffixed one still load.
+ */
+START_TEST(config_byte_sizes_with_units)
+{
+	struct config *cf = unit_config(LISTENER "limits = {\n"
+	    "  max_line = \"4K\"; output_high_watermark = \"1g\";\n"
+	    "  output_limit = \"4G\"; max_pdu_size = \"1M\";\n"
+	    "  socket_send_buffer = \"64k\"; socket_receive_buffer = \"0\";\n"
+	    "};\n");
+
+	ck_assert_uint_eq(cf->limits.max_line, 4096);
+	ck_assert_uint_eq(cf->limits.output_high_watermark, 1 << 30);
+	ck_assert_uint_eq(cf->limits.output_limit, 4294967296ULL);
+	ck_assert_uint_eq(cf->limits.max_pdu_size, 1 << 20);
+	ck_assert_uint_eq(cf->limits.socket_send_buffer, 65536);
+	ck_assert_uint_eq(cf->limits.socket_receive_buffer, 0);
+	config_unref(cf);
+	cf = unit_config(LISTENER "limits = { output_limit = 4294967296L;\n"
+	    "  output_high_watermark = 0x40000000; };\n"
+	    "max_connections = 10000000; idle_timeout = 0x0;\n");
+	ck_assert_uint_eq(cf->limits.output_limit, 4294967296ULL);
+	ck_assert_uint_eq(cf->limits.output_high_watermark, 1 << 30);
+	config_unref(cf);
+	expect_one_error(LISTENER "max_connections = 2147483648;\n", 2,
+	    "max_connections: 2147483648 is beyond");
+#if ER_WITH_SQLITE
+	cf = unit_config(LISTENER "store = { path = \"/s.db\";\n"
+	    "  max_bytes = \"4G\"; };\n");
+	ck_assert_uint_eq(cf->store.max_bytes, 4294967296ULL);
+	config_unref(cf);
+	cf = unit_config(LISTENER "store = { path = \"/s.db\";\n"
+	    "  max_bytes = \"512M\"; };\n");
+	ck_assert_uint_eq(cf->store.max_bytes, 512ULL << 20);
+	config_unref(cf);
+	cf = unit_config(LISTENER "store = { path = \"/s.db\";\n"
+	    "  max_bytes = \"8388607T\"; };\n");
+	ck_assert_uint_eq(cf->store.max_bytes, 8388607ULL << 40);
+	config_unref(cf);
+#endif
+}
+END_TEST
+
 #if ER_WITH_NATS
 /* Every cluster setting, and the defaults of those left out. */
 START_TEST(config_cluster_every_value)
@@ -1053,8 +1140,20 @@ static const struct bad_case store_bad_cases[] = {
 	    "max_messages: 0 is out of range 1.." },
 	{ LISTENER "store = { path = \"/s.db\";\n max_messages = -5; };\n", 3,
 	    "max_messages: -5 is out of range" },
-	{ LISTENER "store = { path = \"/s.db\";\n max_bytes = \"1G\"; };\n", 3,
-	    "max_bytes: expected an integer" },
+	{ LISTENER "store = { path = \"/s.db\";\n max_bytes = \"1 G\"; };\n",
+	    3, "max_bytes: \"1 G\" is not a size" },
+	{ LISTENER "store = { path = \"/s.db\";\n max_bytes = \"0M\"; };\n",
+	    3, "max_bytes: \"0M\" is out of range 1..9223372036854775807 "
+	    "bytes" },
+	{ LISTENER "store = { path = \"/s.db\";\n max_bytes = 4294967296; };\n",
+	    3, "max_bytes: 4294967296 is beyond a plain libconfig integer "
+	    "(-2147483648..2147483647); write 4294967296L or a size such as "
+	    "\"4G\"" },
+	{ LISTENER "store = { path = \"/s.db\";\n max_bytes = 4294967297; };\n",
+	    3, "max_bytes: 4294967297 is beyond" },
+	{ LISTENER "store = { path = \"/s.db\"; max_messages = 1;\n"
+	    " account_max_messages = 1; max_bytes\n =\n 8589934592; };\n",
+	    3, "max_bytes: 8589934592 is beyond" },
 	{ LISTENER "store = { path = \"/s.db\";\n max_bytes = 1.5; };\n", 3,
 	    "max_bytes: expected an integer" },
 	{ LISTENER "store = { path = \"/s.db\";\n"
@@ -1229,6 +1328,7 @@ config_suite(void)
 	tcase_add_test(ok, config_tls_max_handshakes);
 #endif
 	tcase_add_test(ok, config_socket_buffers);
+	tcase_add_test(ok, config_byte_sizes_with_units);
 	tcase_set_timeout(ok, 30);
 	suite_add_tcase(s, ok);
 	tcase_add_loop_test(bad, config_bad_case, 0, (int)ARRAY_LEN(bad_cases));

@@ -202,6 +202,7 @@ static struct {
 	unsigned n;
 	bool	echo;
 	bool	hold;		/* hold input after each line */
+	size_t	reply;		/* answer each line with this many bytes */
 	unsigned closed;
 	enum conn_close_reason reason;
 } lp;
@@ -225,6 +226,14 @@ line_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	lp.n++;
 	if (lp.echo)
 		ck_assert(conn_write(c, msg, len));
+	if (lp.reply > 0) {
+		char big[1024];
+
+		ck_assert_uint_le(lp.reply, sizeof(big));
+		memset(big, '.', lp.reply);
+		memcpy(big, msg, len);
+		conn_write(c, big, lp.reply);
+	}
 	if (lp.hold)
 		conn_hold(c);
 	return 0;
@@ -441,6 +450,49 @@ START_TEST(conn_write_eagain)
 	ck_assert_mem_eq(fk.out, "hi\nthere\n", 9);
 	ck_assert(!(c->io.events & EPOLLOUT));
 	ck_assert_uint_eq(lp.closed, 0);
+	teardown();
+}
+END_TEST
+
+/*
+ * 100 lines in one read, each answered with 512 bytes, to a client that
+ * takes 1,000 bytes a turn, under output_high_watermark 4096 and
+ * output_limit 8192: the lines are handled as the output drains, never
+ * all at once (51,200 bytes, a slow consumer). Each is answered, in order,
+ * and the EOF behind them closes the connection only after.
+ */
+START_TEST(conn_input_waits_while_output_high)
+{
+	static char in[100 * 5 + 1];
+	size_t peak = 0;
+	struct conn *c;
+	unsigned n;
+
+	setup("io_uring = false;\nlimits = { output_high_watermark = 4096; "
+	    "output_limit = 8192; };\n"
+	    "listeners = ( { name = \"t\"; address = \"127.0.0.1\"; "
+	    "port = 0; protocol = \"echo\"; } );\n");
+	for (unsigned i = 0; i < 100; i++)
+		snprintf(in + i * 5, 6, "l%03u\n", i);
+	fake_script(&fk, in);
+	fake_script_eof(&fk);
+	fk.budget = 1000;
+	lp.reply = 512;
+	c = open_conn(&fake_xp, &fk, true);
+	for (n = 0; n < 2000 && lp.closed == 0; n++) {
+		turns(1);
+		if (lp.closed == 0 && conn_pending(c) > peak)
+			peak = conn_pending(c);
+	}
+	ck_assert_uint_eq(lp.n, 100);
+	ck_assert_uint_eq(lp.closed, 1);
+	ck_assert_msg(lp.reason == CONN_CLOSE_PEER, "closed as %s",
+	    conn_close_reason_name(lp.reason));
+	ck_assert_uint_eq(fk.nout, 100 * 512);
+	for (unsigned i = 0; i < 100; i++)
+		ck_assert_mem_eq(fk.out + i * 512, in + i * 5, 5);
+	ck_assert_msg(peak <= 4096 + 512, "%zu bytes queued", peak);
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_CLOSED_SLOW), 0);
 	teardown();
 }
 END_TEST
@@ -754,6 +806,7 @@ conn_suite(void)
 	tcase_add_test(io, conn_read_eagain);
 	tcase_add_test(io, conn_write_eagain);
 	tcase_add_test(io, conn_eof_closes_after_flush);
+	tcase_add_test(io, conn_input_waits_while_output_high);
 	tcase_add_test(io, conn_transport_error_resets);
 	tcase_add_test(io, conn_pending_read_before_sleep);
 	tcase_add_test(io, conn_pending_read_after_release);

@@ -107,22 +107,31 @@ tcp_pair(int sv[2])
 	close(l);
 }
 
+/* A session whose config has extra settings (limits, say). */
 static void
-session_start(struct session *s)
+session_start_with(struct session *s, const char *extra)
 {
+	char text[1024];
 	int sv[2];
 
-	s->cf = unit_config("shutdown_timeout = 1;\n"
+	snprintf(text, sizeof(text), "shutdown_timeout = 1;\n"
 	    "listeners = ( { name = \"m\"; address = \"127.0.0.1\"; "
-	    "port = 0; protocol = \"metrics\"; } );\n");
+	    "port = 0; protocol = \"metrics\"; } );\n%s", extra);
+	s->cf = unit_config(text);
 	s->r = reactor_new(0, s->cf);
 	ck_assert_ptr_nonnull(s->r);
-	metrics_init(&s->r, 1, NULL);
+	metrics_init(&s->r, 1, NULL, s->cf);
 	tcp_pair(sv);
 	ck_assert_int_eq(reactor_start(s->r), 0);
 	atomic_fetch_add(&conn_live, 1);
 	conn_handoff(s->r, sv[1], &proto_metrics, 0, NULL, NULL);
 	s->fd = sv[0];
+}
+
+static void
+session_start(struct session *s)
+{
+	session_start_with(s, "");
 }
 
 static void
@@ -286,7 +295,26 @@ static const struct {
 } bad_cases[] = {
 		{ "GET /metrics HTTP/1.1\r\n\r\n", 400, COUNTER_HTTP_400 },
 		{ "GET /metrics\r\nHost: x\r\n\r\n", 400, COUNTER_HTTP_400 },
-		{ "GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", 400,
+		{ "GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", 505,
+		    COUNTER_HTTP_505 },
+		{ "GET /metrics HTTP/1.9\r\nHost: x\r\n\r\n", 505,
+		    COUNTER_HTTP_505 },
+		{ "GET /metrics HTTP/1.10\r\nHost: x\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		/* RFC 9112 3.2: absolute-form does not stand in for Host */
+		{ "GET http://x/metrics HTTP/1.1\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n",
+		    400, COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.0\r\nHost: x\r\nHost: x\r\n\r\n",
+		    400, COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: a b\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: a/b\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: a:80x\r\n\r\n", 400,
+		    COUNTER_HTTP_400 },
+		{ "GET /metrics HTTP/1.1\r\nHost: [::1\r\n\r\n", 400,
 		    COUNTER_HTTP_400 },
 		{ "GET  /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 400,
 		    COUNTER_HTTP_400 },
@@ -309,7 +337,7 @@ START_TEST(metrics_bad_requests)
 	session_start(&s);
 	send_str(s.fd, bad_cases[_i].req);
 	ck_assert_msg(response(s.fd, &r, &off, false, NULL, NULL, 0, NULL,
-	    NULL) == bad_cases[_i].status, "case %d: %s", _i, r.buf);
+	    NULL) == bad_cases[_i].status, "case %d: %.200s", _i, r.buf);
 	expect_eof(s.fd, &r, off);
 	ck_assert_uint_eq(counter_get(&s.r->counters, bad_cases[_i].counter),
 	    1);
@@ -376,6 +404,107 @@ START_TEST(metrics_http10_closes)
 	ck_assert_int_eq(response(s.fd, &r, &off, false, NULL, NULL, 0, NULL,
 	    NULL), 200);
 	expect_eof(s.fd, &r, off);
+	session_end(&s);
+}
+END_TEST
+
+/* Host in each form RFC 9112 3.2 allows, absolute-form with it: 200. */
+START_TEST(metrics_host_forms_accepted)
+{
+	static struct reply r;
+	struct session s;
+	size_t off = 0;
+
+	session_start(&s);
+	send_str(s.fd, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9477\r\n\r\n"
+	    "GET /metrics HTTP/1.1\r\nHost: [::1]:9477 \r\n\r\n"
+	    "GET /metrics HTTP/1.1\r\nHost: metrics.example_1\r\n\r\n"
+	    "GET /metrics HTTP/1.1\r\nHost:\r\n\r\n"
+	    "GET http://x/metrics HTTP/1.1\r\nHost: x\r\n"
+	    "Connection: close\r\n\r\n");
+	for (int i = 0; i < 5; i++)
+		ck_assert_msg(response(s.fd, &r, &off, false, NULL, NULL, 0,
+		    NULL, NULL) == 200, "request %d: %.200s", i, r.buf + off);
+	expect_eof(s.fd, &r, off);
+	ck_assert_uint_eq(counter_get(&s.r->counters, COUNTER_HTTP_400), 0);
+	session_end(&s);
+}
+END_TEST
+
+/*
+ * Reads whole responses from fd as they come, keeping only the one being
+ * read, until EOF or no byte for 10 s. Each must be a 200 with a body;
+ * returns how many came.
+ */
+static unsigned
+read_all_responses(int fd)
+{
+	const size_t cap = 1 << 20;
+	char *b = malloc(cap + 1), *end;
+	size_t len = 0, need;
+	unsigned count = 0;
+
+	ck_assert_ptr_nonnull(b);
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		b[len] = '\0';
+		while ((end = strstr(b, "\r\n\r\n")) != NULL) {
+			char *cl = strcasestr(b, "\r\nContent-Length: ");
+
+			ck_assert_msg(strncmp(b, "HTTP/1.1 200 ", 13) == 0 &&
+			    cl != NULL && cl < end, "response %u: %.200s",
+			    count, b);
+			need = (size_t)(end + 4 - b) +
+			    strtoul(cl + 18, NULL, 10);
+			if (len < need)
+				break;
+			memmove(b, b + need, len - need);
+			len -= need;
+			b[len] = '\0';
+			count++;
+		}
+		ck_assert_msg(poll(&pfd, 1, 10000) == 1, "stalled after %u "
+		    "responses", count);
+		n = read(fd, b + len, cap - len);
+		ck_assert_msg(n >= 0, "read after %u responses: %s", count,
+		    strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	ck_assert_msg(len == 0, "%zu bytes of a response cut off", len);
+	free(b);
+	return count;
+}
+
+/*
+ * 1,000 requests in one write, from a client that reads all the time:
+ * each is answered (with a KiB or more), none gets the client closed as a
+ * slow consumer. The answers go out as the output drains below
+ * output_high_watermark, not all at once against output_limit.
+ */
+START_TEST(metrics_pipelined_1000_not_slow_consumer)
+{
+	const char *req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+	const char *last = "GET /metrics HTTP/1.1\r\nHost: x\r\n"
+	    "Connection: close\r\n\r\n";
+	size_t rl = strlen(req), n = 0;
+	char *all = malloc(1000 * rl + strlen(last) + 1);
+	struct session s;
+
+	session_start_with(&s, "limits = { output_high_watermark = 65536; "
+	    "output_limit = 262144; };\n");
+	for (int i = 0; i < 999; i++, n += rl)
+		memcpy(all + n, req, rl);
+	strcpy(all + n, last);
+	send_str(s.fd, all);
+	ck_assert_uint_eq(read_all_responses(s.fd), 1000);
+	ck_assert_uint_eq(counter_get(&s.r->counters, COUNTER_CLOSED_SLOW), 0);
+	ck_assert_uint_eq(counter_get(&s.r->counters, COUNTER_MSG_METRICS),
+	    1000);
+	free(all);
 	session_end(&s);
 }
 END_TEST
@@ -447,12 +576,12 @@ START_TEST(metrics_exposition_shape)
 	bool checked_route = false;
 
 	ck_assert_ptr_nonnull(r);
-	metrics_init(&r, 1, NULL);
+	metrics_init(&r, 1, NULL, cf);
 	counter_observe(&r->detail.hist[HIST_ROUTE], 4000);	/* <= 5 us */
 	counter_observe(&r->detail.hist[HIST_ROUTE], 5000);	/* <= 5 us */
 	counter_observe(&r->detail.hist[HIST_ROUTE], 2000000);	/* <= 2.5 ms */
 	counter_observe(&r->detail.hist[HIST_ROUTE], 20000000000ull); /* +Inf */
-	metrics_render(out, cf);
+	metrics_render(out);
 	text = strndup((const char *)buf_head(out), out->len);
 	for (line = strtok_r(text, "\n", &save); line != NULL;
 	    line = strtok_r(NULL, "\n", &save)) {
@@ -538,6 +667,8 @@ proto_metrics_suite(void)
 	tcase_add_loop_test(io, metrics_431, 0, 2);
 	tcase_add_test(io, metrics_http10_closes);
 	tcase_add_test(io, metrics_http10_keep_alive);
+	tcase_add_test(io, metrics_host_forms_accepted);
+	tcase_add_test(io, metrics_pipelined_1000_not_slow_consumer);
 	tcase_add_test(io, metrics_unfinished_request_408);
 	tcase_set_timeout(io, 60);
 	suite_add_tcase(s, io);
