@@ -1402,7 +1402,7 @@ config_defaults(struct config *cf)
 	cf->limits.max_pdu_size = 65536;
 	cf->limits.handshake_timeout = 10;
 	cf->limits.max_handshakes = 10000;
-	cf->limits.max_handshakes_per_ip = 256;
+	cf->limits.max_handshakes_per_ip = 1000;
 	cf->smpp.window = 16;
 	cf->smpp.queue_limit = 1000;
 	cf->smpp.enquire_link_interval = 30;

@@ -764,13 +764,13 @@ START_TEST(config_tls_handshake_timeout)
 }
 END_TEST
 
-/* Handshakes under way: 10000 in all, 256 per address by default; 0 none. */
+/* Handshakes under way: 10000 in all, 1000 per address by default; 0 none. */
 START_TEST(config_tls_max_handshakes)
 {
 	struct config *cf = unit_config(LISTENER);
 
 	ck_assert_uint_eq(cf->limits.max_handshakes, 10000);
-	ck_assert_uint_eq(cf->limits.max_handshakes_per_ip, 256);
+	ck_assert_uint_eq(cf->limits.max_handshakes_per_ip, 1000);
 	config_unref(cf);
 	cf = unit_config(LISTENER "limits = { max_handshakes = 0; "
 	    "max_handshakes_per_ip = 7; };\n");
