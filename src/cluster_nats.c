@@ -1772,6 +1772,12 @@ claims_recheck(void)
 
 				*h = o.conn;
 				reactor_post(r, evict_task, h);
+				/*
+				 * Found here no more from now on, not once the
+				 * session is closed: what still arrives for it
+				 * (claims_trust below) is not delivered to it.
+				 */
+				route_release(c->addr, &o);
 			}
 			claimed_set(c->addr, false);
 		}

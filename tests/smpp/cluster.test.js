@@ -975,6 +975,11 @@ test('a LOGIN on two nodes at the same instant, for an address held and released
 	assert.equal(N.none, 0, `nobody got it in ${N.none} of ${races} races`);
 });
 
+// A process's state letter (T: stopped), from /proc.
+function procState(pid) {
+	return /^\d+ \(.*\) (\S)/.exec(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'))[1];
+}
+
 test('a node frozen past claim_ttl gets nothing for an address taken from it lawfully: traffic follows the claim', { skip }, async () => {
 	// A third node sends: bob's traffic goes through the cluster.
 	const C3 = await L.startDaemon(nodeConf('c', [nats[1]]));
@@ -987,6 +992,7 @@ test('a node frozen past claim_ttl gets nothing for an address taken from it law
 		await waitLines(x, /^OK \d+$/, 1);
 		B.child.kill('SIGSTOP');
 		frozen = true;
+		await until(() => procState(B.child.pid) === 'T', WAIT_MS, 'B stopped');
 		// Sent while B is frozen, until bob is taken from it on A: the
 		// last of them are on their way to B when that happens.
 		x.lines = [];
