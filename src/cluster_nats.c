@@ -452,7 +452,8 @@ pend_redirect(const char *addr, const char *was)
 	for (p = C.oldest; p != NULL; p = next) {
 		next = p->next;
 		if (strcmp(p->via, was) != 0 ||
-		    (a = candidate(p->m, p->cand)) == NULL || strcmp(a, addr) != 0)
+		    (a = candidate(p->m, p->cand)) == NULL ||
+		    strcmp(a, addr) != 0)
 			continue;
 		pend_unlink(p);
 		p->qnext = NULL;
@@ -656,7 +657,8 @@ pend_owner_moved(struct pend *p)
 {
 	const char *addr = candidate(p->m, p->cand);
 
-	if (addr == NULL || p->tries >= 3 || strcmp(owner_of(addr), p->via) == 0)
+	if (addr == NULL || p->tries >= 3 ||
+	    strcmp(owner_of(addr), p->via) == 0)
 		return false;
 	p->tries++;
 	return true;
