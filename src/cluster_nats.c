@@ -156,6 +156,8 @@ struct cluster {
 	atomic_uint_fast64_t errors;
 	atomic_uint_fast64_t nodes_seen;
 	atomic_uint_fast64_t foreign_at_ms;	/* said "another version" */
+	/* Until then no other node can have taken our claims lawfully. */
+	atomic_uint_fast64_t trust_until_ms;
 	pthread_mutex_t url_lock;
 	char	url[256];		/* the server we use; "" down */
 	char	why[256];		/* libnats's last reason, while down */
@@ -452,14 +454,53 @@ owners_clear(void)
 		}
 }
 
+static void pend_try(struct pend *p);
+static const char *candidate(const struct deliver_msg *m, unsigned i);
+
+/*
+ * addr was taken from node was (silent past claim_ttl: frozen, cut off):
+ * what went there for it and awaits a verdict goes to its new owner now,
+ * in the order sent. A late verdict from was answers nothing; was itself
+ * delivers nothing of it (bundle_deliver).
+ */
+static void
+pend_redirect(const char *addr, const char *was)
+{
+	struct pend *p, *next, *head = NULL, **tail = &head;
+	const char *a;
+
+	for (p = C.oldest; p != NULL; p = next) {
+		next = p->next;
+		if (strcmp(p->via, was) != 0 ||
+		    (a = candidate(p->m, p->cand)) == NULL ||
+		    strcmp(a, addr) != 0)
+			continue;
+		pend_unlink(p);
+		p->qnext = NULL;
+		*tail = p;
+		tail = &p->qnext;
+	}
+	for (p = head; p != NULL; p = next) {
+		next = p->qnext;
+		pend_try(p);
+	}
+}
+
 static void
 owner_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct owner_note *on = arg;
+	char was[CLUSTER_NODE_MAX + 1];
 
 	(void)owner;
-	if (st == MAILBOX_RUN)
+	if (st == MAILBOX_RUN) {
+		snprintf(was, sizeof(was), "%s", owner_of(on->addr));
 		owner_set(on->addr, on->node);
+		/* Taken over, not given up and claimed again. */
+		if (was[0] != '\0' && on->node[0] != '\0' &&
+		    strcmp(was, on->node) != 0)
+			pend_redirect(on->addr, was);
+	}
 	free(on);
 }
 
@@ -636,7 +677,8 @@ pend_owner_moved(struct pend *p)
 {
 	const char *addr = candidate(p->m, p->cand);
 
-	if (addr == NULL || p->tries >= 3 || strcmp(owner_of(addr), p->via) == 0)
+	if (addr == NULL || p->tries >= 3 ||
+	    strcmp(owner_of(addr), p->via) == 0)
 		return false;
 	p->tries++;
 	return true;
@@ -908,15 +950,26 @@ bad:
 
 /*
  * Hands the k messages of a bundle for addr to the reactor of addr's owner
- * here, in one push; with nobody here, each hears "no route".
+ * here, in one push; with nobody here, each hears "no route", and while
+ * this node cannot be sure its claim on addr is still its own, that the
+ * cluster is unavailable.
  */
 static void
 bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
 {
+	enum deliver_verdict v = DELIVER_NO_ROUTE;
 	struct route_owner o;
 	struct reactor *r;
 
-	if (route_lookup(addr, &o) && o.kind == ROUTE_OWNER_CONN &&
+	/*
+	 * Silent past claim_ttl (frozen, cut off): another node may have
+	 * taken a LOGIN's address lawfully meanwhile, and its session here is
+	 * stale until claims_recheck closes it. Nothing for it till then.
+	 */
+	if (mono_ms() >= atomic_load(&C.trust_until_ms) &&
+	    route_is_claimed(addr))
+		v = DELIVER_UNAVAILABLE;
+	else if (route_lookup(addr, &o) && o.kind == ROUTE_OWNER_CONN &&
 	    (r = reactor_get(o.conn.reactor)) != NULL) {
 		/* Newest first: ms[k - 1] .. ms[0]. */
 		for (size_t i = 0; i < k; i++) {
@@ -929,7 +982,7 @@ bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
 		return;
 	}
 	for (size_t i = 0; i < k; i++) {
-		ms[i]->verdict = DELIVER_NO_ROUTE;
+		ms[i]->verdict = v;
 		deliver_answer(ms[i]);
 	}
 }
@@ -1655,6 +1708,18 @@ kv_open(void)
 	return true;
 }
 
+/*
+ * Our heartbeat, put when beat_last_ms began, lives at least claim_ttl
+ * on the server: until then no other node takes our claims, and other
+ * nodes' traffic for them is delivered here (bundle_deliver).
+ */
+static void
+claims_trust(void)
+{
+	atomic_store(&C.trust_until_ms, C.beat_last_ms +
+	    (uint64_t)C.kvcf->cluster.claim_ttl * 1000);
+}
+
 /* Tells the cluster this node is alive, every claim_ttl / 3 s. */
 static void
 heartbeat(uint64_t now)
@@ -1681,6 +1746,9 @@ heartbeat(uint64_t now)
 	    (uint64_t)C.kvcf->cluster.claim_ttl * 1000)
 		C.was_down = true;
 	C.beat_last_ms = now;
+	/* (Back from an outage: once claims_recheck has seen to them.) */
+	if (!C.was_down)
+		claims_trust();
 	C.beat_ok = true;
 	memset(&keys, 0, sizeof(keys));
 	if (kvStore_Keys(&keys, C.nodes, NULL) == NATS_OK) {
@@ -1989,10 +2057,17 @@ claims_recheck(void)
 
 				*h = o.conn;
 				reactor_post(r, evict_task, h);
+				/*
+				 * Found here no more from now on, not once the
+				 * session is closed: what still arrives for it
+				 * (claims_trust below) is not delivered to it.
+				 */
+				route_release(c->addr, &o);
 			}
 			claimed_set(c->addr, false);
 		}
 	}
+	claims_trust();
 	claims_leave();
 }
 

@@ -975,6 +975,11 @@ test('a LOGIN on two nodes at the same instant, for an address held and released
 	assert.equal(N.none, 0, `nobody got it in ${N.none} of ${races} races`);
 });
 
+// A process's state letter (T: stopped), from /proc.
+function procState(pid) {
+	return /^\d+ \(.*\) (\S)/.exec(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'))[1];
+}
+
 test('a node frozen past claim_ttl gets nothing for an address taken from it lawfully: traffic follows the claim', { skip }, async () => {
 	// A third node sends: bob's traffic goes through the cluster.
 	const C3 = await L.startDaemon(nodeConf('c', [nats[1]]));
@@ -984,22 +989,30 @@ test('a node frozen past claim_ttl gets nothing for an address taken from it law
 		const b = await loginWhenFree(B.ports.router, 'bob', 'b');
 		send(x, 'SEND bob before\n');
 		await waitLines(b, /^MSG \d+ dave before$/, 1);
+		await waitLines(x, /^OK \d+$/, 1);
 		B.child.kill('SIGSTOP');
 		frozen = true;
+		await until(() => procState(B.child.pid) === 'T', WAIT_MS, 'B stopped');
+		// Sent while B is frozen, until bob is taken from it on A: the
+		// last of them are on their way to B when that happens.
+		x.lines = [];
+		let during = 0;
 		const a = await until(async () => {
-			const l = await login(A.ports.router, 'bob', 'b');
-			if (l.reply === 'OK LOGIN bob')
-				return l.c;
-			l.c.sock.destroy();
+			send(x, `SEND bob during${during++}\n`);
+			const c = await lineClient(A.ports.router);
+			send(c, 'LOGIN bob b\n');
+			const [r] = await waitLines(c, /^(OK LOGIN|ERR)/, 1);
+			if (r === 'OK LOGIN bob')
+				return c;
+			c.sock.destroy();
 			return null;
 		}, (CLAIM_TTL + 5) * 1000, 'bob free on A');
 		// From A's OK LOGIN on, bob is A's alone. One at a time: each
 		// goes to NATS on its own.
 		const N = 10;
-		x.lines = [];
 		for (let i = 0; i < N; i++) {
 			send(x, `SEND bob after${i}\n`);
-			await waitLines(x, /^(OK|ERR) /, i + 1, 30000);
+			await waitLines(x, /^(OK|ERR) /, during + i + 1, 30000);
 		}
 		const replies = x.lines.filter((l) => /^(OK|ERR) /.test(l));
 		B.child.kill('SIGCONT');
@@ -1007,12 +1020,21 @@ test('a node frozen past claim_ttl gets nothing for an address taken from it law
 		await waitLines(b, /^ERR 409 address taken by another node/, 1, 30000);
 		await until(() => b.sock.destroyed || b.sock.readableEnded, WAIT_MS,
 			'B closes');
-		const toB = b.lines.filter((l) => /^MSG \d+ dave after/.test(l));
-		assert.deepEqual(toB, [], 'messages to B after A\'s LOGIN');
-		assert.ok(replies.every((l) => /^OK \d+$/.test(l)), replies.join('|'));
-		const got = await waitLines(a, /^MSG \d+ dave after\d+$/, N);
-		assert.deepEqual(got.map((l) => l.split(' ')[3]),
-			Array.from({ length: N }, (_, i) => `after${i}`));
+		assert.deepEqual(b.lines.filter((l) => /^MSG \d+ dave (during|after)/.test(l)),
+			[], 'messages to B once frozen');
+		assert.ok(replies.slice(during).every((l) => /^OK \d+$/.test(l)),
+			replies.slice(during).join('|'));
+		// The one on its way to B when A took bob went on to A.
+		assert.match(replies[during - 1], /^OK \d+$/, 'the last one before');
+		const want = [];
+		for (let i = 0; i < during; i++)
+			if (replies[i].startsWith('OK'))
+				want.push(`during${i}`);
+		for (let i = 0; i < N; i++)
+			want.push(`after${i}`);
+		const got = await waitLines(a, /^MSG \d+ dave (during|after)\d+$/, want.length);
+		assert.equal(a.lines[0], 'OK LOGIN bob');
+		assert.deepEqual(got.map((l) => l.split(' ')[3]), want);
 		for (const c of [a, x])
 			c.sock.destroy();
 	} finally {
