@@ -863,11 +863,12 @@ mark_write(struct store_acct *a, struct store_mark *k)
 static void
 mark_add(struct store_acct *a, struct deliver_msg *m, uint8_t state)
 {
-	struct store_mark *k = &a->marks[a->nmarks++];
+	struct store_mark *k;
 
 	/* A message goes from inflight to here: pump leaves room for both. */
-	if (a->nmarks > STORE_ACCT_INFLIGHT)
+	if (a->nmarks >= STORE_ACCT_INFLIGHT)
 		fatalx("store: %s: more marks than in flight", a->id);
+	k = &a->marks[a->nmarks++];
 	k->m = m;
 	k->state = state;
 	k->written = false;
