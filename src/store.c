@@ -489,7 +489,11 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	    a->count >= sc->account_max_messages ||
 	    atomic_load_explicit(&S.lost, memory_order_relaxed))
 		return false;
-	if (backend_full()) {
+	/*
+	 * With the disk full only receipts (which wait for nobody) take some
+	 * of the reserve: those of the deliveries it lets be marked.
+	 */
+	if (!(m->flags & DELIVER_F_NO_VERDICT) && backend_full()) {
 		write_failed("a write");
 		return false;
 	}
