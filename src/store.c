@@ -491,7 +491,11 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	    a->count >= sc->account_max_messages ||
 	    atomic_load_explicit(&S.lost, memory_order_relaxed))
 		return false;
-	if (backend_full()) {
+	/*
+	 * With the disk full only receipts (which wait for nobody) take some
+	 * of the reserve: those of the deliveries it lets be marked.
+	 */
+	if (!(m->flags & DELIVER_F_NO_VERDICT) && backend_full()) {
 		write_failed("a write");
 		return false;
 	}
@@ -892,11 +896,12 @@ mark_write(struct store_acct *a, struct store_mark *k)
 static void
 mark_add(struct store_acct *a, struct deliver_msg *m, uint8_t state)
 {
-	struct store_mark *k = &a->marks[a->nmarks++];
+	struct store_mark *k;
 
 	/* A message goes from inflight to here: pump leaves room for both. */
-	if (a->nmarks > STORE_ACCT_INFLIGHT)
+	if (a->nmarks >= STORE_ACCT_INFLIGHT)
 		fatalx("store: %s: more marks than in flight", a->id);
+	k = &a->marks[a->nmarks++];
 	k->m = m;
 	k->state = state;
 	k->written = false;

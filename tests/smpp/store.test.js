@@ -95,6 +95,7 @@ const ESME_RMSGQFUL = 0x14;
 const ESME_RINVSCHED = 0x61;
 const ESME_RINVEXPIRY = 0x62;
 const ESME_RQUERYFAIL = 0x67;
+const ESME_RSYSERR = 0x08;
 const ENROUTE = 1, DELIVERED = 2, EXPIRED = 3, DELETED = 4;
 
 function conf(storePath, storeExtra = '') {
@@ -356,6 +357,43 @@ test('a restart keeps the backlog: 100 delivered once, in order', { skip }, asyn
 			await sleep(300);
 			assert.deepEqual(b.got.map(L.text), Array.from({ length: 100 }, (_, i) => `m${i}`));
 			b.s.close();
+		} finally {
+			await L.stopDaemon(d);
+		}
+	} finally {
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('the store file deleted under the daemon: submits refused (ESME_RSYSERR), what was stored still delivered', { skip: skip || (JS && 'the SQLite backend only') }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
+	const db = path.join(dir, 'store.db');
+	try {
+		const d = await L.startDaemon(conf(db));
+		try {
+			const a = await session(d.ports.smpp, 'bind_transmitter', 'alice', 'a');
+			const r = await submit(a.s, { short_message: 'before' });
+			assert.equal(r.command_status, ESME_ROK);
+			fs.unlinkSync(db);
+			// Checked once a second: a few may still be taken before.
+			const taken = [];
+			let status = ESME_ROK;
+			const end = Date.now() + 10000;
+			while (status === ESME_ROK && Date.now() < end) {
+				const rr = await submit(a.s, { short_message: `after${taken.length}` });
+				status = rr.command_status;
+				if (status === ESME_ROK) {
+					taken.push(`after${taken.length}`);
+					await sleep(100);
+				}
+			}
+			assert.equal(status, ESME_RSYSERR, 'refused with ESME_RSYSERR');
+			assert.equal((d.log.match(/was removed or replaced/g) || []).length, 1,
+			    'logged once');
+			const b = await session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+			await until(() => b.got.length >= 1 + taken.length, 'what was stored');
+			assert.deepEqual(b.got.map(L.text), ['before', ...taken]);
+			a.s.close(); b.s.close();
 		} finally {
 			await L.stopDaemon(d);
 		}

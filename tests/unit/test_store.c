@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -14,6 +15,7 @@
 #include "suites.h"
 
 #if ER_WITH_SQLITE
+#include <sqlite3.h>
 
 static char dir[64];
 static struct store_conf sc;
@@ -150,7 +152,7 @@ START_TEST(test_order_marks_reopen)
 	struct store_rec rec;
 	struct counts c = { 0 };
 	struct seen s;
-	uint64_t max;
+	uint64_t max, n, bytes, cursor = 0;
 
 	/* Ids out of order: the scan gives them in id order. */
 	put(b, 3072, "bob", "third", 5000);
@@ -192,12 +194,33 @@ START_TEST(test_order_marks_reopen)
 	ck_assert_str_eq(s.texts[0], "second");
 	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
 	ck_assert_uint_eq(max, 3072);
+	/* A final state counts for its account, submitter and a row. */
+	ck_assert_int_eq(store_sqlite_ops.finals(b, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(bytes, strlen("bob") + strlen("alice") +
+	    STORE_FINAL_ROW);
 	/* Purge: final states older than the time go, the rest stays. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.purge(b, 1400, 100), 0);
-	ck_assert_int_eq(store_sqlite_ops.purge(b, 1600, 100), 1);
+	bytes = 0;
+	ck_assert_int_eq(store_sqlite_ops.purge(b, 1400, &cursor, 100,
+	    &bytes), 0);
+	ck_assert_uint_eq(cursor, 0);	/* the end of the table */
+	ck_assert_uint_eq(bytes, 0);
+	ck_assert_int_eq(store_sqlite_ops.purge(b, 1600, &cursor, 100,
+	    &bytes), 1);
+	ck_assert_uint_eq(bytes, strlen("bob") + strlen("alice") +
+	    STORE_FINAL_ROW);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 0);
+	ck_assert_int_eq(store_sqlite_ops.finals(b, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 0);
+	/* The highest id stays known though its row went. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, STORE_DELIVERED_STATE,
+	    1700, 0, 0), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
+	ck_assert_uint_eq(max, 3072);
 	store_sqlite_ops.close(b);
 }
 END_TEST
@@ -233,6 +256,83 @@ START_TEST(test_expiry_and_by_dest)
 	ck_assert_str_eq(s.texts[0], "later");
 	s.n = 0;
 	ck_assert_int_eq(store_sqlite_ops.expired(b, 500, 10, see, &s), 1);
+	store_sqlite_ops.close(b);
+}
+END_TEST
+
+/*
+ * A file from before table fin, with a final row in msg: opened, the row
+ * moves to fin (still answered for), and msg keeps only waiting ones.
+ */
+START_TEST(test_final_rows_move_on_open)
+{
+	struct store_backend *b = open_ok(false);
+	struct store_rec rec;
+	uint64_t n = 0, bytes = 0;
+	sqlite3 *db;
+	int left = -1;
+
+	put(b, 1024, "bob", "delivered once", 5000);
+	put(b, 2048, "bob", "waiting", 5000);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(sqlite3_open(sc.path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "DROP TABLE fin; UPDATE msg SET"
+	    " state = 2, final_date = 77 WHERE id = 1024", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	b = open_ok(false);
+	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 1);
+	ck_assert_uint_eq(rec.state, STORE_DELIVERED_STATE);
+	ck_assert_uint_eq(rec.final_date, 77);
+	ck_assert_str_eq(rec.m->reply_to, "alice");
+	ck_assert_str_eq(rec.account, "bob");
+	free(rec.m);
+	ck_assert_int_eq(store_sqlite_ops.finals(b, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 1);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(sqlite3_open(sc.path, &db), SQLITE_OK);
+	{
+		sqlite3_stmt *st;
+
+		ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM"
+		    " msg WHERE state <> 1", -1, &st, NULL), SQLITE_OK);
+		ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+		left = sqlite3_column_int(st, 0);
+		sqlite3_finalize(st);
+	}
+	sqlite3_close(db);
+	ck_assert_int_eq(left, 0);
+}
+END_TEST
+
+/* The file or its WAL deleted or replaced: check says so. */
+START_TEST(test_check_sees_files_go)
+{
+	struct store_backend *b = open_ok(false);
+	char wal[PATH_MAX + 8];
+	struct stat st;
+
+	/* The space kept for marks on a full disk: 4 MiB, held. */
+	snprintf(wal, sizeof(wal), "%s-reserve", sc.path);
+	ck_assert_int_eq(stat(wal, &st), 0);
+	ck_assert_int_eq(st.st_size, 4 << 20);
+	ck_assert(!store_sqlite_ops.full(b));
+	snprintf(wal, sizeof(wal), "%s-wal", sc.path);
+	ck_assert_int_eq(stat(wal, &st), 0);	/* made at open */
+	ck_assert_int_eq(store_sqlite_ops.check(b), 0);
+	/* Replaced: another file under the same name. */
+	ck_assert_int_eq(unlink(wal), 0);
+	close(open(wal, O_CREAT | O_WRONLY, 0600));
+	ck_assert_int_eq(store_sqlite_ops.check(b), -1);
+	store_sqlite_ops.close(b);
+	/* And the file itself removed. */
+	ck_assert_int_eq(unlink(sc.path), 0);
+	unlink(wal);
+	b = open_ok(false);
+	ck_assert_int_eq(store_sqlite_ops.check(b), 0);
+	ck_assert_int_eq(unlink(sc.path), 0);
+	ck_assert_int_eq(store_sqlite_ops.check(b), -1);
 	store_sqlite_ops.close(b);
 }
 END_TEST
@@ -325,6 +425,8 @@ store_suite(void)
 	tcase_add_test(tc, test_order_marks_reopen);
 	tcase_add_test(tc, test_expiry_and_by_dest);
 	tcase_add_test(tc, test_rollback);
+	tcase_add_test(tc, test_final_rows_move_on_open);
+	tcase_add_test(tc, test_check_sees_files_go);
 	tcase_add_test(tc, test_not_a_store);
 #endif
 	suite_add_tcase(s, tc);
