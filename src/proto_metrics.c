@@ -193,7 +193,7 @@ is_host_char(uint8_t ch, bool literal)
 static bool
 host_is_valid(const uint8_t *v, size_t n)
 {
-	size_t i = 0;
+	size_t i;
 	bool literal = n > 0 && v[0] == '[';
 
 	while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
