@@ -34,9 +34,17 @@ START_TEST(test_udh_16bit_among_other_ies)
 	/* A 7-byte UDH with an unknown IE and the 8-bit one last. */
 	static const uint8_t sm8[] = { 0x08, 0x70, 0x01, 0xFF, 0x00, 0x03,
 	    0x99, 0x02, 0x02, 'y' };
+	/* Two concat IEs: 23.040 says the last occurrence counts. */
+	static const uint8_t twice[] = { 0x0B, 0x00, 0x03, 0x01, 0x02, 0x01,
+	    0x08, 0x04, 0xAB, 0xCD, 0x05, 0x04, 'z' };
 	struct text_concat c;
 	size_t hl;
 
+	ck_assert_int_eq(text_udh_concat(twice, sizeof(twice), &c, &hl), 1);
+	ck_assert_uint_eq(hl, 12);
+	ck_assert_uint_eq(c.ref, 0xABCD);
+	ck_assert_uint_eq(c.total, 5);
+	ck_assert_uint_eq(c.seq, 4);
 	ck_assert_int_eq(text_udh_concat(sm, sizeof(sm), &c, &hl), 1);
 	ck_assert_uint_eq(hl, 16);
 	ck_assert_uint_eq(c.ref, 0x1234);
