@@ -453,7 +453,7 @@ static int
 split_check(const struct text_split_opts *o)
 {
 	if (o->max_parts < 1 || o->max_parts > TEXT_PARTS_MAX ||
-	    (o->coding != -1 && !coding_known(o->coding)) ||
+	    (o->coding != TEXT_CODING_AUTO && !coding_known(o->coding)) ||
 	    (o->how != TEXT_LONG_UDH && o->how != TEXT_LONG_SAR &&
 	    o->how != TEXT_LONG_PAYLOAD))
 		return (int)fail(EINVAL);
@@ -465,7 +465,7 @@ static int
 split_coding(const char *in, size_t n, const struct text_split_opts *o,
     enum text_coding *coding)
 {
-	if (o->coding != -1) {
+	if (o->coding != TEXT_CODING_AUTO) {
 		*coding = (enum text_coding)o->coding;
 		return 0;
 	}

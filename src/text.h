@@ -84,10 +84,13 @@ enum text_long {
 /* UDH concatenation caps the count of parts at 255. */
 #define TEXT_PARTS_MAX	255
 
+/* text_split_opts.coding: let the splitter choose. */
+#define TEXT_CODING_AUTO	(-1)
+
 /* What the splitter is asked for. */
 struct text_split_opts {
-	int	coding;		/* -1: GSM if every character fits, else
-				   UCS-2; or an enum text_coding to force */
+	int	coding;	/* TEXT_CODING_AUTO: GSM if every character
+			   fits, else UCS-2; or a text_coding to force */
 	enum text_long how;
 	unsigned max_parts;	/* 1..TEXT_PARTS_MAX */
 	uint16_t ref;		/* the reference (the UDH keeps its low 8
@@ -102,12 +105,12 @@ struct text_part {
 
 /* What the splitter made. */
 struct text_split {
-	enum text_coding coding;	/* the data_coding to send */
-	bool	udhi;			/* parts start with a UDH: set the
-					   esm_class UDHI bit (0x40) */
-	bool	payload;		/* one part, for message_payload */
-	uint16_t ref;			/* for sar_msg_ref_num */
-	unsigned nparts;		/* 1 when it fits one SMS */
+	enum text_coding coding; /* the data_coding to send */
+	bool	udhi;		/* parts start with a UDH: set the
+				   esm_class UDHI bit (0x40) */
+	bool	payload;	/* one part, for message_payload */
+	uint16_t ref;		/* for sar_msg_ref_num */
+	unsigned nparts;	/* 1 when it fits one SMS */
 	struct text_part part[TEXT_PARTS_MAX];
 };
 

@@ -1,6 +1,7 @@
 /* text_join.c: the UDH concatenation IEs, and the table that joins SMS parts back into messages. */
 #include "text_join.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,8 @@ text_join_new(const struct text_join_limits *lim)
 	struct text_join *j = xcalloc(1, sizeof(*j));
 	uint32_t n = 16;
 
+	assert(lim->max_pending > 0 && lim->max_bytes > 0 &&
+	    lim->max_pending_owner > 0 && lim->max_bytes_owner > 0);
 	j->lim = *lim;
 	while (n < lim->max_pending && n < JOIN_BUCKETS_MAX)
 		n <<= 1;

@@ -11,7 +11,7 @@ struct text_concat {
 	uint16_t ref;		/* 8- or 16-bit reference */
 	uint8_t	total;		/* parts in the message, >= 1 */
 	uint8_t	seq;		/* this part, 1..total */
-	bool	ref16;		/* from IE 08 (16-bit) rather than 00 */
+	bool	ref16;		/* IE 08 (16-bit), SAR; not IE 00 */
 };
 
 /*
@@ -39,13 +39,17 @@ struct text_join;
 
 struct text_join_limits {
 	unsigned max_pending;		/* messages waiting, in all */
-	size_t	max_bytes;		/* octets of parts held, in all */
+	size_t	max_bytes;		/* part octets held, in all */
 	unsigned max_pending_owner;	/* messages waiting, per owner */
 	size_t	max_bytes_owner;	/* octets held, per owner */
 	uint64_t timeout_ms;		/* from a message's first part */
 };
 
-/* One part as it arrived, its octets without the UDH. Borrowed. */
+/*
+ * One part as it arrived, its octets without the UDH; the strings are
+ * NUL-terminated and not NULL. Borrowed for the call: the table copies
+ * what it keeps.
+ */
 struct text_join_part {
 	const char *owner;
 	const char *sender;
@@ -70,7 +74,7 @@ struct text_join_msg {
 	struct text_concat concat;	/* seq is 0 */
 	uint8_t	data_coding;
 	unsigned received;		/* parts that arrived */
-	uint64_t *ids;			/* concat.total of them, by seq - 1 */
+	uint64_t *ids;			/* concat.total, by seq - 1 */
 	uint8_t	*data;
 	size_t	len;
 };
@@ -79,7 +83,7 @@ struct text_join_msg {
 void	text_join_msg_free(struct text_join_msg *m);
 
 /*
- * A table with these limits (each at least 1). Never NULL (the x*
+ * A table with these limits (each cap at least 1). Never NULL (the x*
  * allocators' policy). text_join_free frees it with every part it holds;
  * NULL is a no-op.
  */
@@ -112,7 +116,8 @@ typedef void text_join_expired_fn(void *arg, struct text_join_msg *m);
 
 /*
  * Expires the messages whose first part is timeout_ms old at now_ms,
- * oldest first, through fn. Returns how many.
+ * oldest first, through fn. Returns how many. now_ms = UINT64_MAX
+ * expires every one (at shutdown, to report them).
  */
 unsigned text_join_expire(struct text_join *j, uint64_t now_ms,
 	    text_join_expired_fn *fn, void *arg);

@@ -1,4 +1,4 @@
-/* fuzz_text_decode.c: any octets in any data_coding: decoded, encoded back alike, and split into parts that join back. */
+/* fuzz_text_decode.c: any octets in any data_coding: decoded, encoded back alike, split and joined back. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +44,7 @@ split(uint8_t how, const char *t, size_t n)
 {
 	static uint8_t out[TEXT_SPLIT_MAX(IN_MAX * 3, 255)];
 	static struct text_split s;
-	const struct text_split_opts o = { .coding = -1,
+	const struct text_split_opts o = { .coding = TEXT_CODING_AUTO,
 	    .how = (enum text_long)(how % 3), .max_parts = TEXT_PARTS_MAX,
 	    .ref = how };
 

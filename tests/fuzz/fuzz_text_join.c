@@ -1,4 +1,4 @@
-/* fuzz_text_join.c: UDHs and a stream of parts, clock steps and expiries through a small joining table; caps and counts must hold. */
+/* fuzz_text_join.c: parts, clock steps and expiries through a small joining table; caps and counts hold. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

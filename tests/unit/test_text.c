@@ -1,4 +1,4 @@
-/* test_text.c: every GSM 03.38 character both ways, IA5, Latin-1, UCS-2 with surrogates, bad input, and the splitter at each boundary. */
+/* test_text.c: GSM 03.38 both ways, IA5, Latin-1, UCS-2 with surrogates, bad input, and the splitter's boundaries. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -135,7 +135,8 @@ END_TEST
 START_TEST(test_gsm_extension_table)
 {
 	for (size_t i = 0; i < ARRAY_LEN(gsm_ext_expected); i++) {
-		const uint8_t in[2] = { TEXT_GSM_ESC, gsm_ext_expected[i].code };
+		const uint8_t in[2] = { TEXT_GSM_ESC,
+		    gsm_ext_expected[i].code };
 		const char *want = gsm_ext_expected[i].utf8;
 
 		decodes_to(TEXT_GSM, in, 2, want);
@@ -272,7 +273,8 @@ START_TEST(test_latin1_and_ia5)
 	ck_assert_int_eq(text_decode(TEXT_LATIN1, all, 256, out, sizeof(out)),
 	    128 + 256);
 	ck_assert_int_eq(out[0], 0);
-	ck_assert_int_eq(text_decode(TEXT_IA5, all, 128, out, sizeof(out)), 128);
+	ck_assert_int_eq(text_decode(TEXT_IA5, all, 128, out, sizeof(out)),
+	    128);
 	ck_assert(memcmp(out, all, 128) == 0);
 	encodes_to(TEXT_LATIN1, "ol\u00E1", "ol\xE1", 3);
 	encode_fails(TEXT_LATIN1, "ol\u00E1 \u20AC", ERANGE);
@@ -702,7 +704,8 @@ END_TEST
 
 START_TEST(test_split_errors)
 {
-	const struct text_split_opts o = { .coding = -1, .max_parts = 16 };
+	const struct text_split_opts o = { .coding = TEXT_CODING_AUTO,
+	    .max_parts = 16 };
 	struct text_split s;
 	const char *t = repeat("a", 161, "");
 	uint8_t small[168];

@@ -66,17 +66,17 @@ START_TEST(test_udh_refused)
 		size_t	n;
 		int	want;
 	} cases[] = {
-		{ { 0x03, 0x70, 0x01, 0xFF }, 4, 0 },		/* no concat */
-		{ { 0x00 }, 1, 0 },				/* empty UDH */
-		{ { 0x05, 0x00, 0x03, 0x01, 0x02 }, 5, -1 },	/* past n */
-		{ { 0x03, 0x70, 0x05, 0xFF, 0xAA }, 5, -1 },	/* IE past UDH */
-		{ { 0x01, 0x70 }, 2, -1 },			/* IE cut */
-		{ { 0x06, 0x00, 0x04, 1, 2, 1, 1 }, 7, -1 },	/* 00 len 4 */
-		{ { 0x05, 0x08, 0x03, 1, 2, 1 }, 6, -1 },	/* 08 len 3 */
-		{ { 0x05, 0x00, 0x03, 1, 0, 0 }, 6, -1 },	/* total 0 */
-		{ { 0x05, 0x00, 0x03, 1, 2, 0 }, 6, -1 },	/* seq 0 */
-		{ { 0x05, 0x00, 0x03, 1, 2, 3 }, 6, -1 },	/* seq > total */
-		{ { 0 }, 0, -1 },				/* nothing */
+		{ { 0x03, 0x70, 0x01, 0xFF }, 4, 0 }, /* no concat */
+		{ { 0x00 }, 1, 0 }, /* empty UDH */
+		{ { 0x05, 0x00, 0x03, 0x01, 0x02 }, 5, -1 }, /* past n */
+		{ { 0x03, 0x70, 0x05, 0xFF, 0xAA }, 5, -1 }, /* IE past UDH */
+		{ { 0x01, 0x70 }, 2, -1 }, /* IE cut */
+		{ { 0x06, 0x00, 0x04, 1, 2, 1, 1 }, 7, -1 }, /* 00 len 4 */
+		{ { 0x05, 0x08, 0x03, 1, 2, 1 }, 6, -1 }, /* 08 len 3 */
+		{ { 0x05, 0x00, 0x03, 1, 0, 0 }, 6, -1 }, /* total 0 */
+		{ { 0x05, 0x00, 0x03, 1, 2, 0 }, 6, -1 }, /* seq 0 */
+		{ { 0x05, 0x00, 0x03, 1, 2, 3 }, 6, -1 }, /* seq > total */
+		{ { 0 }, 0, -1 }, /* nothing */
 	};
 	struct text_concat c;
 	size_t hl;
@@ -372,8 +372,8 @@ START_TEST(test_split_then_join)
 	    "0123456789 0123456789 0123456789 0123456789 0123456789 "
 	    "0123456789 0123456789 0123456789 0123456789 0123456789 "
 	    "0123456789 0123456789 0123456789 0123456789";
-	const struct text_split_opts o = { .coding = -1, .max_parts = 16,
-	    .ref = 0x77 };
+	const struct text_split_opts o = { .coding = TEXT_CODING_AUTO,
+	    .max_parts = 16, .ref = 0x77 };
 	static uint8_t out[4096];
 	static char utf8[4096];
 	struct text_split s;
