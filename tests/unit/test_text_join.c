@@ -364,6 +364,46 @@ START_TEST(test_join_caps_bytes)
 }
 END_TEST
 
+/*
+ * SAR parts carry their numbers in TLVs (sar_msg_ref_num is 16 bits);
+ * the splitter's SAR mode, joined in reverse, gives the text back.
+ */
+START_TEST(test_join_sar_fields)
+{
+	const char *text = "@\u20AC and a GSM text long enough for two parts, "
+	    "as a gateway that asks for SAR TLVs rather than a UDH gets it: "
+	    "one hundred and sixty septets are too few for all of this.";
+	const struct text_split_opts o = { .coding = TEXT_CODING_AUTO,
+	    .how = TEXT_LONG_SAR, .max_parts = 16, .ref = 0xBEEF };
+	static uint8_t out[1024];
+	static char utf8[1024];
+	struct text_split s;
+	struct text_join *j = text_join_new(&roomy);
+	struct text_join_msg *m = NULL;
+	int n = text_split(text, strlen(text), &o, out, sizeof(out), &s);
+
+	ck_assert_int_eq(n, 2);
+	ck_assert(!s.udhi);
+	for (int k = n - 1; k >= 0; k--) {
+		struct text_join_part p = { .owner = "bob", .sender = "b",
+		    .recipient = "a", .data_coding = (uint8_t)s.coding,
+		    .concat = { .ref = s.ref, .ref16 = true,
+		    .total = (uint8_t)s.nparts, .seq = (uint8_t)(k + 1) },
+		    .id = (uint64_t)k + 1, .data = out + s.part[k].off,
+		    .len = s.part[k].len };
+
+		ck_assert_int_eq(text_join_add(j, &p, 0, &m),
+		    k == 0 ? TEXT_JOIN_DONE : TEXT_JOIN_PENDING);
+	}
+	ck_assert_uint_eq(m->concat.ref, 0xBEEF);
+	ck_assert_int_eq(text_decode(TEXT_GSM, m->data, m->len, utf8,
+	    sizeof(utf8)), (ssize_t)strlen(text));
+	ck_assert(memcmp(utf8, text, strlen(text)) == 0);
+	text_join_msg_free(m);
+	text_join_free(j);
+}
+END_TEST
+
 /* The splitter's parts, read back through the UDH and joined in reverse. */
 START_TEST(test_split_then_join)
 {
@@ -425,6 +465,7 @@ text_join_suite(void)
 	tcase_add_test(tj, test_join_caps_pending);
 	tcase_add_test(tj, test_join_caps_bytes);
 	tcase_add_test(tj, test_split_then_join);
+	tcase_add_test(tj, test_join_sar_fields);
 	suite_add_tcase(s, tj);
 	return s;
 }
