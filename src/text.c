@@ -131,26 +131,23 @@ gsm_ext_cp(uint8_t b)
 	return gsm_default[b];
 }
 
-/*
- * Reads the UTF-8 character at s[*i], s being n bytes, into *cp and
- * moves *i past it. Strict: overlong forms, surrogates, values past
- * U+10FFFF and cut sequences are -1.
- */
+/* utf8_next beyond ASCII. */
 static int
-utf8_next(const uint8_t *s, size_t n, size_t *i, uint32_t *cp)
+utf8_next_multi(const uint8_t *s, size_t n, size_t *i, uint32_t *cp)
 {
 	size_t k = *i, len;
 	uint8_t b = s[k];
 	uint32_t c, min;
 
-	if (b < 0x80) {
-		*cp = b;
-		*i = k + 1;
+	if (b >= 0xC2 && b <= 0xDF) {
+		/* Two bytes (Latin, Greek, Cyrillic, ...): no more checks. */
+		if (n - k < 2 || (s[k + 1] & 0xC0) != 0x80)
+			return -1;
+		*cp = (uint32_t)(b & 0x1F) << 6 | (s[k + 1] & 0x3F);
+		*i = k + 2;
 		return 0;
 	}
-	if (b >= 0xC2 && b <= 0xDF) {
-		len = 2, c = b & 0x1F, min = 0x80;
-	} else if ((b & 0xF0) == 0xE0) {
+	if ((b & 0xF0) == 0xE0) {
 		len = 3, c = b & 0x0F, min = 0x800;
 	} else if (b >= 0xF0 && b <= 0xF4) {
 		len = 4, c = b & 0x07, min = 0x10000;
@@ -168,6 +165,21 @@ utf8_next(const uint8_t *s, size_t n, size_t *i, uint32_t *cp)
 	*cp = c;
 	*i = k + len;
 	return 0;
+}
+
+/*
+ * Reads the UTF-8 character at s[*i], s being n bytes, into *cp and
+ * moves *i past it. Strict: overlong forms, surrogates, values past
+ * U+10FFFF and cut sequences are -1. ASCII, most text, is inlined.
+ */
+static inline int
+utf8_next(const uint8_t *s, size_t n, size_t *i, uint32_t *cp)
+{
+	if (s[*i] < 0x80) {
+		*cp = s[(*i)++];
+		return 0;
+	}
+	return utf8_next_multi(s, n, i, cp);
 }
 
 /* Appends cp as UTF-8 at out[*o]; -1 (ENOSPC) if it does not fit. */
@@ -318,12 +330,11 @@ unit_octets(enum text_coding coding)
 	return coding == TEXT_UCS2 ? 2 : 1;
 }
 
-/* Writes cp (which char_units accepted) in coding at out[*o]. */
+/* Writes cp, units long by char_units, in coding at out[*o]. */
 static int
-char_put(enum text_coding coding, uint32_t cp, uint8_t *out, size_t outsz,
-    size_t *o)
+char_put(enum text_coding coding, uint32_t cp, int units, uint8_t *out,
+    size_t outsz, size_t *o)
 {
-	int units = char_units(coding, cp);
 	size_t len = (size_t)units * unit_octets(coding);
 	uint8_t *p = out + *o;
 	int g;
@@ -364,15 +375,16 @@ text_encode(enum text_coding coding, const char *in, size_t n, uint8_t *out,
 	const uint8_t *s = (const uint8_t *)in;
 	size_t i = 0, o = 0;
 	uint32_t cp;
+	int u;
 
 	if (!coding_known((int)coding))
 		return fail(ENOTSUP);
 	while (i < n) {
 		if (utf8_next(s, n, &i, &cp) < 0)
 			return fail(EILSEQ);
-		if (char_units(coding, cp) < 0)
+		if ((u = char_units(coding, cp)) < 0)
 			return fail(ERANGE);
-		if (char_put(coding, cp, out, outsz, &o) < 0)
+		if (char_put(coding, cp, u, out, outsz, &o) < 0)
 			return -1;
 	}
 	return (ssize_t)o;
@@ -460,23 +472,25 @@ split_check(const struct text_split_opts *o)
 	return 0;
 }
 
-/* The coding of opts, or, when it leaves the choice, GSM if it can. */
-static int
+/*
+ * The coding of opts, or, when it leaves the choice, GSM if it can; and
+ * the units the text takes in it. -1 EILSEQ or ERANGE.
+ */
+static ssize_t
 split_coding(const char *in, size_t n, const struct text_split_opts *o,
     enum text_coding *coding)
 {
+	ssize_t units;
+
 	if (o->coding != TEXT_CODING_AUTO) {
 		*coding = (enum text_coding)o->coding;
-		return 0;
+		return units_of(*coding, in, n);
 	}
-	if (text_gsm_septets(in, n) >= 0) {
-		*coding = TEXT_GSM;
-		return 0;
-	}
-	if (errno != ERANGE)
-		return -1;
+	*coding = TEXT_GSM;
+	if ((units = units_of(TEXT_GSM, in, n)) >= 0 || errno != ERANGE)
+		return units;
 	*coding = TEXT_UCS2;
-	return 0;
+	return units_of(TEXT_UCS2, in, n);
 }
 
 /*
@@ -538,9 +552,8 @@ text_split(const char *in, size_t n, const struct text_split_opts *o,
 	ssize_t units;
 	size_t octets;
 
-	if (split_check(o) < 0 || split_coding(in, n, o, &s->coding) < 0)
-		return -1;
-	if ((units = units_of(s->coding, in, n)) < 0)
+	if (split_check(o) < 0 ||
+	    (units = split_coding(in, n, o, &s->coding)) < 0)
 		return -1;
 	octets = (size_t)units * unit_octets(s->coding);
 	s->ref = o->ref;
