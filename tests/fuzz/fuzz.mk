@@ -6,7 +6,8 @@
 # build/fuzz/crashes/. A crash found is kept in tests/fuzz/regress/<target>/
 # and replayed, with the seeds, by `make check-fuzz-replay` (part of check).
 
-FUZZ_TARGETS := router smpp_pdu smpp_session config cluster_wire metrics
+FUZZ_TARGETS := router smpp_pdu smpp_session config cluster_wire metrics \
+	text_decode text_join
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_DIR := build/fuzz

@@ -31,7 +31,9 @@
 	X(log_suite)		\
 	X(uring_suite)		\
 	X(counter_suite)	\
-	X(store_suite)
+	X(store_suite)		\
+	X(text_suite)		\
+	X(text_join_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);
 UNIT_SUITES(UNIT_DECLARE)

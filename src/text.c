@@ -1,0 +1,580 @@
+/* text.c: UTF-8 <-> GSM 03.38, IA5, Latin-1 and UCS-2, and splitting long text into SMS parts. */
+#include "text.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* gsm_from_cp's mark for a character of the extension table. */
+#define GSM_EXT		0x100
+
+/* The GSM 03.38 default alphabet (3GPP TS 23.038 6.2.1), code -> Unicode. */
+static const uint16_t gsm_default[128] = {
+	0x0040, 0x00A3, 0x0024, 0x00A5, 0x00E8, 0x00E9, 0x00F9, 0x00EC,
+	0x00F2, 0x00C7, 0x000A, 0x00D8, 0x00F8, 0x000D, 0x00C5, 0x00E5,
+	0x0394, 0x005F, 0x03A6, 0x0393, 0x039B, 0x03A9, 0x03A0, 0x03A8,
+	0x03A3, 0x0398, 0x039E, 0x00A0, 0x00C6, 0x00E6, 0x00DF, 0x00C9,
+	0x0020, 0x0021, 0x0022, 0x0023, 0x00A4, 0x0025, 0x0026, 0x0027,
+	0x0028, 0x0029, 0x002A, 0x002B, 0x002C, 0x002D, 0x002E, 0x002F,
+	0x0030, 0x0031, 0x0032, 0x0033, 0x0034, 0x0035, 0x0036, 0x0037,
+	0x0038, 0x0039, 0x003A, 0x003B, 0x003C, 0x003D, 0x003E, 0x003F,
+	0x00A1, 0x0041, 0x0042, 0x0043, 0x0044, 0x0045, 0x0046, 0x0047,
+	0x0048, 0x0049, 0x004A, 0x004B, 0x004C, 0x004D, 0x004E, 0x004F,
+	0x0050, 0x0051, 0x0052, 0x0053, 0x0054, 0x0055, 0x0056, 0x0057,
+	0x0058, 0x0059, 0x005A, 0x00C4, 0x00D6, 0x00D1, 0x00DC, 0x00A7,
+	0x00BF, 0x0061, 0x0062, 0x0063, 0x0064, 0x0065, 0x0066, 0x0067,
+	0x0068, 0x0069, 0x006A, 0x006B, 0x006C, 0x006D, 0x006E, 0x006F,
+	0x0070, 0x0071, 0x0072, 0x0073, 0x0074, 0x0075, 0x0076, 0x0077,
+	0x0078, 0x0079, 0x007A, 0x00E4, 0x00F6, 0x00F1, 0x00FC, 0x00E0,
+};
+
+/* The extension table: the code after an escape, and its character. */
+static const struct {
+	uint8_t	code;
+	uint16_t cp;
+} gsm_ext[] = {
+	{ 0x0A, 0x000C }, { 0x14, 0x005E }, { 0x28, 0x007B }, { 0x29, 0x007D },
+	{ 0x2F, 0x005C }, { 0x3C, 0x005B }, { 0x3D, 0x007E }, { 0x3E, 0x005D },
+	{ 0x40, 0x007C }, { 0x65, 0x20AC },
+};
+
+static ssize_t
+fail(int e)
+{
+	errno = e;
+	return -1;
+}
+
+/*
+ * The GSM code of cp: 0..0x7F in the default table, GSM_EXT | code in
+ * the extension table, -1 in neither. The inverse of the two tables
+ * above (the unit tests walk both ways); a switch, not a search, as it
+ * runs per character of every message bound for SMPP.
+ */
+static int
+gsm_from_cp(uint32_t cp)
+{
+	if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') ||
+	    (cp >= ' ' && cp <= '?' && cp != '$'))
+		return (int)cp;
+	switch (cp) {
+	case '\n': return 0x0A;
+	case '\r': return 0x0D;
+	case '@': return 0x00;
+	case '$': return 0x02;
+	case '_': return 0x11;
+	case 0x00A3: return 0x01;
+	case 0x00A5: return 0x03;
+	case 0x00E8: return 0x04;
+	case 0x00E9: return 0x05;
+	case 0x00F9: return 0x06;
+	case 0x00EC: return 0x07;
+	case 0x00F2: return 0x08;
+	case 0x00C7: return 0x09;
+	case 0x00D8: return 0x0B;
+	case 0x00F8: return 0x0C;
+	case 0x00C5: return 0x0E;
+	case 0x00E5: return 0x0F;
+	case 0x0394: return 0x10;
+	case 0x03A6: return 0x12;
+	case 0x0393: return 0x13;
+	case 0x039B: return 0x14;
+	case 0x03A9: return 0x15;
+	case 0x03A0: return 0x16;
+	case 0x03A8: return 0x17;
+	case 0x03A3: return 0x18;
+	case 0x0398: return 0x19;
+	case 0x039E: return 0x1A;
+	case 0x00C6: return 0x1C;
+	case 0x00E6: return 0x1D;
+	case 0x00DF: return 0x1E;
+	case 0x00C9: return 0x1F;
+	case 0x00A4: return 0x24;
+	case 0x00A1: return 0x40;
+	case 0x00C4: return 0x5B;
+	case 0x00D6: return 0x5C;
+	case 0x00D1: return 0x5D;
+	case 0x00DC: return 0x5E;
+	case 0x00A7: return 0x5F;
+	case 0x00BF: return 0x60;
+	case 0x00E4: return 0x7B;
+	case 0x00F6: return 0x7C;
+	case 0x00F1: return 0x7D;
+	case 0x00FC: return 0x7E;
+	case 0x00E0: return 0x7F;
+	case 0x000C: return GSM_EXT | 0x0A;
+	case '^': return GSM_EXT | 0x14;
+	case '{': return GSM_EXT | 0x28;
+	case '}': return GSM_EXT | 0x29;
+	case '\\': return GSM_EXT | 0x2F;
+	case '[': return GSM_EXT | 0x3C;
+	case '~': return GSM_EXT | 0x3D;
+	case ']': return GSM_EXT | 0x3E;
+	case '|': return GSM_EXT | 0x40;
+	case 0x20AC: return GSM_EXT | 0x65;
+	}
+	return -1;
+}
+
+/*
+ * The character of code b after an escape. 23.038 tells a receiver to
+ * show the default table's character for a code the extension table
+ * lacks, and a space for a second escape (reserved for another table).
+ */
+static uint32_t
+gsm_ext_cp(uint8_t b)
+{
+	if (b == TEXT_GSM_ESC)
+		return ' ';
+	for (size_t i = 0; i < sizeof(gsm_ext) / sizeof(gsm_ext[0]); i++)
+		if (gsm_ext[i].code == b)
+			return gsm_ext[i].cp;
+	return gsm_default[b];
+}
+
+/* utf8_next beyond ASCII. */
+static int
+utf8_next_multi(const uint8_t *s, size_t n, size_t *i, uint32_t *cp)
+{
+	size_t k = *i, len;
+	uint8_t b = s[k];
+	uint32_t c, min;
+
+	if (b >= 0xC2 && b <= 0xDF) {
+		/* Two bytes (Latin, Greek, Cyrillic, ...): no more checks. */
+		if (n - k < 2 || (s[k + 1] & 0xC0) != 0x80)
+			return -1;
+		*cp = (uint32_t)(b & 0x1F) << 6 | (s[k + 1] & 0x3F);
+		*i = k + 2;
+		return 0;
+	}
+	if ((b & 0xF0) == 0xE0) {
+		len = 3, c = b & 0x0F, min = 0x800;
+	} else if (b >= 0xF0 && b <= 0xF4) {
+		len = 4, c = b & 0x07, min = 0x10000;
+	} else
+		return -1;
+	if (n - k < len)
+		return -1;
+	for (size_t j = 1; j < len; j++) {
+		if ((s[k + j] & 0xC0) != 0x80)
+			return -1;
+		c = c << 6 | (s[k + j] & 0x3F);
+	}
+	if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+		return -1;
+	*cp = c;
+	*i = k + len;
+	return 0;
+}
+
+/*
+ * Reads the UTF-8 character at s[*i], s being n bytes, into *cp and
+ * moves *i past it. Strict: overlong forms, surrogates, values past
+ * U+10FFFF and cut sequences are -1. ASCII, most text, is inlined.
+ */
+static inline int
+utf8_next(const uint8_t *s, size_t n, size_t *i, uint32_t *cp)
+{
+	if (s[*i] < 0x80) {
+		*cp = s[(*i)++];
+		return 0;
+	}
+	return utf8_next_multi(s, n, i, cp);
+}
+
+/* Appends cp as UTF-8 at out[*o]; -1 (ENOSPC) if it does not fit. */
+static int
+utf8_put(uint32_t cp, uint8_t *out, size_t outsz, size_t *o)
+{
+	size_t len = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+	uint8_t *p = out + *o;
+
+	if (outsz - *o < len) {
+		errno = ENOSPC;
+		return -1;
+	}
+	switch (len) {
+	case 1:
+		p[0] = (uint8_t)cp;
+		break;
+	case 2:
+		p[0] = (uint8_t)(0xC0 | cp >> 6);
+		p[1] = (uint8_t)(0x80 | (cp & 0x3F));
+		break;
+	case 3:
+		p[0] = (uint8_t)(0xE0 | cp >> 12);
+		p[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+		p[2] = (uint8_t)(0x80 | (cp & 0x3F));
+		break;
+	default:
+		p[0] = (uint8_t)(0xF0 | cp >> 18);
+		p[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
+		p[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+		p[3] = (uint8_t)(0x80 | (cp & 0x3F));
+		break;
+	}
+	*o += len;
+	return 0;
+}
+
+static ssize_t
+gsm_decode(const uint8_t *in, size_t n, uint8_t *out, size_t outsz)
+{
+	size_t o = 0;
+	uint32_t cp;
+
+	for (size_t i = 0; i < n; i++) {
+		if (in[i] > 0x7F)
+			return fail(EILSEQ);
+		if (in[i] != TEXT_GSM_ESC)
+			cp = gsm_default[in[i]];
+		else if (i + 1 == n || in[i + 1] > 0x7F)
+			return fail(EILSEQ);
+		else
+			cp = gsm_ext_cp(in[++i]);
+		if (utf8_put(cp, out, outsz, &o) < 0)
+			return -1;
+	}
+	return (ssize_t)o;
+}
+
+/* IA5 (max 0x7F) and Latin-1 (max 0xFF): the octet is the code point. */
+static ssize_t
+octet_decode(const uint8_t *in, size_t n, uint8_t max, uint8_t *out,
+    size_t outsz)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (in[i] > max)
+			return fail(EILSEQ);
+		if (utf8_put(in[i], out, outsz, &o) < 0)
+			return -1;
+	}
+	return (ssize_t)o;
+}
+
+static ssize_t
+ucs2_decode(const uint8_t *in, size_t n, uint8_t *out, size_t outsz)
+{
+	size_t o = 0;
+	uint32_t u, lo;
+
+	if (n % 2 != 0)
+		return fail(EILSEQ);
+	for (size_t i = 0; i < n; i += 2) {
+		u = (uint32_t)in[i] << 8 | in[i + 1];
+		if (u >= 0xDC00 && u <= 0xDFFF)
+			return fail(EILSEQ);
+		if (u >= 0xD800 && u <= 0xDBFF) {
+			if (n - i < 4)
+				return fail(EILSEQ);
+			lo = (uint32_t)in[i + 2] << 8 | in[i + 3];
+			if (lo < 0xDC00 || lo > 0xDFFF)
+				return fail(EILSEQ);
+			u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+			i += 2;
+		}
+		if (utf8_put(u, out, outsz, &o) < 0)
+			return -1;
+	}
+	return (ssize_t)o;
+}
+
+ssize_t
+text_decode(enum text_coding coding, const uint8_t *in, size_t n, char *out,
+    size_t outsz)
+{
+	uint8_t *o = (uint8_t *)out;
+
+	switch (coding) {
+	case TEXT_GSM:
+		return gsm_decode(in, n, o, outsz);
+	case TEXT_IA5:
+		return octet_decode(in, n, 0x7F, o, outsz);
+	case TEXT_LATIN1:
+		return octet_decode(in, n, 0xFF, o, outsz);
+	case TEXT_UCS2:
+		return ucs2_decode(in, n, o, outsz);
+	}
+	return fail(ENOTSUP);
+}
+
+/*
+ * The units cp takes in coding (septets, octets or UTF-16 units), -1 if
+ * the alphabet lacks it.
+ */
+static int
+char_units(enum text_coding coding, uint32_t cp)
+{
+	int g;
+
+	switch (coding) {
+	case TEXT_GSM:
+		g = gsm_from_cp(cp);
+		return g < 0 ? -1 : (g & GSM_EXT) ? 2 : 1;
+	case TEXT_IA5:
+		return cp < 0x80 ? 1 : -1;
+	case TEXT_LATIN1:
+		return cp <= 0xFF ? 1 : -1;
+	case TEXT_UCS2:
+		return cp > 0xFFFF ? 2 : 1;
+	}
+	return -1;
+}
+
+/* Octets per unit of char_units. */
+static size_t
+unit_octets(enum text_coding coding)
+{
+	return coding == TEXT_UCS2 ? 2 : 1;
+}
+
+/* Writes cp, units long by char_units, in coding at out[*o]. */
+static int
+char_put(enum text_coding coding, uint32_t cp, int units, uint8_t *out,
+    size_t outsz, size_t *o)
+{
+	size_t len = (size_t)units * unit_octets(coding);
+	uint8_t *p = out + *o;
+	int g;
+
+	if (outsz - *o < len) {
+		errno = ENOSPC;
+		return -1;
+	}
+	if (coding == TEXT_GSM) {
+		g = gsm_from_cp(cp);
+		if (g & GSM_EXT)
+			*p++ = TEXT_GSM_ESC;
+		*p = (uint8_t)(g & 0x7F);
+	} else if (coding != TEXT_UCS2) {
+		*p = (uint8_t)cp;
+	} else if (units == 1) {
+		p[0] = (uint8_t)(cp >> 8), p[1] = (uint8_t)cp;
+	} else {
+		cp -= 0x10000;
+		p[0] = (uint8_t)(0xD8 | cp >> 18), p[1] = (uint8_t)(cp >> 10);
+		p[2] = (uint8_t)(0xDC | (cp >> 8 & 0x03)), p[3] = (uint8_t)cp;
+	}
+	*o += len;
+	return 0;
+}
+
+static bool
+coding_known(int coding)
+{
+	return coding == TEXT_GSM || coding == TEXT_IA5 ||
+	    coding == TEXT_LATIN1 || coding == TEXT_UCS2;
+}
+
+ssize_t
+text_encode(enum text_coding coding, const char *in, size_t n, uint8_t *out,
+    size_t outsz)
+{
+	const uint8_t *s = (const uint8_t *)in;
+	size_t i = 0, o = 0;
+	uint32_t cp;
+	int u;
+
+	if (!coding_known((int)coding))
+		return fail(ENOTSUP);
+	while (i < n) {
+		if (utf8_next(s, n, &i, &cp) < 0)
+			return fail(EILSEQ);
+		if ((u = char_units(coding, cp)) < 0)
+			return fail(ERANGE);
+		if (char_put(coding, cp, u, out, outsz, &o) < 0)
+			return -1;
+	}
+	return (ssize_t)o;
+}
+
+/* The units n bytes of UTF-8 take in coding; -1 EILSEQ or ERANGE. */
+static ssize_t
+units_of(enum text_coding coding, const char *in, size_t n)
+{
+	const uint8_t *s = (const uint8_t *)in;
+	size_t i = 0, total = 0;
+	uint32_t cp;
+	int u;
+
+	while (i < n) {
+		if (utf8_next(s, n, &i, &cp) < 0)
+			return fail(EILSEQ);
+		if ((u = char_units(coding, cp)) < 0)
+			return fail(ERANGE);
+		total += (size_t)u;
+	}
+	return (ssize_t)total;
+}
+
+ssize_t
+text_gsm_septets(const char *in, size_t n)
+{
+	return units_of(TEXT_GSM, in, n);
+}
+
+ssize_t
+text_ucs2_units(const char *in, size_t n)
+{
+	return units_of(TEXT_UCS2, in, n);
+}
+
+/* Units in one SMS (single) and in one part after the 6-octet UDH. */
+static unsigned
+limit_single(enum text_coding coding)
+{
+	return coding == TEXT_UCS2 ? 70 : coding == TEXT_LATIN1 ? 140 : 160;
+}
+
+static unsigned
+limit_part(enum text_coding coding)
+{
+	return coding == TEXT_UCS2 ? 67 : coding == TEXT_LATIN1 ? 134 : 153;
+}
+
+/*
+ * Where the part that starts at byte pos of the (valid) UTF-8 text ends:
+ * as many whole characters as fit in limit units, so that an escape pair
+ * or a surrogate pair is never cut.
+ */
+static size_t
+next_cut(enum text_coding coding, const uint8_t *s, size_t n, size_t pos,
+    unsigned limit)
+{
+	size_t i = pos, next;
+	unsigned used = 0;
+	uint32_t cp;
+	int u;
+
+	while (i < n) {
+		next = i;
+		if (utf8_next(s, n, &next, &cp) < 0)
+			break;
+		u = char_units(coding, cp);
+		if (u < 0 || used + (unsigned)u > limit)
+			break;
+		used += (unsigned)u;
+		i = next;
+	}
+	return i;
+}
+
+static int
+split_check(const struct text_split_opts *o)
+{
+	if (o->max_parts < 1 || o->max_parts > TEXT_PARTS_MAX ||
+	    (o->coding != TEXT_CODING_AUTO && !coding_known(o->coding)) ||
+	    (o->how != TEXT_LONG_UDH && o->how != TEXT_LONG_SAR &&
+	    o->how != TEXT_LONG_PAYLOAD))
+		return (int)fail(EINVAL);
+	return 0;
+}
+
+/*
+ * The coding of opts, or, when it leaves the choice, GSM if it can; and
+ * the units the text takes in it. -1 EILSEQ or ERANGE.
+ */
+static ssize_t
+split_coding(const char *in, size_t n, const struct text_split_opts *o,
+    enum text_coding *coding)
+{
+	ssize_t units;
+
+	if (o->coding != TEXT_CODING_AUTO) {
+		*coding = (enum text_coding)o->coding;
+		return units_of(*coding, in, n);
+	}
+	*coding = TEXT_GSM;
+	if ((units = units_of(TEXT_GSM, in, n)) >= 0 || errno != ERANGE)
+		return units;
+	*coding = TEXT_UCS2;
+	return units_of(TEXT_UCS2, in, n);
+}
+
+/*
+ * Cuts the text into parts, noting each part's UTF-8 range in s->part
+ * (text_split turns them into output ranges). -1 EMSGSIZE over max.
+ */
+static int
+split_plan(const char *in, size_t n, unsigned max, struct text_split *s)
+{
+	const uint8_t *p = (const uint8_t *)in;
+	unsigned limit = limit_part(s->coding);
+	size_t pos = 0, end;
+
+	s->nparts = 0;
+	while (pos < n) {
+		if (s->nparts == max)
+			return (int)fail(EMSGSIZE);
+		end = next_cut(s->coding, p, n, pos, limit);
+		s->part[s->nparts].off = (uint32_t)pos;
+		s->part[s->nparts].len = (uint32_t)(end - pos);
+		s->nparts++;
+		pos = end;
+	}
+	return 0;
+}
+
+/* Encodes the planned parts, each behind its UDH when s->udhi. */
+static void
+split_write(const char *in, uint8_t *out, size_t outsz, struct text_split *s)
+{
+	size_t o = 0;
+	ssize_t len;
+
+	for (unsigned k = 0; k < s->nparts; k++) {
+		const char *from = in + s->part[k].off;
+		size_t from_len = s->part[k].len, start = o;
+
+		if (s->udhi) {
+			const uint8_t udh[6] = { 0x05, 0x00, 0x03,
+			    (uint8_t)s->ref, (uint8_t)s->nparts,
+			    (uint8_t)(k + 1) };
+
+			memcpy(out + o, udh, sizeof(udh));
+			o += sizeof(udh);
+		}
+		/* Planned and sized by text_split: it cannot fail. */
+		len = text_encode(s->coding, from, from_len, out + o,
+		    outsz - o);
+		o += (size_t)len;
+		s->part[k].off = (uint32_t)start;
+		s->part[k].len = (uint32_t)(o - start);
+	}
+}
+
+int
+text_split(const char *in, size_t n, const struct text_split_opts *o,
+    uint8_t *out, size_t outsz, struct text_split *s)
+{
+	ssize_t units;
+	size_t octets;
+
+	if (split_check(o) < 0 ||
+	    (units = split_coding(in, n, o, &s->coding)) < 0)
+		return -1;
+	octets = (size_t)units * unit_octets(s->coding);
+	s->ref = o->ref;
+	s->udhi = false;
+	s->payload = false;
+	s->nparts = 1;
+	s->part[0].off = 0;
+	s->part[0].len = (uint32_t)n;
+	if ((size_t)units > limit_single(s->coding)) {
+		if (o->how == TEXT_LONG_PAYLOAD) {
+			if (octets > 65535)
+				return (int)fail(EMSGSIZE);
+			s->payload = true;
+		} else if (split_plan(in, n, o->max_parts, s) < 0) {
+			return -1;
+		} else {
+			s->udhi = o->how == TEXT_LONG_UDH;
+		}
+	}
+	if (octets + (s->udhi ? 6 * (size_t)s->nparts : 0) > outsz)
+		return (int)fail(ENOSPC);
+	split_write(in, out, outsz, s);
+	return (int)s->nparts;
+}
