@@ -83,7 +83,7 @@ struct store {
 	bool	durable;		/* the open transaction acknowledges */
 	bool	failing;		/* writes fail: logged once */
 	bool	quiesced;		/* shutting down: nothing written */
-	bool	starved;		/* an account waited for STORE_INFLIGHT_MAX */
+	bool	starved;		/* an account found no place in flight */
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
 	struct store_acct *dirty;
 	uint64_t id_seq;		/* the store's own message ids */
@@ -643,12 +643,12 @@ pump(struct store_acct *a)
 		unsigned global = STORE_INFLIGHT_MAX - S.ninflight;
 		int n;
 
+		if (S.ninflight >= STORE_INFLIGHT_MAX)
+			S.starved = true;
 		/*
 		 * Refilled from half empty: one scan hands out a batch, not
 		 * a message per answer.
 		 */
-		if (S.ninflight >= STORE_INFLIGHT_MAX)
-			S.starved = true;
 		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
 		    S.ninflight >= STORE_INFLIGHT_MAX ||
 		    a->ninflight > STORE_ACCT_INFLIGHT / 2)
