@@ -448,6 +448,46 @@ START_TEST(test_stored_drain_keeps_order)
 }
 END_TEST
 
+/*
+ * Per-sender order holds across the sender's connections: alice stores
+ * 2,000 for bob, then logs in again (the next connection lands on another
+ * reactor, whose own count of ids is 2,000 behind) and sends two more;
+ * bob gets the 2,000 first, then the two.
+ */
+START_TEST(test_stored_order_across_reconnects)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir);
+	char *conf = store_conf(path, "");
+	struct daemon *d = daemon_start(conf, NULL);
+	int a, b;
+
+	a = login(d, "alice", "a");
+	for (int i = 0; i < 2000; i += 500)
+		send_range(a, "bob", "early", i, i + 500);
+	/* OK BYE: the address is free for the next LOGIN. */
+	expect(a, "QUIT\n", "OK BYE");
+	close(a);
+	a = login(d, "alice", "a");
+	send_range(a, "bob", "late", 0, 2);
+	close(a);
+	b = login(d, "bob", "b");
+	for (int i = 0; i < 2000; i++) {
+		char text[32];
+
+		snprintf(text, sizeof(text), "early%d", i);
+		expect_msg(b, "alice", text);
+	}
+	expect_msg(b, "alice", "late0");
+	expect_msg(b, "alice", "late1");
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
 /* Starts on path and expects exit 1 with the file named in the log. */
 static void
 expect_refused(const char *path)
@@ -575,6 +615,7 @@ store_suite(void)
 #if ER_WITH_SQLITE
 	tcase_add_test(tc, test_stored_leave_once_written);
 	tcase_add_test(tc, test_stored_drain_keeps_order);
+	tcase_add_test(tc, test_stored_order_across_reconnects);
 #endif
 	suite_add_tcase(s, tc);
 	return s;
