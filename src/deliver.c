@@ -43,11 +43,26 @@ deliver_msg_dup(const struct deliver_msg *m)
 	return memcpy(xmalloc(n), m, n);
 }
 
+/*
+ * Ids follow the clock too, from the run's base: about a million a second
+ * (ns / 1024), never faster than the base's 2^20 a second, so that the
+ * next run's ids still start above. A sender whose next connection lands
+ * on a quieter reactor then gets ids above those it had, and a backlog,
+ * which goes out in id order, keeps its order. A reactor runs ahead of
+ * the clock only beyond a million ids a second. Set before reactors run.
+ */
+static uint64_t id_base;
+static uint64_t id_base_ns;
+
 void
 deliver_set_id_base(struct reactor *r, uint64_t base)
 {
 	if (r->msg_seq < base)
 		r->msg_seq = base;
+	if (base > id_base) {
+		id_base = base;
+		id_base_ns = counter_now_ns();
+	}
 }
 
 /* Each maker's low bits, plus one (0: its own number). */
@@ -73,6 +88,11 @@ deliver_id_low(unsigned maker)
 uint64_t
 deliver_next_id(struct reactor *r)
 {
+	uint64_t clock = r->turn_ns > id_base_ns ?
+	    id_base + ((r->turn_ns - id_base_ns) >> 10) : id_base;
+
+	if (r->msg_seq < clock)
+		r->msg_seq = clock;
 	/* Makers are below 1024: the low bits keep ids apart. */
 	return (++r->msg_seq << 10) | deliver_id_low(r->id);
 }

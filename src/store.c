@@ -99,7 +99,7 @@ struct store {
 	bool	durable;		/* the open transaction acknowledges */
 	bool	failing;		/* writes fail: logged once */
 	bool	quiesced;		/* shutting down: nothing written */
-	bool	starved;		/* an account waited for STORE_INFLIGHT_MAX */
+	bool	starved;		/* an account found no place in flight */
 	/* The file was removed or replaced under us: store nothing more. */
 	atomic_bool lost;
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
@@ -783,12 +783,12 @@ pump(struct store_acct *a)
 		unsigned global = STORE_INFLIGHT_MAX - S.ninflight;
 		int n;
 
+		if (S.ninflight >= STORE_INFLIGHT_MAX)
+			S.starved = true;
 		/*
 		 * Refilled from half empty: one scan hands out a batch, not
 		 * a message per answer.
 		 */
-		if (S.ninflight >= STORE_INFLIGHT_MAX)
-			S.starved = true;
 		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
 		    S.ninflight >= STORE_INFLIGHT_MAX || a->nunwritten > 0 ||
 		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
