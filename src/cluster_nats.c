@@ -2264,6 +2264,23 @@ connect_first(void)
 	return s;
 }
 
+/*
+ * Connected at start: -1 and *err when another node has our name, so that
+ * a second one is refused at once rather than left out of the cluster.
+ */
+static int
+refuse_taken_name(char **err)
+{
+	char other[sizeof(C.instance)];
+
+	if (name_is_free(other, sizeof(other)))
+		return 0;
+	if (asprintf(err, "node %s is in the cluster already (instance %s): "
+	    "node names must be unique", C.node, other) < 0)
+		*err = NULL;
+	return -1;
+}
+
 int
 cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
     char **err)
@@ -2319,19 +2336,10 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 			*err = NULL;
 		return -1;
 	}
-	if (s == NATS_OK) {
-		char other[sizeof(C.instance)];
-
-		/* Refused at start, rather than out of the cluster later. */
-		if (!name_is_free(other, sizeof(other))) {
-			if (asprintf(err, "node %s is in the cluster already "
-			    "(instance %s): node names must be unique", C.node,
-			    other) < 0)
-				*err = NULL;
-			return -1;
-		}
+	if (s == NATS_OK && refuse_taken_name(err) < 0)
+		return -1;
+	if (s == NATS_OK)
 		on_link(C.nc, NULL);
-	}
 	resubscribe_all();
 	atomic_store(&C.on, true);
 	route_watch(on_route_change);
