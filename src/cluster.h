@@ -80,10 +80,11 @@ struct cluster_stats {
 
 /*
  * When cf has a cluster group: connects to NATS (or keeps trying in the
- * background, for as long as the daemon runs) and makes the cluster's
- * service threads, appended to svcs[*n] in start order. Nothing without
- * one. -1 and a malloc'd *err if it cannot. Main thread, before any
- * thread starts.
+ * background, until libnats gives up on refused credentials) and makes
+ * the cluster's service threads, appended to svcs[*n] in start order.
+ * Nothing without one. -1 and a malloc'd *err if it cannot, or if another
+ * node in the cluster has cf's node name. Main thread, before any thread
+ * starts.
  */
 int	cluster_open(const struct config *cf, struct service **svcs,
 	    unsigned *n, char **err);

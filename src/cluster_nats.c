@@ -207,6 +207,7 @@ struct cluster {
 	natsSubscription *inbox;
 	natsSubscription *notices;	/* <prefix>.h.*: binds elsewhere */
 	natsSubscription *named;	/* <prefix>.n.<node>: name taken? */
+	natsSubscription *named_answer;	/* ... its answers to us */
 	natsSubscription *mine;		/* <prefix>.o.<node>.*: our claims' */
 	struct owner *owners[SUB_BUCKETS];	/* who claimed what */
 	char	prefix[CLUSTER_PREFIX_MAX + 1];	/* the one subscribed with */
@@ -1347,9 +1348,10 @@ on_route_change(const char *addr)
 
 /*
  * Two processes with one node name would share its id slots, claims and
- * verdicts. Each node answers on "<prefix>.n.<node>" with its instance;
- * one that joins (starts, or connects again) asks there first, and stays
- * out when another instance answers.
+ * verdicts. Each node answers on "<prefix>.n.<node>" with its instance,
+ * to "<prefix>.n.<node>.<instance>" of whoever asks. A node asks when it
+ * starts (and waits for the answer) and whenever it connects again; one
+ * that hears another instance stays out.
  */
 
 /* A question from a node of our name, for the cluster thread. */
@@ -1418,45 +1420,103 @@ on_name(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	service_post(C.svc, &nn->task);
 }
 
+/* "<prefix>.n.<node>", and with ".<instance>" after it for answers. */
+static void
+name_subjects(char *ask, size_t n, char *answer, size_t m)
+{
+	snprintf(ask, n, "%s.n.%s", C.prefix, C.node);
+	snprintf(answer, m, "%s.n.%s.%s", C.prefix, C.node, C.instance);
+}
+
+static void stay_out(const char *other);
+
+static void
+name_taken_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct name_note *nn = arg;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && !atomic_load(&C.outcast))
+		stay_out(nn->other);
+	free(nn);
+}
+
+/* libnats's thread: an answer to our question; another instance's, out. */
+static void
+on_name_answer(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+    void *closure)
+{
+	struct name_note *nn = xcalloc(1, sizeof(*nn));
+
+	(void)nc;
+	(void)sub;
+	(void)closure;
+	if (natsMsg_IsNoResponders(msg) ||
+	    !instance_of(natsMsg_GetData(msg), natsMsg_GetDataLength(msg),
+	    nn->other, sizeof(nn->other)) ||
+	    strcmp(nn->other, C.instance) == 0) {
+		free(nn);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	natsMsg_Destroy(msg);
+	nn->task.fn = name_taken_task;
+	nn->task.arg = nn;
+	service_post(C.svc, &nn->task);
+}
+
+/* Both, made once per prefix (resubscribe_all), as the others are. */
 static void
 name_subscribe(void)
 {
-	char subj[SUBJECT_MAX];
+	char ask[SUBJECT_MAX], answer[SUBJECT_MAX + sizeof(C.instance)];
 	natsStatus s;
 
 	unsubscribe(C.named);
-	C.named = NULL;
-	snprintf(subj, sizeof(subj), "%s.n.%s", C.prefix, C.node);
-	if ((s = natsConnection_Subscribe(&C.named, C.nc, subj, on_name,
-	    NULL)) != NATS_OK)
+	unsubscribe(C.named_answer);
+	C.named = C.named_answer = NULL;
+	name_subjects(ask, sizeof(ask), answer, sizeof(answer));
+	if ((s = natsConnection_Subscribe(&C.named, C.nc, ask, on_name,
+	    NULL)) != NATS_OK ||
+	    (s = natsConnection_Subscribe(&C.named_answer, C.nc, answer,
+	    on_name_answer, NULL)) != NATS_OK)
 		note_error("subscribe to name probes", s);
 }
 
+/* Connected again: asks; an answer from another instance comes later. */
+static void
+name_ask(void)
+{
+	char ask[SUBJECT_MAX], answer[SUBJECT_MAX + sizeof(C.instance)];
+	natsStatus s;
+
+	name_subjects(ask, sizeof(ask), answer, sizeof(answer));
+	if ((s = natsConnection_PublishRequestString(C.nc, ask, answer,
+	    C.instance)) != NATS_OK)
+		note_error("ask for our name", s);
+}
+
 /*
- * Whether no other node has our name: asked without our own subscription
- * (it would hear the question and keep NATS from saying "no responders").
- * When one answers, its instance is in other. Waits NAME_PROBE_MS at most;
- * no answer in that time is taken for none.
+ * At start, before our own subscriptions (ours would hear the question
+ * and keep NATS from saying "no responders"): whether no other node has
+ * our name. When one answers, its instance is in other. Waits
+ * NAME_PROBE_MS at most; no answer in that time is taken for none.
  */
 static bool
 name_is_free(char *other, size_t n)
 {
-	char subj[SUBJECT_MAX], reply[SUBJECT_MAX + sizeof(C.instance)];
+	char ask[SUBJECT_MAX], answer[SUBJECT_MAX + sizeof(C.instance)];
 	natsSubscription *sub = NULL;
 	natsMsg *m = NULL;
 	natsStatus s;
 	bool free_ = true;
 
-	unsubscribe(C.named);
-	C.named = NULL;
-	/* The answer comes under the prefix too: no other subjects needed. */
-	snprintf(subj, sizeof(subj), "%s.n.%s", C.prefix, C.node);
-	snprintf(reply, sizeof(reply), "%s.%s", subj, C.instance);
-	s = natsConnection_SubscribeSync(&sub, C.nc, reply);
-	IFOK_NATS(s, natsConnection_PublishRequestString(C.nc, subj, reply,
+	name_subjects(ask, sizeof(ask), answer, sizeof(answer));
+	s = natsConnection_SubscribeSync(&sub, C.nc, answer);
+	IFOK_NATS(s, natsConnection_PublishRequestString(C.nc, ask, answer,
 	    C.instance));
 	IFOK_NATS(s, natsSubscription_NextMsg(&m, sub, NAME_PROBE_MS));
-	if (s == NATS_OK && !natsMsg_IsNoResponders(m)) {
+	if (s == NATS_OK) {
 		if (!instance_of(natsMsg_GetData(m), natsMsg_GetDataLength(m),
 		    other, n))
 			snprintf(other, n, "unknown");
@@ -1464,7 +1524,6 @@ name_is_free(char *other, size_t n)
 	}
 	natsMsg_Destroy(m);
 	unsubscribe(sub);
-	name_subscribe();
 	return free_;
 }
 
@@ -2402,15 +2461,10 @@ link_task(void *owner, void *arg, enum mailbox_status st)
 	}
 	/* Down and up again before this ran still counts as a move. */
 	if (up && strcmp(url, C.linked_url) != 0 && !atomic_load(&C.outcast)) {
-		char other[sizeof(C.instance)];
-
 		log_notice("cluster: node %s connected to %s", C.node, url);
 		snprintf(C.linked_url, sizeof(C.linked_url), "%s", url);
-		/* Before any heartbeat of ours could mask another's. */
-		if (!name_is_free(other, sizeof(other))) {
-			stay_out(other);
-			return;
-		}
+		/* Joined by a process of our name while we were cut off? */
+		name_ask();
 		service_post_fn(C.kvsvc, kv_link_task, &C);
 	} else if (!up && C.linked_url[0] != '\0') {
 		log_warnx("cluster: lost the NATS server; reconnecting (sends "
@@ -2463,7 +2517,8 @@ cluster_stop(struct service *s, void *arg)
 	unsubscribe(C.notices);
 	C.notices = NULL;
 	unsubscribe(C.named);
-	C.named = NULL;
+	unsubscribe(C.named_answer);
+	C.named = C.named_answer = NULL;
 	unsubscribe(C.mine);
 	C.mine = NULL;
 	owners_clear();
@@ -2617,6 +2672,23 @@ connect_first(void)
 	return s;
 }
 
+/*
+ * Connected at start: -1 and *err when another node has our name, so that
+ * a second one is refused at once rather than left out of the cluster.
+ */
+static int
+refuse_taken_name(char **err)
+{
+	char other[sizeof(C.instance)];
+
+	if (name_is_free(other, sizeof(other)))
+		return 0;
+	if (asprintf(err, "node %s is in the cluster already (instance %s): "
+	    "node names must be unique", C.node, other) < 0)
+		*err = NULL;
+	return -1;
+}
+
 int
 cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
     char **err)
@@ -2672,19 +2744,10 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 			*err = NULL;
 		return -1;
 	}
-	if (s == NATS_OK) {
-		char other[sizeof(C.instance)];
-
-		/* Refused at start, rather than out of the cluster later. */
-		if (!name_is_free(other, sizeof(other))) {
-			if (asprintf(err, "node %s is in the cluster already "
-			    "(instance %s): node names must be unique", C.node,
-			    other) < 0)
-				*err = NULL;
-			return -1;
-		}
+	if (s == NATS_OK && refuse_taken_name(err) < 0)
+		return -1;
+	if (s == NATS_OK)
 		on_link(C.nc, NULL);
-	}
 	resubscribe_all();
 	atomic_store(&C.on, true);
 	route_watch(on_route_change);
