@@ -302,9 +302,10 @@ test('a copy of a message published again by another client, under another sende
 	const b = await login(B.ports.router, 'bob', 'b');
 	const a = await login(A.ports.router, 'alice', 'a');
 	// Someone with the nodes' user (anyone, on a server without
-	// authorization) listens on the cluster's subjects...
+	// authorization) listens on the cluster's subjects: an address's
+	// shared one, and its owner's once the address is claimed...
 	const spy = await natsClient(nats.port, 'erd', PASSWORD);
-	await natsSync(spy, 'SUB erd.a.> 1\r\n');
+	await natsSync(spy, 'SUB erd.a.> 1\r\nSUB erd.o.> 2\r\n');
 	a.sock.write('SEND bob hello\n');
 	const [ok] = await waitLines(a, /^(OK|ERR) /, 1);
 	assert.match(ok, /^OK \d+$/);
