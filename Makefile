@@ -144,7 +144,7 @@ STORE_PATH := /var/lib/echorouterd/store.db
 CONF_SED := -e 's|^\(  path = \)"store.db";|\1"$(STORE_PATH)";|' \
 	$(if $(filter yes,$(SQLITE_ON)),,-e '/^store = {/,/^};/s/^/\# /')
 
-.PHONY: all run check check-unit check-integ check-smpp check-dist \
+.PHONY: all run check check-unit check-integ check-e2e check-smpp check-dist \
 	check-build check-system lint deps node-deps clean install uninstall \
 	help FORCE
 
@@ -155,6 +155,8 @@ help:
 	@echo "make run        install missing build deps, build, run on conf/echorouterd.conf"
 	@echo "make check      install missing deps, build, run every test"
 	@echo "make check SANITIZE=address,undefined   (or SANITIZE=thread)"
+	@echo "make check-e2e  the end-to-end tests alone (tests/e2e/, Node.js;"
+	@echo "                check-smpp is the same)"
 	@echo "make lint       mandoc -Tlint on the man pages, systemd-analyze"
 	@echo "                verify and security on the units"
 	@echo "make install    PREFIX=$(PREFIX) SBINDIR=$(SBINDIR)"
@@ -231,29 +233,33 @@ run: deps
 	./$(BIN) -c conf/echorouterd.conf
 
 check: deps node-deps
-	@$(MAKE) --no-print-directory check-unit check-integ check-smpp \
+	@$(MAKE) --no-print-directory check-unit check-integ check-e2e \
 		check-bench check-fuzz-replay check-dist check-build
 
-# The SMPP interop tests drive the daemon with the npm smpp package, pinned
-# in tests/smpp/package-lock.json.
+# The end-to-end tests (SMPP interop, cluster, metrics, TLS, store) drive
+# the daemon from Node.js, SMPP with the npm smpp package, pinned in
+# tests/e2e/package-lock.json.
 node-deps:
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -qq nodejs npm; \
 		else \
-			echo "the SMPP tests need Node.js: sudo apt-get install nodejs npm"; \
+			echo "the end-to-end tests need Node.js: sudo apt-get install nodejs npm"; \
 			exit 1; \
 		fi; \
 	fi
-	@if [ ! -d tests/smpp/node_modules/smpp ] || \
-	    [ tests/smpp/package-lock.json -nt tests/smpp/node_modules/.package-lock.json ]; then \
-		cd tests/smpp && npm ci --no-audit --no-fund --loglevel=error; \
+	@if [ ! -d tests/e2e/node_modules/smpp ] || \
+	    [ tests/e2e/package-lock.json -nt tests/e2e/node_modules/.package-lock.json ]; then \
+		cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
 
-check-smpp: $(BIN)
+check-e2e: $(BIN)
 	ECHOROUTERD_BIN=$(CURDIR)/$(BIN) ECHOROUTERD_SANITIZE=$(SANITIZE) \
-	    node --test --test-concurrency=1 tests/smpp/
+	    node --test --test-concurrency=1 tests/e2e/
+
+# The name these tests had when they were only SMPP's.
+check-smpp: check-e2e
 
 check-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests

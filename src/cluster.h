@@ -1,9 +1,10 @@
 /*
- * cluster.h: nodes sharing one address space through NATS (DESIGN.md
- * section 11). One service thread, "cluster", owns the NATS connection;
- * libnats's own threads only decode what arrives and post it to a
- * reactor's mailbox or to the cluster thread. Reactors reach the cluster
- * through its mailbox and never wait on the network.
+ * cluster.h: nodes sharing one address space through NATS (why: see
+ * docs/architecture.md, "The cluster"). One service thread, "cluster",
+ * owns the NATS connection; libnats's own threads only decode what
+ * arrives and post it to a reactor's mailbox or to the cluster thread.
+ * Reactors reach the cluster through its mailbox and never wait on the
+ * network.
  *
  * On the wire, nodes share:
  *   <prefix>.o.<node>.<address> a bundle: a batch's messages for an

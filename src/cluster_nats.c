@@ -1,6 +1,6 @@
 /*
  * cluster_nats.c: the cluster thread and its NATS connection. See
- * cluster.h for what goes over the wire, DESIGN.md section 11 for why.
+ * cluster.h for what goes over the wire, docs/architecture.md for why.
  *
  * Three kinds of thread meet here:
  *   - reactors post sends, verdicts, claims and address changes to the

@@ -1,8 +1,8 @@
 /*
  * store_backend.h: what the store thread asks of the file that holds the
- * messages: SQLite (store_sqlite.c), one file, or JetStream (store_js.c),
- * a key-value bucket on the cluster's NATS servers. Every call is on the
- * store thread.
+ * messages: SQLite (store_sqlite.c), one file, or JetStream
+ * (store_jetstream.c), a key-value bucket on the cluster's NATS servers.
+ * Every call is on the store thread.
  *
  * Writes happen between begin and commit: the store thread begins at the
  * first write of a batch of tasks and commits after the batch (group

@@ -9,7 +9,7 @@ const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const net = require('node:net');
 const path = require('node:path');
-const L = require('../smpp/lib.js');
+const L = require('../e2e/lib.js');
 
 const LOADGEN = process.env.LOADGEN ||
 	path.join(__dirname, '..', '..', 'build', 'default', 'loadgen');

@@ -22,7 +22,7 @@ check-stress: $(BIN) $(STRESS)
 		tests/stress/run-stress $(STRESS_SCENARIOS)
 
 # The daemon under valgrind through a mixed workload, then through the TLS
-# tests (tests/smpp/tls.test.js: every protocol behind TLS, client
+# tests (tests/e2e/tls.test.js: every protocol behind TLS, client
 # certificates, hostile handshakes, a certificate reload); needs a build
 # without sanitizers. Installs valgrind with apt-get when root.
 check-valgrind: $(BIN) $(STRESS) node-deps
@@ -41,6 +41,6 @@ check-valgrind: $(BIN) $(STRESS) node-deps
 		tests/stress/run-stress valgrind
 	$(Q)ECHOROUTERD_BIN=$(CURDIR)/$(BIN) \
 		ECHOROUTERD_WRAP="$(VALGRIND) $(VALGRIND_FLAGS)" \
-		node --test --test-concurrency=1 tests/smpp/tls.test.js
+		node --test --test-concurrency=1 tests/e2e/tls.test.js
 
 -include $(STRESS).d

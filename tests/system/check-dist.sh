@@ -1,5 +1,6 @@
 #!/bin/sh
-# check-dist.sh: what ships besides the binary: units, man pages, install.
+# check-dist.sh: what ships besides the binary: units, man pages, the
+# links of the README and docs/, install.
 #
 #   tests/system/check-dist.sh [--units-only]
 #
@@ -137,6 +138,12 @@ check_man() {
 	done
 }
 
+# Every relative link of the README and docs/ names something in the tree.
+check_links() {
+	check "relative links in README.md and docs/*.md resolve" \
+	    tests/system/check-links.sh
+}
+
 # expect_file PATH [MODE]
 expect_file() {
 	if [ ! -f "$1" ]; then
@@ -241,6 +248,7 @@ check_install() {
 check_units
 if ! $UNITS_ONLY; then
 	check_man
+	check_links
 	check_install
 fi
 if [ "$failed" -gt 0 ]; then

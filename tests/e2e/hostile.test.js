@@ -1,7 +1,7 @@
 // hostile.test.js: regressions for what a hostile SMPP client found
 // (commit d7cfeb3): sender spoofing, false UNDELIV receipts after unbind,
 // control characters sent to line clients, and binds kept after unbind.
-// Run by `make check-smpp` (node --test). Every wait is bounded.
+// Run by `make check-e2e` (node --test). Every wait is bounded.
 'use strict';
 
 const test = require('node:test');

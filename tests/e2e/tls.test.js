@@ -382,7 +382,8 @@ const SAN = process.env.ECHOROUTERD_SANITIZE || '';
 const MEASURED = !SAN && !process.env.ECHOROUTERD_WRAP;
 // Under valgrind (make check-stress) every wait is longer.
 const SLOW = process.env.ECHOROUTERD_WRAP ? 10 : 1;
-// What an idle TLS connection may cost the daemon (README: about 14 KiB).
+// What an idle TLS connection may cost the daemon (docs/operations.md,
+// "TLS": about 14 KiB).
 const HALF_OPEN_KIB = 16;
 
 // VmHWM (peak resident memory) or another /proc/PID/status field, KiB.

@@ -1,10 +1,11 @@
 // cluster-auth.test.js: who may take part in a cluster. A nats-server with
-// JetStream and the README's authorization (read from the README itself,
-// so that the walk-through stays true), two nodes logging in as its user,
-// all on loopback and free ports: the password never shown, refused or
-// unusable credentials logged in libnats's words, a node without any
-// warned, a copy of a message published again by another client not
-// delivered, and a second process with a node's name refused.
+// JetStream and the authorization of the cluster walk-through (read from
+// docs/operations.md itself, so that the walk-through stays true), two
+// nodes logging in as its user, all on loopback and free ports: the
+// password never shown, refused or unusable credentials logged in
+// libnats's words, a node without any warned, a copy of a message
+// published again by another client not delivered, and a second process
+// with a node's name refused.
 'use strict';
 
 const test = require('node:test');
@@ -39,11 +40,12 @@ async function until(fn, ms, what) {
 	}
 }
 
-// The README's nats-server authorization block, its password replaced.
-function readmeAuthorization() {
-	const readme = fs.readFileSync(path.join(__dirname, '..', '..', 'README.md'), 'utf8');
-	const m = /^authorization \{\n[\s\S]*?^\}\n/m.exec(readme);
-	assert.ok(m, 'the README\'s walk-through has an authorization block');
+// The nats-server authorization block of the cluster walk-through in
+// docs/operations.md, its password replaced.
+function docAuthorization() {
+	const doc = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'operations.md'), 'utf8');
+	const m = /^authorization \{\n[\s\S]*?^\}\n/m.exec(doc);
+	assert.ok(m, 'the walk-through in docs/operations.md has an authorization block');
 	assert.match(m[0], /password: "change-me"/);
 	return m[0].replace('"change-me"', `"${PASSWORD}"`);
 }
@@ -204,7 +206,7 @@ test.before(async () => {
 	if (skip)
 		return;
 	dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-cluster-auth-'));
-	nats = await startNats(dir, 'n1', readmeAuthorization());
+	nats = await startNats(dir, 'n1', docAuthorization());
 	A = await L.startDaemon(nodeConf('a', url(nats)));
 	B = await L.startDaemon(nodeConf('b', url(nats)));
 });
@@ -222,7 +224,7 @@ test.after(async () => {
 		throw errors[0];
 });
 
-test('with the README\'s authorization the nodes reach each other, and a client without its user cannot connect', { skip }, async () => {
+test('with the walk-through\'s authorization the nodes reach each other, and a client without its user cannot connect', { skip }, async () => {
 	const b = await login(B.ports.router, 'bob', 'b');
 	const a = await login(A.ports.router, 'alice', 'a');
 	a.sock.write('SEND bob hello across\n');
@@ -347,7 +349,7 @@ test('a second process with a node\'s name refuses to start; the node in the clu
 	b.sock.destroy();
 });
 
-test('with the README\'s user a node\'s JetStream store keeps a message for an offline account', { skip }, async () => {
+test('with the walk-through\'s user a node\'s JetStream store keeps a message for an offline account', { skip }, async () => {
 	const S = await L.startDaemon(`${nodeConf('s', url(nats))}store = { backend = "jetstream"; };\n`);
 	try {
 		const x = await login(S.ports.router, 'alice', 'a');
@@ -363,6 +365,6 @@ test('with the README\'s user a node\'s JetStream store keeps a message for an o
 	}
 });
 
-test('the README\'s permissions are all the nodes need: the server refused them nothing', { skip }, async () => {
+test('the walk-through\'s permissions are all the nodes need: the server refused them nothing', { skip }, async () => {
 	assert.doesNotMatch(nats.log, /Permissions Violation/);
 });

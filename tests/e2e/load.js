@@ -1,7 +1,7 @@
 // load.js: submit_sm -> deliver_sm throughput through echorouterd, with the
 // npm smpp client. Usage (the daemon must be running with an smpp listener
 // and no accounts, or accounts e0..e(N-1) with password "p"):
-//   node tests/smpp/load.js PORT [SESSIONS=50] [WINDOW=32] [SECONDS=5]
+//   node tests/e2e/load.js PORT [SESSIONS=50] [WINDOW=32] [SECONDS=5]
 // Every message is checked to arrive exactly once; prints one RESULT line.
 'use strict';
 
