@@ -24,22 +24,7 @@ const ESME_RTHROTTLED = 0x58;
 
 const { freePort } = L;
 
-function sleep(ms) {
-	return new Promise((r) => setTimeout(r, ms));
-}
-
-// Polls fn until it returns a truthy value, for at most ms.
-async function until(fn, ms, what) {
-	const end = Date.now() + ms;
-	for (;;) {
-		const v = await fn();
-		if (v)
-			return v;
-		if (Date.now() > end)
-			throw new Error(`timed out: ${what}`);
-		await sleep(100);
-	}
-}
+const { sleep, until } = L;
 
 // Three nats-servers with JetStream, clustered with routes.
 async function startNats(dir) {
@@ -105,19 +90,7 @@ cluster = {
 
 // A line client: send lines, wait for lines matching a test.
 function lineClient(port) {
-	return L.withTimeout(new Promise((resolve, reject) => {
-		const sock = net.connect(port, '127.0.0.1', () => resolve(c));
-		const c = { sock, lines: [], partial: '', waiters: [] };
-		sock.setEncoding('utf8');
-		sock.on('error', reject);
-		sock.on('data', (d) => {
-			const parts = (c.partial + d).split('\n');
-			c.partial = parts.pop();
-			c.lines.push(...parts);
-			for (const w of c.waiters.slice())
-				w();
-		});
-	}), WAIT_MS, 'line connect');
+	return L.lineClient(port, WAIT_MS);
 }
 
 function send(c, text) {
@@ -166,14 +139,8 @@ async function tryLogin(port, addr, pass) {
 	return reply;
 }
 
-function stats(d) {
-	const before = d.log.length;
-	d.child.kill('SIGUSR1');
-	return until(() => {
-		const m = /stats .*cluster=.*/.exec(d.log.slice(before));
-		return m && m[0];
-	}, WAIT_MS, 'stats line');
-}
+// A node's stats line (SIGUSR1), once it is in its log.
+const stats = (d) => L.clusterStats(d, WAIT_MS);
 
 let dir, nats, A, B;
 

@@ -253,8 +253,53 @@ function natsExchange(port, send, done, ms = 10000) {
 	}), ms, 'NATS exchange');
 }
 
+function sleep(ms) {
+	return new Promise((r) => setTimeout(r, ms));
+}
+
+// Polls fn until it returns a truthy value, for at most ms.
+async function until(fn, ms, what) {
+	const end = Date.now() + ms;
+	for (;;) {
+		const v = await fn();
+		if (v)
+			return v;
+		if (Date.now() > end)
+			throw new Error(`timed out: ${what}`);
+		await sleep(100);
+	}
+}
+
+// A router line client: c.lines are the whole lines received so far;
+// each arrival calls c.waiters (the caller's waits).
+function lineClient(port, ms = 10000) {
+	return withTimeout(new Promise((resolve, reject) => {
+		const sock = net.connect(port, '127.0.0.1', () => resolve(c));
+		const c = { sock, lines: [], partial: '', waiters: [] };
+		sock.setEncoding('utf8');
+		sock.on('error', reject);
+		sock.on('data', (d) => {
+			const parts = (c.partial + d).split('\n');
+			c.partial = parts.pop();
+			c.lines.push(...parts);
+			for (const w of c.waiters.slice())
+				w();
+		});
+	}), ms, 'line connect');
+}
+
+// A clustered daemon's stats line: SIGUSR1, then the line from its log.
+function clusterStats(d, ms = 10000) {
+	const before = d.log.length;
+	d.child.kill('SIGUSR1');
+	return until(() => {
+		const m = /stats .*cluster=.*/.exec(d.log.slice(before));
+		return m && m[0];
+	}, ms, 'stats line');
+}
+
 module.exports = {
-	natsExchange,
+	natsExchange, sleep, until, clusterStats, lineClient,
 	scrapeRaw, scrape, parseMetrics, val,
 	smpp, startDaemon, stopDaemon, stopAll, connect, call, next, bind, session, rawConnect,
 	rawRead, header, text, withTimeout, WRAP, freePort, natsMissing,
