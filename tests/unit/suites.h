@@ -27,6 +27,7 @@
 	X(smpp_time_suite)	\
 	X(cluster_wire_suite)	\
 	X(cluster_seen_suite)	\
+	X(nats_link_suite)	\
 	X(iplimit_suite)	\
 	X(log_suite)		\
 	X(uring_suite)		\
