@@ -979,24 +979,12 @@ refuse_taken_name(char **err)
 	return -1;
 }
 
-int
-cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
-    char **err)
+/* This run's name among the nodes: node, instance, and request ids. */
+static void
+identity_init(const struct cluster_conf *cl)
 {
-	const struct cluster_conf *cl = &cf->cluster;
 	uint64_t inst;
-	natsStatus s;
 
-	if (!cl->enabled)
-		return 0;
-	if ((s = nats_Open(-1)) != NATS_OK ||
-	    (s = nats_SetMessageDeliveryPoolSize(DELIVERY_THREADS)) !=
-	    NATS_OK) {
-		if (asprintf(err, "cannot start the NATS client: %s",
-		    natsStatus_GetText(s)) < 0)
-			*err = NULL;
-		return -1;
-	}
 	snprintf(C.node, sizeof(C.node), "%s", cl->node);
 	/* Tells this run's claims from those of the node's earlier runs. */
 	if (getrandom(&inst, sizeof(inst), 0) != sizeof(inst))
@@ -1010,6 +998,26 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 	 * requests. (Below 2^62: no wrap in any run.)
 	 */
 	C.next_req = inst >> 2;
+}
+
+int
+cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
+    char **err)
+{
+	const struct cluster_conf *cl = &cf->cluster;
+	natsStatus s;
+
+	if (!cl->enabled)
+		return 0;
+	if ((s = nats_Open(-1)) != NATS_OK ||
+	    (s = nats_SetMessageDeliveryPoolSize(DELIVERY_THREADS)) !=
+	    NATS_OK) {
+		if (asprintf(err, "cannot start the NATS client: %s",
+		    natsStatus_GetText(s)) < 0)
+			*err = NULL;
+		return -1;
+	}
+	identity_init(cl);
 	snprintf(C.prefix, sizeof(C.prefix), "%s", cl->subject_prefix);
 	C.cf = config_ref((struct config *)cf);
 	C.kvcf = config_ref((struct config *)cf);

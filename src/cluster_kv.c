@@ -795,6 +795,26 @@ slots_read(unsigned *have, unsigned need)
 	return (int)n;
 }
 
+/*
+ * The n slots in have (listed in list) are ours for good: the makers'
+ * ids end in them from now on, if there are as many as they need.
+ */
+static void
+slots_use(const unsigned *have, int n, unsigned need, const char *list)
+{
+	if ((unsigned)n < need) {
+		log_err("cluster: node %s: only %d of the %u id slots it needs "
+		    "are free (%u in all): its message ids may repeat another "
+		    "node's", C.node, n, need, SLOTS);
+		return;
+	}
+	for (unsigned i = 0; i + 1 < need; i++)
+		deliver_set_id_low(i, have[i]);
+	deliver_set_id_low(DELIVER_ID_STORE, have[need - 1]);
+	log_notice("cluster: node %s: message ids end in %s (reactors, then "
+	    "the store)", C.node, list);
+}
+
 /* This node's slots: those it had, and more if it needs more. */
 static void
 slots_lease(void)
@@ -832,17 +852,7 @@ slots_lease(void)
 	if (kvStore_PutString(NULL, C.slots, key, list) != NATS_OK)
 		return;
 	C.slots_done = true;
-	if ((unsigned)n < need) {
-		log_err("cluster: node %s: only %d of the %u id slots it needs "
-		    "are free (%u in all): its message ids may repeat another "
-		    "node's", C.node, n, need, SLOTS);
-		return;
-	}
-	for (unsigned i = 0; i + 1 < need; i++)
-		deliver_set_id_low(i, have[i]);
-	deliver_set_id_low(DELIVER_ID_STORE, have[need - 1]);
-	log_notice("cluster: node %s: message ids end in %s (reactors, then "
-	    "the store)", C.node, list);
+	slots_use(have, n, need, list);
 }
 
 /* ---- the thread ------------------------------------------------------ */
