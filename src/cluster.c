@@ -32,6 +32,24 @@
 #include "store.h"
 #include "util.h"
 
+#define CLUSTER_QUEUE		"erd"	/* every node's queue group */
+/* libnats's delivery threads: a subscription keeps to one, so in order. */
+#define DELIVERY_THREADS	2
+/*
+ * Message ids taken from other nodes that a node remembers (the newest;
+ * about 1.3 MiB): a copy of one of them is not delivered again.
+ */
+#define SEEN_IDS		65536
+/* How long a node asks whether another one has its name, at most. */
+#define NAME_PROBE_MS		1000
+
+/* One address held here, and its subscription. */
+struct csub {
+	struct csub *next;
+	natsSubscription *sub;
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
 struct cluster cluster_state = {
 	.url_lock = PTHREAD_MUTEX_INITIALIZER,
 	.seen_lock = PTHREAD_MUTEX_INITIALIZER,

@@ -29,49 +29,21 @@
 #include "reactor.h"
 #include "route.h"
 
-
+/* Both threads' tick. */
 #define CLUSTER_TICK_MS		100
-#define CLUSTER_QUEUE		"erd"	/* every node's queue group */
 #define PEND_BUCKETS		16384	/* a power of two */
 #define SUB_BUCKETS		4096	/* a power of two */
 #define OUT_BUCKETS		1024	/* a power of two */
-/* A bundle, or a batch of verdicts, is sent once it is this big. */
-#define BUNDLE_BYTES		(64 * 1024)
-#define VERDICTS_BYTES		(64 * 1024)
-/* Spare struct pends kept for reuse, at most. */
-#define PEND_SPARE		4096
 #define SUBJECT_MAX		(CLUSTER_PREFIX_MAX + CLUSTER_TOKEN_MAX + 64)
 /* Runs call while s is still NATS_OK. */
 #define IFOK_NATS(s, call)	do { if ((s) == NATS_OK) (s) = (call); } while (0)
-/* libnats's delivery threads: a subscription keeps to one, so in order. */
-#define DELIVERY_THREADS	2
-/*
- * Message ids taken from other nodes that a node remembers (the newest;
- * about 1.3 MiB): a copy of one of them is not delivered again.
- */
-#define SEEN_IDS		65536
-/* How long a node asks whether another one has its name, at most. */
-#define NAME_PROBE_MS		1000
 
-/* A message for another node: in an outbox, then awaiting its verdict. */
-struct pend {
-	struct pend *hnext;		/* by request id */
-	struct pend *prev, *next;	/* by deadline (sent order) */
-	struct pend *qnext;		/* in its outbox */
-	uint64_t req;
-	uint64_t deadline_ms;
-	unsigned cand;			/* which address is being tried */
-	unsigned tries;			/* its owners tried, after the first */
-	struct deliver_msg *m;
-	char	via[CLUSTER_NODE_MAX + 1];	/* the owner tried; "" none */
-};
-
-/* One address held here, and its subscription. */
-struct csub {
-	struct csub *next;
-	natsSubscription *sub;
-	char	addr[ROUTE_ADDR_MAX + 1];
-};
+/* Each file's own (cluster.c, cluster_send.c, cluster_kv.c). */
+struct csub;
+struct pend;
+struct outbox;
+struct verdicts;
+struct claimed;
 
 /*
  * An address some node claimed, and which node, as the claims' bucket
@@ -81,35 +53,6 @@ struct owner {
 	struct owner *next;
 	char	addr[ROUTE_ADDR_MAX + 1];
 	char	node[CLUSTER_NODE_MAX + 1];
-};
-
-/* An address this node claimed, as the key-value thread knows it. */
-struct claimed {
-	struct claimed *next;
-	bool	leaving;		/* given up here, not yet deleted there */
-	char	addr[ROUTE_ADDR_MAX + 1];
-};
-
-/*
- * This batch's messages for one address, sent as one bundle when the
- * batch ends (or sooner, when it is full).
- */
-struct outbox {
-	struct outbox *hnext;		/* by address */
-	struct outbox *next;		/* in the order they were opened */
-	struct pend *head, *tail;
-	unsigned count;
-	size_t	bytes;			/* the bundle's size, at most */
-	char	addr[ROUTE_ADDR_MAX + 1];
-	char	node[CLUSTER_NODE_MAX + 1];	/* its owner's; "" none */
-};
-
-/* This batch's verdicts for one other node, sent when it ends. */
-struct verdicts {
-	struct verdicts *next;
-	uint8_t	*buf;
-	size_t	len, cap;
-	char	node[DELIVER_NODE_MAX + 1];
 };
 
 /*

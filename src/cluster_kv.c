@@ -20,6 +20,13 @@
 #include "service.h"
 #include "util.h"
 
+/* An address this node claimed, as the key-value thread knows it. */
+struct claimed {
+	struct claimed *next;
+	bool	leaving;		/* given up here, not yet deleted there */
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
 /* The bucket named what, of the prefix the key-value thread has now. */
 static void
 bucket_name(char *out, size_t n, const char *what)

@@ -15,6 +15,47 @@
 #include "service.h"
 #include "util.h"
 
+/* A bundle, or a batch of verdicts, is sent once it is this big. */
+#define BUNDLE_BYTES		(64 * 1024)
+#define VERDICTS_BYTES		(64 * 1024)
+/* Spare struct pends kept for reuse, at most. */
+#define PEND_SPARE		4096
+
+/* A message for another node: in an outbox, then awaiting its verdict. */
+struct pend {
+	struct pend *hnext;		/* by request id */
+	struct pend *prev, *next;	/* by deadline (sent order) */
+	struct pend *qnext;		/* in its outbox */
+	uint64_t req;
+	uint64_t deadline_ms;
+	unsigned cand;			/* which address is being tried */
+	unsigned tries;			/* its owners tried, after the first */
+	struct deliver_msg *m;
+	char	via[CLUSTER_NODE_MAX + 1];	/* the owner tried; "" none */
+};
+
+/*
+ * This batch's messages for one address, sent as one bundle when the
+ * batch ends (or sooner, when it is full).
+ */
+struct outbox {
+	struct outbox *hnext;		/* by address */
+	struct outbox *next;		/* in the order they were opened */
+	struct pend *head, *tail;
+	unsigned count;
+	size_t	bytes;			/* the bundle's size, at most */
+	char	addr[ROUTE_ADDR_MAX + 1];
+	char	node[CLUSTER_NODE_MAX + 1];	/* its owner's; "" none */
+};
+
+/* This batch's verdicts for one other node, sent when it ends. */
+struct verdicts {
+	struct verdicts *next;
+	uint8_t	*buf;
+	size_t	len, cap;
+	char	node[DELIVER_NODE_MAX + 1];
+};
+
 /* ---- requests awaiting a verdict ------------------------------------- */
 
 static struct pend **
