@@ -166,6 +166,7 @@ extern struct cluster cluster_state;
 #define C	cluster_state
 
 /* cluster.c */
+/* FNV-1a of s: the bucket of an address in the tables above. */
 uint32_t cluster_str_hash(const char *s);
 /* Counts an error of libnats's, said in the debug log. */
 void	cluster_note_error(const char *what, natsStatus s);
@@ -196,6 +197,8 @@ void	cluster_send_stop(void);
 void	cluster_owners_clear(void);
 
 /* cluster_kv.c */
+struct service_hooks;
+/* The key-value thread's loop: its batches, ticks and stop. */
 extern const struct service_hooks cluster_kv_hooks;
 /* The key-value thread: the connection came up (arg not NULL) or went. */
 void	cluster_kv_link_task(void *owner, void *arg, enum mailbox_status st);
