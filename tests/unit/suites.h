@@ -21,6 +21,7 @@
 	X(acceptor_suite)	\
 	X(route_suite)		\
 	X(proto_router_suite)	\
+	X(proto_smpp_suite)	\
 	X(deliver_suite)	\
 	X(util_suite)		\
 	X(smpp_pdu_suite)	\
