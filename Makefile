@@ -35,7 +35,8 @@ SQLITE_DEB  := libsqlite3-dev
 SQLITE_SRCS := src/store_sqlite.c
 NATS_PKG    := libnats
 NATS_DEB    := libnats-dev
-NATS_SRCS   := src/store_jetstream.c src/cluster_nats.c
+NATS_SRCS   := src/store_jetstream.c src/cluster.c src/cluster_kv.c \
+	src/cluster_send.c src/nats_link.c
 TLS_PKG     := openssl
 TLS_DEB     := libssl-dev
 TLS_SRCS    := src/tls%.c

@@ -24,7 +24,7 @@
  *   KV <prefix>-claims          address -> "<node> <instance>": LOGIN's
  *                               cluster-wide claims, read from the
  *                               stream's leader, each write in place of
- *                               a revision once (cluster_nats.c)
+ *                               a revision once (cluster_kv.c)
  *   KV <prefix>-nodes           node -> instance, kept alive every
  *                               claim_ttl / 3 s in a bucket whose entries
  *                               live claim_ttl s: a claim whose node is

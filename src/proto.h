@@ -8,8 +8,18 @@
 #include <sys/types.h>
 
 struct conn;
+struct conn_handle;
 struct limits;
 struct deliver_msg;
+
+/* Why a session is evicted (on_evict). */
+enum proto_evict {
+	/*
+	 * Another node claimed the session's address lawfully while this
+	 * one was cut off from the cluster: the address is that node's.
+	 */
+	PROTO_EVICT_CLAIM_LOST = 1,
+};
 
 /*
  * A protocol frames and handles messages; conn.c does all the I/O. Every
@@ -73,6 +83,12 @@ struct proto {
 	/* About once a second, for timers of the protocol's own. */
 	void	(*on_tick)(struct conn *c);
 	/*
+	 * The session must end (why): the protocol tells its client, as it
+	 * can, and closes (conn_close_after_flush). Never called on a
+	 * closing connection. NULL: closed once its output is written.
+	 */
+	void	(*on_evict)(struct conn *c, enum proto_evict why);
+	/*
 	 * The protocol sends delivery receipts itself once the client
 	 * confirms (SMPP's deliver_sm_resp); otherwise deliver.c sends them
 	 * as soon as a message is queued.
@@ -101,6 +117,13 @@ typedef void smpp_binds_fn(const char *account, const char *type,
 
 /* Calls fn for each account's SMPP binds now, by type. Any thread. */
 void	smpp_binds_each(smpp_binds_fn *fn, void *arg);
+
+/*
+ * Has the reactor of the connection h names end its session through its
+ * protocol's on_evict, if it is still there and not closing by then.
+ * -1 when h names no reactor. Any thread.
+ */
+int	proto_evict(const struct conn_handle *h, enum proto_evict why);
 
 /* The protocol registered under name, or NULL. */
 const struct proto *proto_find(const char *name);

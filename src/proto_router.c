@@ -785,6 +785,21 @@ router_owes_answers(const struct conn *c)
 	return s != NULL && s->npending > 0;
 }
 
+/*
+ * The session's address is another node's now (it claimed it while this
+ * one was cut off): the client hears why, and the session ends.
+ */
+static void
+router_on_evict(struct conn *c, enum proto_evict why)
+{
+	static const char bye[] = "ERR 409 address taken by another node "
+	    "while this one was cut off\n";
+
+	(void)why;
+	conn_write(c, bye, sizeof(bye) - 1);
+	conn_close_after_flush(c, CONN_CLOSE_QUIT);
+}
+
 static void
 router_on_close(struct conn *c)
 {
@@ -814,6 +829,7 @@ const struct proto proto_router = {
 	.on_deliver = router_on_deliver,
 	.on_verdict = router_on_verdict,
 	.on_sent = router_on_sent,
+	.on_evict = router_on_evict,
 	.reports_stored = true,
 	.messages_counter = COUNTER_MSG_ROUTER,
 };

@@ -1208,6 +1208,31 @@ sess_give_up(struct conn *c, struct smpp_sess *s, const char *why)
 	conn_close(c, CONN_CLOSE_TIMEOUT);
 }
 
+/*
+ * The bind must end (an SMPP bind claims no address cluster-wide today,
+ * so nothing evicts one yet): it takes no more messages, the ESME is told
+ * with an unbind, and the session closes once that is written, as any
+ * session ended by this side does.
+ */
+static void
+smpp_on_evict(struct conn *c, enum proto_evict why)
+{
+	struct smpp_sess *s = c->pdata;
+	struct smpp_pdu pdu;
+	uint8_t buf[SMPP_HEADER_LEN];
+
+	(void)why;
+	if (s != NULL && s->state != SMPP_OPEN) {
+		sess_leave(s);
+		memset(&pdu, 0, sizeof(pdu));
+		pdu.command_id = SMPP_UNBIND;
+		pdu.sequence_number = sess_seq(s);
+		if (smpp_encode(&pdu, buf, sizeof(buf)) > 0)
+			conn_write(c, buf, sizeof(buf));
+	}
+	conn_close_after_flush(c, CONN_CLOSE_QUIT);
+}
+
 static void
 smpp_on_tick(struct conn *c)
 {
@@ -1300,6 +1325,7 @@ const struct proto proto_smpp = {
 	.on_deliver = smpp_on_deliver,
 	.on_verdict = smpp_on_verdict,
 	.on_tick = smpp_on_tick,
+	.on_evict = smpp_on_evict,
 	.confirms_delivery = true,
 	.reports_stored = true,
 	.messages_counter = COUNTER_MSG_SMPP,

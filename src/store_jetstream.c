@@ -43,6 +43,7 @@
 #include "config.h"
 #include "deliver.h"
 #include "log.h"
+#include "nats_link.h"
 #include "store.h"
 #include "util.h"
 
@@ -403,16 +404,14 @@ publish_row(struct store_backend *b, const struct store_rec *rec)
 static void
 bucket_names(struct store_backend *b, const struct cluster_conf *cl)
 {
-	snprintf(b->bucket, sizeof(b->bucket), "%s-store", cl->subject_prefix);
-	snprintf(b->nodes_bucket, sizeof(b->nodes_bucket), "%s-nodes",
-	    cl->subject_prefix);
-	for (char *p = b->bucket; *p != '\0'; p++)
-		if (*p == '.')
-			*p = '_';
-	for (char *p = b->nodes_bucket; *p != '\0'; p++)
-		if (*p == '.')
-			*p = '_';
-	snprintf(b->subj_prefix, sizeof(b->subj_prefix), "$KV.%s.", b->bucket);
+	char stream[NATS_LINK_STREAM_MAX];
+
+	nats_link_bucket(b->bucket, sizeof(b->bucket), cl->subject_prefix,
+	    "store");
+	nats_link_bucket(b->nodes_bucket, sizeof(b->nodes_bucket),
+	    cl->subject_prefix, "nodes");
+	nats_link_kv_names(cl->subject_prefix, "store", "", stream,
+	    sizeof(stream), b->subj_prefix, sizeof(b->subj_prefix));
 }
 
 /*
@@ -812,23 +811,15 @@ on_connected(natsConnection *nc, void *closure)
 static natsStatus
 js_connect(struct store_backend *b)
 {
-	natsStatus s = natsConnection_Connect(&b->nc, b->opts);
-	const char *why, *p;
+	char why[256];
+	natsStatus s = nats_link_connect_once(&b->nc, b->opts, why,
+	    sizeof(why));
 
 	if (s == NATS_OK)
 		return s;
-	why = nats_GetLastError(NULL);
-	if (why == NULL || why[0] == '\0')
-		why = natsStatus_GetText(s);
-	else if (why[0] == '(' && (p = strstr(why, "): ")) != NULL)
-		why = p + 3;	/* "(conn.c:1905): " */
 	log_warnx("store: cannot connect to the NATS servers yet: %s; "
 	    "retrying", why);
-	s = natsOptions_SetRetryOnFailedConnect(b->opts, true, on_connected,
-	    NULL);
-	if (s == NATS_OK)
-		s = natsConnection_Connect(&b->nc, b->opts);
-	return s;
+	return nats_link_connect_retry(&b->nc, b->opts, on_connected);
 }
 
 static struct store_backend *
@@ -836,7 +827,7 @@ js_open(const struct store_conf *cf, bool check_only, char **err)
 {
 	const struct cluster_conf *cl = &js_cluster;
 	struct store_backend *b;
-	const char *servers[CLUSTER_SERVERS_MAX];
+	struct nats_link_settings ls;
 	jsOptions jo;
 	natsStatus s;
 
@@ -857,22 +848,8 @@ js_open(const struct store_conf *cf, bool check_only, char **err)
 	/* -t: the settings were checked; the servers are not asked. */
 	if (check_only)
 		return b;
-	for (unsigned i = 0; i < cl->nservers; i++)
-		servers[i] = cl->servers[i];
-	s = natsOptions_Create(&b->opts);
-	if (s == NATS_OK)
-		s = natsOptions_SetServers(b->opts, servers, (int)cl->nservers);
-	if (s == NATS_OK)
-		s = natsOptions_SetName(b->opts, "echorouterd store");
-	if (s == NATS_OK)
-		s = natsOptions_SetMaxReconnect(b->opts, -1);
-	if (s == NATS_OK)
-		s = natsOptions_SetReconnectWait(b->opts, 500);
-	if (s == NATS_OK)
-		s = natsOptions_SetTimeout(b->opts, 2000);
-	if (s == NATS_OK && cl->credentials[0] != '\0')
-		s = natsOptions_SetUserCredentialsFromFiles(b->opts,
-		    cl->credentials, NULL);
+	nats_link_settings(&ls, cl, NATS_LINK_STORE, NULL);
+	s = nats_link_options(&b->opts, &ls);
 	/* Connects in the background when no server answers yet. */
 	if (s == NATS_OK && (s = js_connect(b)) == NATS_NOT_YET_CONNECTED)
 		s = NATS_OK;

@@ -152,7 +152,7 @@ cp -r Makefile src "$tmp/tree/"
 for f in tests/bench/bench.mk tests/fuzz/fuzz.mk tests/stress/stress.mk; do
 	cp "$f" "$tmp/tree/$f"
 done
-mods="store_sqlite store_jetstream cluster_nats tls tls_ktls"
+mods="store_sqlite store_jetstream cluster cluster_send cluster_kv nats_link tls tls_ktls"
 for m in $mods; do
 	: >"$tmp/tree/src/$m.c"
 done
@@ -166,7 +166,7 @@ for m in $mods; do
 	grep -q "src/$m\.c" "$tmp/n-on" && on=$((on + 1))
 done
 expect "options off: none of $mods compiled" [ "$off" = 0 ]
-expect "options on: all of them compiled" [ "$on" = 5 ]
+expect "options on: all of them compiled" [ "$on" = 8 ]
 
 # --- this build ---------------------------------------------------------
 

@@ -21,12 +21,14 @@
 	X(acceptor_suite)	\
 	X(route_suite)		\
 	X(proto_router_suite)	\
+	X(proto_smpp_suite)	\
 	X(deliver_suite)	\
 	X(util_suite)		\
 	X(smpp_pdu_suite)	\
 	X(smpp_time_suite)	\
 	X(cluster_wire_suite)	\
 	X(cluster_seen_suite)	\
+	X(nats_link_suite)	\
 	X(iplimit_suite)	\
 	X(log_suite)		\
 	X(uring_suite)		\

@@ -1,11 +1,19 @@
-/* test_proto_router.c: the router protocol's line framer, at a guard page. */
+/* test_proto_router.c: the router protocol's line framer, at a guard page; eviction. */
 #include <check.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "conn.h"
 #include "helpers.h"
 #include "proto.h"
+#include "reactor.h"
+#include "route.h"
 #include "suites.h"
 
 static const struct limits router_limits = { .max_line = 100 };
@@ -55,15 +63,107 @@ START_TEST(test_router_frame_several_and_long)
 }
 END_TEST
 
+/*
+ * Reads from fd until want's bytes came (true) or 5 s passed; what came
+ * is in got (cap bytes, NUL-terminated). EOF ends it early.
+ */
+static bool
+read_until(int fd, const char *want, char *got, size_t cap, bool *eof)
+{
+	size_t have = 0;
+	uint64_t deadline = unit_now_ms() + 5000;
+
+	got[0] = '\0';
+	*eof = false;
+	while (strstr(got, want) == NULL && unit_now_ms() < deadline) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		if ((n = read(fd, got + have, cap - 1 - have)) == 0) {
+			*eof = true;
+			break;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+		if (n > 0)
+			have += (size_t)n;
+		got[have] = '\0';
+	}
+	return strstr(got, want) != NULL;
+}
+
+/*
+ * proto_evict reaches the session on its reactor, and the router says
+ * why (ERR 409) before it closes; a stale handle or a reactor that does
+ * not exist evicts nobody.
+ */
+START_TEST(test_router_evicted_says_409)
+{
+	struct config *cf = unit_config("shutdown_timeout = 1;\n"
+	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; "
+	    "port = 0; protocol = \"router\"; } );\n");
+	struct reactor *r = reactor_new(0, cf);
+	struct route_owner o;
+	struct conn_handle stale;
+	char got[512];
+	bool eof;
+	int sv[2];
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(reactor_start(r), 0);
+	atomic_fetch_add(&conn_live, 1);
+	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
+	ck_assert_int_eq(write(sv[0], "LOGIN t-evicted\n", 16), 16);
+	ck_assert_msg(read_until(sv[0], "OK LOGIN t-evicted\n", got,
+	    sizeof(got), &eof), "got: %s", got);
+	ck_assert(route_lookup("t-evicted", &o));
+	ck_assert_int_eq(o.kind, ROUTE_OWNER_CONN);
+	/* Another generation of the slot: not this session. */
+	stale = o.conn;
+	stale.gen++;
+	ck_assert_int_eq(proto_evict(&stale, PROTO_EVICT_CLAIM_LOST), 0);
+	stale = o.conn;
+	stale.reactor = CONFIG_DISPATCHERS_MAX;
+	ck_assert_int_eq(proto_evict(&stale, PROTO_EVICT_CLAIM_LOST), -1);
+	ck_assert_int_eq(write(sv[0], "PING still\n", 11), 11);
+	ck_assert_msg(read_until(sv[0], "PONG still\n", got, sizeof(got),
+	    &eof), "got: %s", got);
+	ck_assert_int_eq(proto_evict(&o.conn, PROTO_EVICT_CLAIM_LOST), 0);
+	ck_assert_msg(read_until(sv[0], "ERR 409 address taken by another "
+	    "node while this one was cut off\n", got, sizeof(got), &eof),
+	    "got: %s", got);
+	/* Then the session ends: EOF, and the connection is freed. */
+	if (!eof)
+		read_until(sv[0], "(never)", got, sizeof(got), &eof);
+	ck_assert(eof);
+	for (int i = 0; i < 500 && atomic_load(&conn_live) != 0; i++)
+		unit_sleep_ms(10);
+	ck_assert_uint_eq(atomic_load(&conn_live), 0);
+	close(sv[0]);
+	reactor_stop(r);
+	reactor_join(r);
+	reactor_free(r);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 proto_router_suite(void)
 {
 	Suite *s = suite_create("proto_router");
 	TCase *tc = tcase_create("framing");
+	TCase *ev = tcase_create("evict");
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_router_frame_bytewise);
 	tcase_add_test(tc, test_router_frame_several_and_long);
 	suite_add_tcase(s, tc);
+	tcase_set_timeout(ev, 30);
+	tcase_add_test(ev, test_router_evicted_says_409);
+	suite_add_tcase(s, ev);
 	return s;
 }
