@@ -91,7 +91,7 @@ struct transport_ops {
  */
 enum transport_fail {
 	TRANSPORT_OK,
-	TRANSPORT_FAIL_PROTOCOL,	/* the peer broke the transport's rules */
+	TRANSPORT_FAIL_PROTOCOL,	/* the peer broke its rules */
 	TRANSPORT_FAIL_TIMEOUT,		/* its handshake took too long */
 };
 

@@ -290,12 +290,11 @@ struct tls_xp {
 	size_t	peeked;			/* bytes of a ClientHello seen waiting */
 	bool	hello;			/* the first ClientHello is all there */
 	bool	placed;			/* holds a half-open handshake's place */
-	bool	client;			/* we connected: the server is verified */
 	bool	lowat;			/* SO_RCVLOWAT raised while waiting */
 	bool	handshaken;
 	bool	want_write;		/* OpenSSL waits for a writable socket */
 	bool	want_read;		/* a write waits for input (handshake) */
-	bool	failed;			/* the session is unsound: no goodbye */
+	bool	failed;			/* unsound: no close_notify */
 	bool	deferred;		/* the turn's handshake budget was spent */
 	int	reason;			/* OpenSSL's reason for the failure */
 	struct tls_watch watch;
@@ -918,7 +917,6 @@ tls_connect(struct transport_ctx *ctx, struct reactor *r, int fd,
 		return NULL;
 	}
 	SSL_set_connect_state(t->ssl);
-	t->client = true;
 	t->hello = true;		/* ours: nothing to wait for */
 	t->want_write = true;
 	t->deadline = r->now + timeout;

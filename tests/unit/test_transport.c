@@ -57,7 +57,7 @@ struct fake_xp {
 	struct transport xp;
 	_Atomic unsigned reads;
 	_Atomic unsigned writes;
-	bool	expire;			/* its tick wants it closed */
+	bool	expire;			/* its tick wants a close */
 };
 
 static const struct transport_type fake_type;
