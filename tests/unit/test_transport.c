@@ -236,6 +236,18 @@ START_TEST(transport_registry_by_name)
 	transport_ctx_unref(ctx);
 	transport_ctx_unref(ctx);
 	transport_ctx_unref(NULL);
+	/* One with a tls group is tls's, which reads its files now. */
+	lc.tls.enabled = true;
+	snprintf(lc.tls.certificate, sizeof(lc.tls.certificate),
+	    "/nonexistent/c.pem");
+	ck_assert_str_eq(transport_name(&lc), "tls");
+	ck_assert_ptr_null(transport_prepare(&lc, err, sizeof(err)));
+#if ER_WITH_TLS
+	ck_assert_msg(strstr(err, "tls.certificate /nonexistent/c.pem") !=
+	    NULL, "%s", err);
+#else
+	ck_assert_str_eq(err, "no transport \"tls\" in this build");
+#endif
 }
 END_TEST
 
