@@ -547,6 +547,44 @@ side_fini(struct side *s)
 	config_unref(s->cf);
 }
 
+/* A TCP connection over loopback: net_connect's end and the accepted one. */
+static void
+tcp_pair(int *cfd, int *sfd)
+{
+	int lfd;
+
+	ck_assert_int_ge(lfd = net_listen("127.0.0.1", 0, 4), 0);
+	*cfd = net_connect("127.0.0.1", (uint16_t)net_local_port(lfd));
+	ck_assert_int_ge(*cfd, 0);
+	wait_fd(lfd, POLLIN, 10000);
+	ck_assert_int_ge(*sfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK |
+	    SOCK_CLOEXEC), 0);
+	close(lfd);
+	wait_fd(*cfd, POLLOUT, 10000);
+	ck_assert_int_eq(net_connect_result(*cfd), 0);
+}
+
+/* The server context from server.pem, and a client one trusting ca. */
+static void
+ctx_pair(const char *ca, struct transport_ctx **sctx,
+    struct transport_ctx **cctx)
+{
+	struct listener_conf lc = { .name = "t", .tls = { .enabled = true,
+	    .min_version = 12 } };
+	struct tls_conf tc = { .min_version = 12 };
+	char err[256] = "";
+
+	snprintf(lc.tls.certificate, sizeof(lc.tls.certificate),
+	    "%s/server.pem", pki);
+	snprintf(lc.tls.key, sizeof(lc.tls.key), "%s/server.key", pki);
+	snprintf(tc.ca, sizeof(tc.ca), "%s/%s", pki, ca);
+	ck_assert_ptr_nonnull(transport_find("tls"));
+	*sctx = transport_prepare(&lc, err, sizeof(err));
+	ck_assert_msg(*sctx != NULL, "server: %s", err);
+	*cctx = transport_find("tls")->prepare_client(&tc, err, sizeof(err));
+	ck_assert_msg(*cctx != NULL, "client: %s", err);
+}
+
 /*
  * A client context trusting ca, connected by net_connect to a server
  * side from server.pem; the client's transport is for host.
@@ -554,34 +592,16 @@ side_fini(struct side *s)
 static void
 pair_open(struct pair *p, const char *ca, const char *host)
 {
-	struct listener_conf lc = { .name = "t", .tls = { .enabled = true,
-	    .min_version = 12 } };
-	struct tls_conf tc = { .min_version = 12 };
 	const struct transport_type *tls = transport_find("tls");
 	struct transport_ctx *sctx, *cctx;
-	char err[256] = "";
-	int lfd, cfd, sfd;
+	int cfd, sfd;
 
-	snprintf(lc.tls.certificate, sizeof(lc.tls.certificate),
-	    "%s/server.pem", pki);
-	snprintf(lc.tls.key, sizeof(lc.tls.key), "%s/server.key", pki);
-	snprintf(tc.ca, sizeof(tc.ca), "%s/%s", pki, ca);
-	ck_assert_ptr_nonnull(tls);
-	sctx = transport_prepare(&lc, err, sizeof(err));
-	ck_assert_msg(sctx != NULL, "server: %s", err);
-	cctx = tls->prepare_client(&tc, err, sizeof(err));
-	ck_assert_msg(cctx != NULL, "client: %s", err);
-	ck_assert_int_ge(lfd = net_listen("127.0.0.1", 0, 4), 0);
-	cfd = net_connect("127.0.0.1", (uint16_t)net_local_port(lfd));
-	ck_assert_int_ge(cfd, 0);
-	wait_fd(lfd, POLLIN, 10000);
-	ck_assert_int_ge(sfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK |
-	    SOCK_CLOEXEC), 0);
-	close(lfd);
-	wait_fd(cfd, POLLOUT, 10000);
-	ck_assert_int_eq(net_connect_result(cfd), 0);
+	ctx_pair(ca, &sctx, &cctx);
+	tcp_pair(&cfd, &sfd);
 	side_init(&p->cl, 0, cfd, cctx);
 	side_init(&p->sv, 1, sfd, sctx);
+	/* The server side's handshake place, as the acceptor takes it. */
+	ck_assert_int_eq(tls->admit(NULL, 0, 0), TRANSPORT_ADMIT_OK);
 	p->sv.c.xp = tls->accept(sctx, p->sv.r, sfd, 10, NULL);
 	p->cl.c.xp = tls->connect(cctx, p->cl.r, cfd, host, 10);
 	ck_assert_ptr_nonnull(p->sv.c.xp);
@@ -765,6 +785,134 @@ START_TEST(tls_no_close_notify_on_reset)
 }
 END_TEST
 
+/* ---- the client side under conn.c, against a server side under conn.c -- */
+
+static pthread_mutex_t heard_mu = PTHREAD_MUTEX_INITIALIZER;
+static char heard[128];
+static struct conn *probe;		/* the reactor's thread only */
+
+static ssize_t
+probe_frame_len(const uint8_t *p, size_t n, const struct limits *lim)
+{
+	const uint8_t *lf = memchr(p, '\n', n);
+
+	(void)lim;
+	return lf != NULL ? lf - p + 1 : 0;
+}
+
+static int
+probe_on_message(struct conn *c, const uint8_t *msg, size_t len)
+{
+	(void)c;
+	pthread_mutex_lock(&heard_mu);
+	strncat(heard, (const char *)msg, len < sizeof(heard) -
+	    strlen(heard) - 1 ? len : sizeof(heard) - strlen(heard) - 1);
+	pthread_mutex_unlock(&heard_mu);
+	return 0;
+}
+
+static void
+probe_on_close(struct conn *c)
+{
+	(void)c;
+	probe = NULL;
+}
+
+static const struct proto probe_proto = {
+	.name = "test-probe",
+	.frame_len = probe_frame_len,
+	.on_message = probe_on_message,
+	.on_close = probe_on_close,
+};
+
+struct probe_start {
+	struct transport_ctx *ctx;
+	int	fd;
+};
+
+/* On the reactor: a client connection over the TLS client side. */
+static void
+probe_connect(void *owner, void *arg, enum mailbox_status st)
+{
+	struct reactor *r = owner;
+	struct probe_start *ps = arg;
+	struct transport *xp;
+
+	if (st != MAILBOX_RUN || (xp = ps->ctx->type->connect(ps->ctx, r,
+	    ps->fd, "echo.test", 10)) == NULL) {
+		close(ps->fd);
+		atomic_fetch_sub(&conn_live, 1);
+		return;
+	}
+	probe = conn_new_with(r, ps->fd, &probe_proto, xp);
+}
+
+static void
+probe_say(void *owner, void *arg, enum mailbox_status st)
+{
+	(void)owner;
+	if (st == MAILBOX_RUN && probe != NULL)
+		conn_write(probe, arg, strlen(arg));
+}
+
+static bool
+heard_is(const char *want)
+{
+	bool same;
+
+	pthread_mutex_lock(&heard_mu);
+	same = strcmp(heard, want) == 0;
+	pthread_mutex_unlock(&heard_mu);
+	return same;
+}
+
+/*
+ * A client connection made with the type's connect and conn_new_with
+ * speaks first on its own (nothing written yet), both handshakes finish
+ * under conn.c, and a line goes to an echo server and back.
+ */
+START_TEST(tls_client_under_conn)
+{
+	struct config *cf = unit_config(conf_echo);
+	struct reactor *r = reactor_new(0, cf);
+	struct transport_ctx *sctx, *cctx;
+	struct probe_start ps;
+	uint64_t deadline;
+	int cfd, sfd;
+
+	pki_make();
+	ctx_pair("ca.pem", &sctx, &cctx);
+	tcp_pair(&cfd, &sfd);
+	ck_assert_int_eq(reactor_start(r), 0);
+	/* The server side's handshake place, as the acceptor takes it. */
+	ck_assert_int_eq(sctx->type->admit(NULL, 0, 0), TRANSPORT_ADMIT_OK);
+	atomic_fetch_add(&conn_live, 2);
+	conn_handoff(r, sfd, &proto_echo, 0, transport_ctx_ref(sctx), NULL);
+	ps.ctx = cctx;
+	ps.fd = cfd;
+	reactor_post(r, probe_connect, &ps);
+	deadline = unit_now_ms() + 10000;
+	while (counter_get(&r->counters, COUNTER_TLS_OK) < 2 &&
+	    unit_now_ms() < deadline)
+		unit_sleep_ms(5);
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_TLS_OK), 2);
+	reactor_post(r, probe_say, "ping over tls\n");
+	while (!heard_is("ping over tls\n") && unit_now_ms() < deadline)
+		unit_sleep_ms(5);
+	ck_assert_msg(heard_is("ping over tls\n"), "heard \"%s\"", heard);
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_TLS_BAD), 0);
+	ck_assert_uint_eq(counter_get(&r->counters, COUNTER_TLS_CERT), 0);
+	reactor_stop(r);
+	reactor_join(r);
+	reactor_free(r);
+	ck_assert_uint_eq(atomic_load(&conn_live), 0);
+	transport_ctx_unref(sctx);
+	transport_ctx_unref(cctx);
+	config_unref(cf);
+	pki_remove();
+}
+END_TEST
+
 /* A client context must have a CA to verify the server by. */
 START_TEST(tls_client_needs_ca)
 {
@@ -804,6 +952,7 @@ transport_suite(void)
 	tcase_add_test(tls, tls_close_notify_on_graceful_close);
 	tcase_add_test(tls, tls_no_close_notify_on_reset);
 	tcase_add_test(tls, tls_client_needs_ca);
+	tcase_add_test(tls, tls_client_under_conn);
 	tcase_set_timeout(tls, 60);
 	suite_add_tcase(s, tls);
 #endif
