@@ -24,8 +24,9 @@ BIN     := $(BUILD)/echorouterd
 # Optional libraries: auto (the default) builds a feature in when
 # pkg-config finds its library, yes requires it (the build fails, saying
 # which, if it is missing), no leaves it out. A feature's modules are
-# compiled only when it is in (% stands for any text: src/tls.c,
-# src/tls_ktls.c, ...), and it is told to the code as ER_WITH_<NAME>=1 or 0.
+# compiled only when it is in (% stands for any text:
+# src/transport_tls.c, src/transport_tls_ktls.c, ...), and it is told to
+# the code as ER_WITH_<NAME>=1 or 0.
 WITH_SQLITE ?= auto
 WITH_NATS   ?= auto
 WITH_TLS    ?= auto
@@ -39,7 +40,7 @@ NATS_SRCS   := src/store_jetstream.c src/cluster.c src/cluster_kv.c \
 	src/cluster_send.c src/nats_link.c
 TLS_PKG     := openssl
 TLS_DEB     := libssl-dev
-TLS_SRCS    := src/tls%.c
+TLS_SRCS    := src/transport_tls%.c
 
 $(foreach o,$(OPTIONS),$(if $(filter auto yes no,$(WITH_$o)),,\
 	$(error WITH_$o=$(WITH_$o): use auto, yes or no)))

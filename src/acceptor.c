@@ -22,7 +22,7 @@
 #include "net.h"
 #include "proto.h"
 #include "reactor.h"
-#include "tls.h"
+#include "transport.h"
 #include "util.h"
 
 #define ACCEPT_BUDGET	1024		/* accepts per wakeup per listener */
@@ -36,11 +36,11 @@ struct listener {
 	char	name[CONFIG_NAME_MAX + 1];
 	const struct proto *proto;
 	/*
-	 * A reference to the TLS context new clients get, or NULL: plain.
-	 * Whether a listener has TLS is fixed at start; its pair follows
-	 * reloads (acceptor_set_config).
+	 * A reference to the transport context new clients get (its type's:
+	 * plain, TLS). The type is fixed at start; its context (a TLS pair)
+	 * follows reloads (acceptor_set_config).
 	 */
-	struct tls_ctx *tls;
+	struct transport_ctx *xp;
 };
 
 struct acceptor {
@@ -78,7 +78,7 @@ acceptor_new(struct config *cf, struct reactor **rs, unsigned n)
 		memcpy(a->ls[i].name, cf->listeners[i].name,
 		    sizeof(a->ls[i].name));
 		a->ls[i].proto = cf->listeners[i].proto;
-		a->ls[i].tls = tls_ctx_ref(cf->listeners[i].tls_ctx);
+		a->ls[i].xp = transport_ctx_ref(cf->listeners[i].xp_ctx);
 	}
 	a->ips = iplimit_new();
 	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -97,7 +97,7 @@ acceptor_free(struct acceptor *a)
 		close(a->spare_fd);
 	close(a->epfd);
 	for (size_t i = 0; i < a->nls; i++)
-		tls_ctx_unref(a->ls[i].tls);
+		transport_ctx_unref(a->ls[i].xp);
 	free(a->ls);
 	iplimit_free(a->ips);
 	config_unref(a->cf);
@@ -253,6 +253,13 @@ acceptor_shed(struct acceptor *a, struct listener *l)
 	}
 }
 
+/* Whether l's clients handshake first, in limited numbers (TLS). */
+static bool
+acceptor_handshakes(const struct listener *l)
+{
+	return l->xp != NULL && l->xp->type->admit != NULL;
+}
+
 /* Checks the per-address limits; false: refused (and fd closed). */
 static bool
 acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
@@ -281,22 +288,27 @@ acceptor_admit(struct acceptor *a, int fd, const struct sockaddr *sa,
 }
 
 /*
- * Takes a half-open handshake's place for a TLS client from ip; false:
- * refused (fd closed, ip released), so that clients that never finish
- * their handshakes cannot take the memory of as many as they like.
+ * Takes a half-open handshake's place for a client of l's transport (one
+ * with a handshake: TLS) from ip; false: refused (fd closed, ip
+ * released), so that clients that never finish their handshakes cannot
+ * take the memory of as many as they like.
  */
 static bool
-acceptor_admit_tls(struct acceptor *a, int fd, struct iplimit_entry *ip)
+acceptor_admit_handshake(struct acceptor *a, struct listener *l, int fd,
+    struct iplimit_entry *ip)
 {
 	const struct limits *lim = &a->cf->limits;
-	enum tls_admit_verdict v;
+	int v;
 
-	v = tls_admit(ip, lim->max_handshakes, lim->max_handshakes_per_ip);
-	if (v == TLS_ADMIT_OK)
+	if (!acceptor_handshakes(l))
+		return true;
+	v = l->xp->type->admit(ip, lim->max_handshakes,
+	    lim->max_handshakes_per_ip);
+	if (v == TRANSPORT_ADMIT_OK)
 		return true;
 	close(fd);
 	iplimit_release(ip);
-	if (v == TLS_ADMIT_TOO_MANY) {
+	if (v == TRANSPORT_ADMIT_TOO_MANY) {
 		counter_add(&a->counters, COUNTER_REFUSED_HANDSHAKES, 1);
 		acceptor_log_refusal(a, "max_handshakes reached");
 	} else {
@@ -341,8 +353,8 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 		acceptor_log_refusal(a, "max_connections reached");
 		return;
 	}
-	if (!acceptor_admit(a, fd, sa, l->tls != NULL, &ip) ||
-	    (l->tls != NULL && !acceptor_admit_tls(a, fd, ip)))
+	if (!acceptor_admit(a, fd, sa, acceptor_handshakes(l), &ip) ||
+	    !acceptor_admit_handshake(a, l, fd, ip))
 		return;
 	/* Replies are small and already batched: send them at once. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -350,7 +362,7 @@ acceptor_hand_off(struct acceptor *a, struct listener *l, int fd,
 	atomic_fetch_add_explicit(&conn_live, 1, memory_order_relaxed);
 	counter_add(&a->counters, COUNTER_ACCEPTOR_ACCEPTED, 1);
 	conn_handoff(a->rs[a->next], fd, l->proto, (unsigned)(l - a->ls),
-	    tls_ctx_ref(l->tls), ip);
+	    transport_ctx_ref(l->xp), ip);
 	a->next = (a->next + 1) % a->nrs;
 }
 
@@ -455,10 +467,11 @@ acceptor_set_config(struct acceptor *a, struct config *cf)
 		const struct listener_conf *lc =
 		    config_find_listener(cf, a->ls[i].name);
 
-		if (a->ls[i].tls == NULL || lc == NULL || lc->tls_ctx == NULL)
+		if (a->ls[i].xp == NULL || lc == NULL || lc->xp_ctx == NULL ||
+		    lc->xp_ctx->type != a->ls[i].xp->type)
 			continue;
-		tls_ctx_unref(a->ls[i].tls);
-		a->ls[i].tls = tls_ctx_ref(lc->tls_ctx);
+		transport_ctx_unref(a->ls[i].xp);
+		a->ls[i].xp = transport_ctx_ref(lc->xp_ctx);
 	}
 	config_unref(a->cf);
 	a->cf = config_ref(cf);

@@ -1,7 +1,7 @@
 /* config.c: libconfig file -> validated struct config, every error with FILE:LINE. */
 #include "config.h"
 #include "counter.h"
-#include "tls.h"
+#include "transport.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -765,10 +765,9 @@ parse_listeners(struct cferr *e, config_setting_t *s, struct config *cf)
 		char err[1024];
 
 		parse_listener(e, ls, cf, l);
-		/* The pair is read now: a bad one fails the load. */
-		if (l->tls.enabled && e->count == before &&
-		    (l->tls_ctx = tls_ctx_new(&l->tls, err, sizeof(err))) ==
-		    NULL)
+		/* A TLS pair is read now: a bad one fails the load. */
+		if (e->count == before && (l->xp_ctx = transport_prepare(l,
+		    err, sizeof(err))) == NULL)
 			cferr_add(e, ls, "listener \"%s\": %s", l->name, err);
 	}
 	check_listener_dups(e, s, cf);
@@ -1483,7 +1482,7 @@ config_unref(struct config *cf)
 	    atomic_fetch_sub_explicit(&cf->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	for (size_t i = 0; i < cf->nlisteners; i++)
-		tls_ctx_unref(cf->listeners[i].tls_ctx);
+		transport_ctx_unref(cf->listeners[i].xp_ctx);
 	free(cf->listeners);
 	free(cf->accounts);
 	free(cf->account_slots);

@@ -52,7 +52,7 @@ struct tls_conf {
 	char	ciphers[512];		/* TLS 1.2 cipher list; "" default */
 };
 
-struct tls_ctx;
+struct transport_ctx;
 
 struct listener_conf {
 	char	name[CONFIG_NAME_MAX + 1];
@@ -60,8 +60,11 @@ struct listener_conf {
 	uint16_t port;			/* 0: the kernel picks one */
 	const struct proto *proto;
 	struct tls_conf tls;
-	/* Made from tls when the config is loaded (tls.h); NULL without. */
-	struct tls_ctx *tls_ctx;
+	/*
+	 * Its transport type's context (transport.h: "tls" with a tls
+	 * group, else "plain"), prepared when the config is loaded.
+	 */
+	struct transport_ctx *xp_ctx;
 	int	line;			/* where it was defined */
 };
 

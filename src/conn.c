@@ -17,7 +17,6 @@
 #include "iplimit.h"
 #include "log.h"
 #include "proto.h"
-#include "tls.h"
 #include "transport.h"
 #include "uring.h"
 
@@ -113,7 +112,7 @@ struct handoff {
 	int	fd;
 	const struct proto *proto;
 	struct iplimit_entry *ip;
-	struct tls_ctx *tls;		/* a reference, or NULL: plain */
+	struct transport_ctx *xp;	/* a reference, or NULL: plain */
 	uint8_t	listener;
 };
 
@@ -226,7 +225,9 @@ conn_new_with(struct reactor *r, int fd, const struct proto *proto,
 	c->io.fd = fd;
 	c->io.fn = conn_on_io;
 	c->last_active = r->now;
-	if (reactor_add_io(r, &c->io, EPOLLIN) < 0) {
+	/* A transport may speak first (a TLS client): it says so here. */
+	if (reactor_add_io(r, &c->io, xp->ops->events != NULL ?
+	    xp->ops->events(c, EPOLLIN) : EPOLLIN) < 0) {
 		log_warn("reactor=%u cannot watch fd %d", r->id, fd);
 		if (xp->ops->close != NULL)
 			xp->ops->close(c);
@@ -279,11 +280,21 @@ conn_count(struct reactor *r)
 	return set != NULL ? set->nconns : 0;
 }
 
+/* A client not adopted: its fd closed, its handshake place given back. */
+static void
+handoff_drop(struct handoff *h)
+{
+	if (h->xp != NULL && h->xp->type->unadmit != NULL)
+		h->xp->type->unadmit(h->ip);
+	close(h->fd);
+	atomic_fetch_sub(&conn_live, 1);
+}
+
 /*
  * A client the acceptor handed over. Adopted unless the reactor is
  * draining (it takes no new clients) or is freed at exit (cancelled).
- * A TLS client's handshake place (tls_admit) goes to its transport, or
- * back if none is made.
+ * A client's handshake place (its type's admit) goes to its transport,
+ * or back if none is made.
  */
 static void
 handoff_task(void *owner, void *arg, enum mailbox_status st)
@@ -294,41 +305,35 @@ handoff_task(void *owner, void *arg, enum mailbox_status st)
 	struct conn *c = NULL;
 
 	if (st == MAILBOX_RUN && !conn_set_of(r)->draining) {
-		if (h->tls == NULL)
+		if (h->xp == NULL)
 			c = conn_new(r, h->fd, h->proto);
-		else if ((xp = tls_transport_new(h->tls, r, h->fd,
+		else if ((xp = h->xp->type->accept(h->xp, r, h->fd,
 		    r->cf->limits.handshake_timeout, h->ip)) != NULL)
 			c = conn_new_with(r, h->fd, h->proto, xp);
 		else {
-			log_warnx("reactor=%u cannot start TLS on fd %d",
-			    r->id, h->fd);
-			tls_release(h->ip);
-			close(h->fd);
-			atomic_fetch_sub(&conn_live, 1);
+			log_warnx("reactor=%u cannot start %s on fd %d",
+			    r->id, h->xp->type->name, h->fd);
+			handoff_drop(h);
 		}
-	} else {
-		if (h->tls != NULL)
-			tls_release(h->ip);
-		close(h->fd);
-		atomic_fetch_sub(&conn_live, 1);
-	}
+	} else
+		handoff_drop(h);
 	if (c != NULL) {
 		c->ip = h->ip;
 		c->listener = h->listener;
 		counter_bump(&r->detail.conns[c->listener], 1);
 	} else
 		iplimit_release(h->ip);
-	tls_ctx_unref(h->tls);
+	transport_ctx_unref(h->xp);
 	free(h);
 }
 
 void
 conn_handoff(struct reactor *r, int fd, const struct proto *proto,
-    unsigned listener, struct tls_ctx *tls, struct iplimit_entry *ip)
+    unsigned listener, struct transport_ctx *xp, struct iplimit_entry *ip)
 {
 	struct handoff *h = xmalloc(sizeof(*h));
 
-	h->tls = tls;
+	h->xp = xp;
 	h->fd = fd;
 	h->proto = proto;
 	h->listener = (uint8_t)listener;
@@ -408,6 +413,44 @@ conn_sent(struct conn *c, size_t n)
 	conn_touch(c);
 }
 
+/*
+ * A transport never closes its connection: when it wants c closed (a
+ * handshake refused or too late) it says why in its fail, and c is
+ * closed here for that reason, before any other (a reset) can be given.
+ * errno is kept for the caller.
+ */
+static void
+conn_xp_failed(struct conn *c)
+{
+	int saved = errno;
+
+	if (c->xp->fail == TRANSPORT_FAIL_PROTOCOL)
+		conn_close(c, CONN_CLOSE_PROTOCOL);
+	else if (c->xp->fail == TRANSPORT_FAIL_TIMEOUT)
+		conn_close(c, CONN_CLOSE_TIMEOUT);
+	errno = saved;
+}
+
+static ssize_t
+conn_xp_read(struct conn *c, void *p, size_t n)
+{
+	ssize_t r = c->xp->ops->read(c, p, n);
+
+	if (r < 0)
+		conn_xp_failed(c);
+	return r;
+}
+
+static ssize_t
+conn_xp_writev(struct conn *c, const struct iovec *iov, int cnt)
+{
+	ssize_t r = c->xp->ops->writev(c, iov, cnt);
+
+	if (r < 0)
+		conn_xp_failed(c);
+	return r;
+}
+
 /* Sends what is queued until done or the socket is full. */
 static void
 conn_flush(struct conn *c)
@@ -421,7 +464,7 @@ conn_flush(struct conn *c)
 
 		for (int i = 0; i < cnt; i++)
 			want += iov[i].iov_len;
-		n = c->xp->ops->writev(c, iov, cnt);
+		n = conn_xp_writev(c, iov, cnt);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				conn_close(c, CONN_CLOSE_RESET);
@@ -470,7 +513,7 @@ conn_write_now(struct conn *c, const void *p, size_t n)
 	if (c->out.bytes == 0 && !(c->flags & CONN_F_CLOSING)) {
 		struct iovec iov = { .iov_base = (void *)b, .iov_len = n };
 
-		w = c->xp->ops->writev(c, &iov, 1);
+		w = conn_xp_writev(c, &iov, 1);
 		if (w > 0) {
 			counter_add(&c->r->counters, COUNTER_BYTES_OUT,
 			    (uint64_t)w);
@@ -563,7 +606,7 @@ conn_write_batch(struct conn_set *set, struct conn_batch *b)
 		int cnt;
 
 		if (c->out.bytes == 0 || (c->flags & CONN_F_CLOSING) ||
-		    !c->xp->ops->batchable) {
+		    !c->xp->ops->batchable || c->xp->ops->batch_write == NULL) {
 			conn_flush(c);
 			continue;
 		}
@@ -576,7 +619,7 @@ conn_write_batch(struct conn_set *set, struct conn_batch *b)
 		b->msg[n].msg_iovlen = (size_t)cnt;
 		b->wconn[n] = c;
 		b->res[n] = CONN_BATCH_NONE;
-		uring_prep_sendmsg(&set->ring, c->io.fd, &b->msg[n], n);
+		c->xp->ops->batch_write(c, &set->ring, &b->msg[n], n);
 		n++;
 	}
 	conn_batch_run(set, b, n);
@@ -806,7 +849,7 @@ conn_read(struct conn *c)
 
 	for (int budget = CONN_READ_BUDGET; budget > 0 && conn_can_read(c);
 	    budget--) {
-		n = c->xp->ops->read(c, set->scratch, CONN_SCRATCH_SIZE);
+		n = conn_xp_read(c, set->scratch, CONN_SCRATCH_SIZE);
 		if (n > 0) {
 			counter_add(&c->r->counters, COUNTER_BYTES_IN,
 			    (uint64_t)n);
@@ -834,7 +877,8 @@ conn_read_soon(struct conn *c)
 {
 	struct conn_batch *b = set_of(c)->batch;
 
-	if (b == NULL || b->nread == CONN_BATCH || !c->xp->ops->batchable)
+	if (b == NULL || b->nread == CONN_BATCH || !c->xp->ops->batchable ||
+	    c->xp->ops->batch_read == NULL)
 		conn_read(c);
 	else
 		b->rconn[b->nread++] = c;
@@ -892,7 +936,7 @@ conn_read_batch(struct conn_set *set)
 
 		b->res[i] = CONN_BATCH_NONE;
 		if (conn_can_read(c) && uring_room(&set->ring) > 0)
-			uring_prep_recv(&set->ring, c->io.fd, b->in[i],
+			c->xp->ops->batch_read(c, &set->ring, b->in[i],
 			    CONN_BATCH_READ, i);
 	}
 	conn_batch_run(set, b, n);
@@ -916,7 +960,8 @@ conn_discard(struct conn *c)
 	enum conn_discarded d = DISCARD_NONE;
 
 	for (int budget = CONN_READ_BUDGET; budget > 0; budget--) {
-		ssize_t n = c->xp->ops->read(c, set_of(c)->scratch, CONN_SCRATCH_SIZE);
+		ssize_t n = conn_xp_read(c, set_of(c)->scratch,
+		    CONN_SCRATCH_SIZE);
 
 		if (n == 0)
 			return DISCARD_END;
@@ -1150,8 +1195,10 @@ conn_tick_all(struct conn_set *set)
 		struct conn *c = set->slots[i];
 
 		if (c != NULL && c->xp->ops->tick != NULL &&
-		    !conn_is_closing(c))
+		    !conn_is_closing(c)) {
 			c->xp->ops->tick(c);
+			conn_xp_failed(c);
+		}
 		if (c != NULL && c->proto->on_tick != NULL &&
 		    !conn_is_closing(c))
 			c->proto->on_tick(c);

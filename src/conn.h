@@ -14,7 +14,7 @@
 struct proto;
 struct iplimit_entry;
 struct transport;
-struct tls_ctx;
+struct transport_ctx;
 struct conn_set;
 
 enum conn_close_reason {
@@ -85,12 +85,14 @@ extern atomic_uint conn_live;
 /*
  * Gives an accepted socket to reactor r, which adopts it as a connection
  * speaking proto, counted under listener (an index in the config's
- * listeners, below COUNTER_LISTENERS_MAX), over TLS with a reference to
- * tls (taken) unless it is NULL. The caller has counted it in conn_live and never touches
- * fd again. Any thread.
+ * listeners, below COUNTER_LISTENERS_MAX), over the transport that xp's
+ * type accepts it with (a reference, taken; NULL: plain), holding the
+ * handshake place its type admitted for ip. The caller has counted it in
+ * conn_live and never touches fd again. Any thread.
  */
 void	conn_handoff(struct reactor *r, int fd, const struct proto *proto,
-	    unsigned listener, struct tls_ctx *tls, struct iplimit_entry *ip);
+	    unsigned listener, struct transport_ctx *xp,
+	    struct iplimit_entry *ip);
 
 /*
  * Adopts fd as a connection speaking proto over the plain transport

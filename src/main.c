@@ -16,7 +16,7 @@
 #include "fault.h"
 #include "log.h"
 #include "metrics.h"
-#include "tls.h"
+#include "transport_tls.h"
 #include "deliver.h"
 #include "reactor.h"
 #include "service.h"

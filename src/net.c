@@ -1,4 +1,4 @@
-/* net.c: socket helpers: listening sockets and local addresses. */
+/* net.c: socket helpers: listening and connecting sockets, local addresses. */
 #include "net.h"
 
 #include <arpa/inet.h>
@@ -63,6 +63,48 @@ fail:
 	close(fd);
 	errno = saved;
 	return -1;
+}
+
+int
+net_connect(const char *address, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, one = 1, saved;
+
+	if (net_sockaddr(address, port, &ss, &len) < 0)
+		return -1;
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0);
+	if (fd < 0)
+		return -1;
+	/* Like accepted clients: what is written is already batched. */
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		goto fail;
+	if (connect(fd, (struct sockaddr *)&ss, len) < 0 &&
+	    errno != EINPROGRESS)
+		goto fail;
+	return fd;
+fail:
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
+int
+net_connect_result(int fd)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		return -1;
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	return 0;
 }
 
 int

@@ -152,7 +152,7 @@ cp -r Makefile src "$tmp/tree/"
 for f in tests/bench/bench.mk tests/fuzz/fuzz.mk tests/stress/stress.mk; do
 	cp "$f" "$tmp/tree/$f"
 done
-mods="store_sqlite store_jetstream cluster cluster_send cluster_kv nats_link tls tls_ktls"
+mods="store_sqlite store_jetstream cluster cluster_send cluster_kv nats_link transport_tls transport_tls_ktls"
 for m in $mods; do
 	: >"$tmp/tree/src/$m.c"
 done

@@ -35,7 +35,8 @@
 	X(counter_suite)	\
 	X(store_suite)		\
 	X(text_suite)		\
-	X(text_join_suite)
+	X(text_join_suite)	\
+	X(transport_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);
 UNIT_SUITES(UNIT_DECLARE)

@@ -1,13 +1,11 @@
-/* tls.c: TLS listeners: contexts from the tls group, and a non-blocking OpenSSL transport. */
+/* transport_tls.c: the "tls" transport type: contexts from a tls group, and non-blocking OpenSSL connections, server and client side. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <linux/sockios.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -17,13 +15,14 @@
 #include "counter.h"
 #include "iplimit.h"
 #include "log.h"
-#include "tls.h"
 #include "transport.h"
+#include "transport_tls.h"
 #include "util.h"
 
+/* A type's context (transport.h): one SSL_CTX, server or client side. */
 struct tls_ctx {
+	struct transport_ctx base;	/* first: a transport_ctx is this */
 	SSL_CTX	*ssl;
-	atomic_uint refs;
 };
 
 /*
@@ -69,7 +68,8 @@ fail(char *err, size_t len, const char *what, const char *path)
 }
 
 static bool
-ctx_setup(SSL_CTX *ssl, const struct tls_conf *tc, char *err, size_t len)
+ctx_setup_server(SSL_CTX *ssl, const struct tls_conf *tc, char *err,
+    size_t len)
 {
 	static const unsigned char sid[] = "echorouterd";
 
@@ -118,6 +118,42 @@ ctx_setup(SSL_CTX *ssl, const struct tls_conf *tc, char *err, size_t len)
 	return true;
 }
 
+/*
+ * The client side: the server is verified against tc->ca (its name
+ * against the host each connection is for: tls_connect), and our own
+ * certificate is shown if tc has one. Modes as the server's.
+ */
+static bool
+ctx_setup_client(SSL_CTX *ssl, const struct tls_conf *tc, char *err,
+    size_t len)
+{
+	SSL_CTX_set_min_proto_version(ssl, tc->min_version == 13 ?
+	    TLS1_3_VERSION : TLS1_2_VERSION);
+	SSL_CTX_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS |
+	    SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_read_ahead(ssl, 1);
+	SSL_CTX_set_options(ssl, SSL_OP_NO_RENEGOTIATION | SSL_OP_ENABLE_KTLS);
+	if (tc->ca[0] == '\0') {
+		snprintf(err, len, "tls.ca: required to verify a server");
+		return false;
+	}
+	if (SSL_CTX_load_verify_locations(ssl, tc->ca, NULL) != 1)
+		return fail(err, len, "tls.ca", tc->ca);
+	if (tc->certificate[0] != '\0' &&
+	    SSL_CTX_use_certificate_chain_file(ssl, tc->certificate) != 1)
+		return fail(err, len, "tls.certificate", tc->certificate);
+	if (tc->key[0] != '\0' &&
+	    SSL_CTX_use_PrivateKey_file(ssl, tc->key, SSL_FILETYPE_PEM) != 1)
+		return fail(err, len, "tls.key", tc->key);
+	if (SSL_CTX_set_cipher_list(ssl, tc->ciphers[0] != '\0' ?
+	    tc->ciphers : TLS_CIPHERS_DEFAULT) != 1)
+		return fail(err, len, "tls.ciphers", tc->ciphers);
+	SSL_CTX_set_max_cert_list(ssl, TLS_MSG_MAX);
+	SSL_CTX_set_verify(ssl, SSL_VERIFY_PEER, NULL);
+	return true;
+}
+
 void
 tls_log_kernel(void)
 {
@@ -142,8 +178,9 @@ tls_log_kernel(void)
 		    "encrypts in the reactors");
 }
 
-struct tls_ctx *
-tls_ctx_new(const struct tls_conf *tc, char *err, size_t len)
+/* A context of either side, its files read now; NULL and why in err. */
+static struct transport_ctx *
+tls_ctx_new(const struct tls_conf *tc, bool server, char *err, size_t len)
 {
 	struct tls_ctx *ctx;
 	SSL_CTX *ssl;
@@ -154,59 +191,64 @@ tls_ctx_new(const struct tls_conf *tc, char *err, size_t len)
 		snprintf(err, len, "TLS: cannot make the handshake's BIO");
 		return NULL;
 	}
-	if ((ssl = SSL_CTX_new(TLS_server_method())) == NULL) {
+	if ((ssl = SSL_CTX_new(server ? TLS_server_method() :
+	    TLS_client_method())) == NULL) {
 		char why[256];
 
 		snprintf(err, len, "TLS: %s", ssl_error(why, sizeof(why)));
 		return NULL;
 	}
-	if (!ctx_setup(ssl, tc, err, len)) {
+	if (!(server ? ctx_setup_server(ssl, tc, err, len) :
+	    ctx_setup_client(ssl, tc, err, len))) {
 		SSL_CTX_free(ssl);
 		return NULL;
 	}
 	ctx = xcalloc(1, sizeof(*ctx));
 	ctx->ssl = ssl;
-	atomic_init(&ctx->refs, 1);
-	return ctx;
+	transport_ctx_init(&ctx->base, &transport_type_tls);
+	return &ctx->base;
 }
 
-struct tls_ctx *
-tls_ctx_ref(struct tls_ctx *ctx)
+static struct transport_ctx *
+tls_prepare(const struct listener_conf *lc, char *err, size_t len)
 {
-	if (ctx != NULL)
-		atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
-	return ctx;
+	return tls_ctx_new(&lc->tls, true, err, len);
 }
 
-void
-tls_ctx_unref(struct tls_ctx *ctx)
+static struct transport_ctx *
+tls_prepare_client(const struct tls_conf *tc, char *err, size_t len)
 {
-	if (ctx == NULL || atomic_fetch_sub_explicit(&ctx->refs, 1,
-	    memory_order_acq_rel) != 1)
-		return;
+	return tls_ctx_new(tc, false, err, len);
+}
+
+static void
+tls_ctx_release(struct transport_ctx *base)
+{
+	struct tls_ctx *ctx = (struct tls_ctx *)base;
+
 	SSL_CTX_free(ctx->ssl);
 	free(ctx);
 }
 
-enum tls_admit_verdict
+static int
 tls_admit(struct iplimit_entry *ip, unsigned max, unsigned max_per_ip)
 {
 	/* Only the acceptor adds: what it reads can only have gone down. */
 	if (max > 0 && atomic_load_explicit(&tls_handshaking,
 	    memory_order_relaxed) >= max)
-		return TLS_ADMIT_TOO_MANY;
+		return TRANSPORT_ADMIT_TOO_MANY;
 	if (ip != NULL && max_per_ip > 0 && atomic_load_explicit(
 	    &ip->handshakes, memory_order_relaxed) >= max_per_ip)
-		return TLS_ADMIT_TOO_MANY_IP;
+		return TRANSPORT_ADMIT_TOO_MANY_IP;
 	if (ip != NULL)
 		atomic_fetch_add_explicit(&ip->handshakes, 1,
 		    memory_order_relaxed);
 	atomic_fetch_add_explicit(&tls_handshaking, 1, memory_order_relaxed);
-	return TLS_ADMIT_OK;
+	return TRANSPORT_ADMIT_OK;
 }
 
-void
-tls_release(struct iplimit_entry *ip)
+static void
+tls_unadmit(struct iplimit_entry *ip)
 {
 	if (ip != NULL)
 		atomic_fetch_sub_explicit(&ip->handshakes, 1,
@@ -252,7 +294,7 @@ struct tls_xp {
 	bool	handshaken;
 	bool	want_write;		/* OpenSSL waits for a writable socket */
 	bool	want_read;		/* a write waits for input (handshake) */
-	bool	failed;
+	bool	failed;			/* unsound: no close_notify */
 	bool	deferred;		/* the turn's handshake budget was spent */
 	int	reason;			/* OpenSSL's reason for the failure */
 	struct tls_watch watch;
@@ -423,6 +465,12 @@ watch_stop(struct tls_xp *t)
 	t->watch_bio = NULL;
 }
 
+static inline struct tls_xp *
+tls_of(struct conn *c)
+{
+	return (struct tls_xp *)c->xp;
+}
+
 /* Bytes peeked for a ClientHello: the largest, in a few records. */
 #define TLS_PEEK_MAX	(5 + 4 + TLS_MSG_MAX + 64 * 5)
 
@@ -483,7 +531,7 @@ hello_refuse(struct conn *c, uint8_t *buf, size_t n)
 	    MSG_DONTWAIT);
 	(void)recv(c->io.fd, buf, n, MSG_DONTWAIT);
 	counter_add(&c->r->counters, COUNTER_TLS_BAD, 1);
-	conn_close(c, CONN_CLOSE_PROTOCOL);
+	tls_of(c)->xp.fail = TRANSPORT_FAIL_PROTOCOL;
 }
 
 /* Until more than n bytes are in, the socket is not readable (or EOF). */
@@ -547,7 +595,7 @@ tls_unplace(struct conn *c, struct tls_xp *t)
 	if (!t->placed)
 		return;
 	t->placed = false;
-	tls_release(t->ip);
+	tls_unadmit(t->ip);
 	counter_add(&c->r->counters, COUNTER_TLS_HANDSHAKING, (uint64_t)-1);
 }
 
@@ -563,12 +611,6 @@ static __thread struct {
 	uint64_t turn;			/* the reactor's turn_ns it is for */
 	unsigned used;
 } hs_budget;
-
-static inline struct tls_xp *
-tls_of(struct conn *c)
-{
-	return (struct tls_xp *)c->xp;
-}
 
 /*
  * Maps an OpenSSL result to the transport's: EAGAIN for WANT_*, 0 for the
@@ -606,8 +648,8 @@ tls_result(struct tls_xp *t, int ret)
 }
 
 /*
- * Moves the handshake on: true once it is done. A failure closes c,
- * counted by why (the closed reason is "protocol").
+ * Moves the handshake on: true once it is done. A failure is counted by
+ * why and sets the transport's fail: conn.c closes c (reason "protocol").
  */
 static bool
 tls_handshake(struct conn *c, struct tls_xp *t, ssize_t *res)
@@ -657,7 +699,7 @@ tls_handshake(struct conn *c, struct tls_xp *t, ssize_t *res)
 	    SSL_get_verify_result(t->ssl) != X509_V_OK)
 		why = COUNTER_TLS_CERT;
 	counter_add(&c->r->counters, why, 1);
-	conn_close(c, CONN_CLOSE_PROTOCOL);
+	t->xp.fail = TRANSPORT_FAIL_PROTOCOL;
 	return false;
 }
 
@@ -723,17 +765,7 @@ tls_shutdown(struct conn *c)
 		SSL_shutdown(t->ssl);
 		ERR_clear_error();
 	}
-	return shutdown(c->io.fd, SHUT_WR);
-}
-
-static size_t
-tls_unsent(struct conn *c)
-{
-	int n = 0;
-
-	if (ioctl(c->io.fd, SIOCOUTQ, &n) < 0 || n < 0)
-		return 0;
-	return (size_t)n;
+	return transport_socket_shutdown(c);
 }
 
 /*
@@ -761,15 +793,16 @@ tls_has_pending(struct conn *c)
 	return t->deferred || (t->handshaken && SSL_has_pending(t->ssl));
 }
 
-/* A handshake not done by its deadline: closed (reason timeout). */
+/* A handshake not done by its deadline: to be closed (reason timeout). */
 static void
 tls_tick(struct conn *c)
 {
 	struct tls_xp *t = tls_of(c);
 
-	if (!t->handshaken && c->r->now >= t->deadline) {
+	if (!t->handshaken && t->xp.fail == TRANSPORT_OK &&
+	    c->r->now >= t->deadline) {
 		counter_add(&c->r->counters, COUNTER_TLS_TIMEOUT, 1);
-		conn_close(c, CONN_CLOSE_TIMEOUT);
+		t->xp.fail = TRANSPORT_FAIL_TIMEOUT;
 	}
 }
 
@@ -815,7 +848,7 @@ static const struct transport_ops tls_ops = {
 	.read = tls_read,
 	.writev = tls_writev,
 	.shutdown = tls_shutdown,
-	.unsent = tls_unsent,
+	.unsent = transport_socket_unsent,
 	.events = tls_events,
 	.has_pending = tls_has_pending,
 	.tick = tls_tick,
@@ -823,24 +856,90 @@ static const struct transport_ops tls_ops = {
 	.close = tls_close,
 };
 
-struct transport *
-tls_transport_new(struct tls_ctx *ctx, struct reactor *r, int fd,
-    unsigned timeout, struct iplimit_entry *ip)
+/* A session on fd for either side, or NULL (OpenSSL's queue emptied). */
+static struct tls_xp *
+tls_xp_new(struct transport_ctx *base, int fd)
 {
+	struct tls_ctx *ctx = (struct tls_ctx *)base;
 	struct tls_xp *t = xcalloc(1, sizeof(*t));
 
 	if ((t->ssl = SSL_new(ctx->ssl)) == NULL ||
-	    SSL_set_fd(t->ssl, fd) != 1 || !watch_start(t)) {
+	    SSL_set_fd(t->ssl, fd) != 1) {
+		SSL_free(t->ssl);
+		free(t);
+		ERR_clear_error();
+		return NULL;
+	}
+	t->xp.ops = &tls_ops;
+	return t;
+}
+
+static struct transport *
+tls_accept(struct transport_ctx *ctx, struct reactor *r, int fd,
+    unsigned timeout, struct iplimit_entry *ip)
+{
+	struct tls_xp *t = tls_xp_new(ctx, fd);
+
+	if (t == NULL)
+		return NULL;
+	if (!watch_start(t)) {
 		SSL_free(t->ssl);
 		free(t);
 		ERR_clear_error();
 		return NULL;
 	}
 	SSL_set_accept_state(t->ssl);
-	t->xp.ops = &tls_ops;
 	t->deadline = r->now + timeout;
 	t->ip = ip;
 	t->placed = true;
 	counter_add(&r->counters, COUNTER_TLS_HANDSHAKING, 1);
 	return &t->xp;
 }
+
+/*
+ * The client side speaks first: its ClientHello waits for a writable
+ * socket (want_write), names host (SNI), and the server's certificate
+ * must name host too, by a chain to the context's CA.
+ */
+static struct transport *
+tls_connect(struct transport_ctx *ctx, struct reactor *r, int fd,
+    const char *host, unsigned timeout)
+{
+	struct tls_xp *t = tls_xp_new(ctx, fd);
+
+	if (t == NULL)
+		return NULL;
+	if (SSL_set_tlsext_host_name(t->ssl, host) != 1 ||
+	    SSL_set1_host(t->ssl, host) != 1) {
+		SSL_free(t->ssl);
+		free(t);
+		ERR_clear_error();
+		return NULL;
+	}
+	SSL_set_connect_state(t->ssl);
+	t->hello = true;		/* ours: nothing to wait for */
+	t->want_write = true;
+	t->deadline = r->now + timeout;
+	return &t->xp;
+}
+
+const char *
+tls_server_name(const struct transport *xp)
+{
+	const struct tls_xp *t = (const struct tls_xp *)xp;
+
+	if (xp->ops != &tls_ops)
+		return NULL;
+	return SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
+}
+
+const struct transport_type transport_type_tls = {
+	.name = "tls",
+	.prepare = tls_prepare,
+	.prepare_client = tls_prepare_client,
+	.release = tls_ctx_release,
+	.admit = tls_admit,
+	.unadmit = tls_unadmit,
+	.accept = tls_accept,
+	.connect = tls_connect,
+};
