@@ -194,6 +194,34 @@ void	config_unref(struct config *cf);
  */
 unsigned config_keep_start_only(struct config *cf, const struct config *old);
 
+/* What config_restart_changes found changed. */
+#define CONFIG_RESTART_DISPATCHERS	0x1
+#define CONFIG_RESTART_CPU_AFFINITY	0x2
+#define CONFIG_RESTART_IO_URING		0x4
+#define CONFIG_RESTART_SCHED_BATCH	0x8
+#define CONFIG_RESTART_LISTENERS	0x10	/* what one binds, or how many */
+
+/*
+ * For a reload: which settings that only a restart applies (the threads'
+ * settings; a listener's name, address, port, protocol and whether it has
+ * a tls group; the number of listeners) differ between cf, the new
+ * snapshot, and old, as CONFIG_RESTART_* bits (0: none). Neither changes.
+ * Any thread.
+ */
+unsigned config_restart_changes(const struct config *cf,
+	    const struct config *old);
+
+/*
+ * Called for each key the loader knows: group is where it sits ("" the top
+ * level, "listeners.tls" a listener's tls group), name its name, section
+ * the man page's subsection (.Ss) that describes it.
+ */
+typedef void config_key_fn(const char *group, const char *name,
+    const char *section, void *arg);
+
+/* Calls fn for every key, a group's own key before those in it. */
+void	config_keys_each(config_key_fn *fn, void *arg);
+
 /* The listener named name, or NULL. */
 const struct listener_conf *config_find_listener(const struct config *cf,
 	    const char *name);
