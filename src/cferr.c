@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -310,4 +311,60 @@ cferr_string(struct cferr *e, const config_setting_t *s)
 		return NULL;
 	}
 	return config_setting_get_string(s);
+}
+
+/*
+ * The directory of the configuration file, absolute, into dir (size n):
+ * what a relative store path is relative to. 0, or -1 with errno.
+ */
+static int
+conf_dir(const char *path, char *dir, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	char cwd[4096];
+	int len = slash == NULL ? 0 : slash == path ? 1 : (int)(slash - path);
+	int w;
+
+	if (path[0] == '/') {
+		w = snprintf(dir, n, "%.*s", len, path);
+	} else {
+		if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return -1;
+		w = snprintf(dir, n, "%s%s%.*s", cwd, len > 0 ? "/" : "", len,
+		    path);
+	}
+	if (w < 0 || (size_t)w >= n) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+void
+cferr_path(struct cferr *e, const config_setting_t *k,
+    const char *config_path, const char *what, char *out, size_t n)
+{
+	const char *v = cferr_string(e, k);
+	char dir[4096];
+	int w;
+
+	if (v == NULL || v[0] == '\0') {
+		out[0] = '\0';
+		return;
+	}
+	if (v[0] == '/') {
+		w = snprintf(out, n, "%s", v);
+	} else {
+		if (conf_dir(config_path, dir, sizeof(dir)) < 0) {
+			cferr_add(e, k, "%s: cannot make \"%s\" absolute: %s",
+			    what, v, strerror(errno));
+			return;
+		}
+		w = snprintf(out, n, "%s%s%s", dir,
+		    strcmp(dir, "/") == 0 ? "" : "/", v);
+	}
+	if (w < 0 || (size_t)w >= n) {
+		out[0] = '\0';
+		cferr_add(e, k, "%s: longer than %zu characters", what, n - 1);
+	}
 }

@@ -62,4 +62,12 @@ bool	cferr_bool(struct cferr *e, const config_setting_t *s, bool *out);
 /* The string value of s, or NULL after reporting a type error. */
 const char *cferr_string(struct cferr *e, const config_setting_t *s);
 
+/*
+ * A path setting made absolute against the directory of config_path (the
+ * configuration file) into out (size n); "" for an empty one. A problem is
+ * added naming the setting as what.
+ */
+void	cferr_path(struct cferr *e, const config_setting_t *k,
+	    const char *config_path, const char *what, char *out, size_t n);
+
 #endif
