@@ -721,7 +721,7 @@ static const struct cfkey listener_keys[] = {
 	{ .name = "tls", .type = CFK_GROUP,
 	  GROUP(struct listener_conf, tls, tls_group), BUILT(WITH_TLS),
 	  .reload = CFK_RESTART, .change = CONFIG_RESTART_LISTENERS,
-	  .gone = CONFIG_RESTART_LISTENERS, .doc = "TLS" },
+	  .gone = CONFIG_RESTART_LISTENERS, .doc = TOP },
 };
 
 static const struct cfgroup listener_group = {
