@@ -402,16 +402,47 @@ config_restart_changes(const struct config *cf, const struct config *old)
 	    (const char *)old, CFK_RESTART);
 }
 
+/* Row k's default, as text, into buf (size n); NULL for a group's. */
+static const char *
+shown_default(const struct cfkey *k, char *buf, size_t n)
+{
+	switch (k->type) {
+	case CFK_BOOL:
+		return k->def ? "true" : "false";
+	case CFK_ENUM:
+		for (const struct cfenum *p = k->names; p->name != NULL; p++)
+			if (p->value == k->def)
+				return p->name;
+		return NULL;
+	case CFK_STRING:
+	case CFK_PATH:
+		return k->sdef != NULL ? k->sdef : "";
+	case CFK_GROUP:
+	case CFK_LIST:
+		return NULL;
+	default:
+		if (k->shown != NULL)
+			return k->shown;
+		snprintf(buf, n, "%llu", k->def);
+		return buf;
+	}
+}
+
 static void
 keys_each(const struct cfgroup *g, const char *path, config_key_fn *fn,
     void *arg)
 {
-	char sub[128];
+	char sub[128], def[32];
 
 	for (size_t i = 0; i < g->nkeys; i++) {
 		const struct cfkey *k = &g->keys[i];
+		struct config_key_doc d = {
+			.group = path, .name = k->name, .section = k->doc,
+			.def = shown_default(k, def, sizeof(def)),
+			.restart = k->reload != CFK_RELOAD,
+		};
 
-		fn(path, k->name, k->doc, arg);
+		fn(&d, arg);
 		if (k->type != CFK_GROUP && k->type != CFK_LIST)
 			continue;
 		snprintf(sub, sizeof(sub), "%s%s%s", path,

@@ -211,13 +211,18 @@ unsigned config_keep_start_only(struct config *cf, const struct config *old);
 unsigned config_restart_changes(const struct config *cf,
 	    const struct config *old);
 
-/*
- * Called for each key the loader knows: group is where it sits ("" the top
- * level, "listeners.tls" a listener's tls group), name its name, section
- * the man page's subsection (.Ss) that describes it.
- */
-typedef void config_key_fn(const char *group, const char *name,
-    const char *section, void *arg);
+/* What the tables say of a key, for its documentation. */
+struct config_key_doc {
+	const char *group;	/* "" the top level, "listeners.tls" ... */
+	const char *name;
+	const char *section;	/* the man page's .Ss that describes it */
+	const char *def;	/* its default as the man page writes it;
+				   NULL: none to check (a group, a list) */
+	bool	restart;	/* a change (a group's coming or going)
+				   waits for a restart */
+};
+
+typedef void config_key_fn(const struct config_key_doc *key, void *arg);
 
 /* Calls fn for every key, a group's own key before those in it. */
 void	config_keys_each(config_key_fn *fn, void *arg);

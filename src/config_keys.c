@@ -642,7 +642,8 @@ get_credentials(struct walk *w, const config_setting_t *k, void *base)
 
 static const struct cfkey log_keys[] = {
 	{ .name = "level", .type = CFK_FN, FIELD(struct config, log_level),
-	  .def = LOG_LEVEL_INFO, .fn = get_log_level, .doc = TOP },
+	  .def = LOG_LEVEL_INFO, .shown = "info", .fn = get_log_level,
+	  .doc = TOP },
 };
 
 static const struct cfgroup log_group = {
@@ -692,7 +693,7 @@ static const struct cfkey tls_keys[] = {
 	  FIELD(struct tls_conf, verify_client), .doc = "TLS" },
 	{ .name = "min_version", .type = CFK_FN,
 	  FIELD(struct tls_conf, min_version), .def = 12,
-	  .fn = get_tls_min_version, .doc = "TLS" },
+	  .shown = "TLSv1.2", .fn = get_tls_min_version, .doc = "TLS" },
 	{ .name = "ciphers", .type = CFK_STRING,
 	  FIELD(struct tls_conf, ciphers), .fn = get_tls_ciphers,
 	  .doc = "TLS" },
@@ -822,7 +823,8 @@ static const struct cfkey store_keys[] = {
 	  FIELD(struct store_conf, account_max_messages), .min = 1,
 	  .max = INT64_MAX, .def = 100000, .doc = TOP },
 	{ .name = "backend", .type = CFK_FN,
-	  FIELD(struct store_conf, jetstream), .fn = get_store_backend,
+	  FIELD(struct store_conf, jetstream), .shown = "sqlite",
+	  .fn = get_store_backend,
 	  .reload = CFK_KEEP, .change = CONFIG_KEPT_STORE_BACKEND,
 	  .doc = TOP },
 	{ .name = "replicas", .type = CFK_UINT,
@@ -886,7 +888,8 @@ static const struct cfgroup cluster_group = {
 
 static const struct cfkey root_keys[] = {
 	{ .name = "dispatchers", .type = CFK_FN,
-	  FIELD(struct config, dispatchers), .fn = get_dispatchers,
+	  FIELD(struct config, dispatchers), .shown = "auto",
+	  .fn = get_dispatchers,
 	  .init = init_dispatchers, .reload = CFK_RESTART,
 	  .change = CONFIG_RESTART_DISPATCHERS, .doc = TOP },
 	RESTART_BOOL(cpu_affinity, 0, CONFIG_RESTART_CPU_AFFINITY),

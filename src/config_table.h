@@ -58,6 +58,7 @@ struct cfkey {
 	long long min, max;		/* CFK_UINT, CFK_BYTES */
 	unsigned long long def;		/* a number's default */
 	const char *sdef;		/* a char array's default */
+	const char *shown;		/* CFK_FN: its default, as text */
 	const struct cfenum *names;	/* CFK_ENUM, ended by a NULL name */
 	cfkey_fn *fn;			/* CFK_STRING, CFK_FN */
 	cfgroup_fn *init;		/* a default no constant says */

@@ -218,58 +218,65 @@ END_TEST
 #endif
 
 struct keys {
-	char	**group, **name, **section;
+	struct config_key_doc *k;
 	size_t	n;
 };
 
-static void
-collect_key(const char *group, const char *name, const char *section,
-    void *arg)
+static char *
+dup_or_null(const char *s)
 {
-	struct keys *k = arg;
-
-	k->group = xrealloc(k->group, (k->n + 1) * sizeof(char *));
-	k->name = xrealloc(k->name, (k->n + 1) * sizeof(char *));
-	k->section = xrealloc(k->section, (k->n + 1) * sizeof(char *));
-	k->group[k->n] = xstrdup(group);
-	k->name[k->n] = xstrdup(name);
-	k->section[k->n] = xstrdup(section);
-	k->n++;
+	return s != NULL ? xstrdup(s) : NULL;
 }
 
 static void
-keys_free(struct keys *k)
+collect_key(const struct config_key_doc *key, void *arg)
 {
-	for (size_t i = 0; i < k->n; i++) {
-		free(k->group[i]);
-		free(k->name[i]);
-		free(k->section[i]);
+	struct keys *keys = arg;
+	struct config_key_doc *k;
+
+	keys->k = xrealloc(keys->k, (keys->n + 1) * sizeof(*keys->k));
+	k = &keys->k[keys->n++];
+	*k = *key;
+	k->group = xstrdup(key->group);
+	k->name = xstrdup(key->name);
+	k->section = dup_or_null(key->section);
+	k->def = dup_or_null(key->def);
+}
+
+static void
+keys_free(struct keys *keys)
+{
+	for (size_t i = 0; i < keys->n; i++) {
+		free((char *)keys->k[i].group);
+		free((char *)keys->k[i].name);
+		free((char *)keys->k[i].section);
+		free((char *)keys->k[i].def);
 	}
-	free(k->group);
-	free(k->name);
-	free(k->section);
+	free(keys->k);
 }
 
 /* Every key once per group, each with a man page section. */
 START_TEST(table_keys_listed)
 {
-	struct keys k = { 0 };
+	struct keys keys = { 0 };
 	bool tls = false;
 
-	config_keys_each(collect_key, &k);
-	ck_assert_uint_ge(k.n, 60);
-	for (size_t i = 0; i < k.n; i++) {
-		ck_assert_msg(k.section[i] != NULL && k.section[i][0] != '\0',
-		    "%s.%s: no section", k.group[i], k.name[i]);
+	config_keys_each(collect_key, &keys);
+	ck_assert_uint_ge(keys.n, 60);
+	for (size_t i = 0; i < keys.n; i++) {
+		const struct config_key_doc *k = &keys.k[i];
+
+		ck_assert_msg(k->section != NULL && k->section[0] != '\0',
+		    "%s.%s: no section", k->group, k->name);
 		for (size_t j = 0; j < i; j++)
-			ck_assert_msg(strcmp(k.group[i], k.group[j]) != 0 ||
-			    strcmp(k.name[i], k.name[j]) != 0,
-			    "%s.%s twice", k.group[i], k.name[i]);
-		tls |= strcmp(k.group[i], "listeners.tls") == 0 &&
-		    strcmp(k.name[i], "ciphers") == 0;
+			ck_assert_msg(strcmp(k->group, keys.k[j].group) != 0 ||
+			    strcmp(k->name, keys.k[j].name) != 0,
+			    "%s.%s twice", k->group, k->name);
+		tls |= strcmp(k->group, "listeners.tls") == 0 &&
+		    strcmp(k->name, "ciphers") == 0;
 	}
 	ck_assert(tls);
-	keys_free(&k);
+	keys_free(&keys);
 }
 END_TEST
 
@@ -338,6 +345,58 @@ sample_sets(const char *text, const char *name)
 }
 
 /*
+ * The default the man page's item line gives: "default 30", "default
+ * false", "default Qq info" ("Qq \\&" is ""), "default Qo auto Qc"; NULL
+ * where it gives none or "none".
+ */
+static char *
+item_default(const char *item)
+{
+	const char *p = strstr(item, "; default ");
+	size_t n;
+
+	if (p == NULL && (p = strstr(item, "( default ")) == NULL)
+		return NULL;
+	p = strstr(p, "default ") + 8;
+	if (strncmp(p, "Qq ", 3) == 0 || strncmp(p, "Qo ", 3) == 0)
+		p += 3;
+	if (strncmp(p, "\\&", 2) == 0)
+		return xstrdup("");
+	n = strcspn(p, " ;)");
+	if (n == 4 && strncmp(p, "none", 4) == 0)
+		return NULL;
+	p = strndup(p, n);
+	ck_assert_ptr_nonnull(p);
+	return (char *)p;
+}
+
+/*
+ * The man page's item line for k: where it says what a reload does,
+ * "( ... ; reload )" or "( ... ; restart )", and where it gives a
+ * default, it says what the row does.
+ */
+static void
+check_item(const char *line, const struct config_key_doc *k)
+{
+	char *item = strndup(line, strcspn(line, "\n")), *def;
+
+	ck_assert_ptr_nonnull(item);
+	if (strstr(item, "; restart )") != NULL)
+		ck_assert_msg(k->restart, "%s %s: the man page says restart, "
+		    "the table reload", k->group, k->name);
+	if (strstr(item, "; reload )") != NULL)
+		ck_assert_msg(!k->restart, "%s %s: the man page says reload, "
+		    "the table restart", k->group, k->name);
+	if ((def = item_default(item)) != NULL) {
+		ck_assert_msg(k->def != NULL && strcmp(def, k->def) == 0,
+		    "%s %s: the man page's default is \"%s\", the table's "
+		    "\"%s\"", k->group, k->name, def, k->def ? k->def : "");
+		free(def);
+	}
+	free(item);
+}
+
+/*
  * Every key is an ".It Va" item of its section of echorouterd.conf(5) and
  * set in the sample conf/echorouterd.conf (as a comment where it is
  * optional); every ".It Va" item of the man page is a key.
@@ -346,34 +405,34 @@ START_TEST(table_keys_documented)
 {
 	char *man = read_source("man/echorouterd.conf.5");
 	char *sample = read_source("conf/echorouterd.conf");
-	struct keys k = { 0 };
+	struct keys keys = { 0 };
 	char item[160], *p;
 
-	config_keys_each(collect_key, &k);
-	for (size_t i = 0; i < k.n; i++) {
-		char *sec = man_section(man, k.section[i]);
+	config_keys_each(collect_key, &keys);
+	for (size_t i = 0; i < keys.n; i++) {
+		const struct config_key_doc *k = &keys.k[i];
+		char *sec = man_section(man, k->section);
 
-		snprintf(item, sizeof(item), "\n.It Va %s ", k.name[i]);
-		ck_assert_msg(strstr(sec, item) != NULL, "%s%s%s: no \".It Va "
-		    "%s\" in section \"%s\" of echorouterd.conf.5", k.group[i],
-		    k.group[i][0] ? "." : "", k.name[i], k.name[i],
-		    k.section[i]);
-		ck_assert_msg(sample_sets(sample, k.name[i]), "%s%s%s: not in "
-		    "conf/echorouterd.conf", k.group[i], k.group[i][0] ? "." :
-		    "", k.name[i]);
+		snprintf(item, sizeof(item), "\n.It Va %s ", k->name);
+		ck_assert_msg((p = strstr(sec, item)) != NULL, "%s %s: no "
+		    "\".It Va %s\" in section \"%s\" of echorouterd.conf.5",
+		    k->group, k->name, k->name, k->section);
+		check_item(p + 1, k);
+		ck_assert_msg(sample_sets(sample, k->name), "%s %s: not in "
+		    "conf/echorouterd.conf", k->group, k->name);
 		free(sec);
 	}
 	for (p = man; (p = strstr(p, "\n.It Va ")) != NULL; p++) {
 		size_t n = strcspn(p + 8, " \n");
 		bool known = false;
 
-		for (size_t i = 0; i < k.n && !known; i++)
-			known = strlen(k.name[i]) == n &&
-			    strncmp(k.name[i], p + 8, n) == 0;
+		for (size_t i = 0; i < keys.n && !known; i++)
+			known = strlen(keys.k[i].name) == n &&
+			    strncmp(keys.k[i].name, p + 8, n) == 0;
 		ck_assert_msg(known, "echorouterd.conf.5 describes \"%.*s\", "
 		    "which no table has", (int)n, p + 8);
 	}
-	keys_free(&k);
+	keys_free(&keys);
 	free(man);
 	free(sample);
 }
