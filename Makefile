@@ -264,7 +264,7 @@ check-e2e: $(BIN)
 check-smpp: check-e2e
 
 check-unit: $(BUILD)/unit-tests
-	$(BUILD)/unit-tests
+	ECHOROUTERD_SRCDIR=$(CURDIR) $(BUILD)/unit-tests
 
 check-integ: $(BIN) $(BUILD)/integ-tests
 	ECHOROUTERD_BIN=$(BIN) $(BUILD)/integ-tests

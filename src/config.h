@@ -197,6 +197,39 @@ void	config_unref(struct config *cf);
  */
 unsigned config_keep_start_only(struct config *cf, const struct config *old);
 
+/* What config_restart_changes found changed. */
+#define CONFIG_RESTART_DISPATCHERS	0x1
+#define CONFIG_RESTART_CPU_AFFINITY	0x2
+#define CONFIG_RESTART_IO_URING		0x4
+#define CONFIG_RESTART_SCHED_BATCH	0x8
+#define CONFIG_RESTART_LISTENERS	0x10	/* what one binds, or how many */
+
+/*
+ * For a reload: which settings that only a restart applies (the threads'
+ * settings; a listener's name, address, port, protocol and whether it has
+ * a tls group; the number of listeners) differ between cf, the new
+ * snapshot, and old, as CONFIG_RESTART_* bits (0: none). Neither changes.
+ * Any thread.
+ */
+unsigned config_restart_changes(const struct config *cf,
+	    const struct config *old);
+
+/* What the tables say of a key, for its documentation. */
+struct config_key_doc {
+	const char *group;	/* "" the top level, "listeners.tls" ... */
+	const char *name;
+	const char *section;	/* the man page's .Ss that describes it */
+	const char *def;	/* its default as the man page writes it;
+				   NULL: none to check (a group, a list) */
+	bool	restart;	/* a change (a group's coming or going)
+				   waits for a restart */
+};
+
+typedef void config_key_fn(const struct config_key_doc *key, void *arg);
+
+/* Calls fn for every key, a group's own key before those in it. */
+void	config_keys_each(config_key_fn *fn, void *arg);
+
 /* The listener named name, or NULL. */
 const struct listener_conf *config_find_listener(const struct config *cf,
 	    const char *name);

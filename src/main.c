@@ -332,29 +332,20 @@ log_stats(struct daemon *d)
 static void
 warn_restart_needed(const struct config *old, const struct config *cf)
 {
-	bool listeners = old->nlisteners != cf->nlisteners;
+	unsigned changed = config_restart_changes(cf, old);
 
-	if (old->dispatchers != cf->dispatchers)
+	if (changed & CONFIG_RESTART_DISPATCHERS)
 		log_warnx("reload: dispatchers changed (%u -> %u): applies "
 		    "after a restart", old->dispatchers, cf->dispatchers);
-	if (old->cpu_affinity != cf->cpu_affinity)
+	if (changed & CONFIG_RESTART_CPU_AFFINITY)
 		log_warnx("reload: cpu_affinity changed: applies after a "
 		    "restart");
-	if (old->io_uring != cf->io_uring)
+	if (changed & CONFIG_RESTART_IO_URING)
 		log_warnx("reload: io_uring changed: applies after a restart");
-	if (old->sched_batch != cf->sched_batch)
+	if (changed & CONFIG_RESTART_SCHED_BATCH)
 		log_warnx("reload: sched_batch changed: applies after a "
 		    "restart");
-	for (size_t i = 0; !listeners && i < cf->nlisteners; i++) {
-		const struct listener_conf *a = &old->listeners[i];
-		const struct listener_conf *b = &cf->listeners[i];
-
-		listeners = strcmp(a->name, b->name) != 0 ||
-		    strcmp(a->address, b->address) != 0 ||
-		    a->port != b->port || a->proto != b->proto ||
-		    a->tls.enabled != b->tls.enabled;
-	}
-	if (listeners)
+	if (changed & CONFIG_RESTART_LISTENERS)
 		log_warnx("reload: listeners changed: apply after a restart "
 		    "(a TLS listener's certificate, key and settings reload)");
 }

@@ -12,6 +12,7 @@
 #define UNIT_SUITES(X)		\
 	X(buf_suite)		\
 	X(config_suite)		\
+	X(config_table_suite)	\
 	X(mailbox_suite)	\
 	X(service_suite)	\
 	X(reactor_suite)	\
