@@ -70,7 +70,7 @@ struct pend {
 	uint64_t deadline_ms;
 	unsigned cand;			/* which address is being tried */
 	unsigned tries;			/* its owners tried, after the first */
-	struct deliver_msg *m;
+	struct msg *m;
 	char	via[CLUSTER_NODE_MAX + 1];	/* the owner tried; "" none */
 };
 
@@ -117,7 +117,7 @@ struct verdicts {
 	struct verdicts *next;
 	uint8_t	*buf;
 	size_t	len, cap;
-	char	node[DELIVER_NODE_MAX + 1];
+	char	node[MSG_NODE_MAX + 1];
 };
 
 /*
@@ -333,7 +333,7 @@ pend_unlink(struct pend *p)
 
 /* A pend for m, spare or new. */
 static struct pend *
-pend_new(struct deliver_msg *m)
+pend_new(struct msg *m)
 {
 	struct pend *p = C.spare;
 
@@ -383,12 +383,12 @@ pend_link(struct pend *p, uint64_t deadline_ms)
 
 /* Ends p, which is in no list, with verdict v, told to the sender. */
 static void
-pend_end(struct pend *p, enum deliver_verdict v)
+pend_end(struct pend *p, enum msg_verdict v)
 {
-	struct deliver_msg *m = p->m;
+	struct msg *m = p->m;
 
 	pend_free(p);
-	if (v == DELIVER_UNAVAILABLE)
+	if (v == MSG_UNAVAILABLE)
 		atomic_fetch_add(&C.errors, 1);
 	m->verdict = v;
 	deliver_answer_in(&C.answers, m);
@@ -396,7 +396,7 @@ pend_end(struct pend *p, enum deliver_verdict v)
 
 /* Ends p, awaiting its verdict, with verdict v. */
 static void
-pend_finish(struct pend *p, enum deliver_verdict v)
+pend_finish(struct pend *p, enum msg_verdict v)
 {
 	pend_unlink(p);
 	pend_end(p, v);
@@ -456,7 +456,7 @@ owners_clear(void)
 }
 
 static void pend_try(struct pend *p);
-static const char *candidate(const struct deliver_msg *m, unsigned i);
+static const char *candidate(const struct msg *m, unsigned i);
 
 /*
  * addr was taken from node was (silent past claim_ttl: frozen, cut off):
@@ -510,22 +510,22 @@ owner_task(void *owner, void *arg, enum mailbox_status st)
 /*
  * The i-th address m may go to, as one node would resolve it: the
  * address itself, and the "to" of its longest prefix route (first with
- * DELIVER_F_PREFIX_FIRST). NULL past the last.
+ * MSG_F_PREFIX_FIRST). NULL past the last.
  */
 static const char *
-candidate(const struct deliver_msg *m, unsigned i)
+candidate(const struct msg *m, unsigned i)
 {
 	const char *via = NULL, *list[2];
 	unsigned n = 0;
 
-	if (!(m->flags & DELIVER_F_EXACT) &&
+	if (!(m->flags & MSG_F_EXACT) &&
 	    (via = route_by_prefix(C.cf, m->to)) != NULL &&
 	    strcmp(via, m->to) == 0)
 		via = NULL;
-	if (via != NULL && (m->flags & DELIVER_F_PREFIX_FIRST))
+	if (via != NULL && (m->flags & MSG_F_PREFIX_FIRST))
 		list[n++] = via;
 	list[n++] = m->to;
-	if (via != NULL && !(m->flags & DELIVER_F_PREFIX_FIRST))
+	if (via != NULL && !(m->flags & MSG_F_PREFIX_FIRST))
 		list[n++] = via;
 	return i < n ? list[i] : NULL;
 }
@@ -571,7 +571,7 @@ outbox_send(struct outbox *ob)
 		note_error("publish", s);
 		for (p = ob->head; p != NULL; p = next) {
 			next = p->qnext;
-			pend_finish(p, DELIVER_UNAVAILABLE);
+			pend_finish(p, MSG_UNAVAILABLE);
 		}
 	} else {
 		atomic_fetch_add_explicit(&C.to_nodes, ob->count,
@@ -633,7 +633,7 @@ outbox_flush(bool send)
 			outbox_send(ob);
 		for (p = ob->head; p != NULL; p = pn) {
 			pn = p->qnext;
-			pend_end(p, DELIVER_UNAVAILABLE);
+			pend_end(p, MSG_UNAVAILABLE);
 		}
 		free(ob);
 	}
@@ -653,14 +653,14 @@ pend_try(struct pend *p)
 	const char *addr = candidate(p->m, p->cand), *node;
 
 	if (addr == NULL) {
-		struct deliver_msg *m = p->m;
+		struct msg *m = p->m;
 
 		pend_free(p);
 		deliver_unrouted(C.cf, m);
 		return;
 	}
 	if (!cluster_up()) {
-		pend_end(p, DELIVER_UNAVAILABLE);
+		pend_end(p, MSG_UNAVAILABLE);
 		return;
 	}
 	node = owner_of(addr);
@@ -688,7 +688,7 @@ pend_owner_moved(struct pend *p)
 static void
 send_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
@@ -699,7 +699,7 @@ send_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-cluster_send(struct reactor_batch *b, struct deliver_msg *m)
+cluster_send(struct reactor_batch *b, struct msg *m)
 {
 	m->task.fn = send_task;
 	m->task.arg = m;
@@ -711,7 +711,7 @@ cluster_send(struct reactor_batch *b, struct deliver_msg *m)
 
 /* What another node said of request req (nobody: no node has it). */
 static void
-pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
+pend_verdict(uint64_t req, bool nobody, enum msg_verdict v)
 {
 	struct pend *p = *pend_slot(req);
 
@@ -719,7 +719,7 @@ pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
 	if (p == NULL)
 		return;
 	/* Nobody has that address (or not any more): the next one. */
-	if (nobody || v == DELIVER_NO_ROUTE) {
+	if (nobody || v == MSG_NO_ROUTE) {
 		pend_unlink(p);
 		if (!pend_owner_moved(p)) {
 			p->cand++;
@@ -732,12 +732,12 @@ pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
 }
 
 /* Only verdicts a sender may hear; anything else is a failure. */
-static enum deliver_verdict
+static enum msg_verdict
 verdict_of(uint8_t b)
 {
-	if (b >= DELIVER_OK && b <= DELIVER_UNAVAILABLE && b != DELIVER_STORE)
-		return (enum deliver_verdict)b;
-	return DELIVER_UNAVAILABLE;
+	if (b >= MSG_OK && b <= MSG_UNAVAILABLE && b != MSG_STORE)
+		return (enum msg_verdict)b;
+	return MSG_UNAVAILABLE;
 }
 
 static void
@@ -750,7 +750,7 @@ verdict_task(void *owner, void *arg, enum mailbox_status st)
 	(void)owner;
 	if (st == MAILBOX_RUN && vn->nobody) {
 		for (uint64_t i = 0; i < vn->count; i++)
-			pend_verdict(vn->first + i, true, DELIVER_NO_ROUTE);
+			pend_verdict(vn->first + i, true, MSG_NO_ROUTE);
 	} else if (st == MAILBOX_RUN) {
 		for (size_t i = 0; i < vn->n; i++) {
 			cluster_verdict_get(vn->data, i, &req, &v);
@@ -794,7 +794,7 @@ verdicts_send(struct verdicts *vb)
 
 /* Queues the verdict of request req for node. */
 static void
-verdicts_add(const char *node, uint64_t req, enum deliver_verdict v)
+verdicts_add(const char *node, uint64_t req, enum msg_verdict v)
 {
 	struct verdicts *vb = verdicts_for(node);
 
@@ -840,14 +840,14 @@ static void
 pend_expire(uint64_t now)
 {
 	while (C.oldest != NULL && C.oldest->deadline_ms <= now)
-		pend_finish(C.oldest, DELIVER_UNAVAILABLE);
+		pend_finish(C.oldest, MSG_UNAVAILABLE);
 }
 
 /* ---- libnats's threads: decode and post, nothing more ---------------- */
 
 /*
  * The numbers in the last two tokens of s, "...<a>.<b>", and the token
- * before them in node (DELIVER_NODE_MAX + 1 bytes) when it is not NULL.
+ * before them in node (MSG_NODE_MAX + 1 bytes) when it is not NULL.
  * false unless s has them.
  */
 static bool
@@ -872,7 +872,7 @@ last_numbers(const char *s, char *node, uint64_t *a, uint64_t *b)
 		return true;
 	for (dn = da - 1; dn > s && dn[-1] != '.'; dn--)
 		;
-	if (da == dn || (size_t)(da - dn) > DELIVER_NODE_MAX)
+	if (da == dn || (size_t)(da - dn) > MSG_NODE_MAX)
 		return false;
 	memcpy(node, dn, (size_t)(da - dn));
 	node[da - dn] = '\0';
@@ -956,9 +956,9 @@ bad:
  * cluster is unavailable.
  */
 static void
-bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
+bundle_deliver(const char *addr, struct msg **ms, size_t k)
 {
-	enum deliver_verdict v = DELIVER_NO_ROUTE;
+	enum msg_verdict v = MSG_NO_ROUTE;
 	struct route_owner o;
 	struct reactor *r;
 
@@ -969,7 +969,7 @@ bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
 	 */
 	if (mono_ms() >= atomic_load(&C.trust_until_ms) &&
 	    route_is_claimed(addr))
-		v = DELIVER_UNAVAILABLE;
+		v = MSG_UNAVAILABLE;
 	else if (route_lookup(addr, &o) && o.kind == ROUTE_OWNER_CONN &&
 	    (r = reactor_get(o.conn.reactor)) != NULL) {
 		/* Newest first: ms[k - 1] .. ms[0]. */
@@ -1000,7 +1000,7 @@ static void copy_answer_task(void *owner, void *arg,
  * new one is filed until its verdict.
  */
 static bool
-is_copy(struct deliver_msg *m)
+is_copy(struct msg *m)
 {
 	enum cluster_seen_result r;
 
@@ -1013,12 +1013,12 @@ is_copy(struct deliver_msg *m)
 	log_debug("cluster: dropped a copy of message %llu from node %s",
 	    (unsigned long long)m->id, m->remote_node[0] != '\0' ?
 	    m->remote_node : "(unnamed)");
-	if (m->flags & DELIVER_F_NO_VERDICT) {
+	if (m->flags & MSG_F_NO_VERDICT) {
 		free(m);
 		return true;
 	}
-	m->verdict = r == CLUSTER_SEEN_TAKEN ? DELIVER_OK :
-	    DELIVER_UNAVAILABLE;
+	m->verdict = r == CLUSTER_SEEN_TAKEN ? MSG_OK :
+	    MSG_UNAVAILABLE;
 	m->task.fn = copy_answer_task;
 	m->task.arg = m;
 	service_post(C.svc, &m->task);
@@ -1027,7 +1027,7 @@ is_copy(struct deliver_msg *m)
 
 /* The k messages of a bundle without the copies (freed); how many stay. */
 static size_t
-drop_copies(struct deliver_msg **ms, size_t k)
+drop_copies(struct msg **ms, size_t k)
 {
 	size_t n = 0;
 
@@ -1048,8 +1048,8 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 {
 	const char *subj = natsMsg_GetSubject(msg), *tok = strrchr(subj, '.');
 	const char *reply = natsMsg_GetReply(msg);
-	char addr[ROUTE_ADDR_MAX + 1], node[DELIVER_NODE_MAX + 1];
-	struct deliver_msg *ms[CLUSTER_BUNDLE_MAX];
+	char addr[ROUTE_ADDR_MAX + 1], node[MSG_NODE_MAX + 1];
+	struct msg *ms[CLUSTER_BUNDLE_MAX];
 	uint64_t first = 0, count = 0;
 	bool answer = reply != NULL && reply[0] != '\0';
 	size_t k;
@@ -1065,7 +1065,7 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	    count != k))) {
 		atomic_fetch_add(&C.errors, 1);
 		if (k == 0) {
-			char who[DELIVER_NODE_MAX + 8] = "a node";
+			char who[MSG_NODE_MAX + 8] = "a node";
 
 			if (answer && last_numbers(reply, node, &first, &count))
 				snprintf(who, sizeof(who), "node %s", node);
@@ -1086,7 +1086,7 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 			ms[i]->remote_req = first + i;
 		} else {
 			ms[i]->sender.reactor = DELIVER_NO_REACTOR;
-			ms[i]->flags |= DELIVER_F_NO_VERDICT;
+			ms[i]->flags |= MSG_F_NO_VERDICT;
 		}
 	}
 	if ((k = drop_copies(ms, k)) == 0)
@@ -1189,7 +1189,7 @@ on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus err,
 static void
 answer_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 
 	(void)owner;
 	/*
@@ -1197,7 +1197,7 @@ answer_task(void *owner, void *arg, enum mailbox_status st)
 	 * the same message again (its next address), and it is new then.
 	 */
 	pthread_mutex_lock(&C.seen_lock);
-	cluster_seen_settle(C.seen, m->id, m->verdict == DELIVER_OK);
+	cluster_seen_settle(C.seen, m->id, m->verdict == MSG_OK);
 	pthread_mutex_unlock(&C.seen_lock);
 	if (st == MAILBOX_RUN)
 		verdicts_add(m->remote_node, m->remote_req, m->verdict);
@@ -1208,7 +1208,7 @@ answer_task(void *owner, void *arg, enum mailbox_status st)
 static void
 copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 
 	(void)owner;
 	if (st == MAILBOX_RUN)
@@ -1217,7 +1217,7 @@ copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-cluster_answer(struct reactor_batch *b, struct deliver_msg *m)
+cluster_answer(struct reactor_batch *b, struct msg *m)
 {
 	m->task.fn = answer_task;
 	m->task.arg = m;
@@ -2278,7 +2278,7 @@ cluster_release(const char *addr)
  * across restarts. Until this is done (no NATS yet), ids end in the
  * makers' own numbers, as on one node.
  */
-#define SLOTS	DELIVER_ID_LOW_MAX	/* 1023 stays the standalone store's */
+#define SLOTS	MSG_ID_LOW_MAX	/* 1023 stays the standalone store's */
 
 /* Slot k as ours, if it is free or already ours; -1 on a JetStream error. */
 static int
@@ -2403,8 +2403,8 @@ slots_lease(void)
 		return;
 	}
 	for (unsigned i = 0; i + 1 < need; i++)
-		deliver_set_id_low(i, have[i]);
-	deliver_set_id_low(DELIVER_ID_STORE, have[need - 1]);
+		msg_set_id_low(i, have[i]);
+	msg_set_id_low(MSG_ID_STORE, have[need - 1]);
 	log_notice("cluster: node %s: message ids end in %s (reactors, then "
 	    "the store)", C.node, list);
 }
@@ -2494,7 +2494,7 @@ cluster_stop(struct service *s, void *arg)
 	outbox_flush(false);
 	verdicts_flush(false);
 	while (C.oldest != NULL)
-		pend_finish(C.oldest, DELIVER_UNAVAILABLE);
+		pend_finish(C.oldest, MSG_UNAVAILABLE);
 	while (C.spare != NULL) {
 		struct pend *p = C.spare;
 

@@ -164,7 +164,7 @@ start_reactors(struct daemon *d)
 	for (unsigned i = 0; i < d->nrs; i++) {
 		if ((d->rs[i] = reactor_new(i, d->cf)) == NULL)
 			fatal("reactor %u", i);
-		deliver_set_id_base(d->rs[i], base);
+		msg_set_id_base(d->rs[i], base);
 	}
 	for (unsigned i = 0; i < d->nrs; i++)
 		if (reactor_start(d->rs[i]) < 0)

@@ -9,7 +9,7 @@
 
 struct conn;
 struct limits;
-struct deliver_msg;
+struct msg;
 
 /*
  * A protocol frames and handles messages; conn.c does all the I/O. Every
@@ -56,15 +56,15 @@ struct proto {
 	bool	(*owes_answers)(const struct conn *c);
 	/*
 	 * A routed message for this connection: queue it and return
-	 * DELIVER_OK, or refuse it: DELIVER_BUSY or DELIVER_REFUSED (no
-	 * room), DELIVER_UNFIT (it cannot carry the text), DELIVER_NO_ROUTE
-	 * (the session has said goodbye), or DELIVER_STORE (it would only
+	 * MSG_OK, or refuse it: MSG_BUSY or MSG_REFUSED (no
+	 * room), MSG_UNFIT (it cannot carry the text), MSG_NO_ROUTE
+	 * (the session has said goodbye), or MSG_STORE (it would only
 	 * hold m in memory: the store of the account it receives for takes
 	 * it). m is borrowed. NULL: the protocol takes no routed messages.
 	 */
-	int	(*on_deliver)(struct conn *c, const struct deliver_msg *m);
+	int	(*on_deliver)(struct conn *c, const struct msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */
-	void	(*on_verdict)(struct conn *c, const struct deliver_msg *m);
+	void	(*on_verdict)(struct conn *c, const struct msg *m);
 	/*
 	 * Queued output was written to the socket (conn_out_sent moved), or
 	 * a write was tried. May be NULL.
@@ -79,7 +79,7 @@ struct proto {
 	 */
 	bool	confirms_delivery;
 	/*
-	 * A message from the store (DELIVER_F_STORED) that on_deliver took
+	 * A message from the store (MSG_F_STORED) that on_deliver took
 	 * is kept (copied) by the protocol, which tells the store what became
 	 * of it (store_outcome): SMPP on deliver_sm_resp, the router once
 	 * its line is written. Otherwise deliver.c tells the store as soon

@@ -76,7 +76,7 @@ struct store_acct {
 	 * Each was in flight: with inflight, at most STORE_ACCT_INFLIGHT.
 	 */
 	struct store_mark {
-		struct deliver_msg *m;
+		struct msg *m;
 		uint8_t	state;		/* the final enum store_state */
 		bool	written;	/* in the open transaction */
 	} marks[STORE_ACCT_INFLIGHT];
@@ -141,7 +141,7 @@ wall_now(void)
 
 
 uint64_t
-store_msg_bytes(const struct deliver_msg *m)
+store_msg_bytes(const struct msg *m)
 {
 	/* The text, the addresses, and the packed SMPP fields (~100). */
 	return m->len + strlen(m->from) + strlen(m->to) + strlen(m->reply_to) +
@@ -149,7 +149,7 @@ store_msg_bytes(const struct deliver_msg *m)
 }
 
 uint64_t
-store_final_bytes(const char *account, const struct deliver_msg *m)
+store_final_bytes(const char *account, const struct msg *m)
 {
 	return strlen(account) + strlen(m->reply_to) + STORE_FINAL_ROW;
 }
@@ -352,13 +352,13 @@ static void group_failed(void);
  * full, or (JetStream) the NATS servers cannot take it now: the cluster's
  * temporary error.
  */
-static enum deliver_verdict
+static enum msg_verdict
 refusal(void)
 {
 	if (atomic_load_explicit(&S.lost, memory_order_relaxed))
-		return DELIVER_STORE_LOST;
-	return S.failing && S.cf->store.jetstream ? DELIVER_UNAVAILABLE :
-	    DELIVER_FULL;
+		return MSG_STORE_LOST;
+	return S.failing && S.cf->store.jetstream ? MSG_UNAVAILABLE :
+	    MSG_FULL;
 }
 
 /*
@@ -407,7 +407,7 @@ write_ok(void)
 
 /* A message leaves ENROUTE: counts down. */
 static void
-acct_leave(struct store_acct *a, const struct deliver_msg *m)
+acct_leave(struct store_acct *a, const struct msg *m)
 {
 	uint64_t b = store_msg_bytes(m);
 
@@ -421,7 +421,7 @@ acct_leave(struct store_acct *a, const struct deliver_msg *m)
 
 /* A message reached a final state: its row stays, smaller. */
 static void
-final_add(const char *account, const struct deliver_msg *m)
+final_add(const char *account, const struct msg *m)
 {
 	/* A backend that does not count them keeps them its own way. */
 	if (S.ops->finals == NULL)
@@ -473,7 +473,7 @@ make_room(uint64_t b)
 static uint64_t
 next_own_id(void)
 {
-	return (++S.id_seq << 10) | deliver_id_low(DELIVER_ID_STORE);
+	return (++S.id_seq << 10) | msg_id_low(MSG_ID_STORE);
 }
 
 /*
@@ -481,7 +481,7 @@ next_own_id(void)
  * sender after the commit. false: refused (m untouched, not taken).
  */
 static bool
-put_one(struct store_acct *a, struct deliver_msg *m)
+put_one(struct store_acct *a, struct msg *m)
 {
 	const struct store_conf *sc = &S.cf->store;
 	uint64_t b = store_msg_bytes(m), now = wall_now();
@@ -495,7 +495,7 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	 * With the disk full only receipts (which wait for nobody) take some
 	 * of the reserve: those of the deliveries it lets be marked.
 	 */
-	if (!(m->flags & DELIVER_F_NO_VERDICT) && backend_full()) {
+	if (!(m->flags & MSG_F_NO_VERDICT) && backend_full()) {
 		write_failed("a write");
 		return false;
 	}
@@ -534,7 +534,7 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 
 /* Stores a message the store made (a receipt) for its account, if any. */
 static void
-put_own(struct deliver_msg *m)
+put_own(struct msg *m)
 {
 	struct store_acct *a;
 
@@ -546,14 +546,14 @@ put_own(struct deliver_msg *m)
 	}
 	a = acct_get(m->to);
 	held_add(a, 1);
-	m->flags |= DELIVER_F_NO_VERDICT;
+	m->flags |= MSG_F_NO_VERDICT;
 	if (!put_one(a, m))
 		held_sub(a);
 	free(m);
 }
 
 static void
-receipt(const struct deliver_msg *orig, uint8_t state)
+receipt(const struct msg *orig, uint8_t state)
 {
 	put_own(smpp_receipt_make(orig, state, next_own_id(), wall_now()));
 }
@@ -614,7 +614,7 @@ group_failed(void)
 	S.nfinal = S.nfinal_ok;
 	S.final_bytes = S.final_bytes_ok;
 	for (t = S.waiting; t != NULL; t = next) {
-		struct deliver_msg *m = t->arg;
+		struct msg *m = t->arg;
 
 		next = t->next;
 		m->verdict = refusal();
@@ -650,10 +650,10 @@ group_commit(void)
 	}
 	S.waiting = NULL;
 	for (t = rev; t != NULL; t = next) {
-		struct deliver_msg *m = t->arg;
+		struct msg *m = t->arg;
 
 		next = t->next;
-		m->verdict = DELIVER_OK;
+		m->verdict = MSG_OK;
 		deliver_answer(m);
 	}
 }
@@ -661,7 +661,7 @@ group_commit(void)
 static void
 put_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 	struct store_acct *a = m->store_acct;
 
 	(void)owner;
@@ -678,7 +678,7 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 		return;
 	}
 	/* Answered once committed; a receipt waits for nobody. */
-	if (m->flags & DELIVER_F_NO_VERDICT) {
+	if (m->flags & MSG_F_NO_VERDICT) {
 		free(m);
 		return;
 	}
@@ -688,7 +688,7 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-store_put(struct deliver_msg *m, const char *account)
+store_put(struct msg *m, const char *account)
 {
 	struct store_acct *a = acct_get(account);
 
@@ -713,7 +713,7 @@ pump_one(struct store_rec *rec, void *arg)
 {
 	struct pump *p = arg;
 	struct store_acct *a = p->a;
-	struct deliver_msg *m = rec->m;
+	struct msg *m = rec->m;
 	struct route_owner owner;
 	struct reactor *r;
 
@@ -736,7 +736,7 @@ pump_one(struct store_rec *rec, void *arg)
 		 */
 		rec->m = NULL;
 		/* (A receipt is stored with nobody waiting: the store is.) */
-		m->flags &= ~(uint32_t)DELIVER_F_NO_VERDICT;
+		m->flags &= ~(uint32_t)MSG_F_NO_VERDICT;
 		m->due = 0;	/* due now: not to be scheduled there again */
 		m->sender.reactor = DELIVER_STORE_REACTOR;
 		m->store_acct = a;
@@ -762,7 +762,7 @@ pump_one(struct store_rec *rec, void *arg)
 	}
 	a->inflight_to = owner;
 	rec->m = NULL;
-	m->flags |= DELIVER_F_STORED | DELIVER_F_NO_VERDICT;
+	m->flags |= MSG_F_STORED | MSG_F_NO_VERDICT;
 	m->store_acct = a;
 	m->attempts = rec->attempts;
 	m->recipient = owner;
@@ -874,7 +874,7 @@ backoff(uint32_t attempts)
 static bool
 mark_write(struct store_acct *a, struct store_mark *k)
 {
-	struct deliver_msg *m = k->m;
+	struct msg *m = k->m;
 
 	if (!txn(false) || S.ops->mark(S.b, m->id, k->state, wall_now(), 0,
 	    m->attempts) < 0) {
@@ -886,7 +886,7 @@ mark_write(struct store_acct *a, struct store_mark *k)
 	a->nunwritten--;
 	acct_leave(a, m);
 	final_add(a->id, m);
-	if (!(m->flags & DELIVER_F_VIA_NODE))
+	if (!(m->flags & MSG_F_VIA_NODE))
 		receipt(m, k->state == STORE_DELIVERED_STATE ?
 		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
 	return true;
@@ -894,7 +894,7 @@ mark_write(struct store_acct *a, struct store_mark *k)
 
 /* m (taken) reached a final state: marked in the group, kept till commit. */
 static void
-mark_add(struct store_acct *a, struct deliver_msg *m, uint8_t state)
+mark_add(struct store_acct *a, struct msg *m, uint8_t state)
 {
 	struct store_mark *k;
 
@@ -973,7 +973,7 @@ marks_retry(void)
 }
 
 static void
-outcome(struct deliver_msg *m, enum store_outcome o)
+outcome(struct msg *m, enum store_outcome o)
 {
 	struct store_acct *a = m->store_acct;
 	uint64_t now = wall_now();
@@ -1002,14 +1002,14 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 	case STORE_RETURNED:
 		/* Sent to the cluster, and no node has it: wait for news. */
 		if (m->sender.reactor == DELIVER_STORE_REACTOR &&
-		    m->verdict == DELIVER_NO_ROUTE)
+		    m->verdict == MSG_NO_ROUTE)
 			a->remote = false;
 		/*
 		 * No room at its sessions: wait a little. A session that
 		 * left: another may take it, but not in a tight loop.
 		 */
-		a->resume_ms = mono_ms() + (m->verdict == DELIVER_BUSY ||
-		    m->verdict == DELIVER_REFUSED ? STORE_PAUSE_MS : 20);
+		a->resume_ms = mono_ms() + (m->verdict == MSG_BUSY ||
+		    m->verdict == MSG_REFUSED ? STORE_PAUSE_MS : 20);
 		a->cursor = 0;
 		break;
 	}
@@ -1033,7 +1033,7 @@ OUTCOME_TASK(returned_task, STORE_RETURNED)
 OUTCOME_TASK(failed_task, STORE_FAILED)
 
 void
-store_outcome(struct deliver_msg *m, enum store_outcome o)
+store_outcome(struct msg *m, enum store_outcome o)
 {
 	static mailbox_task_fn *const fns[] = {
 		[STORE_DELIVERED] = delivered_task,
@@ -1048,18 +1048,18 @@ store_outcome(struct deliver_msg *m, enum store_outcome o)
 }
 
 void
-store_remote_verdict(struct deliver_msg *m)
+store_remote_verdict(struct msg *m)
 {
 	switch (m->verdict) {
-	case DELIVER_OK:
+	case MSG_OK:
 		/* Queued there (or in that node's store): its receipt. */
-		m->flags |= DELIVER_F_VIA_NODE;
+		m->flags |= MSG_F_VIA_NODE;
 		store_outcome(m, STORE_DELIVERED);
 		break;
-	case DELIVER_UNFIT:
+	case MSG_UNFIT:
 		store_outcome(m, STORE_FAILED);
 		break;
-	case DELIVER_FULL:
+	case MSG_FULL:
 		store_outcome(m, STORE_RETRY);
 		break;
 	default:
@@ -1327,20 +1327,20 @@ static void
 replace_rec(struct store_req *q, struct store_rec *rec)
 {
 	struct store_acct *a = acct_get(rec->account);
-	struct deliver_msg *m = rec->m;
+	struct msg *m = rec->m;
 	uint64_t before = store_msg_bytes(m);
 
 	if (rec->state != STORE_ENROUTE || strcmp(m->reply_to,
 	    q->submitter) != 0 || acct_has_out(a, m->id))
 		return;
 	if (q->has_text) {
-		struct deliver_msg *n = deliver_msg_new(q->len);
+		struct msg *n = msg_new(q->len);
 
-		memcpy(n, m, offsetof(struct deliver_msg, len));
+		memcpy(n, m, offsetof(struct msg, len));
 		memcpy(n->text, q->text, q->len);
 		n->len = q->len;
 		/* Checked again for a line when delivered. */
-		n->flags &= ~(uint32_t)DELIVER_F_LINE_TEXT;
+		n->flags &= ~(uint32_t)MSG_F_LINE_TEXT;
 		free(m);
 		rec->m = m = n;
 	}

@@ -14,13 +14,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct deliver_msg;
+struct msg;
 struct store_conf;
 struct store_backend;
 
 /* One stored message: its message and what the store keeps beside it. */
 struct store_rec {
-	struct deliver_msg *m;		/* id, addresses, text, SMPP fields */
+	struct msg *m;		/* id, addresses, text, SMPP fields */
 	char	account[65];		/* the recipient account */
 	uint8_t	state;			/* enum store_state */
 	uint64_t due;			/* not before (wall clock s) */
@@ -141,7 +141,7 @@ void	store_js_set_cluster(const struct cluster_conf *cl);
 #endif
 
 /* The bytes a message counts for in max_bytes: its text and fields. */
-uint64_t store_msg_bytes(const struct deliver_msg *m);
+uint64_t store_msg_bytes(const struct msg *m);
 
 /*
  * What a message in a final state counts for in the limits: its account,
@@ -149,6 +149,6 @@ uint64_t store_msg_bytes(const struct deliver_msg *m);
  * fields are dropped then).
  */
 #define STORE_FINAL_ROW	32
-uint64_t store_final_bytes(const char *account, const struct deliver_msg *m);
+uint64_t store_final_bytes(const char *account, const struct msg *m);
 
 #endif

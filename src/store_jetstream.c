@@ -41,7 +41,7 @@
 
 #include "cluster_wire.h"
 #include "config.h"
-#include "deliver.h"
+#include "msg.h"
 #include "log.h"
 #include "store.h"
 #include "util.h"
@@ -991,15 +991,6 @@ static bool
 js_in_txn(struct store_backend *b)
 {
 	return b->in_txn;
-}
-
-static struct deliver_msg *
-msg_dup(const struct deliver_msg *m)
-{
-	struct deliver_msg *c = xmalloc(deliver_msg_size(m));
-
-	memcpy(c, m, deliver_msg_size(m));
-	return c;
 }
 
 static int

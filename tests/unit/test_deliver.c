@@ -14,18 +14,18 @@
 /* Not calloc, so on memory just freed dirty, as malloc often hands back. */
 START_TEST(test_deliver_msg_new_clean)
 {
-	static const struct deliver_msg zero;
+	static const struct msg zero;
 	enum { LEN = 64 };
 
 	for (int i = 0; i < 8; i++) {
-		size_t n = sizeof(struct deliver_msg) + LEN + 1;
-		struct deliver_msg *m;
+		size_t n = sizeof(struct msg) + LEN + 1;
+		struct msg *m;
 		void *dirty = xmalloc(n);
 
 		memset(dirty, 0xAA, n);
 		free(dirty);
-		m = deliver_msg_new(LEN);
-		ck_assert(memcmp(m, &zero, offsetof(struct deliver_msg,
+		m = msg_new(LEN);
+		ck_assert(memcmp(m, &zero, offsetof(struct msg,
 		    src_addr)) == 0);
 		ck_assert_str_eq(m->src_addr, "");
 		ck_assert_str_eq(m->dst_addr, "");
@@ -35,7 +35,7 @@ START_TEST(test_deliver_msg_new_clean)
 		ck_assert_str_eq(m->to, "");
 		ck_assert_uint_eq(m->len, 0);
 		ck_assert_int_eq(m->text[LEN], '\0');
-		ck_assert_uint_eq(deliver_msg_size(m), sizeof(*m) + 1);
+		ck_assert_uint_eq(msg_size(m), sizeof(*m) + 1);
 		free(m);
 	}
 }
@@ -44,22 +44,22 @@ END_TEST
 /* Own numbers until a slot is set; a slot set is what ids end in. */
 START_TEST(test_deliver_id_low)
 {
-	ck_assert_uint_eq(deliver_id_low(0), 0);
-	ck_assert_uint_eq(deliver_id_low(5), 5);
-	ck_assert_uint_eq(deliver_id_low(DELIVER_ID_STORE), 1023);
-	deliver_set_id_low(5, 700);
-	deliver_set_id_low(DELIVER_ID_STORE, 12);
-	ck_assert_uint_eq(deliver_id_low(5), 700);
-	ck_assert_uint_eq(deliver_id_low(DELIVER_ID_STORE), 12);
-	ck_assert_uint_eq(deliver_id_low(4), 4);
+	ck_assert_uint_eq(msg_id_low(0), 0);
+	ck_assert_uint_eq(msg_id_low(5), 5);
+	ck_assert_uint_eq(msg_id_low(MSG_ID_STORE), 1023);
+	msg_set_id_low(5, 700);
+	msg_set_id_low(MSG_ID_STORE, 12);
+	ck_assert_uint_eq(msg_id_low(5), 700);
+	ck_assert_uint_eq(msg_id_low(MSG_ID_STORE), 12);
+	ck_assert_uint_eq(msg_id_low(4), 4);
 	/* Out of range: ignored. */
-	deliver_set_id_low(4, 1024);
-	deliver_set_id_low(1024, 3);
-	ck_assert_uint_eq(deliver_id_low(4), 4);
-	deliver_set_id_low(0, 0);
-	ck_assert_uint_eq(deliver_id_low(0), 0);
-	deliver_set_id_low(5, 5);
-	deliver_set_id_low(DELIVER_ID_STORE, DELIVER_ID_STORE);
+	msg_set_id_low(4, 1024);
+	msg_set_id_low(1024, 3);
+	ck_assert_uint_eq(msg_id_low(4), 4);
+	msg_set_id_low(0, 0);
+	ck_assert_uint_eq(msg_id_low(0), 0);
+	msg_set_id_low(5, 5);
+	msg_set_id_low(MSG_ID_STORE, MSG_ID_STORE);
 }
 END_TEST
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "deliver.h"
+#include "msg.h"
 #include "store.h"
 #include "store_backend.h"
 #include "suites.h"
@@ -69,7 +69,7 @@ static void
 put(struct store_backend *b, uint64_t id, const char *account,
     const char *text, uint64_t expires)
 {
-	struct deliver_msg *m = deliver_msg_new(strlen(text));
+	struct msg *m = msg_new(strlen(text));
 	struct store_rec rec;
 
 	memcpy(m->text, text, strlen(text));
@@ -340,7 +340,7 @@ END_TEST
 START_TEST(test_rollback)
 {
 	struct store_backend *b = open_ok(false);
-	struct deliver_msg *m = deliver_msg_new(1);
+	struct msg *m = msg_new(1);
 	struct store_rec rec = { .m = m, .state = STORE_ENROUTE };
 
 	m->id = 7168;
