@@ -1081,11 +1081,11 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	natsMsg_Destroy(msg);
 	for (size_t i = 0; i < k; i++) {
 		if (answer) {
-			ms[i]->sender.reactor = DELIVER_REMOTE_REACTOR;
+			ms[i]->sender_kind = MSG_KIND_NODE;
 			memcpy(ms[i]->remote_node, node, sizeof(node));
 			ms[i]->remote_req = first + i;
 		} else {
-			ms[i]->sender.reactor = DELIVER_NO_REACTOR;
+			ms[i]->sender_kind = MSG_KIND_NONE;
 			ms[i]->flags |= MSG_F_NO_VERDICT;
 		}
 	}
@@ -1226,6 +1226,22 @@ cluster_answer(struct reactor_batch *b, struct msg *m)
 	else
 		service_post(C.svc, &m->task);
 }
+
+static void
+node_take(struct reactor_batch *b, struct msg *m, const char *to)
+{
+	(void)to;	/* the cluster resolves m->to itself */
+	cluster_send(b, m);
+}
+
+/* Other nodes as a kind of destination and origin (deliver_register). */
+static const struct deliver_kind_ops node_kind = {
+	.name = "node",
+	.on = cluster_on,
+	.up = cluster_up,
+	.take = node_take,
+	.answer = cluster_answer,
+};
 
 /* ---- subscriptions: one per address held here ------------------------ */
 
@@ -2750,6 +2766,7 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 		on_link(C.nc, NULL);
 	resubscribe_all();
 	atomic_store(&C.on, true);
+	deliver_register(MSG_KIND_NODE, &node_kind);
 	route_watch(on_route_change);
 	/* Stopped in reverse: the key-value thread first. */
 	svcs[(*n)++] = C.svc;

@@ -1,19 +1,104 @@
-/* deliver.c: messages from a connection to their recipient's, across reactors, and verdicts back. */
+/* deliver.c: messages from a connection to their recipient's, across reactors and registered kinds, and verdicts back. */
 #include "deliver.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "cluster.h"
 #include "config.h"
 #include "conn.h"
 #include "proto.h"
 #include "reactor.h"
 #include "smpp_receipt.h"
-#include "store.h"
 #include "util.h"
+
+_Static_assert((int)MSG_KIND_CONN == (int)ROUTE_OWNER_CONN,
+    "a route owner's kind is a message kind");
+
+/*
+ * The registered kinds. Written at start and shutdown, read by every
+ * thread that delivers: release and acquire make a registration whole.
+ */
+static const struct deliver_kind_ops *_Atomic kinds[MSG_KIND_MAX];
+
+int
+deliver_register(unsigned kind, const struct deliver_kind_ops *ops)
+{
+	if (kind >= MSG_KIND_MAX || kind == MSG_KIND_CONN ||
+	    kind == MSG_KIND_NONE) {
+		errno = EINVAL;
+		return -1;
+	}
+	atomic_store_explicit(&kinds[kind], ops, memory_order_release);
+	return 0;
+}
+
+static const struct deliver_kind_ops *
+kind_ops(unsigned kind)
+{
+	if (kind >= MSG_KIND_MAX)
+		return NULL;
+	return atomic_load_explicit(&kinds[kind], memory_order_acquire);
+}
+
+bool
+deliver_kind_on(unsigned kind)
+{
+	const struct deliver_kind_ops *ops = kind_ops(kind);
+
+	return ops != NULL && ops->on();
+}
+
+bool
+deliver_kind_up(unsigned kind)
+{
+	const struct deliver_kind_ops *ops = kind_ops(kind);
+
+	if (ops == NULL)
+		return false;
+	return ops->up != NULL ? ops->up() : ops->on();
+}
+
+/* Whether the store holds messages for address (its backlog). */
+static bool
+deliver_store_holds(const char *address)
+{
+	const struct deliver_kind_ops *ops = kind_ops(MSG_KIND_STORE);
+
+	return ops != NULL && ops->holds != NULL && ops->holds(address);
+}
+
+static void deliver_reply_in(struct reactor_batch *b, struct msg *m);
+
+void
+deliver_to_kind(unsigned kind, struct reactor_batch *b, struct msg *m,
+    const char *to)
+{
+	const struct deliver_kind_ops *ops = kind_ops(kind);
+
+	if (ops == NULL) {
+		m->verdict = MSG_NO_ROUTE;
+		deliver_reply_in(b, m);
+		return;
+	}
+	ops->take(b, m, to);
+}
+
+void
+deliver_receipt(struct reactor *r, const struct msg *orig, uint8_t state)
+{
+	struct msg *m;
+
+	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
+		return;
+	m = smpp_receipt_make(orig, state, msg_next_id(r),
+	    (uint64_t)time(NULL));
+	if (m != NULL)
+		deliver_forward(r, m);
+}
 
 /* Hands m to the recipient's protocol on its own reactor. */
 static enum msg_verdict
@@ -43,7 +128,7 @@ deliver_here(struct reactor *r, struct msg *m)
 	 */
 	if (v == MSG_OK && !c->proto->confirms_delivery &&
 	    !(m->flags & MSG_F_STORED))
-		smpp_receipt_send(r, m, SMPP_STATE_DELIVERED);
+		deliver_receipt(r, m, SMPP_STATE_DELIVERED);
 	return v;
 }
 
@@ -52,9 +137,10 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct reactor *r = owner;
 	struct msg *m = arg;
+	const struct deliver_kind_ops *store = kind_ops(MSG_KIND_STORE);
 	struct conn *c;
 
-	if (st == MAILBOX_CANCELLED) {
+	if (st == MAILBOX_CANCELLED || store == NULL) {
 		/* Still in the store: delivered after the restart. */
 		free(m);
 		return;
@@ -71,12 +157,8 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 			free(m);
 			return;
 		}
-		store_outcome(m, STORE_DELIVERED);
-	} else if (m->verdict == MSG_UNFIT) {
-		store_outcome(m, STORE_FAILED);
-	} else {
-		store_outcome(m, STORE_RETURNED);
 	}
+	store->answer(NULL, m);
 }
 
 /*
@@ -100,26 +182,27 @@ static bool deliver_to_store(struct reactor *r, struct msg *m);
 static void deliver_store_now(struct reactor *r, struct msg *m);
 
 /*
- * Sends m's verdict back to its sender: a reactor of ours, another node,
- * or nobody (then m is freed). Staged in b when it is not NULL (the
- * caller's reactor's turn, or its own batch), posted otherwise. Takes m.
- * Any thread.
+ * Sends m's verdict back to its sender: a reactor of ours, the answer of
+ * the sender's registered kind (another node, the store), or nobody (then
+ * m is freed). Staged in b when it is not NULL (the caller's reactor's
+ * turn, or its own batch), posted otherwise. Takes m. Any thread.
  */
 static void
 deliver_reply_in(struct reactor_batch *b, struct msg *m)
 {
+	const struct deliver_kind_ops *ops;
 	struct reactor *back;
 
 	if (m->flags & MSG_F_NO_VERDICT) {
 		free(m);
 		return;
 	}
-	if (m->sender.reactor == DELIVER_REMOTE_REACTOR) {
-		cluster_answer(b, m);
-		return;
-	}
-	if (m->sender.reactor == DELIVER_STORE_REACTOR) {
-		store_remote_verdict(m);
+	if (m->sender_kind != MSG_KIND_CONN) {
+		if ((ops = kind_ops(m->sender_kind)) != NULL &&
+		    ops->answer != NULL)
+			ops->answer(b, m);
+		else
+			free(m);
 		return;
 	}
 	if ((back = reactor_get(m->sender.reactor)) == NULL) {
@@ -159,7 +242,7 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 	if (m->verdict == MSG_OK)
 		counter_add(&r->counters, COUNTER_ROUTED_REMOTE, 1);
 	/* The store's own: it keeps it, and hears the verdict. */
-	else if (m->sender.reactor == DELIVER_STORE_REACTOR)
+	else if (m->sender_kind == MSG_KIND_STORE)
 		;
 	/* The recipient left on the way: its account's store takes it. */
 	else if (m->verdict == MSG_NO_ROUTE && deliver_to_store(r, m))
@@ -206,7 +289,7 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 	 * Behind what this node's store holds for the account, as a local
 	 * sender's message would go: per sender -> recipient order.
 	 */
-	if (store_on()) {
+	if (deliver_kind_on(MSG_KIND_STORE)) {
 		struct route_owner chosen = m->recipient;
 
 		to = deliver_target(r->cf, m, &held);
@@ -261,13 +344,13 @@ static bool
 deliver_store_if(const struct config *cf, struct msg *m,
     const char *to, bool held)
 {
-	if (!store_on() || (m->flags & MSG_F_STORED))
+	if (!deliver_kind_on(MSG_KIND_STORE) || (m->flags & MSG_F_STORED))
 		return false;
-	if (held && m->due == 0 && !store_holds(to))
+	if (held && m->due == 0 && !deliver_store_holds(to))
 		return false;
 	if (config_find_account(cf, to) == NULL)
 		return false;
-	store_put(m, to);
+	deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
 	return true;
 }
 
@@ -292,7 +375,7 @@ deliver_store_now(struct reactor *r, struct msg *m)
 	bool held;
 	const char *to = deliver_target(r->cf, m, &held);
 
-	store_put(m, to);
+	deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
 }
 
 /*
@@ -305,7 +388,7 @@ deliver_store_now(struct reactor *r, struct msg *m)
 static bool
 deliver_node_decides(const struct msg *m, const char *to, bool held)
 {
-	if (!cluster_up())
+	if (!deliver_kind_up(MSG_KIND_NODE))
 		return true;
 	return held && strcmp(to, m->to) == 0 && route_is_claimed(to);
 }
@@ -317,7 +400,7 @@ deliver_cluster(struct reactor *r, struct msg *m, const char *to)
 	/* Its account's backlog, or its schedule, still comes first. */
 	if (deliver_store_if(r->cf, m, to, true))
 		return MSG_PENDING;
-	cluster_send(&r->batch, m);
+	deliver_to_kind(MSG_KIND_NODE, &r->batch, m, to);
 	return MSG_PENDING;
 }
 
@@ -343,11 +426,26 @@ deliver_unrouted(const struct config *cf, struct msg *m)
 		}
 	}
 	/* (Not what the store itself sent: it is in the store already.) */
-	if (!held && m->sender.reactor != DELIVER_STORE_REACTOR &&
+	if (!held && m->sender_kind != MSG_KIND_STORE &&
 	    deliver_store_if(cf, m, to, false))
 		return;
 	m->verdict = MSG_NO_ROUTE;
 	deliver_reply(NULL, m);
+}
+
+/*
+ * m's recipient is an owner of a registered kind: its take has it, or an
+ * unregistered kind's owner is no route.
+ */
+static enum msg_verdict
+deliver_owned(struct reactor *r, struct msg *m, const char *to)
+{
+	if (kind_ops(m->recipient.kind) == NULL) {
+		free(m);
+		return MSG_NO_ROUTE;
+	}
+	deliver_to_kind(m->recipient.kind, &r->batch, m, to);
+	return MSG_PENDING;
 }
 
 /*
@@ -362,17 +460,21 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 	bool held;
 	const char *to = deliver_target(r->cf, m, &held);
 
-	if (cluster_on() && !deliver_node_decides(m, to, held))
+	bool node = deliver_kind_on(MSG_KIND_NODE);
+
+	if (node && !deliver_node_decides(m, to, held))
 		return deliver_cluster(r, m, to);
 	if (deliver_store_if(r->cf, m, to, held))
 		return MSG_PENDING;
 	/* Nobody here has it, and the cluster that might cannot be asked. */
-	if (!held && cluster_on()) {
+	if (!held && node) {
 		free(m);
 		return MSG_UNAVAILABLE;
 	}
-	if (!held || m->recipient.kind != ROUTE_OWNER_CONN ||
-	    (dst = reactor_get(m->recipient.conn.reactor)) == NULL) {
+	/* Held by a registered kind of owner (not a connection of ours). */
+	if (held && m->recipient.kind != ROUTE_OWNER_CONN)
+		return deliver_owned(r, m, to);
+	if (!held || (dst = reactor_get(m->recipient.conn.reactor)) == NULL) {
 		free(m);
 		return MSG_NO_ROUTE;
 	}
@@ -383,7 +485,7 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 		else if (v == MSG_NO_ROUTE && deliver_to_store(r, m))
 			return MSG_PENDING;
 		else if (v == MSG_STORE) {
-			store_put(m, to);
+			deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
 			return MSG_PENDING;
 		}
 		free(m);
@@ -398,14 +500,21 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 enum msg_verdict
 deliver_send(struct conn *c, struct msg *m)
 {
+	m->sender_kind = MSG_KIND_CONN;
 	m->sender = conn_handle(c);
 	return deliver_dispatch(c->r, m);
+}
+
+enum msg_verdict
+deliver_from(struct reactor *r, struct msg *m)
+{
+	return deliver_dispatch(r, m);
 }
 
 void
 deliver_forward(struct reactor *r, struct msg *m)
 {
 	m->flags |= MSG_F_NO_VERDICT;
-	m->sender.reactor = DELIVER_NO_REACTOR;
+	m->sender_kind = MSG_KIND_NONE;
 	deliver_dispatch(r, m);
 }

@@ -17,14 +17,62 @@ struct config;
 struct conn;
 struct reactor;
 
-#define DELIVER_NO_REACTOR	UINT32_MAX
-/* The sender is on another node: its verdict goes back through NATS. */
-#define DELIVER_REMOTE_REACTOR	(UINT32_MAX - 1)
+struct reactor_batch;
+
 /*
- * The sender is this node's store, handing a stored message to an
- * account bound on another node: the verdict goes to store_outcome.
+ * What deliver asks of a kind of place messages come from or go to (the
+ * store, another node, next an upstream bind), registered at start by the
+ * module that provides it (deliver_register). Connections of this node
+ * are deliver's own. b, where given, is the calling reactor's batch of
+ * posts (reactor.h), or NULL for a post of its own.
  */
-#define DELIVER_STORE_REACTOR	(UINT32_MAX - 2)
+struct deliver_kind_ops {
+	const char *name;
+	/* Whether the kind is in service (configured and open). */
+	bool	(*on)(void);
+	/* Optional: whether it can take messages now; NULL: as on. */
+	bool	(*up)(void);
+	/* Optional: whether it holds messages for address (a backlog). */
+	bool	(*holds)(const char *address);
+	/*
+	 * Takes m, for address to (the account, for the store): its verdict
+	 * comes back to m's sender through deliver_answer later. Any thread.
+	 */
+	void	(*take)(struct reactor_batch *b, struct msg *m, const char *to);
+	/*
+	 * Optional: m's verdict (m->verdict) for a sender of this kind, whose
+	 * address is in m. Takes m. Any thread.
+	 */
+	void	(*answer)(struct reactor_batch *b, struct msg *m);
+};
+
+/*
+ * Registers ops for kind (enum msg_kind; NULL unregisters). Until a kind
+ * is registered a message for it gets MSG_NO_ROUTE and an answer for a
+ * sender of it is dropped. 0, or -1 with errno EINVAL for a kind out of
+ * range or one deliver keeps (MSG_KIND_CONN, MSG_KIND_NONE). At start or
+ * shutdown, while no message is on its way; ops must outlive their use.
+ */
+int	deliver_register(unsigned kind, const struct deliver_kind_ops *ops);
+
+/* Whether kind is registered and in service, and able to take now. */
+bool	deliver_kind_on(unsigned kind);
+bool	deliver_kind_up(unsigned kind);
+
+/*
+ * Hands m to kind's take for address to, as deliver does when it picks
+ * that kind; an unregistered kind answers MSG_NO_ROUTE to m's sender.
+ * Takes m. Any thread.
+ */
+void	deliver_to_kind(unsigned kind, struct reactor_batch *b, struct msg *m,
+	    const char *to);
+
+/*
+ * Sends m, whose sender (m->sender_kind and that kind's address) the
+ * caller set, from reactor r to m->to; as deliver_send otherwise. Owning
+ * reactor of r only.
+ */
+enum msg_verdict deliver_from(struct reactor *r, struct msg *m);
 
 /*
  * Sends m from connection c (the sender, on its owning reactor) to m->to.
@@ -44,9 +92,10 @@ enum msg_verdict deliver_send(struct conn *c, struct msg *m);
 void	deliver_forward(struct reactor *r, struct msg *m);
 
 /*
- * Sends m's verdict (m->verdict) back to its sender's reactor, as a
- * cross-reactor delivery does; frees m when nobody waits for one. Takes m.
- * Any thread (the store's answers).
+ * Sends m's verdict (m->verdict) back to its sender: a connection's
+ * reactor, as a cross-reactor delivery does, or the answer of the sender's
+ * registered kind; frees m when nobody waits for one. Takes m. Any thread
+ * (the store's answers).
  */
 void	deliver_answer(struct msg *m);
 
@@ -54,21 +103,21 @@ void	deliver_answer(struct msg *m);
  * The same from a thread that answers many at once: the verdict for a
  * reactor is staged in b (reactor.h), which the caller publishes.
  */
-struct reactor_batch;
 void	deliver_answer_in(struct reactor_batch *b, struct msg *m);
 
 /*
- * Mailbox task: hands a message that came from another node (m->sender is
- * DELIVER_REMOTE_REACTOR) to the recipient's protocol on this reactor and
- * sends the verdict back through the cluster. Owning reactor
+ * Mailbox task: hands a message that came from another node (its sender
+ * of MSG_KIND_NODE) to the recipient's protocol on this reactor and sends
+ * the verdict back through that kind's answer. Owning reactor
  * (m->recipient.conn.reactor).
  */
 void	deliver_node_task(void *owner, void *arg, enum mailbox_status st);
 
 /*
  * Mailbox task: hands a message from the store to the recipient's
- * protocol on this reactor and tells the store what became of it. Owning
- * reactor (m->recipient.conn.reactor).
+ * protocol on this reactor and tells the store what became of it (the
+ * answer of MSG_KIND_STORE, with m's sender not of that kind: see
+ * store.h). Owning reactor (m->recipient.conn.reactor).
  */
 void	deliver_stored_task(void *owner, void *arg, enum mailbox_status st);
 
@@ -78,5 +127,14 @@ void	deliver_stored_task(void *owner, void *arg, enum mailbox_status st);
  * hears "no route". Takes m. Any thread (the cluster's).
  */
 void	deliver_unrouted(const struct config *cf, struct msg *m);
+
+/*
+ * Makes and forwards the delivery receipt for orig, if orig asked for one
+ * (registered_delivery), to orig->reply_to: "id:... stat:DELIVRD ...".
+ * state: SMPP message_state. Owning reactor of the connection that ends
+ * orig's delivery (the recipient's), or of whatever holds orig.
+ */
+void	deliver_receipt(struct reactor *r, const struct msg *orig,
+	    uint8_t state);
 
 #endif

@@ -22,7 +22,7 @@ enum msg_verdict {
 	MSG_PENDING = 0,	/* posted to another reactor; answer follows */
 	MSG_OK,			/* queued on the recipient's connection */
 	MSG_NO_ROUTE,		/* nobody owns the address (or it left) */
-	MSG_BUSY,		/* the recipient's output is over its watermark */
+	MSG_BUSY,	/* the recipient's output is over its watermark */
 	MSG_REFUSED,		/* the recipient's queue for it is full */
 	MSG_UNFIT,		/* the recipient's protocol cannot carry it */
 	MSG_FULL,		/* the store is full (or cannot write) */
@@ -52,12 +52,25 @@ enum {
 	MSG_F_UMR = 1 << 4,		/* user_message_reference is set */
 	MSG_F_SAR = 1 << 5,		/* the sar_* fields are set */
 	MSG_F_LINE_TEXT = 1 << 6,	/* text checked fit for a line */
-	MSG_F_STORED = 1 << 7,		/* from the store: tell it the outcome */
+	MSG_F_STORED = 1 << 7,	/* from the store: tell it the outcome */
 	/* The store's, delivered by another node: that node sends receipts. */
 	MSG_F_VIA_NODE = 1 << 8,
 };
 
 #define MSG_NODE_MAX	32	/* a node name's bytes (cluster.node) */
+
+/*
+ * Kinds of place a message comes from or goes to (deliver.h): who sent it,
+ * and so who hears its verdict, is a kind plus that kind's own address in
+ * the message. A route owner's kind (route.h) is one of these too.
+ */
+enum msg_kind {
+	MSG_KIND_CONN = 0,	/* a connection of ours: sender (a handle) */
+	MSG_KIND_NONE,		/* nobody waits for a verdict */
+	MSG_KIND_STORE,		/* this node's store: store_acct */
+	MSG_KIND_NODE,		/* another node: remote_node, remote_req */
+	MSG_KIND_MAX = 8,	/* room for kinds to come (upstream binds) */
+};
 
 /*
  * A message on its way. It travels from the sender's reactor to the
@@ -69,7 +82,8 @@ enum {
 struct msg {
 	struct mailbox_task task;
 	uint64_t id;
-	struct conn_handle sender;
+	struct conn_handle sender;	/* MSG_KIND_CONN: the connection */
+	uint32_t sender_kind;		/* enum msg_kind */
 	struct route_owner recipient;
 	enum msg_verdict verdict;
 	uint32_t flags;
@@ -80,7 +94,7 @@ struct msg {
 	uint64_t expires;		/* validity: not after (s); 0 default */
 	struct store_acct *store_acct;	/* MSG_F_STORED: whose it is */
 	uint32_t attempts;		/* MSG_F_STORED: failures so far */
-	uint64_t remote_req;		/* REMOTE_REACTOR: the sender's request */
+	uint64_t remote_req;		/* MSG_KIND_NODE: its request */
 	uint64_t read_ns;		/* turn_ns of the turn that read it; 0 none */
 	/* SMPP details, carried through untouched; zero from line clients. */
 	uint8_t	src_ton, src_npi;
@@ -99,7 +113,7 @@ struct msg {
 	char	receipted_id[24];
 	char	from[ROUTE_ADDR_MAX + 1];
 	char	to[ROUTE_ADDR_MAX + 1];
-	char	remote_node[MSG_NODE_MAX + 1];	/* REMOTE_REACTOR */
+	char	remote_node[MSG_NODE_MAX + 1];	/* MSG_KIND_NODE */
 	size_t	len;
 	uint8_t	text[];
 };

@@ -470,7 +470,7 @@ submit_answer(struct conn *c, uint32_t cmd, uint32_t seq, uint64_t id,
 	smpp_respond(c, cmd | SMPP_RESP, verdict_status(v), seq, mid);
 }
 
-/* Fills a deliver_msg from a submit_sm or data_sm. */
+/* Fills a message from a submit_sm or data_sm. */
 static struct msg *
 submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
     const char *from, const char *to)
@@ -868,7 +868,7 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 			    STORE_RETRY : STORE_FAILED);
 		} else {
 			if (!(m->flags & MSG_F_RECEIPT))
-				smpp_receipt_send(c->r, m,
+				deliver_receipt(c->r, m,
 				    status == SMPP_ESME_ROK ?
 				    SMPP_STATE_DELIVERED :
 				    SMPP_STATE_UNDELIVERABLE);
@@ -1270,7 +1270,7 @@ smpp_on_close(struct conn *c)
 			store_outcome(m, STORE_RETRY);
 			continue;
 		}
-		smpp_receipt_send(c->r, m, SMPP_STATE_UNDELIVERABLE);
+		deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
 		free(m);
 	}
 	for (unsigned i = 0; i < s->qlen; i++) {
@@ -1280,7 +1280,7 @@ smpp_on_close(struct conn *c)
 			store_outcome(m, STORE_RETURNED);
 			continue;
 		}
-		smpp_receipt_send(c->r, m, SMPP_STATE_UNDELIVERABLE);
+		deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
 		free(m);
 	}
 	free(s->win);

@@ -1,11 +1,11 @@
-/* smpp_receipt.c: SMPP delivery receipts: their text, and sending them back to the submitter. */
+/* smpp_receipt.c: SMPP delivery receipts: their text and fields (deliver_receipt sends them). */
 #include "smpp_receipt.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "deliver.h"
+#include "msg.h"
 
 /* "YYMMDDhhmm" in UTC, as receipts write dates. */
 static void
@@ -71,18 +71,4 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
 	m->dst_ton = orig->src_ton;
 	m->dst_npi = orig->src_npi;
 	return m;
-}
-
-void
-smpp_receipt_send(struct reactor *r, const struct msg *orig,
-    uint8_t state)
-{
-	struct msg *m;
-
-	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
-		return;
-	m = smpp_receipt_make(orig, state, msg_next_id(r),
-	    (uint64_t)time(NULL));
-	if (m != NULL)
-		deliver_forward(r, m);
 }

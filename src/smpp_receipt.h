@@ -4,7 +4,6 @@
 
 #include <stdint.h>
 
-struct reactor;
 struct msg;
 
 #define SMPP_ESM_RECEIPT	0x04	/* esm_class of a delivery receipt */
@@ -20,14 +19,5 @@ struct msg;
  */
 struct msg *smpp_receipt_make(const struct msg *orig,
 	    uint8_t state, uint64_t id, uint64_t done_at);
-
-/*
- * Makes and forwards the delivery receipt for orig, if orig asked for one
- * (registered_delivery), to orig->reply_to: "id:... stat:DELIVRD ...".
- * state: SMPP message_state. Owning reactor of the connection that ends
- * orig's delivery (the recipient's), or of whatever holds orig.
- */
-void	smpp_receipt_send(struct reactor *r, const struct msg *orig,
-	    uint8_t state);
 
 #endif

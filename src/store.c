@@ -13,7 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "cluster.h"
 #include "config.h"
 #include "deliver.h"
 #include "log.h"
@@ -138,7 +137,6 @@ wall_now(void)
 {
 	return (uint64_t)time(NULL);
 }
-
 
 uint64_t
 store_msg_bytes(const struct msg *m)
@@ -730,7 +728,7 @@ pump_one(struct store_rec *rec, void *arg)
 	if (p->remote) {
 		/*
 		 * To the node that holds the account, as a sender's message
-		 * would go; its verdict comes back to store_remote_verdict.
+		 * would go; its verdict comes back to store_answer.
 		 * It travels as a live message: that node's session sends
 		 * the receipt, as for any message it delivers.
 		 */
@@ -738,12 +736,12 @@ pump_one(struct store_rec *rec, void *arg)
 		/* (A receipt is stored with nobody waiting: the store is.) */
 		m->flags &= ~(uint32_t)MSG_F_NO_VERDICT;
 		m->due = 0;	/* due now: not to be scheduled there again */
-		m->sender.reactor = DELIVER_STORE_REACTOR;
+		m->sender_kind = MSG_KIND_STORE;
 		m->store_acct = a;
 		m->attempts = rec->attempts;
 		a->inflight[a->ninflight++] = m->id;
 		S.ninflight++;
-		cluster_send(NULL, m);
+		deliver_to_kind(MSG_KIND_NODE, NULL, m, a->id);
 		return --p->room == 0;
 	}
 	/*
@@ -795,7 +793,7 @@ pump(struct store_acct *a)
 			return;
 		/* Held here, or (in a cluster) perhaps on another node. */
 		p.remote = !route_is_held(a->id);
-		if (p.remote && !(a->remote && cluster_up()))
+		if (p.remote && !(a->remote && deliver_kind_up(MSG_KIND_NODE)))
 			return;
 		p.room = STORE_ACCT_INFLIGHT - a->ninflight - a->nmarks;
 		if (p.room > global)
@@ -1001,7 +999,7 @@ outcome(struct msg *m, enum store_outcome o)
 		break;
 	case STORE_RETURNED:
 		/* Sent to the cluster, and no node has it: wait for news. */
-		if (m->sender.reactor == DELIVER_STORE_REACTOR &&
+		if (m->sender_kind == MSG_KIND_STORE &&
 		    m->verdict == MSG_NO_ROUTE)
 			a->remote = false;
 		/*
@@ -1047,8 +1045,12 @@ store_outcome(struct msg *m, enum store_outcome o)
 	service_post(S.svc, &m->task);
 }
 
-void
-store_remote_verdict(struct msg *m)
+/*
+ * The verdict another node (or the cluster) gave a stored message the
+ * store sent it (its sender of MSG_KIND_STORE): the outcome it means.
+ */
+static void
+remote_verdict(struct msg *m)
 {
 	switch (m->verdict) {
 	case MSG_OK:
@@ -1068,6 +1070,41 @@ store_remote_verdict(struct msg *m)
 		break;
 	}
 }
+
+/*
+ * The store's answerer (deliver.h): a verdict for a message the store
+ * sent through the cluster, or what became of one it handed to a
+ * session here (deliver_stored_task; its sender is not the store's).
+ */
+static void
+store_answer(struct reactor_batch *b, struct msg *m)
+{
+	(void)b;
+	if (m->sender_kind == MSG_KIND_STORE)
+		remote_verdict(m);
+	else if (m->verdict == MSG_OK)
+		store_outcome(m, STORE_DELIVERED);
+	else if (m->verdict == MSG_UNFIT)
+		store_outcome(m, STORE_FAILED);
+	else
+		store_outcome(m, STORE_RETURNED);
+}
+
+static void
+store_take(struct reactor_batch *b, struct msg *m, const char *account)
+{
+	(void)b;
+	store_put(m, account);
+}
+
+/* The store as a kind of destination and origin (deliver_register). */
+static const struct deliver_kind_ops store_kind = {
+	.name = "store",
+	.on = store_on,
+	.holds = store_holds,
+	.take = store_take,
+	.answer = store_answer,
+};
 
 static void
 elsewhere_task(void *owner, void *arg, enum mailbox_status st)
@@ -1262,7 +1299,8 @@ tick(struct service *svc, void *arg)
 			 * has it (a notice of its bind may have been missed).
 			 */
 			if (a->count > a->ninflight && !a->remote &&
-			    now >= a->probe_at && cluster_up() &&
+			    now >= a->probe_at &&
+			    deliver_kind_up(MSG_KIND_NODE) &&
 			    !route_is_held(a->id)) {
 				a->probe_at = now + STORE_PROBE_S;
 				a->remote = true;
@@ -1582,6 +1620,7 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	}
 	publish_stats();
 	atomic_store(&on, true);
+	deliver_register(MSG_KIND_STORE, &store_kind);
 	*svc = S.svc;
 	if (cf->store.jetstream)
 		log_info("store: JetStream (node %s's messages): %llu "
@@ -1601,6 +1640,7 @@ store_close(void)
 	if (!store_on())
 		return;
 	atomic_store(&on, false);
+	deliver_register(MSG_KIND_STORE, NULL);
 	S.ops->close(S.b);
 	S.b = NULL;
 	for (a = acct_first(); a != NULL; a = next) {

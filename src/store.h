@@ -126,13 +126,6 @@ void	store_wake(const char *account);
 void	store_outcome(struct msg *m, enum store_outcome o);
 
 /*
- * In a cluster. The verdict another node (or the cluster) gave a stored
- * message the store sent it (sender DELIVER_STORE_REACTOR): the outcome it
- * means. Takes m. Any thread.
- */
-void	store_remote_verdict(struct msg *m);
-
-/*
  * Another node says account is bound there now: what is stored for it
  * goes there (through the cluster) while nobody here holds it. Any thread.
  */
