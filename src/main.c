@@ -16,6 +16,7 @@
 #include "fault.h"
 #include "log.h"
 #include "metrics.h"
+#include "proto.h"
 #include "tls.h"
 #include "deliver.h"
 #include "reactor.h"
@@ -547,6 +548,7 @@ main(int argc, char **argv)
 
 	log_init(LOG_LEVEL_INFO);
 	parse_options(argc, argv, &d.opt);
+	proto_builtin_register();
 	d.cf = load_config_or_exit(d.opt.config_path);
 	if (d.opt.check_only) {
 		char *err = NULL;

@@ -102,7 +102,17 @@ typedef void smpp_binds_fn(const char *account, const char *type,
 /* Calls fn for each account's SMPP binds now, by type. Any thread. */
 void	smpp_binds_each(smpp_binds_fn *fn, void *arg);
 
-/* The protocol registered under name, or NULL. */
+/*
+ * Registers p under p->name (again: nothing). 0, or -1 with errno EINVAL
+ * when another has the name or the registry is full. Main thread, at
+ * start, before the configuration is read.
+ */
+int	proto_register(const struct proto *p);
+
+/* Registers the protocols above (proto_builtin.c). Main thread, at start. */
+void	proto_builtin_register(void);
+
+/* The protocol registered under name, or NULL. Any thread. */
 const struct proto *proto_find(const char *name);
 
 /* A comma-separated list of the registered names, for error messages. */

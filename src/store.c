@@ -138,20 +138,6 @@ wall_now(void)
 	return (uint64_t)time(NULL);
 }
 
-uint64_t
-store_msg_bytes(const struct msg *m)
-{
-	/* The text, the addresses, and the packed SMPP fields (~100). */
-	return m->len + strlen(m->from) + strlen(m->to) + strlen(m->reply_to) +
-	    100;
-}
-
-uint64_t
-store_final_bytes(const char *account, const struct msg *m)
-{
-	return strlen(account) + strlen(m->reply_to) + STORE_FINAL_ROW;
-}
-
 static unsigned
 acct_hash(const char *s)
 {
@@ -1533,35 +1519,40 @@ store_quiesce(void)
 	pthread_mutex_unlock(&quiet.lock);
 }
 
+/*
+ * The backend cf's store names, by name from the table of backends
+ * (store_backend.h); NULL and *err when it is not built in.
+ */
+static const struct store_backend_ops *
+backend_pick(const struct config *cf, char **err)
+{
+	const char *name = cf->store.jetstream ? "jetstream" : "sqlite";
+	const struct store_backend_info *bi = store_backend_find(name);
+
+	if (bi != NULL && bi->ops != NULL)
+		return bi->ops;
+	if (bi == NULL ? asprintf(err, "%s: no store backend \"%s\"",
+	    cf->store.path, name) < 0 : asprintf(err, "%s: built without %s "
+	    "(%s=no)", cf->store.path, bi->library, bi->option) < 0)
+		*err = NULL;
+	return NULL;
+}
+
 int
 store_check(const struct config *cf, char **err)
 {
+	const struct store_backend_ops *ops;
 	struct store_backend *b;
 
 	if (!cf->store.enabled)
 		return 0;
-#if ER_WITH_NATS
-	if (cf->store.jetstream) {
-		/* The settings only: -t does not ask the NATS servers. */
-		store_js_set_cluster(&cf->cluster);
-		if ((b = store_js_ops.open(&cf->store, true, err)) == NULL)
-			return -1;
-		store_js_ops.close(b);
-		return 0;
-	}
-#endif
-#if ER_WITH_SQLITE
-	if ((b = store_sqlite_ops.open(&cf->store, true, err)) == NULL)
+	if ((ops = backend_pick(cf, err)) == NULL)
 		return -1;
-	store_sqlite_ops.close(b);
+	/* JetStream: the settings only; -t does not ask the NATS servers. */
+	if ((b = ops->open(cf, true, err)) == NULL)
+		return -1;
+	ops->close(b);
 	return 0;
-#else
-	(void)b;
-	if (asprintf(err, "%s: built without SQLite (WITH_SQLITE=no)",
-	    cf->store.path) < 0)
-		*err = NULL;
-	return -1;
-#endif
 }
 
 uint64_t
@@ -1578,19 +1569,9 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	*svc = NULL;
 	if (!cf->store.enabled)
 		return 0;
-#if ER_WITH_NATS
-	if (cf->store.jetstream) {
-		store_js_set_cluster(&cf->cluster);
-		S.ops = &store_js_ops;
-	}
-#endif
-#if ER_WITH_SQLITE
-	if (S.ops == NULL)
-		S.ops = &store_sqlite_ops;
-#endif
-	if (S.ops == NULL)
-		return store_check(cf, err);
-	if ((S.b = S.ops->open(&cf->store, false, err)) == NULL)
+	if ((S.ops = backend_pick(cf, err)) == NULL)
+		return -1;
+	if ((S.b = S.ops->open(cf, false, err)) == NULL)
 		return -1;
 	if (S.ops->backlogs(S.b, backlog_one, NULL) < 0 ||
 	    S.ops->max_id(S.b, &max) < 0 || (S.ops->finals != NULL &&

@@ -109,14 +109,6 @@ struct store_backend {
 	struct js_acct *accts[JS_ACCT_BUCKETS];
 };
 
-static struct cluster_conf js_cluster;
-
-void
-store_js_set_cluster(const struct cluster_conf *cl)
-{
-	js_cluster = *cl;
-}
-
 
 /* ---- the index -------------------------------------------------------- */
 
@@ -832,9 +824,10 @@ js_connect(struct store_backend *b)
 }
 
 static struct store_backend *
-js_open(const struct store_conf *cf, bool check_only, char **err)
+js_open(const struct config *config, bool check_only, char **err)
 {
-	const struct cluster_conf *cl = &js_cluster;
+	const struct store_conf *cf = &config->store;
+	const struct cluster_conf *cl = &config->cluster;
 	struct store_backend *b;
 	const char *servers[CLUSTER_SERVERS_MAX];
 	jsOptions jo;

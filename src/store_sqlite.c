@@ -539,8 +539,9 @@ fin_ensure(struct store_backend *b)
 }
 
 static struct store_backend *
-sqlite_open(const struct store_conf *cf, bool check_only, char **err)
+sqlite_open(const struct config *config, bool check_only, char **err)
 {
+	const struct store_conf *cf = &config->store;
 	struct store_backend *b = xcalloc(1, sizeof(*b));
 	int flags = SQLITE_OPEN_NOMUTEX;
 	const char *why;

@@ -20,6 +20,16 @@
 static char dir[64];
 static struct store_conf sc;
 
+/* A configuration holding sc, as a backend is opened with the whole. */
+static const struct config *
+with_sc(void)
+{
+	static struct config cf;
+
+	cf.store = sc;
+	return &cf;
+}
+
 static void
 setup(void)
 {
@@ -44,7 +54,8 @@ static struct store_backend *
 open_ok(bool check_only)
 {
 	char *err = NULL;
-	struct store_backend *b = store_sqlite_ops.open(&sc, check_only, &err);
+	struct store_backend *b = store_sqlite_ops.open(with_sc(), check_only,
+	    &err);
 
 	ck_assert_msg(b != NULL, "open: %s", err ? err : "?");
 	return b;
@@ -56,7 +67,7 @@ open_refused(const char *why)
 {
 	char *err = NULL;
 
-	ck_assert_ptr_null(store_sqlite_ops.open(&sc, false, &err));
+	ck_assert_ptr_null(store_sqlite_ops.open(with_sc(), false, &err));
 	ck_assert_ptr_nonnull(err);
 	ck_assert_msg(strstr(err, sc.path) != NULL, "no file in \"%s\"", err);
 	ck_assert_msg(strstr(err, why) != NULL, "\"%s\" lacks \"%s\"", err,
@@ -405,7 +416,8 @@ START_TEST(test_not_a_store)
 	{
 		char *err = NULL;
 
-		ck_assert_ptr_null(store_sqlite_ops.open(&sc, true, &err));
+		ck_assert_ptr_null(store_sqlite_ops.open(with_sc(), true,
+		    &err));
 		ck_assert_ptr_nonnull(strstr(err, "cannot be made"));
 		free(err);
 	}
