@@ -115,9 +115,10 @@ void	deliver_node_task(void *owner, void *arg, enum mailbox_status st);
 
 /*
  * Mailbox task: hands a message from the store to the recipient's
- * protocol on this reactor and tells the store what became of it (the
- * answer of MSG_KIND_STORE, with m's sender not of that kind: see
- * store.h). Owning reactor (m->recipient.conn.reactor).
+ * protocol on this reactor and tells the store what became of it,
+ * through the answer MSG_KIND_STORE registered (m's sender is not the
+ * store then: that tells it from a verdict for what the store sent
+ * through the cluster). Owning reactor (m->recipient.conn.reactor).
  */
 void	deliver_stored_task(void *owner, void *arg, enum mailbox_status st);
 

@@ -1,7 +1,8 @@
 /*
  * store.c: the store thread: group commit of what reactors post, the
- * backlogs of accounts and their delivery within bounds, expiry, receipts,
- * and the answers to query_sm, cancel_sm and replace_sm. See store.h.
+ * backlogs of accounts and their delivery within bounds, receipts. Expiry
+ * and the answers to query_sm, cancel_sm and replace_sm are
+ * store_rows.c's. See store.h.
  */
 #include "store.h"
 
@@ -21,119 +22,20 @@
 #include "service.h"
 #include "smpp_receipt.h"
 #include "store_backend.h"
+#include "store_int.h"
 #include "util.h"
-
-/*
- * Messages handed to sessions and not yet answered for: per account (a
- * few windows' worth) and in all. A backlog of a million never lands in
- * memory at once.
- */
-#define STORE_ACCT_INFLIGHT	64
-#define STORE_INFLIGHT_MAX	8192
-/* How long an account whose sessions had no room waits to be tried. */
-#define STORE_PAUSE_MS		200
-/* Retries back off from 1 s, doubling, to at most this. */
-#define STORE_RETRY_MAX_S	300
-#define STORE_ACCT_BUCKETS	4096
-#define STORE_TICK_MS		100
-/*
- * In a cluster, an account with a backlog and nobody here: how often the
- * store tries whether another node holds it (besides the nodes' notices).
- */
-#define STORE_PROBE_S		10
-
-/*
- * An account that has had messages in the store this run. Made on first
- * use and kept till exit (accounts are few: the configuration's), so that
- * reactors can read held without a lock.
- */
-struct store_acct {
-	struct store_acct *_Atomic next;	/* hash chain */
-	atomic_uint_fast64_t held;	/* in the store or on the way there */
-	char	id[ROUTE_ADDR_MAX + 1];
-	/* The store thread's alone: */
-	struct store_acct *all;		/* every account, for the tick */
-	struct store_acct *dirty_next;
-	bool	dirty;
-	bool	oldest_stale;
-	uint64_t count;			/* ENROUTE in the file */
-	uint64_t bytes;
-	uint64_t oldest;
-	uint64_t cursor;		/* handed out up to this id */
-	uint64_t rescan_at;		/* s: a retry or a schedule falls due */
-	uint64_t resume_ms;		/* no room at its sessions: wait */
-	uint64_t probe_at;		/* s: try other nodes again then */
-	bool	remote;			/* another node may hold it: send there */
-	struct route_owner inflight_to;	/* the session of what is in flight */
-	unsigned ninflight;
-	uint64_t inflight[STORE_ACCT_INFLIGHT];
-	/*
-	 * Delivered or failed, their final state not yet committed: kept
-	 * (with the message, for its receipt) until it is, and while one is
-	 * not even written the account gets nothing more, so that a full disk
-	 * pauses it instead of sending the same messages again and again.
-	 * Each was in flight: with inflight, at most STORE_ACCT_INFLIGHT.
-	 */
-	struct store_mark {
-		struct msg *m;
-		uint8_t	state;		/* the final enum store_state */
-		bool	written;	/* in the open transaction */
-	} marks[STORE_ACCT_INFLIGHT];
-	unsigned nmarks;
-	unsigned nunwritten;
-	struct store_acct *marking_next; /* S.marking: nmarks is not 0 */
-	bool	marking;
-};
-
-struct store {
-	const struct store_backend_ops *ops;
-	struct store_backend *b;
-	struct service *svc;
-	struct config *cf;		/* the store thread's snapshot */
-	pthread_mutex_t acct_lock;	/* makes accounts; no I/O under it */
-	struct store_acct *_Atomic buckets[STORE_ACCT_BUCKETS];
-	struct store_acct *_Atomic all;	/* newest first; see acct_next */
-	/* The store thread's alone: */
-	bool	in_txn;
-	bool	durable;		/* the open transaction acknowledges */
-	bool	failing;		/* writes fail: logged once */
-	bool	quiesced;		/* shutting down: nothing written */
-	bool	starved;		/* an account found no place in flight */
-	/* The file was removed or replaced under us: store nothing more. */
-	atomic_bool lost;
-	struct mailbox_task *waiting;	/* puts awaiting the commit */
-	struct store_acct *dirty;
-	struct store_acct *marking;	/* accounts with marks to finish */
-	uint64_t mark_retry_ms;		/* failing: marks written again then */
-	uint64_t id_seq;		/* the store's own message ids */
-	uint64_t nmessages;
-	uint64_t nbytes;
-	/*
-	 * Final rows, kept for query_sm till default_validity, count against
-	 * the limits too: the oldest go early to make room. As in the open
-	 * group, and as last committed.
-	 */
-	uint64_t nfinal, final_bytes;
-	uint64_t nfinal_ok, final_bytes_ok;
-	uint64_t evict_cursor;		/* the purges' places in the table */
-	uint64_t purge_cursor;
-	unsigned ninflight;
-	uint64_t last_second;
-	uint64_t last_purge;
-	/* For the stats, any thread. */
-	atomic_uint_fast64_t st_messages;
-	atomic_uint_fast64_t st_bytes;
-	atomic_uint_fast64_t st_oldest;
-	atomic_uint_fast64_t st_commits;
-	atomic_uint_fast64_t st_commit_failures;
-	atomic_uint nholding;		/* accounts whose held is not 0 */
-};
 
 static struct store S = { .acct_lock = PTHREAD_MUTEX_INITIALIZER };
 static atomic_bool on;
 
-static uint64_t
-wall_now(void)
+struct store *
+store_state(void)
+{
+	return &S;
+}
+
+uint64_t
+store_wall_now(void)
 {
 	return (uint64_t)time(NULL);
 }
@@ -162,8 +64,8 @@ acct_find(const char *id)
 }
 
 /* The account id, made if new. Any thread. */
-static struct store_acct *
-acct_get(const char *id)
+struct store_acct *
+store_acct_get(const char *id)
 {
 	struct store_acct *a;
 	unsigned h;
@@ -251,7 +153,7 @@ store_stats_append(char *buf, size_t len, bool status)
 {
 	struct store_stats st;
 	size_t used = strlen(buf);
-	uint64_t now = wall_now(), age;
+	uint64_t now = store_wall_now(), age;
 
 	if (!store_on() || used >= len)
 		return;
@@ -270,8 +172,8 @@ store_stats_append(char *buf, size_t len, bool status)
 
 /* Store thread from here on, but for the posting functions. */
 
-static void
-mark_dirty(struct store_acct *a)
+void
+store_mark_dirty(struct store_acct *a)
 {
 	if (a->dirty)
 		return;
@@ -290,8 +192,8 @@ inflight_has(const struct store_acct *a, uint64_t id)
 }
 
 /* Whether id is out: at a session, or its final state not committed. */
-static bool
-acct_has_out(const struct store_acct *a, uint64_t id)
+bool
+store_acct_has_out(const struct store_acct *a, uint64_t id)
 {
 	if (inflight_has(a, id))
 		return true;
@@ -314,8 +216,8 @@ inflight_del(struct store_acct *a, uint64_t id)
 }
 
 /* Starts the group's transaction if none is open. */
-static bool
-txn(bool durable)
+bool
+store_txn(bool durable)
 {
 	if (!S.in_txn) {
 		if (S.ops->begin(S.b, durable) < 0)
@@ -349,8 +251,8 @@ refusal(void)
  * A write failed. If it took the group's transaction with it, nothing of
  * the group is stored: its puts are refused now.
  */
-static void
-write_error(void)
+void
+store_write_error(void)
 {
 	if (S.in_txn && !S.ops->in_txn(S.b)) {
 		S.in_txn = false;
@@ -390,8 +292,8 @@ write_ok(void)
 }
 
 /* A message leaves ENROUTE: counts down. */
-static void
-acct_leave(struct store_acct *a, const struct msg *m)
+void
+store_acct_leave(struct store_acct *a, const struct msg *m)
 {
 	uint64_t b = store_msg_bytes(m);
 
@@ -404,8 +306,8 @@ acct_leave(struct store_acct *a, const struct msg *m)
 }
 
 /* A message reached a final state: its row stays, smaller. */
-static void
-final_add(const char *account, const struct msg *m)
+void
+store_final_add(const char *account, const struct msg *m)
 {
 	/* A backend that does not count them keeps them its own way. */
 	if (S.ops->finals == NULL)
@@ -414,8 +316,8 @@ final_add(const char *account, const struct msg *m)
 	S.final_bytes += store_final_bytes(account, m);
 }
 
-static void
-final_sub(uint64_t n, uint64_t bytes)
+void
+store_final_sub(uint64_t n, uint64_t bytes)
 {
 	S.nfinal -= n < S.nfinal ? n : S.nfinal;
 	S.final_bytes -= bytes < S.final_bytes ? bytes : S.final_bytes;
@@ -450,8 +352,8 @@ make_room(uint64_t b)
 	n = S.ops->purge(S.b, UINT64_MAX, &S.evict_cursor, (unsigned)over,
 	    &bytes);
 	if (n > 0)
-		final_sub((uint64_t)n, bytes);
-	write_error();
+		store_final_sub((uint64_t)n, bytes);
+	store_write_error();
 }
 
 static uint64_t
@@ -468,7 +370,7 @@ static bool
 put_one(struct store_acct *a, struct msg *m)
 {
 	const struct store_conf *sc = &S.cf->store;
-	uint64_t b = store_msg_bytes(m), now = wall_now();
+	uint64_t b = store_msg_bytes(m), now = store_wall_now();
 	struct store_rec rec;
 
 	if (S.nmessages >= sc->max_messages || S.nbytes + b > sc->max_bytes ||
@@ -483,7 +385,7 @@ put_one(struct store_acct *a, struct msg *m)
 		write_failed("a write");
 		return false;
 	}
-	if (txn(true))
+	if (store_txn(true))
 		make_room(b);
 	if (m->submitted == 0)
 		m->submitted = now;
@@ -499,9 +401,9 @@ put_one(struct store_acct *a, struct msg *m)
 	rec.expires = m->expires != 0 ? m->expires :
 	    (m->due > m->submitted ? m->due : m->submitted) +
 	    sc->default_validity;
-	if (!txn(true) || S.ops->put(S.b, &rec) < 0) {
+	if (!store_txn(true) || S.ops->put(S.b, &rec) < 0) {
 		write_failed("a write");
-		write_error();
+		store_write_error();
 		return false;
 	}
 	a->count++;
@@ -512,7 +414,7 @@ put_one(struct store_acct *a, struct msg *m)
 	S.nbytes += b;
 	if (m->due > now && (a->rescan_at == 0 || m->due < a->rescan_at))
 		a->rescan_at = m->due;
-	mark_dirty(a);
+	store_mark_dirty(a);
 	return true;
 }
 
@@ -528,7 +430,7 @@ put_own(struct msg *m)
 		free(m);	/* nobody would come back for it */
 		return;
 	}
-	a = acct_get(m->to);
+	a = store_acct_get(m->to);
 	held_add(a, 1);
 	m->flags |= MSG_F_NO_VERDICT;
 	if (!put_one(a, m))
@@ -536,16 +438,16 @@ put_own(struct msg *m)
 	free(m);
 }
 
-static void
-receipt(const struct msg *orig, uint8_t state)
+void
+store_receipt(const struct msg *orig, uint8_t state)
 {
-	put_own(smpp_receipt_make(orig, state, next_own_id(), wall_now()));
+	put_own(smpp_receipt_make(orig, state, next_own_id(), store_wall_now()));
 }
 
 static int
 resync_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 {
-	struct store_acct *a = acct_get(account);
+	struct store_acct *a = store_acct_get(account);
 
 	(void)arg;
 	a->oldest_stale = true;
@@ -577,7 +479,7 @@ resync(void)
 		a->bytes = 0;
 		a->cursor = 0;
 		a->oldest_stale = true;
-		mark_dirty(a);
+		store_mark_dirty(a);
 	}
 	S.nmessages = S.nbytes = 0;
 	if (S.ops->backlogs(S.b, resync_one, NULL) < 0)
@@ -609,8 +511,8 @@ group_failed(void)
 }
 
 /* Commits the group, then answers its senders, in the order they came. */
-static void
-group_commit(void)
+void
+store_group_commit(void)
 {
 	struct mailbox_task *t, *next, *rev = NULL;
 
@@ -674,7 +576,7 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 void
 store_put(struct msg *m, const char *account)
 {
-	struct store_acct *a = acct_get(account);
+	struct store_acct *a = store_acct_get(account);
 
 	held_add(a, 1);
 	m->store_acct = a;
@@ -702,7 +604,7 @@ pump_one(struct store_rec *rec, void *arg)
 	struct reactor *r;
 
 	a->cursor = m->id;
-	if (acct_has_out(a, m->id))
+	if (store_acct_has_out(a, m->id))
 		return 0;
 	if (rec->due > p->now) {
 		if (a->rescan_at == 0 || rec->due < a->rescan_at)
@@ -761,7 +663,7 @@ pump_one(struct store_rec *rec, void *arg)
 static void
 pump(struct store_acct *a)
 {
-	struct pump p = { .a = a, .now = wall_now() };
+	struct pump p = { .a = a, .now = store_wall_now() };
 
 	for (int rounds = 0; rounds < 8; rounds++) {
 		unsigned global = STORE_INFLIGHT_MAX - S.ninflight;
@@ -807,7 +709,7 @@ unstarve(void)
 	S.starved = false;
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
 		if (a->count > a->ninflight)
-			mark_dirty(a);
+			store_mark_dirty(a);
 }
 
 static void
@@ -835,7 +737,7 @@ after_batch(struct service *svc, void *arg)
 {
 	(void)svc;
 	(void)arg;
-	group_commit();
+	store_group_commit();
 	unstarve();
 	pump_dirty();
 	publish_counts();
@@ -860,18 +762,18 @@ mark_write(struct store_acct *a, struct store_mark *k)
 {
 	struct msg *m = k->m;
 
-	if (!txn(false) || S.ops->mark(S.b, m->id, k->state, wall_now(), 0,
+	if (!store_txn(false) || S.ops->mark(S.b, m->id, k->state, store_wall_now(), 0,
 	    m->attempts) < 0) {
 		write_failed("a write");
-		write_error();
+		store_write_error();
 		return false;
 	}
 	k->written = true;
 	a->nunwritten--;
-	acct_leave(a, m);
-	final_add(a->id, m);
+	store_acct_leave(a, m);
+	store_final_add(a->id, m);
 	if (!(m->flags & MSG_F_VIA_NODE))
-		receipt(m, k->state == STORE_DELIVERED_STATE ?
+		store_receipt(m, k->state == STORE_DELIVERED_STATE ?
 		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
 	return true;
 }
@@ -925,7 +827,7 @@ marks_committed(void)
 		}
 		a->marking = false;
 		*pa = a->marking_next;
-		mark_dirty(a);		/* paused for its marks: go on */
+		store_mark_dirty(a);		/* paused for its marks: go on */
 	}
 }
 
@@ -960,7 +862,7 @@ static void
 outcome(struct msg *m, enum store_outcome o)
 {
 	struct store_acct *a = m->store_acct;
-	uint64_t now = wall_now();
+	uint64_t now = store_wall_now();
 
 	if (!inflight_del(a, m->id)) {
 		free(m);	/* cancelled or expired meanwhile */
@@ -971,12 +873,12 @@ outcome(struct msg *m, enum store_outcome o)
 	case STORE_FAILED:
 		mark_add(a, m, o == STORE_DELIVERED ? STORE_DELIVERED_STATE :
 		    STORE_UNDELIVERABLE);
-		mark_dirty(a);
+		store_mark_dirty(a);
 		return;
 	case STORE_RETRY:
 		m->attempts++;
 		m->due = now + backoff(m->attempts);
-		if (txn(false))
+		if (store_txn(false))
 			S.ops->mark(S.b, m->id, STORE_ENROUTE, 0, m->due,
 			    m->attempts);
 		if (a->rescan_at == 0 || m->due < a->rescan_at)
@@ -997,7 +899,7 @@ outcome(struct msg *m, enum store_outcome o)
 		a->cursor = 0;
 		break;
 	}
-	mark_dirty(a);
+	store_mark_dirty(a);
 	free(m);
 }
 
@@ -1101,7 +1003,7 @@ elsewhere_task(void *owner, void *arg, enum mailbox_status st)
 	if (st == MAILBOX_RUN && (a = acct_find(arg)) != NULL) {
 		a->remote = true;
 		a->resume_ms = 0;
-		mark_dirty(a);
+		store_mark_dirty(a);
 	}
 	free(arg);
 }
@@ -1122,7 +1024,7 @@ wake_task(void *owner, void *arg, enum mailbox_status st)
 	(void)owner;
 	if (st == MAILBOX_RUN && (a = acct_find(arg)) != NULL) {
 		a->resume_ms = 0;
-		mark_dirty(a);
+		store_mark_dirty(a);
 	}
 	free(arg);
 }
@@ -1134,87 +1036,6 @@ store_wake(const char *account)
 	if (!store_holds(account))
 		return;
 	service_post_fn(S.svc, wake_task, xstrdup(account));
-}
-
-/*
- * Records a scan found, to change once the scan is over: rows are not
- * written while a statement walks them.
- */
-struct rec_list {
-	struct store_rec *v;
-	size_t	n;
-	size_t	cap;
-};
-
-static int
-collect(struct store_rec *rec, void *arg)
-{
-	struct rec_list *l = arg;
-
-	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 64;
-		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
-	}
-	l->v[l->n++] = *rec;
-	rec->m = NULL;		/* taken */
-	return 0;
-}
-
-static void
-rec_list_free(struct rec_list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i].m);
-	free(l->v);
-}
-
-/* Expires what is past its validity (not what a session has now). */
-static void
-expire(uint64_t now)
-{
-	struct rec_list l = { 0 };
-
-	S.ops->expired(S.b, now, 1000, collect, &l);
-	for (size_t i = 0; i < l.n; i++) {
-		struct store_rec *rec = &l.v[i];
-		struct store_acct *a = acct_get(rec->account);
-
-		if (acct_has_out(a, rec->m->id))
-			continue;
-		if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_EXPIRED,
-		    now, rec->due, rec->attempts) < 0)
-			break;
-		acct_leave(a, rec->m);
-		final_add(rec->account, rec->m);
-		receipt(rec->m, SMPP_STATE_EXPIRED);
-	}
-	rec_list_free(&l);
-}
-
-/*
- * Deletes final rows older than default_validity: a pass over the table
- * each minute, 4,096 final rows a second (make_room keeps the limits).
- */
-static void
-purge_old(uint64_t now)
-{
-	uint64_t bytes = 0;
-	int n;
-
-	if (S.purge_cursor == 0) {
-		if (now - S.last_purge < 60 || S.nfinal == 0)
-			return;
-		S.last_purge = now;
-	}
-	if (!txn(false))
-		return;
-	n = S.ops->purge(S.b, now - S.cf->store.default_validity,
-	    &S.purge_cursor, 4096, &bytes);
-	if (n > 0)
-		final_sub((uint64_t)n, bytes);
-	else if (n < 0)
-		S.purge_cursor = 0;
-	write_error();
 }
 
 static void
@@ -1255,7 +1076,7 @@ check_file(void)
 static void
 tick(struct service *svc, void *arg)
 {
-	uint64_t now = wall_now(), ms = mono_ms();
+	uint64_t now = store_wall_now(), ms = mono_ms();
 
 	(void)svc;
 	(void)arg;
@@ -1265,21 +1086,21 @@ tick(struct service *svc, void *arg)
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
 		if (a->resume_ms != 0 && ms >= a->resume_ms) {
 			a->resume_ms = 0;
-			mark_dirty(a);
+			store_mark_dirty(a);
 		}
 	if (now != S.last_second) {
 		S.last_second = now;
 		check_file();
-		expire(now);
+		store_expire(now);
 		for (struct store_acct *a = acct_first(); a != NULL; a = a->all) {
 			if (a->rescan_at != 0 && a->rescan_at <= now) {
 				a->rescan_at = 0;
 				a->cursor = 0;
-				mark_dirty(a);
+				store_mark_dirty(a);
 			}
 			/* A bind that raced its wake-up, a pause that ended. */
 			if (a->count > a->ninflight)
-				mark_dirty(a);
+				store_mark_dirty(a);
 			/*
 			 * Nobody here: now and then, whether another node
 			 * has it (a notice of its bind may have been missed).
@@ -1293,141 +1114,12 @@ tick(struct service *svc, void *arg)
 			}
 		}
 		publish_stats();
-		purge_old(now);
+		store_purge_old(now);
 	}
 	marks_retry();
-	group_commit();
+	store_group_commit();
 	pump_dirty();
 	publish_counts();
-}
-
-/* Requests: query_sm, cancel_sm, replace_sm. */
-
-static void
-answer(struct store_req *q)
-{
-	struct reactor *r = reactor_get(q->conn.reactor);
-
-	q->task.fn = q->done;
-	q->task.arg = q;
-	if (r != NULL)
-		reactor_post_task(r, &q->task);
-	else
-		q->done(NULL, q, MAILBOX_CANCELLED);
-}
-
-static bool
-cancel_rec(struct store_req *q, struct store_rec *rec)
-{
-	struct store_acct *a = acct_get(rec->account);
-
-	if (rec->state != STORE_ENROUTE ||
-	    strcmp(rec->m->reply_to, q->submitter) != 0 ||
-	    acct_has_out(a, rec->m->id))
-		return false;
-	if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_DELETED,
-	    wall_now(), rec->due, rec->attempts) < 0)
-		return false;
-	acct_leave(a, rec->m);
-	final_add(rec->account, rec->m);
-	receipt(rec->m, SMPP_STATE_DELETED);
-	return true;
-}
-
-/* cancel_sm by address: every pending message of the binder's to dst. */
-static void
-cancel_by_dest(struct store_req *q)
-{
-	struct rec_list l = { 0 };
-
-	S.ops->by_dest(S.b, q->submitter, q->dst, 100000, collect, &l);
-	for (size_t i = 0; i < l.n; i++)
-		if (cancel_rec(q, &l.v[i]))
-			q->ok = true;
-	rec_list_free(&l);
-}
-
-static void
-replace_rec(struct store_req *q, struct store_rec *rec)
-{
-	struct store_acct *a = acct_get(rec->account);
-	struct msg *m = rec->m;
-	uint64_t before = store_msg_bytes(m);
-
-	if (rec->state != STORE_ENROUTE || strcmp(m->reply_to,
-	    q->submitter) != 0 || acct_has_out(a, m->id))
-		return;
-	if (q->has_text) {
-		struct msg *n = msg_new(q->len);
-
-		memcpy(n, m, offsetof(struct msg, len));
-		memcpy(n->text, q->text, q->len);
-		n->len = q->len;
-		/* Checked again for a line when delivered. */
-		n->flags &= ~(uint32_t)MSG_F_LINE_TEXT;
-		free(m);
-		rec->m = m = n;
-	}
-	if (q->due != 0)
-		rec->due = q->due;
-	if (q->expires != 0)
-		rec->expires = q->expires;
-	else if (rec->expires <= rec->due)
-		rec->expires = rec->due + S.cf->store.default_validity;
-	m->registered_delivery = q->registered_delivery;
-	if (!txn(true) || S.ops->update(S.b, rec) < 0)
-		return;
-	a->bytes += store_msg_bytes(m) - before;
-	S.nbytes += store_msg_bytes(m) - before;
-	a->cursor = 0;
-	if (rec->due > wall_now() && (a->rescan_at == 0 ||
-	    rec->due < a->rescan_at))
-		a->rescan_at = rec->due;
-	mark_dirty(a);
-	q->ok = true;
-}
-
-static void
-request_task(void *owner, void *arg, enum mailbox_status st)
-{
-	struct store_req *q = arg;
-	struct store_rec rec;
-
-	(void)owner;
-	if (st == MAILBOX_CANCELLED) {
-		q->done(NULL, q, MAILBOX_CANCELLED);
-		return;
-	}
-	q->ok = false;
-	memset(&rec, 0, sizeof(rec));
-	if (q->kind == STORE_REQ_CANCEL && q->id == 0) {
-		cancel_by_dest(q);
-	} else if (S.ops->get(S.b, q->id, &rec) == 1) {
-		if (strcmp(rec.m->reply_to, q->submitter) != 0)
-			;	/* not the binder's: as if there were none */
-		else if (q->kind == STORE_REQ_QUERY) {
-			q->ok = true;
-			q->state = rec.state;
-			q->final_date = rec.final_date;
-		} else if (q->kind == STORE_REQ_CANCEL) {
-			q->ok = cancel_rec(q, &rec);
-		} else {
-			replace_rec(q, &rec);
-		}
-	}
-	free(rec.m);
-	/* Answered after the commit that holds the change. */
-	if (S.in_txn)
-		group_commit();
-	answer(q);
-}
-
-void
-store_request(struct store_req *q)
-{
-	q->task.fn = request_task;
-	q->task.arg = q;
-	service_post(S.svc, &q->task);
 }
 
 static void
@@ -1453,7 +1145,7 @@ store_reload(const struct config *cf)
 static int
 backlog_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 {
-	struct store_acct *a = acct_get(account);
+	struct store_acct *a = store_acct_get(account);
 
 	(void)arg;
 	a->count = count;
@@ -1470,7 +1162,7 @@ stop(struct service *svc, void *arg)
 {
 	(void)svc;
 	(void)arg;
-	group_commit();
+	store_group_commit();
 }
 
 static const struct service_hooks hooks = {
@@ -1493,7 +1185,7 @@ quiesce_task(void *owner, void *arg, enum mailbox_status st)
 	(void)arg;
 	(void)st;
 	/* What the stores still hold goes first; nothing is written after. */
-	group_commit();
+	store_group_commit();
 	S.quiesced = true;
 	if (S.ops->quiesce != NULL)
 		S.ops->quiesce(S.b);
@@ -1587,12 +1279,12 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	 * main.c): the store's own end in its own low bits (deliver.h).
 	 */
 	S.id_seq = max >> 10;
-	if (S.id_seq < (wall_now() << 20))
-		S.id_seq = wall_now() << 20;
+	if (S.id_seq < (store_wall_now() << 20))
+		S.id_seq = store_wall_now() << 20;
 	S.nfinal_ok = S.nfinal;
 	S.final_bytes_ok = S.final_bytes;
 	S.cf = config_ref((struct config *)cf);
-	S.last_purge = S.last_second = wall_now();
+	S.last_purge = S.last_second = store_wall_now();
 	if ((S.svc = service_new("store", &hooks, NULL)) == NULL) {
 		if (asprintf(err, "cannot make the store thread") < 0)
 			*err = NULL;

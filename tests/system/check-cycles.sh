@@ -11,12 +11,23 @@
 # patterns of module names) picks the modules no cycle may pass through;
 # "*" checks every module. Silent when there is no such cycle; otherwise
 # prints "cycle: a -> b -> ... -> a" for each module on one and exits 1.
+# A module split over files that share a private header is one module
+# (parts, below: "file:module").
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 build=${1:-${BUILD:-build/default}}
 guarded=${CHECK_CYCLES_MODULES:-"deliver msg store store_* cluster cluster_* nats_link smpp_receipt"}
+parts="store_rows:store"
 
 objs=$(ls "$build"/src/*.o 2>/dev/null)
+# module OBJECT: the module an object belongs to.
+module() {
+	m=$(basename "$1" .o)
+	for p in $parts; do
+		[ "$m" = "${p%%:*}" ] && m=${p#*:}
+	done
+	echo "$m"
+}
 if [ -z "$objs" ]; then
 	echo "check-cycles: no objects in $build/src (build first)" >&2
 	exit 2
@@ -27,11 +38,11 @@ trap 'rm -rf "$tmp"' EXIT
 # "symbol module" for what each object defines (global and weak only),
 # "module symbol" for what it uses.
 for o in $objs; do
-	m=$(basename "$o" .o)
+	m=$(module "$o")
 	nm -P --defined-only "$o" | awk -v m="$m" '$2 ~ /^[A-Z]$/ { print $1, m }'
 done >"$tmp/defs"
 for o in $objs; do
-	m=$(basename "$o" .o)
+	m=$(module "$o")
 	nm -P -u "$o" | awk -v m="$m" '{ print m, $1 }'
 done >"$tmp/uses"
 # The edges "a b": a calls (or reads) b.
@@ -39,14 +50,17 @@ awk 'NR == FNR { def[$1] = $2; next }
     ($2 in def) && def[$2] != $1 { print $1, def[$2] }' \
     "$tmp/defs" "$tmp/uses" | sort -u >"$tmp/edges"
 
-# Which modules are guarded: their names, one a line.
+# Which modules are guarded: their names, one a line. (The patterns are
+# matched by case, not expanded as file names.)
+set -f
 for o in $objs; do
-	m=$(basename "$o" .o)
+	m=$(module "$o")
 	for p in $guarded; do
 		# shellcheck disable=SC2254
 		case $m in $p) echo "$m"; break ;; esac
 	done
-done >"$tmp/guarded"
+done | sort -u >"$tmp/guarded"
+set +f
 
 # From each guarded module, a breadth-first search; one that gets back
 # to itself prints the shortest way round.
