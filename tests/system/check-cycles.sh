@@ -7,17 +7,17 @@
 #   tests/system/check-cycles.sh [BUILD]    (default: build/default)
 #
 # Looks at $BUILD/src/*.o, so run it after a build. Run by `make check`
-# (check-cycles). CHECK_CYCLES_MODULES (a space-separated list of shell
-# patterns of module names) picks the modules no cycle may pass through;
-# "*" checks every module. Silent when there is no such cycle; otherwise
+# (in check-dist.sh) and `make check-cycles`. CHECK_CYCLES_MODULES (shell
+# patterns of module names, space-separated) picks the modules no cycle
+# may pass through; "*" checks every module. Silent when there is no such cycle; otherwise
 # prints "cycle: a -> b -> ... -> a" for each module on one and exits 1.
-# A module split over files that share a private header is one module
-# (parts, below: "file:module").
+# A module split over files that share a private header is one module:
+# CHECK_CYCLES_PARTS lists them as "file:module" (default below).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 build=${1:-${BUILD:-build/default}}
 guarded=${CHECK_CYCLES_MODULES:-"deliver msg store store_* cluster cluster_* nats_link smpp_receipt"}
-parts="store_rows:store"
+parts=${CHECK_CYCLES_PARTS:-"store_rows:store"}
 
 objs=$(ls "$build"/src/*.o 2>/dev/null)
 # module OBJECT: the module an object belongs to.

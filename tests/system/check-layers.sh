@@ -8,9 +8,9 @@
 #
 #   tests/system/check-layers.sh
 #
-# Run by `make check` (check-cycles). Silent when every file keeps to
-# its layer; otherwise prints "FILE: includes HEADER (RULE)" for each
-# include that breaks a rule and exits 1.
+# Run by `make check-layers` (not yet by `make check`). Silent when
+# every file keeps to its layer; otherwise prints "FILE: includes HEADER
+# (RULE)" for each include that breaks a rule and exits 1.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 
