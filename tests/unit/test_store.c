@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "helpers.h"
 #include "msg.h"
 #include "store.h"
 #include "store_backend.h"
@@ -424,7 +425,59 @@ START_TEST(test_not_a_store)
 }
 END_TEST
 
+/* store_check opens the backend the configuration names, by name. */
+START_TEST(test_check_opens_by_name)
+{
+	char text[512];
+	char *err = NULL;
+	struct config *cf;
+
+	snprintf(text, sizeof(text), "listeners = ( { name = \"r\"; "
+	    "address = \"127.0.0.1\"; port = 0; protocol = \"router\"; } );\n"
+	    "store = { path = \"%s/by-name.db\"; backend = \"sqlite\"; };\n",
+	    dir);
+	cf = unit_config(text);
+	ck_assert_msg(store_check(cf, &err) == 0, "check: %s",
+	    err != NULL ? err : "?");
+	/* -t makes nothing. */
+	snprintf(text, sizeof(text), "%s/by-name.db", dir);
+	ck_assert_int_ne(access(text, F_OK), 0);
+	config_unref(cf);
+}
+END_TEST
+
 #endif
+
+/*
+ * The table of backends: each by its configuration name, with the build
+ * option it needs, its operations only when built in; other names none.
+ */
+START_TEST(test_backends_by_name)
+{
+	const struct store_backend_info *bi;
+
+	bi = store_backend_find("sqlite");
+	ck_assert_ptr_nonnull(bi);
+	ck_assert_str_eq(bi->name, "sqlite");
+	ck_assert_str_eq(bi->option, "WITH_SQLITE");
+#if ER_WITH_SQLITE
+	ck_assert_ptr_eq(bi->ops, &store_sqlite_ops);
+#else
+	ck_assert_ptr_null(bi->ops);
+#endif
+	bi = store_backend_find("jetstream");
+	ck_assert_ptr_nonnull(bi);
+	ck_assert_str_eq(bi->option, "WITH_NATS");
+#if ER_WITH_NATS
+	ck_assert_ptr_eq(bi->ops, &store_js_ops);
+#else
+	ck_assert_ptr_null(bi->ops);
+#endif
+	ck_assert_ptr_null(store_backend_find("SQLite"));
+	ck_assert_ptr_null(store_backend_find(""));
+	ck_assert_ptr_null(store_backend_find("files"));
+}
+END_TEST
 
 Suite *
 store_suite(void)
@@ -440,7 +493,11 @@ store_suite(void)
 	tcase_add_test(tc, test_final_rows_move_on_open);
 	tcase_add_test(tc, test_check_sees_files_go);
 	tcase_add_test(tc, test_not_a_store);
+	tcase_add_test(tc, test_check_opens_by_name);
 #endif
+	suite_add_tcase(s, tc);
+	tc = tcase_create("backends");
+	tcase_add_test(tc, test_backends_by_name);
 	suite_add_tcase(s, tc);
 	return s;
 }
