@@ -1,8 +1,10 @@
 /*
- * deliver.h: messages and their delivery: from a sender's connection to
- * the recipient's, on the same reactor or through the recipient's
- * mailbox, and the verdict back. This is where "stored" and "on another
- * node" plug in; the address table itself is route.h.
+ * deliver.h: the delivery of messages (msg.h): from a sender's connection
+ * to the recipient's, on the same reactor or through the recipient's
+ * mailbox, and the verdict back. Other kinds of destination and origin
+ * ("stored", "on another node", next an upstream bind) register their
+ * operations here (deliver_register); deliver calls them only through
+ * those. The address table itself is route.h.
  */
 #ifndef ECHOROUTERD_DELIVER_H
 #define ECHOROUTERD_DELIVER_H
