@@ -107,7 +107,7 @@ cluster_addr_subject(char *out, size_t n, const char *addr, const char *node)
 
 /*
  * The numbers in the last two tokens of s, "...<a>.<b>", and the token
- * before them in node (DELIVER_NODE_MAX + 1 bytes) when it is not NULL.
+ * before them in node (MSG_NODE_MAX + 1 bytes) when it is not NULL.
  * false unless s has them.
  */
 static bool
@@ -132,7 +132,7 @@ last_numbers(const char *s, char *node, uint64_t *a, uint64_t *b)
 		return true;
 	for (dn = da - 1; dn > s && dn[-1] != '.'; dn--)
 		;
-	if (da == dn || (size_t)(da - dn) > DELIVER_NODE_MAX)
+	if (da == dn || (size_t)(da - dn) > MSG_NODE_MAX)
 		return false;
 	memcpy(node, dn, (size_t)(da - dn));
 	node[da - dn] = '\0';
@@ -216,9 +216,9 @@ bad:
  * cluster is unavailable.
  */
 static void
-bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
+bundle_deliver(const char *addr, struct msg **ms, size_t k)
 {
-	enum deliver_verdict v = DELIVER_NO_ROUTE;
+	enum msg_verdict v = MSG_NO_ROUTE;
 	struct route_owner o;
 	struct reactor *r;
 
@@ -229,7 +229,7 @@ bundle_deliver(const char *addr, struct deliver_msg **ms, size_t k)
 	 */
 	if (mono_ms() >= atomic_load(&C.trust_until_ms) &&
 	    route_is_claimed(addr))
-		v = DELIVER_UNAVAILABLE;
+		v = MSG_UNAVAILABLE;
 	else if (route_lookup(addr, &o) && o.kind == ROUTE_OWNER_CONN &&
 	    (r = reactor_get(o.conn.reactor)) != NULL) {
 		/* Newest first: ms[k - 1] .. ms[0]. */
@@ -260,7 +260,7 @@ static void copy_answer_task(void *owner, void *arg,
  * new one is filed until its verdict.
  */
 static bool
-is_copy(struct deliver_msg *m)
+is_copy(struct msg *m)
 {
 	enum cluster_seen_result r;
 
@@ -273,12 +273,12 @@ is_copy(struct deliver_msg *m)
 	log_debug("cluster: dropped a copy of message %llu from node %s",
 	    (unsigned long long)m->id, m->remote_node[0] != '\0' ?
 	    m->remote_node : "(unnamed)");
-	if (m->flags & DELIVER_F_NO_VERDICT) {
+	if (m->flags & MSG_F_NO_VERDICT) {
 		free(m);
 		return true;
 	}
-	m->verdict = r == CLUSTER_SEEN_TAKEN ? DELIVER_OK :
-	    DELIVER_UNAVAILABLE;
+	m->verdict = r == CLUSTER_SEEN_TAKEN ? MSG_OK :
+	    MSG_UNAVAILABLE;
 	m->task.fn = copy_answer_task;
 	m->task.arg = m;
 	service_post(C.svc, &m->task);
@@ -287,7 +287,7 @@ is_copy(struct deliver_msg *m)
 
 /* The k messages of a bundle without the copies (freed); how many stay. */
 static size_t
-drop_copies(struct deliver_msg **ms, size_t k)
+drop_copies(struct msg **ms, size_t k)
 {
 	size_t n = 0;
 
@@ -308,8 +308,8 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 {
 	const char *subj = natsMsg_GetSubject(msg), *tok = strrchr(subj, '.');
 	const char *reply = natsMsg_GetReply(msg);
-	char addr[ROUTE_ADDR_MAX + 1], node[DELIVER_NODE_MAX + 1];
-	struct deliver_msg *ms[CLUSTER_BUNDLE_MAX];
+	char addr[ROUTE_ADDR_MAX + 1], node[MSG_NODE_MAX + 1];
+	struct msg *ms[CLUSTER_BUNDLE_MAX];
 	uint64_t first = 0, count = 0;
 	bool answer = reply != NULL && reply[0] != '\0';
 	size_t k;
@@ -325,7 +325,7 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	    count != k))) {
 		atomic_fetch_add(&C.errors, 1);
 		if (k == 0) {
-			char who[DELIVER_NODE_MAX + 8] = "a node";
+			char who[MSG_NODE_MAX + 8] = "a node";
 
 			if (answer && last_numbers(reply, node, &first, &count))
 				snprintf(who, sizeof(who), "node %s", node);
@@ -341,12 +341,12 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	natsMsg_Destroy(msg);
 	for (size_t i = 0; i < k; i++) {
 		if (answer) {
-			ms[i]->sender.reactor = DELIVER_REMOTE_REACTOR;
+			ms[i]->sender_kind = MSG_KIND_NODE;
 			memcpy(ms[i]->remote_node, node, sizeof(node));
 			ms[i]->remote_req = first + i;
 		} else {
-			ms[i]->sender.reactor = DELIVER_NO_REACTOR;
-			ms[i]->flags |= DELIVER_F_NO_VERDICT;
+			ms[i]->sender_kind = MSG_KIND_NONE;
+			ms[i]->flags |= MSG_F_NO_VERDICT;
 		}
 	}
 	if ((k = drop_copies(ms, k)) == 0)
@@ -433,7 +433,7 @@ on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus err,
 static void
 answer_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 
 	(void)owner;
 	/*
@@ -441,7 +441,7 @@ answer_task(void *owner, void *arg, enum mailbox_status st)
 	 * the same message again (its next address), and it is new then.
 	 */
 	pthread_mutex_lock(&C.seen_lock);
-	cluster_seen_settle(C.seen, m->id, m->verdict == DELIVER_OK);
+	cluster_seen_settle(C.seen, m->id, m->verdict == MSG_OK);
 	pthread_mutex_unlock(&C.seen_lock);
 	if (st == MAILBOX_RUN)
 		cluster_verdicts_add(m->remote_node, m->remote_req, m->verdict);
@@ -452,7 +452,7 @@ answer_task(void *owner, void *arg, enum mailbox_status st)
 static void
 copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 
 	(void)owner;
 	if (st == MAILBOX_RUN)
@@ -461,7 +461,7 @@ copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-cluster_answer(struct reactor_batch *b, struct deliver_msg *m)
+cluster_answer(struct reactor_batch *b, struct msg *m)
 {
 	m->task.fn = answer_task;
 	m->task.arg = m;
@@ -470,6 +470,22 @@ cluster_answer(struct reactor_batch *b, struct deliver_msg *m)
 	else
 		service_post(C.svc, &m->task);
 }
+
+static void
+node_take(struct reactor_batch *b, struct msg *m, const char *to)
+{
+	(void)to;	/* the cluster resolves m->to itself */
+	cluster_send(b, m);
+}
+
+/* Other nodes as a kind of destination and origin (deliver_register). */
+static const struct deliver_kind_ops node_kind = {
+	.name = "node",
+	.on = cluster_on,
+	.up = cluster_up,
+	.take = node_take,
+	.answer = cluster_answer,
+};
 
 /* ---- subscriptions: one per address held here ------------------------ */
 
@@ -1067,6 +1083,7 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 		on_link(C.nc, NULL);
 	resubscribe_all();
 	atomic_store(&C.on, true);
+	deliver_register(MSG_KIND_NODE, &node_kind);
 	route_watch(on_route_change);
 	/* Stopped in reverse: the key-value thread first. */
 	svcs[(*n)++] = C.svc;

@@ -44,7 +44,7 @@
 #include "version.h"
 
 struct config;
-struct deliver_msg;
+struct msg;
 struct reactor_batch;
 struct service;
 
@@ -112,18 +112,18 @@ void	cluster_get_stats(struct cluster_stats *st);
 
 /*
  * Sends m to whichever node holds m->to (or its prefix route's address):
- * its verdict comes back through deliver_answer, DELIVER_UNAVAILABLE when
+ * its verdict comes back through deliver_answer, MSG_UNAVAILABLE when
  * the cluster is down or silent past request_timeout; nobody anywhere:
  * deliver_unrouted. Staged in b (the calling thread's, reactor.h) when it
  * is not NULL, posted now otherwise. Takes m. Any thread.
  */
-void	cluster_send(struct reactor_batch *b, struct deliver_msg *m);
+void	cluster_send(struct reactor_batch *b, struct msg *m);
 
 /*
  * Sends the verdict of m, which came from another node, back to it,
  * staged in b as cluster_send does. Takes m. Any thread.
  */
-void	cluster_answer(struct reactor_batch *b, struct deliver_msg *m);
+void	cluster_answer(struct reactor_batch *b, struct msg *m);
 
 /* Claims q->addr cluster-wide (see struct cluster_claim). Any thread. */
 void	cluster_claim(struct cluster_claim *q);
@@ -168,14 +168,14 @@ cluster_stats_append(char *buf, size_t len, bool status)
 
 /* Never called without a cluster (cluster_on is false). */
 static inline void
-cluster_send(struct reactor_batch *b, struct deliver_msg *m)
+cluster_send(struct reactor_batch *b, struct msg *m)
 {
 	(void)b;
 	free(m);
 }
 
 static inline void
-cluster_answer(struct reactor_batch *b, struct deliver_msg *m)
+cluster_answer(struct reactor_batch *b, struct msg *m)
 {
 	(void)b;
 	free(m);

@@ -183,7 +183,7 @@ void	cluster_owner_task(void *owner, void *arg, enum mailbox_status st);
 void	cluster_verdict_task(void *owner, void *arg, enum mailbox_status st);
 /* Queues the verdict of request req for node, sent when the batch ends. */
 void	cluster_verdicts_add(const char *node, uint64_t req,
-	    enum deliver_verdict v);
+	    enum msg_verdict v);
 /*
  * The end of a batch: its bundles and verdicts go (send false: the
  * bundles' senders hear the cluster is unavailable, verdicts are lost).

@@ -721,7 +721,7 @@ cluster_release(const char *addr)
  * across restarts. Until this is done (no NATS yet), ids end in the
  * makers' own numbers, as on one node.
  */
-#define SLOTS	DELIVER_ID_LOW_MAX	/* 1023 stays the standalone store's */
+#define SLOTS	MSG_ID_LOW_MAX	/* 1023 stays the standalone store's */
 
 /* Slot k as ours, if it is free or already ours; -1 on a JetStream error. */
 static int
@@ -816,8 +816,8 @@ slots_use(const unsigned *have, int n, unsigned need, const char *list)
 		return;
 	}
 	for (unsigned i = 0; i + 1 < need; i++)
-		deliver_set_id_low(i, have[i]);
-	deliver_set_id_low(DELIVER_ID_STORE, have[need - 1]);
+		msg_set_id_low(i, have[i]);
+	msg_set_id_low(MSG_ID_STORE, have[need - 1]);
 	log_notice("cluster: node %s: message ids end in %s (reactors, then "
 	    "the store)", C.node, list);
 }

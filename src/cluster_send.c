@@ -30,7 +30,7 @@ struct pend {
 	uint64_t deadline_ms;
 	unsigned cand;			/* which address is being tried */
 	unsigned tries;			/* its owners tried, after the first */
-	struct deliver_msg *m;
+	struct msg *m;
 	char	via[CLUSTER_NODE_MAX + 1];	/* the owner tried; "" none */
 };
 
@@ -53,7 +53,7 @@ struct verdicts {
 	struct verdicts *next;
 	uint8_t	*buf;
 	size_t	len, cap;
-	char	node[DELIVER_NODE_MAX + 1];
+	char	node[MSG_NODE_MAX + 1];
 };
 
 /* ---- requests awaiting a verdict ------------------------------------- */
@@ -88,7 +88,7 @@ pend_unlink(struct pend *p)
 
 /* A pend for m, spare or new. */
 static struct pend *
-pend_new(struct deliver_msg *m)
+pend_new(struct msg *m)
 {
 	struct pend *p = C.spare;
 
@@ -138,12 +138,12 @@ pend_link(struct pend *p, uint64_t deadline_ms)
 
 /* Ends p, which is in no list, with verdict v, told to the sender. */
 static void
-pend_end(struct pend *p, enum deliver_verdict v)
+pend_end(struct pend *p, enum msg_verdict v)
 {
-	struct deliver_msg *m = p->m;
+	struct msg *m = p->m;
 
 	pend_free(p);
-	if (v == DELIVER_UNAVAILABLE)
+	if (v == MSG_UNAVAILABLE)
 		atomic_fetch_add(&C.errors, 1);
 	m->verdict = v;
 	deliver_answer_in(&C.answers, m);
@@ -151,7 +151,7 @@ pend_end(struct pend *p, enum deliver_verdict v)
 
 /* Ends p, awaiting its verdict, with verdict v. */
 static void
-pend_finish(struct pend *p, enum deliver_verdict v)
+pend_finish(struct pend *p, enum msg_verdict v)
 {
 	pend_unlink(p);
 	pend_end(p, v);
@@ -212,7 +212,7 @@ cluster_owners_clear(void)
 }
 
 static void pend_try(struct pend *p);
-static const char *candidate(const struct deliver_msg *m, unsigned i);
+static const char *candidate(const struct msg *m, unsigned i);
 
 /*
  * addr was taken from node was (silent past claim_ttl: frozen, cut off):
@@ -266,22 +266,22 @@ cluster_owner_task(void *owner, void *arg, enum mailbox_status st)
 /*
  * The i-th address m may go to, as one node would resolve it: the
  * address itself, and the "to" of its longest prefix route (first with
- * DELIVER_F_PREFIX_FIRST). NULL past the last.
+ * MSG_F_PREFIX_FIRST). NULL past the last.
  */
 static const char *
-candidate(const struct deliver_msg *m, unsigned i)
+candidate(const struct msg *m, unsigned i)
 {
 	const char *via = NULL, *list[2];
 	unsigned n = 0;
 
-	if (!(m->flags & DELIVER_F_EXACT) &&
+	if (!(m->flags & MSG_F_EXACT) &&
 	    (via = route_by_prefix(C.cf, m->to)) != NULL &&
 	    strcmp(via, m->to) == 0)
 		via = NULL;
-	if (via != NULL && (m->flags & DELIVER_F_PREFIX_FIRST))
+	if (via != NULL && (m->flags & MSG_F_PREFIX_FIRST))
 		list[n++] = via;
 	list[n++] = m->to;
-	if (via != NULL && !(m->flags & DELIVER_F_PREFIX_FIRST))
+	if (via != NULL && !(m->flags & MSG_F_PREFIX_FIRST))
 		list[n++] = via;
 	return i < n ? list[i] : NULL;
 }
@@ -327,7 +327,7 @@ outbox_send(struct outbox *ob)
 		cluster_note_error("publish", s);
 		for (p = ob->head; p != NULL; p = next) {
 			next = p->qnext;
-			pend_finish(p, DELIVER_UNAVAILABLE);
+			pend_finish(p, MSG_UNAVAILABLE);
 		}
 	} else {
 		atomic_fetch_add_explicit(&C.to_nodes, ob->count,
@@ -390,7 +390,7 @@ outbox_flush(bool send)
 			outbox_send(ob);
 		for (p = ob->head; p != NULL; p = pn) {
 			pn = p->qnext;
-			pend_end(p, DELIVER_UNAVAILABLE);
+			pend_end(p, MSG_UNAVAILABLE);
 		}
 		free(ob);
 	}
@@ -410,14 +410,14 @@ pend_try(struct pend *p)
 	const char *addr = candidate(p->m, p->cand), *node;
 
 	if (addr == NULL) {
-		struct deliver_msg *m = p->m;
+		struct msg *m = p->m;
 
 		pend_free(p);
 		deliver_unrouted(C.cf, m);
 		return;
 	}
 	if (!cluster_up()) {
-		pend_end(p, DELIVER_UNAVAILABLE);
+		pend_end(p, MSG_UNAVAILABLE);
 		return;
 	}
 	node = owner_of(addr);
@@ -445,7 +445,7 @@ pend_owner_moved(struct pend *p)
 static void
 send_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
@@ -456,7 +456,7 @@ send_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-cluster_send(struct reactor_batch *b, struct deliver_msg *m)
+cluster_send(struct reactor_batch *b, struct msg *m)
 {
 	m->task.fn = send_task;
 	m->task.arg = m;
@@ -468,7 +468,7 @@ cluster_send(struct reactor_batch *b, struct deliver_msg *m)
 
 /* What another node said of request req (nobody: no node has it). */
 static void
-pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
+pend_verdict(uint64_t req, bool nobody, enum msg_verdict v)
 {
 	struct pend *p = *pend_slot(req);
 
@@ -476,7 +476,7 @@ pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
 	if (p == NULL)
 		return;
 	/* Nobody has that address (or not any more): the next one. */
-	if (nobody || v == DELIVER_NO_ROUTE) {
+	if (nobody || v == MSG_NO_ROUTE) {
 		pend_unlink(p);
 		if (!pend_owner_moved(p)) {
 			p->cand++;
@@ -489,12 +489,12 @@ pend_verdict(uint64_t req, bool nobody, enum deliver_verdict v)
 }
 
 /* Only verdicts a sender may hear; anything else is a failure. */
-static enum deliver_verdict
+static enum msg_verdict
 verdict_of(uint8_t b)
 {
-	if (b >= DELIVER_OK && b <= DELIVER_UNAVAILABLE && b != DELIVER_STORE)
-		return (enum deliver_verdict)b;
-	return DELIVER_UNAVAILABLE;
+	if (b >= MSG_OK && b <= MSG_UNAVAILABLE && b != MSG_STORE)
+		return (enum msg_verdict)b;
+	return MSG_UNAVAILABLE;
 }
 
 void
@@ -507,7 +507,7 @@ cluster_verdict_task(void *owner, void *arg, enum mailbox_status st)
 	(void)owner;
 	if (st == MAILBOX_RUN && vn->nobody) {
 		for (uint64_t i = 0; i < vn->count; i++)
-			pend_verdict(vn->first + i, true, DELIVER_NO_ROUTE);
+			pend_verdict(vn->first + i, true, MSG_NO_ROUTE);
 	} else if (st == MAILBOX_RUN) {
 		for (size_t i = 0; i < vn->n; i++) {
 			cluster_verdict_get(vn->data, i, &req, &v);
@@ -552,7 +552,7 @@ verdicts_send(struct verdicts *vb)
 /* Queues the verdict of request req for node. */
 void
 cluster_verdicts_add(const char *node, uint64_t req,
-    enum deliver_verdict v)
+    enum msg_verdict v)
 {
 	struct verdicts *vb = verdicts_for(node);
 
@@ -593,7 +593,7 @@ void
 cluster_send_expire(uint64_t now)
 {
 	while (C.oldest != NULL && C.oldest->deadline_ms <= now)
-		pend_finish(C.oldest, DELIVER_UNAVAILABLE);
+		pend_finish(C.oldest, MSG_UNAVAILABLE);
 }
 
 void
@@ -602,7 +602,7 @@ cluster_send_stop(void)
 	/* Whoever still waits hears a temporary error. */
 	cluster_send_flush(false);
 	while (C.oldest != NULL)
-		pend_finish(C.oldest, DELIVER_UNAVAILABLE);
+		pend_finish(C.oldest, MSG_UNAVAILABLE);
 	while (C.spare != NULL) {
 		struct pend *p = C.spare;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deliver.h"
+#include "msg.h"
 
 /*
  * A change of layout takes new first bytes (0xB2, 0xA2, ...), so that a
@@ -17,8 +17,8 @@
 #define WIRE_VERDICTS	0xA1	/* a batch of verdicts (this version's) */
 
 /* The flags that mean something to the recipient's node. */
-#define WIRE_FLAGS	(DELIVER_F_PREFIX_FIRST | DELIVER_F_EXACT | \
-	DELIVER_F_RECEIPT | DELIVER_F_UMR | DELIVER_F_SAR | DELIVER_F_LINE_TEXT)
+#define WIRE_FLAGS	(MSG_F_PREFIX_FIRST | MSG_F_EXACT | \
+	MSG_F_RECEIPT | MSG_F_UMR | MSG_F_SAR | MSG_F_LINE_TEXT)
 
 static const char hex[] = "0123456789ABCDEF";
 
@@ -103,7 +103,7 @@ struct wire_str {
 #define WIRE_FIXED	(1 + 8 + 4 + 3 * 8 + 8 + 2 + 4 + 4)
 
 size_t
-cluster_msg_size(const struct deliver_msg *m)
+cluster_msg_size(const struct msg *m)
 {
 	/* Each string: a length byte and at most its field less its NUL. */
 	return WIRE_FIXED + sizeof(m->src_addr) + sizeof(m->dst_addr) +
@@ -120,9 +120,9 @@ put_be(uint8_t *p, uint64_t v, unsigned bytes)
 }
 
 size_t
-cluster_msg_encode(const struct deliver_msg *m, uint8_t *out)
+cluster_msg_encode(const struct msg *m, uint8_t *out)
 {
-	const struct wire_str strs[] = { WIRE_STRINGS((struct deliver_msg *)m) };
+	const struct wire_str strs[] = { WIRE_STRINGS((struct msg *)m) };
 	uint8_t *p = out;
 
 	*p++ = WIRE_VERSION;
@@ -168,13 +168,13 @@ get_be(const uint8_t **p, const uint8_t *end, unsigned bytes, uint64_t *v)
 	return true;
 }
 
-struct deliver_msg *
+struct msg *
 cluster_msg_decode(const uint8_t *p, size_t n)
 {
 	const uint8_t *end = p + n, *start;
 	uint64_t id, flags, sub, due, exp, umr, sar, len;
 	uint8_t b[8];
-	struct deliver_msg *m;
+	struct msg *m;
 
 	if (n < WIRE_FIXED || *p++ != WIRE_VERSION ||
 	    !get_be(&p, end, 8, &id) || !get_be(&p, end, 4, &flags) ||
@@ -193,7 +193,7 @@ cluster_msg_decode(const uint8_t *p, size_t n)
 	p += 2;
 	if (!get_be(&p, end, 4, &len) || len > (size_t)(end - p))
 		return NULL;
-	m = deliver_msg_new(len);
+	m = msg_new(len);
 	m->id = id;
 	m->flags = (uint32_t)flags;
 	m->submitted = sub;
@@ -237,7 +237,7 @@ cluster_msg_decode(const uint8_t *p, size_t n)
 	    strlen(m->from))) || (m->reply_to[0] != '\0' &&
 	    !route_addr_valid(m->reply_to, strlen(m->reply_to))))
 		goto bad;
-	m->flags &= ~(uint32_t)DELIVER_F_LINE_TEXT;
+	m->flags &= ~(uint32_t)MSG_F_LINE_TEXT;
 	memcpy(m->text, p, len);
 	m->len = len;
 	return m;
@@ -254,13 +254,13 @@ cluster_bundle_head(uint8_t *out)
 }
 
 size_t
-cluster_bundle_item_size(const struct deliver_msg *m)
+cluster_bundle_item_size(const struct msg *m)
 {
 	return 4 + cluster_msg_size(m);
 }
 
 size_t
-cluster_bundle_put(const struct deliver_msg *m, uint8_t *out)
+cluster_bundle_put(const struct msg *m, uint8_t *out)
 {
 	size_t n = cluster_msg_encode(m, out + 4);
 
@@ -269,7 +269,7 @@ cluster_bundle_put(const struct deliver_msg *m, uint8_t *out)
 }
 
 size_t
-cluster_bundle_decode(const uint8_t *p, size_t n, struct deliver_msg **ms,
+cluster_bundle_decode(const uint8_t *p, size_t n, struct msg **ms,
     size_t max)
 {
 	const uint8_t *end = p + n;

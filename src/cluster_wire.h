@@ -12,7 +12,7 @@
 
 #include "route.h"
 
-struct deliver_msg;
+struct msg;
 
 /* An address's token: each byte outside A-Z a-z 0-9 _ - as =XX. */
 #define CLUSTER_TOKEN_MAX	(ROUTE_ADDR_MAX * 3)
@@ -31,21 +31,21 @@ size_t	cluster_token_encode(const char *addr, char *out);
 bool	cluster_token_decode(const char *tok, size_t len, char *out);
 
 /* Bytes cluster_msg_encode writes for m, at most. */
-size_t	cluster_msg_size(const struct deliver_msg *m);
+size_t	cluster_msg_size(const struct msg *m);
 
 /*
  * Writes m (its id, the fields a recipient sees, its text; not who sent
  * it on this node) into out, which has cluster_msg_size(m) bytes.
  * Returns the bytes written.
  */
-size_t	cluster_msg_encode(const struct deliver_msg *m, uint8_t *out);
+size_t	cluster_msg_encode(const struct msg *m, uint8_t *out);
 
 /*
  * A message from n bytes at p, which may come from anyone: NULL unless
  * they are one well-formed message (every string within its field's
  * size). Its sender is left for the caller to set.
  */
-struct deliver_msg *cluster_msg_decode(const uint8_t *p, size_t n);
+struct msg *cluster_msg_decode(const uint8_t *p, size_t n);
 
 /*
  * A bundle: messages for one address that one node sends another in one
@@ -59,10 +59,10 @@ struct deliver_msg *cluster_msg_decode(const uint8_t *p, size_t n);
 size_t	cluster_bundle_head(uint8_t *out);
 
 /* Bytes cluster_bundle_put writes for m, at most. */
-size_t	cluster_bundle_item_size(const struct deliver_msg *m);
+size_t	cluster_bundle_item_size(const struct msg *m);
 
 /* Appends m to a bundle at out; returns the bytes written. */
-size_t	cluster_bundle_put(const struct deliver_msg *m, uint8_t *out);
+size_t	cluster_bundle_put(const struct msg *m, uint8_t *out);
 
 /*
  * The messages of the bundle in n bytes at p, which may come from anyone,
@@ -70,7 +70,7 @@ size_t	cluster_bundle_put(const struct deliver_msg *m, uint8_t *out);
  * the whole is well-formed and holds 1 to max messages.
  */
 size_t	cluster_bundle_decode(const uint8_t *p, size_t n,
-	    struct deliver_msg **ms, size_t max);
+	    struct msg **ms, size_t max);
 
 /*
  * Verdicts: a byte saying so, then for each a request id (8 bytes) and

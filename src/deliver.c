@@ -1,159 +1,134 @@
-/* deliver.c: messages from a connection to their recipient's, across reactors, and verdicts back. */
+/* deliver.c: messages from a connection to their recipient's, across reactors and registered kinds, and verdicts back. */
 #include "deliver.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "cluster.h"
 #include "config.h"
 #include "conn.h"
 #include "proto.h"
 #include "reactor.h"
 #include "smpp_receipt.h"
-#include "store.h"
 #include "util.h"
 
-struct deliver_msg *
-deliver_msg_new(size_t len)
-{
-	struct deliver_msg *m = xmalloc(sizeof(*m) + len + 1);
-
-	/*
-	 * Not calloc: zeroing the whole message (368 bytes and the text, most
-	 * of them SMPP strings a line client leaves empty) was 2 % of the time
-	 * of cross-reactor routing. The fixed fields are zeroed, the strings
-	 * emptied; the text is the caller's to fill.
-	 */
-	memset(m, 0, offsetof(struct deliver_msg, src_addr));
-	m->src_addr[0] = m->dst_addr[0] = m->reply_to[0] = '\0';
-	m->receipted_id[0] = m->from[0] = m->to[0] = '\0';
-	m->remote_node[0] = '\0';
-	m->len = 0;
-	m->text[len] = '\0';
-	return m;
-}
-
-struct deliver_msg *
-deliver_msg_dup(const struct deliver_msg *m)
-{
-	size_t n = deliver_msg_size(m);
-
-	return memcpy(xmalloc(n), m, n);
-}
+_Static_assert((int)MSG_KIND_CONN == (int)ROUTE_OWNER_CONN,
+    "a route owner's kind is a message kind");
 
 /*
- * Ids follow the clock too, from the run's base: about a million a second
- * (ns / 1024), never faster than the base's 2^20 a second, so that the
- * next run's ids still start above. A sender whose next connection lands
- * on a quieter reactor then gets ids above those it had, and a backlog,
- * which goes out in id order, keeps its order. A reactor runs ahead of
- * the clock only beyond a million ids a second. Set before reactors run.
+ * The registered kinds. Written at start and shutdown, read by every
+ * thread that delivers: release and acquire make a registration whole.
  */
-static uint64_t id_base;
-static uint64_t id_base_ns;
+static const struct deliver_kind_ops *_Atomic kinds[MSG_KIND_MAX];
+
+int
+deliver_register(unsigned kind, const struct deliver_kind_ops *ops)
+{
+	if (kind >= MSG_KIND_MAX || kind == MSG_KIND_CONN ||
+	    kind == MSG_KIND_NONE) {
+		errno = EINVAL;
+		return -1;
+	}
+	atomic_store_explicit(&kinds[kind], ops, memory_order_release);
+	return 0;
+}
+
+static const struct deliver_kind_ops *
+kind_ops(unsigned kind)
+{
+	if (kind >= MSG_KIND_MAX)
+		return NULL;
+	return atomic_load_explicit(&kinds[kind], memory_order_acquire);
+}
+
+bool
+deliver_kind_on(unsigned kind)
+{
+	const struct deliver_kind_ops *ops = kind_ops(kind);
+
+	return ops != NULL && ops->on();
+}
+
+bool
+deliver_kind_up(unsigned kind)
+{
+	const struct deliver_kind_ops *ops = kind_ops(kind);
+
+	if (ops == NULL)
+		return false;
+	return ops->up != NULL ? ops->up() : ops->on();
+}
+
+/* Whether the store holds messages for address (its backlog). */
+static bool
+deliver_store_holds(const char *address)
+{
+	const struct deliver_kind_ops *ops = kind_ops(MSG_KIND_STORE);
+
+	return ops != NULL && ops->holds != NULL && ops->holds(address);
+}
+
+static void deliver_reply_in(struct reactor_batch *b, struct msg *m);
 
 void
-deliver_set_id_base(struct reactor *r, uint64_t base)
+deliver_to_kind(unsigned kind, struct reactor_batch *b, struct msg *m,
+    const char *to)
 {
-	if (r->msg_seq < base)
-		r->msg_seq = base;
-	if (base > id_base) {
-		id_base = base;
-		id_base_ns = counter_now_ns();
-	}
-}
+	const struct deliver_kind_ops *ops = kind_ops(kind);
 
-/* Each maker's low bits, plus one (0: its own number). */
-static _Atomic uint16_t id_low[DELIVER_ID_LOW_MAX + 1];
+	if (ops == NULL) {
+		m->verdict = MSG_NO_ROUTE;
+		deliver_reply_in(b, m);
+		return;
+	}
+	ops->take(b, m, to);
+}
 
 void
-deliver_set_id_low(unsigned maker, unsigned low)
+deliver_receipt(struct reactor *r, const struct msg *orig, uint8_t state)
 {
-	if (maker <= DELIVER_ID_LOW_MAX && low <= DELIVER_ID_LOW_MAX)
-		atomic_store_explicit(&id_low[maker], (uint16_t)(low + 1),
-		    memory_order_relaxed);
-}
+	struct msg *m;
 
-uint64_t
-deliver_id_low(unsigned maker)
-{
-	unsigned v = atomic_load_explicit(&id_low[maker & DELIVER_ID_LOW_MAX],
-	    memory_order_relaxed);
-
-	return v != 0 ? v - 1 : maker & DELIVER_ID_LOW_MAX;
-}
-
-uint64_t
-deliver_next_id(struct reactor *r)
-{
-	uint64_t clock = r->turn_ns > id_base_ns ?
-	    id_base + ((r->turn_ns - id_base_ns) >> 10) : id_base;
-
-	if (r->msg_seq < clock)
-		r->msg_seq = clock;
-	/* Makers are below 1024: the low bits keep ids apart. */
-	return (++r->msg_seq << 10) | deliver_id_low(r->id);
-}
-
-const char *
-deliver_verdict_name(enum deliver_verdict v)
-{
-	switch (v) {
-	case DELIVER_PENDING:
-		return "pending";
-	case DELIVER_OK:
-		return "ok";
-	case DELIVER_NO_ROUTE:
-		return "no route";
-	case DELIVER_BUSY:
-		return "recipient busy";
-	case DELIVER_REFUSED:
-		return "refused";
-	case DELIVER_UNFIT:
-		return "unfit";
-	case DELIVER_FULL:
-		return "store full";
-	case DELIVER_STORE:
-		return "to the store";
-	case DELIVER_UNAVAILABLE:
-		return "cluster unavailable";
-	case DELIVER_STORE_LOST:
-		return "store file lost";
-	}
-	return "?";
+	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
+		return;
+	m = smpp_receipt_make(orig, state, msg_next_id(r),
+	    (uint64_t)time(NULL));
+	if (m != NULL)
+		deliver_forward(r, m);
 }
 
 /* Hands m to the recipient's protocol on its own reactor. */
-static enum deliver_verdict
-deliver_here(struct reactor *r, struct deliver_msg *m)
+static enum msg_verdict
+deliver_here(struct reactor *r, struct msg *m)
 {
 	struct conn *c = conn_resolve(r, &m->recipient.conn);
-	enum deliver_verdict v;
+	enum msg_verdict v;
 
 	if (c == NULL || conn_is_closing(c) || c->proto->on_deliver == NULL)
-		return DELIVER_NO_ROUTE;
+		return MSG_NO_ROUTE;
 	/*
 	 * The store hands out a bounded few per account (until written or
 	 * answered) and in order: one refused for room while a later one
 	 * is taken would arrive after it.
 	 */
-	if (!(m->flags & DELIVER_F_STORED) && !conn_can_take(c))
-		return DELIVER_BUSY;
-	v = (enum deliver_verdict)c->proto->on_deliver(c, m);
+	if (!(m->flags & MSG_F_STORED) && !conn_can_take(c))
+		return MSG_BUSY;
+	v = (enum msg_verdict)c->proto->on_deliver(c, m);
 	/* Routing latency: what came straight from a sender on this host. */
-	if (v == DELIVER_OK && m->read_ns != 0 &&
-	    !(m->flags & DELIVER_F_STORED))
+	if (v == MSG_OK && m->read_ns != 0 &&
+	    !(m->flags & MSG_F_STORED))
 		counter_observe(&r->detail.hist[HIST_ROUTE],
 		    counter_now_ns() - m->read_ns);
 	/*
 	 * Protocols that hear back from the client confirm later; the store
 	 * sends the receipts of what it held.
 	 */
-	if (v == DELIVER_OK && !c->proto->confirms_delivery &&
-	    !(m->flags & DELIVER_F_STORED))
-		smpp_receipt_send(r, m, SMPP_STATE_DELIVERED);
+	if (v == MSG_OK && !c->proto->confirms_delivery &&
+	    !(m->flags & MSG_F_STORED))
+		deliver_receipt(r, m, SMPP_STATE_DELIVERED);
 	return v;
 }
 
@@ -161,16 +136,17 @@ void
 deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct reactor *r = owner;
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
+	const struct deliver_kind_ops *store = kind_ops(MSG_KIND_STORE);
 	struct conn *c;
 
-	if (st == MAILBOX_CANCELLED) {
+	if (st == MAILBOX_CANCELLED || store == NULL) {
 		/* Still in the store: delivered after the restart. */
 		free(m);
 		return;
 	}
 	m->verdict = deliver_here(r, m);
-	if (m->verdict == DELIVER_OK) {
+	if (m->verdict == MSG_OK) {
 		counter_add(&r->counters, COUNTER_ROUTED_STORED, 1);
 		c = conn_resolve(r, &m->recipient.conn);
 		/*
@@ -181,12 +157,8 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 			free(m);
 			return;
 		}
-		store_outcome(m, STORE_DELIVERED);
-	} else if (m->verdict == DELIVER_UNFIT) {
-		store_outcome(m, STORE_FAILED);
-	} else {
-		store_outcome(m, STORE_RETURNED);
 	}
+	store->answer(NULL, m);
 }
 
 /*
@@ -196,7 +168,7 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 static void
 deliver_verdict_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 	struct conn *c;
 
 	if (st == MAILBOX_RUN &&
@@ -206,30 +178,31 @@ deliver_verdict_task(void *owner, void *arg, enum mailbox_status st)
 	free(m);
 }
 
-static bool deliver_to_store(struct reactor *r, struct deliver_msg *m);
-static void deliver_store_now(struct reactor *r, struct deliver_msg *m);
+static bool deliver_to_store(struct reactor *r, struct msg *m);
+static void deliver_store_now(struct reactor *r, struct msg *m);
 
 /*
- * Sends m's verdict back to its sender: a reactor of ours, another node,
- * or nobody (then m is freed). Staged in b when it is not NULL (the
- * caller's reactor's turn, or its own batch), posted otherwise. Takes m.
- * Any thread.
+ * Sends m's verdict back to its sender: a reactor of ours, the answer of
+ * the sender's registered kind (another node, the store), or nobody (then
+ * m is freed). Staged in b when it is not NULL (the caller's reactor's
+ * turn, or its own batch), posted otherwise. Takes m. Any thread.
  */
 static void
-deliver_reply_in(struct reactor_batch *b, struct deliver_msg *m)
+deliver_reply_in(struct reactor_batch *b, struct msg *m)
 {
+	const struct deliver_kind_ops *ops;
 	struct reactor *back;
 
-	if (m->flags & DELIVER_F_NO_VERDICT) {
+	if (m->flags & MSG_F_NO_VERDICT) {
 		free(m);
 		return;
 	}
-	if (m->sender.reactor == DELIVER_REMOTE_REACTOR) {
-		cluster_answer(b, m);
-		return;
-	}
-	if (m->sender.reactor == DELIVER_STORE_REACTOR) {
-		store_remote_verdict(m);
+	if (m->sender_kind != MSG_KIND_CONN) {
+		if ((ops = kind_ops(m->sender_kind)) != NULL &&
+		    ops->answer != NULL)
+			ops->answer(b, m);
+		else
+			free(m);
 		return;
 	}
 	if ((back = reactor_get(m->sender.reactor)) == NULL) {
@@ -246,7 +219,7 @@ deliver_reply_in(struct reactor_batch *b, struct deliver_msg *m)
 
 /* The same, staged on reactor r's turn when r is not NULL. */
 static void
-deliver_reply(struct reactor *r, struct deliver_msg *m)
+deliver_reply(struct reactor *r, struct msg *m)
 {
 	deliver_reply_in(r != NULL ? &r->batch : NULL, m);
 }
@@ -259,22 +232,22 @@ static void
 deliver_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct reactor *r = owner;
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 
 	if (st == MAILBOX_CANCELLED) {
 		free(m);
 		return;
 	}
 	m->verdict = deliver_here(r, m);
-	if (m->verdict == DELIVER_OK)
+	if (m->verdict == MSG_OK)
 		counter_add(&r->counters, COUNTER_ROUTED_REMOTE, 1);
 	/* The store's own: it keeps it, and hears the verdict. */
-	else if (m->sender.reactor == DELIVER_STORE_REACTOR)
+	else if (m->sender_kind == MSG_KIND_STORE)
 		;
 	/* The recipient left on the way: its account's store takes it. */
-	else if (m->verdict == DELIVER_NO_ROUTE && deliver_to_store(r, m))
+	else if (m->verdict == MSG_NO_ROUTE && deliver_to_store(r, m))
 		return;
-	else if (m->verdict == DELIVER_STORE) {
+	else if (m->verdict == MSG_STORE) {
 		deliver_store_now(r, m);
 		return;
 	}
@@ -282,27 +255,27 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-deliver_answer(struct deliver_msg *m)
+deliver_answer(struct msg *m)
 {
 	deliver_reply(NULL, m);
 }
 
 void
-deliver_answer_in(struct reactor_batch *b, struct deliver_msg *m)
+deliver_answer_in(struct reactor_batch *b, struct msg *m)
 {
 	deliver_reply_in(b, m);
 }
 
 static const char *deliver_target(const struct config *cf,
-	    struct deliver_msg *m, bool *held);
-static bool deliver_store_if(const struct config *cf, struct deliver_msg *m,
+	    struct msg *m, bool *held);
+static bool deliver_store_if(const struct config *cf, struct msg *m,
 	    const char *to, bool held);
 
 void
 deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct reactor *r = owner;
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 
 	bool held;
 	const char *to;
@@ -316,7 +289,7 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 	 * Behind what this node's store holds for the account, as a local
 	 * sender's message would go: per sender -> recipient order.
 	 */
-	if (store_on()) {
+	if (deliver_kind_on(MSG_KIND_STORE)) {
 		struct route_owner chosen = m->recipient;
 
 		to = deliver_target(r->cf, m, &held);
@@ -325,9 +298,9 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 		m->recipient = chosen;	/* the owner the cluster picked */
 	}
 	m->verdict = deliver_here(r, m);
-	if (m->verdict == DELIVER_OK)
+	if (m->verdict == MSG_OK)
 		counter_add(&r->counters, COUNTER_ROUTED_NODE, 1);
-	else if (m->verdict == DELIVER_STORE) {
+	else if (m->verdict == MSG_STORE) {
 		deliver_store_now(r, m);
 		return;
 	}
@@ -338,21 +311,21 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 /*
  * Finds where m goes: the address it is for (the owner of m->to, the "to"
  * of the longest matching prefix route, or m->to itself: tried in that
- * order, routes first with DELIVER_F_PREFIX_FIRST) and, when someone holds
+ * order, routes first with MSG_F_PREFIX_FIRST) and, when someone holds
  * it, its owner in m->recipient (*held). NULL: no address fits.
  */
 static const char *
-deliver_target(const struct config *cf, struct deliver_msg *m, bool *held)
+deliver_target(const struct config *cf, struct msg *m, bool *held)
 {
 	const char *via;
 
 	*held = true;
-	if (m->flags & DELIVER_F_EXACT) {
+	if (m->flags & MSG_F_EXACT) {
 		*held = route_lookup(m->to, &m->recipient);
 		return m->to;
 	}
 	if ((via = route_resolve(cf, m->to,
-	    (m->flags & DELIVER_F_PREFIX_FIRST) != 0, &m->recipient)) != NULL)
+	    (m->flags & MSG_F_PREFIX_FIRST) != 0, &m->recipient)) != NULL)
 		return via;
 	*held = false;
 	via = route_by_prefix(cf, m->to);
@@ -368,22 +341,22 @@ deliver_target(const struct config *cf, struct deliver_msg *m, bool *held)
  * scheduled for later. true: the store took m (the verdict follows).
  */
 static bool
-deliver_store_if(const struct config *cf, struct deliver_msg *m,
+deliver_store_if(const struct config *cf, struct msg *m,
     const char *to, bool held)
 {
-	if (!store_on() || (m->flags & DELIVER_F_STORED))
+	if (!deliver_kind_on(MSG_KIND_STORE) || (m->flags & MSG_F_STORED))
 		return false;
-	if (held && m->due == 0 && !store_holds(to))
+	if (held && m->due == 0 && !deliver_store_holds(to))
 		return false;
 	if (config_find_account(cf, to) == NULL)
 		return false;
-	store_put(m, to);
+	deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
 	return true;
 }
 
 /* The recipient left on the way: its account's store may take m. */
 static bool
-deliver_to_store(struct reactor *r, struct deliver_msg *m)
+deliver_to_store(struct reactor *r, struct msg *m)
 {
 	bool held;
 	const char *to = deliver_target(r->cf, m, &held);
@@ -394,15 +367,15 @@ deliver_to_store(struct reactor *r, struct deliver_msg *m)
 
 /*
  * The recipient's session would only have queued m in memory: the store
- * of the account it holds takes m instead (DELIVER_STORE).
+ * of the account it holds takes m instead (MSG_STORE).
  */
 static void
-deliver_store_now(struct reactor *r, struct deliver_msg *m)
+deliver_store_now(struct reactor *r, struct msg *m)
 {
 	bool held;
 	const char *to = deliver_target(r->cf, m, &held);
 
-	store_put(m, to);
+	deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
 }
 
 /*
@@ -413,26 +386,26 @@ deliver_store_now(struct reactor *r, struct deliver_msg *m)
  * cluster, which shares it among them; so does whatever nobody holds here.
  */
 static bool
-deliver_node_decides(const struct deliver_msg *m, const char *to, bool held)
+deliver_node_decides(const struct msg *m, const char *to, bool held)
 {
-	if (!cluster_up())
+	if (!deliver_kind_up(MSG_KIND_NODE))
 		return true;
 	return held && strcmp(to, m->to) == 0 && route_is_claimed(to);
 }
 
 /* Sends m through the cluster, or says why it cannot go. */
-static enum deliver_verdict
-deliver_cluster(struct reactor *r, struct deliver_msg *m, const char *to)
+static enum msg_verdict
+deliver_cluster(struct reactor *r, struct msg *m, const char *to)
 {
 	/* Its account's backlog, or its schedule, still comes first. */
 	if (deliver_store_if(r->cf, m, to, true))
-		return DELIVER_PENDING;
-	cluster_send(&r->batch, m);
-	return DELIVER_PENDING;
+		return MSG_PENDING;
+	deliver_to_kind(MSG_KIND_NODE, &r->batch, m, to);
+	return MSG_PENDING;
 }
 
 void
-deliver_unrouted(const struct config *cf, struct deliver_msg *m)
+deliver_unrouted(const struct config *cf, struct msg *m)
 {
 	bool held;
 	const char *to = deliver_target(cf, m, &held);
@@ -453,48 +426,67 @@ deliver_unrouted(const struct config *cf, struct deliver_msg *m)
 		}
 	}
 	/* (Not what the store itself sent: it is in the store already.) */
-	if (!held && m->sender.reactor != DELIVER_STORE_REACTOR &&
+	if (!held && m->sender_kind != MSG_KIND_STORE &&
 	    deliver_store_if(cf, m, to, false))
 		return;
-	m->verdict = DELIVER_NO_ROUTE;
+	m->verdict = MSG_NO_ROUTE;
 	deliver_reply(NULL, m);
 }
 
 /*
- * Delivers m on this reactor, posts it to the recipient's, or gives it to
- * the store. Returns the verdict, or DELIVER_PENDING once posted.
+ * m's recipient is an owner of a registered kind: its take has it, or an
+ * unregistered kind's owner is no route.
  */
-static enum deliver_verdict
-deliver_dispatch(struct reactor *r, struct deliver_msg *m)
+static enum msg_verdict
+deliver_owned(struct reactor *r, struct msg *m, const char *to)
+{
+	if (kind_ops(m->recipient.kind) == NULL) {
+		free(m);
+		return MSG_NO_ROUTE;
+	}
+	deliver_to_kind(m->recipient.kind, &r->batch, m, to);
+	return MSG_PENDING;
+}
+
+/*
+ * Delivers m on this reactor, posts it to the recipient's, or gives it to
+ * the store. Returns the verdict, or MSG_PENDING once posted.
+ */
+static enum msg_verdict
+deliver_dispatch(struct reactor *r, struct msg *m)
 {
 	struct reactor *dst;
-	enum deliver_verdict v;
+	enum msg_verdict v;
 	bool held;
 	const char *to = deliver_target(r->cf, m, &held);
 
-	if (cluster_on() && !deliver_node_decides(m, to, held))
+	bool node = deliver_kind_on(MSG_KIND_NODE);
+
+	if (node && !deliver_node_decides(m, to, held))
 		return deliver_cluster(r, m, to);
 	if (deliver_store_if(r->cf, m, to, held))
-		return DELIVER_PENDING;
+		return MSG_PENDING;
 	/* Nobody here has it, and the cluster that might cannot be asked. */
-	if (!held && cluster_on()) {
+	if (!held && node) {
 		free(m);
-		return DELIVER_UNAVAILABLE;
+		return MSG_UNAVAILABLE;
 	}
-	if (!held || m->recipient.kind != ROUTE_OWNER_CONN ||
-	    (dst = reactor_get(m->recipient.conn.reactor)) == NULL) {
+	/* Held by a registered kind of owner (not a connection of ours). */
+	if (held && m->recipient.kind != ROUTE_OWNER_CONN)
+		return deliver_owned(r, m, to);
+	if (!held || (dst = reactor_get(m->recipient.conn.reactor)) == NULL) {
 		free(m);
-		return DELIVER_NO_ROUTE;
+		return MSG_NO_ROUTE;
 	}
 	if (dst == r) {
 		v = deliver_here(r, m);
-		if (v == DELIVER_OK)
+		if (v == MSG_OK)
 			counter_add(&r->counters, COUNTER_ROUTED_LOCAL, 1);
-		else if (v == DELIVER_NO_ROUTE && deliver_to_store(r, m))
-			return DELIVER_PENDING;
-		else if (v == DELIVER_STORE) {
-			store_put(m, to);
-			return DELIVER_PENDING;
+		else if (v == MSG_NO_ROUTE && deliver_to_store(r, m))
+			return MSG_PENDING;
+		else if (v == MSG_STORE) {
+			deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
+			return MSG_PENDING;
 		}
 		free(m);
 		return v;
@@ -502,20 +494,27 @@ deliver_dispatch(struct reactor *r, struct deliver_msg *m)
 	m->task.fn = deliver_task;
 	m->task.arg = m;
 	reactor_send(r, dst, &m->task);
-	return DELIVER_PENDING;
+	return MSG_PENDING;
 }
 
-enum deliver_verdict
-deliver_send(struct conn *c, struct deliver_msg *m)
+enum msg_verdict
+deliver_send(struct conn *c, struct msg *m)
 {
+	m->sender_kind = MSG_KIND_CONN;
 	m->sender = conn_handle(c);
 	return deliver_dispatch(c->r, m);
 }
 
-void
-deliver_forward(struct reactor *r, struct deliver_msg *m)
+enum msg_verdict
+deliver_from(struct reactor *r, struct msg *m)
 {
-	m->flags |= DELIVER_F_NO_VERDICT;
-	m->sender.reactor = DELIVER_NO_REACTOR;
+	return deliver_dispatch(r, m);
+}
+
+void
+deliver_forward(struct reactor *r, struct msg *m)
+{
+	m->flags |= MSG_F_NO_VERDICT;
+	m->sender_kind = MSG_KIND_NONE;
 	deliver_dispatch(r, m);
 }

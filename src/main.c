@@ -16,6 +16,7 @@
 #include "fault.h"
 #include "log.h"
 #include "metrics.h"
+#include "proto.h"
 #include "transport_tls.h"
 #include "deliver.h"
 #include "reactor.h"
@@ -164,7 +165,7 @@ start_reactors(struct daemon *d)
 	for (unsigned i = 0; i < d->nrs; i++) {
 		if ((d->rs[i] = reactor_new(i, d->cf)) == NULL)
 			fatal("reactor %u", i);
-		deliver_set_id_base(d->rs[i], base);
+		msg_set_id_base(d->rs[i], base);
 	}
 	for (unsigned i = 0; i < d->nrs; i++)
 		if (reactor_start(d->rs[i]) < 0)
@@ -538,6 +539,7 @@ main(int argc, char **argv)
 
 	log_init(LOG_LEVEL_INFO);
 	parse_options(argc, argv, &d.opt);
+	proto_builtin_register();
 	d.cf = load_config_or_exit(d.opt.config_path);
 	if (d.opt.check_only) {
 		char *err = NULL;

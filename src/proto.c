@@ -1,6 +1,8 @@
-/* proto.c: the registry of protocols a listener can name, and evictions. */
+/* proto.c: the registry of protocols (filled at start, proto_builtin.c) and evictions. */
 #include "proto.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,23 +10,47 @@
 #include "reactor.h"
 #include "util.h"
 
+#define PROTO_MAX	16
+
 /* An eviction on its way to the connection's reactor. */
 struct evict_note {
 	struct conn_handle h;
 	enum proto_evict why;
 };
 
-static const struct proto *const protos[] = {
-	&proto_echo,
-	&proto_router,
-	&proto_smpp,
-	&proto_metrics,
-};
+/*
+ * Written at start, before any thread but main's runs, and read after:
+ * the configuration names protocols without depending on them, so no
+ * module a protocol calls (delivery, the store, the cluster) reaches back
+ * to the protocols through the configuration.
+ */
+static const struct proto *protos[PROTO_MAX];
+static unsigned nprotos;
+static char names[PROTO_MAX * 16];
+
+int
+proto_register(const struct proto *p)
+{
+	size_t used = strlen(names);
+
+	for (unsigned i = 0; i < nprotos; i++)
+		if (protos[i] == p)
+			return 0;
+	if (nprotos == PROTO_MAX || proto_find(p->name) != NULL ||
+	    used + strlen(p->name) + 3 > sizeof(names)) {
+		errno = EINVAL;
+		return -1;
+	}
+	protos[nprotos++] = p;
+	snprintf(names + used, sizeof(names) - used, "%s%s",
+	    used > 0 ? ", " : "", p->name);
+	return 0;
+}
 
 const struct proto *
 proto_find(const char *name)
 {
-	for (size_t i = 0; i < sizeof(protos) / sizeof(protos[0]); i++)
+	for (unsigned i = 0; i < nprotos; i++)
 		if (strcmp(protos[i]->name, name) == 0)
 			return protos[i];
 	return NULL;
@@ -65,5 +91,5 @@ proto_evict(const struct conn_handle *h, enum proto_evict why)
 const char *
 proto_names(void)
 {
-	return "echo, router, smpp, metrics";
+	return names;
 }

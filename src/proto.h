@@ -10,7 +10,7 @@
 struct conn;
 struct conn_handle;
 struct limits;
-struct deliver_msg;
+struct msg;
 
 /* Why a session is evicted (on_evict). */
 enum proto_evict {
@@ -66,15 +66,15 @@ struct proto {
 	bool	(*owes_answers)(const struct conn *c);
 	/*
 	 * A routed message for this connection: queue it and return
-	 * DELIVER_OK, or refuse it: DELIVER_BUSY or DELIVER_REFUSED (no
-	 * room), DELIVER_UNFIT (it cannot carry the text), DELIVER_NO_ROUTE
-	 * (the session has said goodbye), or DELIVER_STORE (it would only
+	 * MSG_OK, or refuse it: MSG_BUSY or MSG_REFUSED (no
+	 * room), MSG_UNFIT (it cannot carry the text), MSG_NO_ROUTE
+	 * (the session has said goodbye), or MSG_STORE (it would only
 	 * hold m in memory: the store of the account it receives for takes
 	 * it). m is borrowed. NULL: the protocol takes no routed messages.
 	 */
-	int	(*on_deliver)(struct conn *c, const struct deliver_msg *m);
+	int	(*on_deliver)(struct conn *c, const struct msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */
-	void	(*on_verdict)(struct conn *c, const struct deliver_msg *m);
+	void	(*on_verdict)(struct conn *c, const struct msg *m);
 	/*
 	 * Queued output was written to the socket (conn_out_sent moved), or
 	 * a write was tried. May be NULL.
@@ -95,7 +95,7 @@ struct proto {
 	 */
 	bool	confirms_delivery;
 	/*
-	 * A message from the store (DELIVER_F_STORED) that on_deliver took
+	 * A message from the store (MSG_F_STORED) that on_deliver took
 	 * is kept (copied) by the protocol, which tells the store what became
 	 * of it (store_outcome): SMPP on deliver_sm_resp, the router once
 	 * its line is written. Otherwise deliver.c tells the store as soon
@@ -125,7 +125,17 @@ void	smpp_binds_each(smpp_binds_fn *fn, void *arg);
  */
 int	proto_evict(const struct conn_handle *h, enum proto_evict why);
 
-/* The protocol registered under name, or NULL. */
+/*
+ * Registers p under p->name (again: nothing). 0, or -1 with errno EINVAL
+ * when another has the name or the registry is full. Main thread, at
+ * start, before the configuration is read.
+ */
+int	proto_register(const struct proto *p);
+
+/* Registers the protocols above (proto_builtin.c). Main thread, at start. */
+void	proto_builtin_register(void);
+
+/* The protocol registered under name, or NULL. Any thread. */
 const struct proto *proto_find(const char *name);
 
 /* A comma-separated list of the registered names, for error messages. */

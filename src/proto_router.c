@@ -37,7 +37,7 @@ struct reply {
  * once the socket has taken the line (conn_out_sent reaches end).
  */
 struct stored_wait {
-	struct deliver_msg *m;
+	struct msg *m;
 	uint64_t end;
 };
 
@@ -187,36 +187,36 @@ sess_drain(struct conn *c, struct router_sess *s)
 
 /* "OK <id>" or the error, for a SEND's verdict. */
 static int
-verdict_text(struct conn *c, enum deliver_verdict v, uint64_t id, char *buf,
+verdict_text(struct conn *c, enum msg_verdict v, uint64_t id, char *buf,
     size_t len)
 {
 	size_t n;
 
 	switch (v) {
-	case DELIVER_OK:
+	case MSG_OK:
 		/* The one per message: no snprintf. len is at least 24. */
 		memcpy(buf, "OK ", 3);
 		n = 3 + u64_to_dec(buf + 3, id);
 		buf[n++] = '\n';
 		return (int)n;
-	case DELIVER_FULL:
+	case MSG_FULL:
 		count_err(c, COUNTER_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu store full\n",
 		    (unsigned long long)id);
-	case DELIVER_UNAVAILABLE:
+	case MSG_UNAVAILABLE:
 		count_err(c, COUNTER_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu cluster unavailable\n",
 		    (unsigned long long)id);
-	case DELIVER_STORE_LOST:
+	case MSG_STORE_LOST:
 		count_err(c, COUNTER_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu store unavailable\n",
 		    (unsigned long long)id);
-	case DELIVER_BUSY:
-	case DELIVER_REFUSED:
+	case MSG_BUSY:
+	case MSG_REFUSED:
 		count_err(c, COUNTER_ERR_503);
 		return snprintf(buf, len, "ERR 503 %llu recipient busy\n",
 		    (unsigned long long)id);
-	case DELIVER_UNFIT:
+	case MSG_UNFIT:
 		count_err(c, COUNTER_ERR_400);
 		return snprintf(buf, len, "ERR 400 %llu recipient cannot take "
 		    "this text\n", (unsigned long long)id);
@@ -466,8 +466,8 @@ static void
 cmd_send(struct conn *c, struct router_sess *s, char *args)
 {
 	char *to = next_word(&args), buf[96];
-	struct deliver_msg *m;
-	enum deliver_verdict v;
+	struct msg *m;
+	enum msg_verdict v;
 	size_t len, tolen;
 
 	if (!s->logged_in) {
@@ -489,16 +489,16 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 		    text_valid((const uint8_t *)args, len) ? "address" : "text");
 		return;
 	}
-	m = deliver_msg_new(len);
-	m->id = deliver_next_id(c->r);
+	m = msg_new(len);
+	m->id = msg_next_id(c->r);
 	m->read_ns = c->r->turn_ns;
-	m->flags = DELIVER_F_LINE_TEXT;		/* checked above */
+	m->flags = MSG_F_LINE_TEXT;		/* checked above */
 	memcpy(m->from, s->addr, s->addrlen + 1);
 	memcpy(m->to, to, tolen + 1);
 	memcpy(m->text, args, len);
 	m->len = len;
 	uint64_t id = m->id;
-	if ((v = deliver_send(c, m)) != DELIVER_PENDING) {
+	if ((v = deliver_send(c, m)) != MSG_PENDING) {
 		int n = verdict_text(c, v, id, buf, sizeof(buf));
 
 		reply_emit(c, buf, (size_t)n);
@@ -614,7 +614,7 @@ router_on_message(struct conn *c, const uint8_t *msg, size_t len)
 
 /* "MSG <id> <from> " into out (at least 26 + flen bytes); its length. */
 static size_t
-msg_head(char *out, const struct deliver_msg *m, size_t flen)
+msg_head(char *out, const struct msg *m, size_t flen)
 {
 	size_t n;
 
@@ -635,13 +635,13 @@ msg_head(char *out, const struct deliver_msg *m, size_t flen)
  */
 static int
 msg_behind_login(struct conn *c, struct router_sess *s,
-    const struct deliver_msg *m, size_t flen)
+    const struct msg *m, size_t flen)
 {
 	size_t cap = 4 + 20 + 1 + flen + 1 + m->len + 1, n;
 	struct reply *rp;
 
 	if (s->nqueued >= ROUTER_MAX_QUEUED)
-		return DELIVER_BUSY;
+		return MSG_BUSY;
 	rp = xcalloc(1, sizeof(*rp) + cap);
 	n = msg_head(rp->text, m, flen);
 	memcpy(rp->text + n, m->text, m->len);
@@ -651,13 +651,13 @@ msg_behind_login(struct conn *c, struct router_sess *s,
 	rp->done = true;
 	reply_append(s, rp);
 	sess_update_hold(c, s);
-	return DELIVER_OK;
+	return MSG_OK;
 }
 
 /* Keeps a copy of stored m until the socket has taken its line. */
 static void
 stored_wait_add(struct conn *c, struct router_sess *s,
-    const struct deliver_msg *m)
+    const struct msg *m)
 {
 	if (s->swlen == s->swcap) {
 		unsigned cap = s->swcap ? s->swcap * 2 : 16;
@@ -671,7 +671,7 @@ stored_wait_add(struct conn *c, struct router_sess *s,
 		s->swhead = 0;
 	}
 	s->sw[(s->swhead + s->swlen++) % s->swcap] = (struct stored_wait){
-	    .m = deliver_msg_dup(m), .end = conn_out_end(c) };
+	    .m = msg_dup(m), .end = conn_out_end(c) };
 }
 
 /*
@@ -702,9 +702,9 @@ router_on_sent(struct conn *c)
 		stored_wait_done(c, s, false);
 }
 
-/* The MSG line for m, queued on c: DELIVER_OK, or why not. */
+/* The MSG line for m, queued on c: MSG_OK, or why not. */
 static int
-msg_write(struct conn *c, const struct deliver_msg *m, size_t flen)
+msg_write(struct conn *c, const struct msg *m, size_t flen)
 {
 	char line[1024];
 	size_t n;
@@ -715,16 +715,16 @@ msg_write(struct conn *c, const struct deliver_msg *m, size_t flen)
 		memcpy(line + n, m->text, m->len);
 		n += m->len;
 		line[n++] = '\n';
-		return conn_write(c, line, n) ? DELIVER_OK : DELIVER_NO_ROUTE;
+		return conn_write(c, line, n) ? MSG_OK : MSG_NO_ROUTE;
 	}
 	if (!conn_write(c, line, n) || !conn_write(c, m->text, m->len) ||
 	    !conn_write(c, "\n", 1))
-		return DELIVER_NO_ROUTE;
-	return DELIVER_OK;
+		return MSG_NO_ROUTE;
+	return MSG_OK;
 }
 
 static int
-router_on_deliver(struct conn *c, const struct deliver_msg *m)
+router_on_deliver(struct conn *c, const struct msg *m)
 {
 	struct router_sess *s = c->pdata;
 	size_t flen = strlen(m->from);
@@ -735,21 +735,21 @@ router_on_deliver(struct conn *c, const struct deliver_msg *m)
 	 * NUL, other control or bytes that are not UTF-8 would forge or
 	 * break lines. And nothing more for a client that said goodbye.
 	 */
-	if (!(m->flags & DELIVER_F_LINE_TEXT) && !text_valid(m->text, m->len))
-		return DELIVER_UNFIT;
+	if (!(m->flags & MSG_F_LINE_TEXT) && !text_valid(m->text, m->len))
+		return MSG_UNFIT;
 	if (s != NULL && s->quitting)
-		return DELIVER_NO_ROUTE;
+		return MSG_NO_ROUTE;
 	if (s != NULL && s->claiming)
-		return (m->flags & DELIVER_F_STORED) ? DELIVER_BUSY :
+		return (m->flags & MSG_F_STORED) ? MSG_BUSY :
 		    msg_behind_login(c, s, m, flen);
 	v = msg_write(c, m, flen);
-	if (v == DELIVER_OK && (m->flags & DELIVER_F_STORED))
+	if (v == MSG_OK && (m->flags & MSG_F_STORED))
 		stored_wait_add(c, sess_of(c), m);
 	return v;
 }
 
 static void
-router_on_verdict(struct conn *c, const struct deliver_msg *m)
+router_on_verdict(struct conn *c, const struct msg *m)
 {
 	struct router_sess *s = sess_of(c);
 	struct reply *rp;

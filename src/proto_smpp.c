@@ -34,7 +34,7 @@ struct smpp_slot {
 	uint32_t seq;
 	uint32_t sent_at;
 	uint64_t sent_ns;		/* for HIST_DELIVER_SM */
-	struct deliver_msg *m;
+	struct msg *m;
 };
 
 struct smpp_sess {
@@ -55,11 +55,11 @@ struct smpp_sess {
 	unsigned window;
 	unsigned inflight;
 	struct smpp_slot *win;
-	struct deliver_msg **q;		/* ring of messages waiting for window */
+	struct msg **q;		/* ring of messages waiting for window */
 	unsigned qhead;
 	unsigned qlen;
 	unsigned qcap;
-	size_t	qbytes;			/* deliver_msg_size of what is in q */
+	size_t	qbytes;			/* msg_size of what is in q */
 };
 
 /*
@@ -438,22 +438,22 @@ source_allowed(const struct config *cf, const struct smpp_sess *s,
 }
 
 static uint32_t
-verdict_status(enum deliver_verdict v)
+verdict_status(enum msg_verdict v)
 {
 	switch (v) {
-	case DELIVER_OK:
+	case MSG_OK:
 		return SMPP_ESME_ROK;
-	case DELIVER_BUSY:
-	case DELIVER_REFUSED:
-	case DELIVER_FULL:
+	case MSG_BUSY:
+	case MSG_REFUSED:
+	case MSG_FULL:
 		return SMPP_ESME_RMSGQFUL;
-	case DELIVER_NO_ROUTE:
+	case MSG_NO_ROUTE:
 		return SMPP_ESME_RINVDSTADR;
-	case DELIVER_UNFIT:
+	case MSG_UNFIT:
 		return SMPP_ESME_RSUBMITFAIL;
-	case DELIVER_UNAVAILABLE:
+	case MSG_UNAVAILABLE:
 		return SMPP_ESME_RTHROTTLED;	/* try again later */
-	case DELIVER_STORE_LOST:
+	case MSG_STORE_LOST:
 		return SMPP_ESME_RSYSERR;	/* not until a restart */
 	default:
 		return SMPP_ESME_RSYSERR;
@@ -462,7 +462,7 @@ verdict_status(enum deliver_verdict v)
 
 static void
 submit_answer(struct conn *c, uint32_t cmd, uint32_t seq, uint64_t id,
-    enum deliver_verdict v)
+    enum msg_verdict v)
 {
 	char mid[24];
 
@@ -470,22 +470,22 @@ submit_answer(struct conn *c, uint32_t cmd, uint32_t seq, uint64_t id,
 	smpp_respond(c, cmd | SMPP_RESP, verdict_status(v), seq, mid);
 }
 
-/* Fills a deliver_msg from a submit_sm or data_sm. */
-static struct deliver_msg *
+/* Fills a message from a submit_sm or data_sm. */
+static struct msg *
 submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
     const char *from, const char *to)
 {
 	bool payload = (pdu->tlvs & SMPP_TLV_MESSAGE_PAYLOAD) != 0;
 	size_t len = payload ? pdu->message_payload_len : pdu->sm_length;
-	struct deliver_msg *m = deliver_msg_new(len);
+	struct msg *m = msg_new(len);
 
 	if (len > 0)
 		memcpy(m->text, payload ? pdu->message_payload :
 		    pdu->short_message, len);
 	m->len = len;
-	m->id = deliver_next_id(c->r);
+	m->id = msg_next_id(c->r);
 	m->read_ns = c->r->turn_ns;
-	m->flags = DELIVER_F_PREFIX_FIRST;
+	m->flags = MSG_F_PREFIX_FIRST;
 	m->sender_ref = pdu->sequence_number;
 	m->sender_cmd = pdu->command_id;
 	m->submitted = (uint64_t)time(NULL);
@@ -504,11 +504,11 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	snprintf(m->from, sizeof(m->from), "%.64s", from);
 	snprintf(m->to, sizeof(m->to), "%.64s", to);
 	if (pdu->tlvs & SMPP_TLV_USER_MESSAGE_REFERENCE) {
-		m->flags |= DELIVER_F_UMR;
+		m->flags |= MSG_F_UMR;
 		m->umr = pdu->user_message_reference;
 	}
 	if (pdu->tlvs & SMPP_TLV_SAR) {
-		m->flags |= DELIVER_F_SAR;
+		m->flags |= MSG_F_SAR;
 		m->sar_ref = pdu->sar_msg_ref_num;
 		m->sar_total = pdu->sar_total_segments;
 		m->sar_seq = pdu->sar_segment_seqnum;
@@ -563,8 +563,8 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	const struct account_conf *acct;
 	char from[ROUTE_ADDR_MAX + 2], to[ROUTE_ADDR_MAX + 2];
 	uint32_t cmd = pdu->command_id, seq = pdu->sequence_number, status;
-	struct deliver_msg *m;
-	enum deliver_verdict v;
+	struct msg *m;
+	enum msg_verdict v;
 	uint64_t id, due = 0, expires = 0;
 
 	if (!is_transmitter(s)) {
@@ -605,7 +605,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	m->due = due;
 	m->expires = expires;
 	id = m->id;
-	if ((v = deliver_send(c, m)) != DELIVER_PENDING) {
+	if ((v = deliver_send(c, m)) != MSG_PENDING) {
 		submit_answer(c, cmd, seq, id, v);
 		return;
 	}
@@ -780,7 +780,7 @@ deliver_addr(const char *raw, uint8_t ton, uint8_t npi, const char *addr,
 
 /* Sends m (which the window slot takes) as a deliver_sm. */
 static void
-send_deliver(struct conn *c, struct smpp_sess *s, struct deliver_msg *m)
+send_deliver(struct conn *c, struct smpp_sess *s, struct msg *m)
 {
 	struct smpp_slot *slot = NULL;
 	struct smpp_pdu pdu;
@@ -805,17 +805,17 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct deliver_msg *m)
 		pdu.message_payload = m->text;
 		pdu.message_payload_len = (uint16_t)m->len;
 	}
-	if (m->flags & DELIVER_F_UMR) {
+	if (m->flags & MSG_F_UMR) {
 		pdu.tlvs |= SMPP_TLV_USER_MESSAGE_REFERENCE;
 		pdu.user_message_reference = m->umr;
 	}
-	if (m->flags & DELIVER_F_SAR) {
+	if (m->flags & MSG_F_SAR) {
 		pdu.tlvs |= SMPP_TLV_SAR;
 		pdu.sar_msg_ref_num = m->sar_ref;
 		pdu.sar_total_segments = m->sar_total;
 		pdu.sar_segment_seqnum = m->sar_seq;
 	}
-	if (m->flags & DELIVER_F_RECEIPT) {
+	if (m->flags & MSG_F_RECEIPT) {
 		pdu.tlvs |= SMPP_TLV_RECEIPTED_MESSAGE_ID |
 		    SMPP_TLV_MESSAGE_STATE;
 		snprintf(pdu.receipted_message_id,
@@ -837,12 +837,12 @@ sess_pump(struct conn *c, struct smpp_sess *s)
 {
 	while (s->inflight < s->window && s->qlen > 0 && !conn_is_closing(c) &&
 	    s->joined) {
-		struct deliver_msg *m = s->q[s->qhead];
+		struct msg *m = s->q[s->qhead];
 
 		s->qhead = (s->qhead + 1) % s->qcap;
 		s->qlen--;
 		counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, (uint64_t)-1);
-		s->qbytes -= deliver_msg_size(m);
+		s->qbytes -= msg_size(m);
 		send_deliver(c, s, m);
 	}
 }
@@ -854,7 +854,7 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
     uint32_t status)
 {
 	for (unsigned i = 0; i < s->window; i++) {
-		struct deliver_msg *m = s->win[i].m;
+		struct msg *m = s->win[i].m;
 
 		if (m == NULL || s->win[i].seq != seq)
 			continue;
@@ -862,13 +862,13 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 		    c->r->turn_ns - s->win[i].sent_ns);
 		counter_add(&c->r->counters, COUNTER_SMPP_WINDOW, (uint64_t)-1);
 		/* The store removes it, retries or gives up; it sends receipts. */
-		if (m->flags & DELIVER_F_STORED) {
+		if (m->flags & MSG_F_STORED) {
 			store_outcome(m, status == SMPP_ESME_ROK ?
 			    STORE_DELIVERED : status_temporary(status) ?
 			    STORE_RETRY : STORE_FAILED);
 		} else {
-			if (!(m->flags & DELIVER_F_RECEIPT))
-				smpp_receipt_send(c->r, m,
+			if (!(m->flags & MSG_F_RECEIPT))
+				deliver_receipt(c->r, m,
 				    status == SMPP_ESME_ROK ?
 				    SMPP_STATE_DELIVERED :
 				    SMPP_STATE_UNDELIVERABLE);
@@ -1081,28 +1081,28 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 }
 
 static int
-smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
+smpp_on_deliver(struct conn *c, const struct msg *m)
 {
 	struct smpp_sess *s = c->pdata;
 	unsigned limit = c->r->cf->smpp.queue_limit;
 
 	/* Not joined any more: unbound, half-closed or given up on. */
 	if (s == NULL || !is_receiver(s) || s->win == NULL || !s->joined)
-		return DELIVER_NO_ROUTE;
+		return MSG_NO_ROUTE;
 	if (m->len > 65535)
-		return DELIVER_REFUSED;
+		return MSG_REFUSED;
 	if (s->inflight < s->window && s->qlen == 0) {
-		send_deliver(c, s, deliver_msg_dup(m));
-		return DELIVER_OK;
+		send_deliver(c, s, msg_dup(m));
+		return MSG_OK;
 	}
 	/*
 	 * With a store, what would wait here, in memory, behind the window
 	 * waits there instead, on disk: the submitter is answered once it is
 	 * durable. What the store hands out queues here as before.
 	 */
-	if (!(m->flags & DELIVER_F_STORED) && store_on() &&
+	if (!(m->flags & MSG_F_STORED) && store_on() &&
 	    config_find_account(c->r->cf, s->system_id) != NULL)
-		return DELIVER_STORE;
+		return MSG_STORE;
 	/*
 	 * Bounded in count and in bytes: queue_limit messages, and no more
 	 * memory than output_high_watermark, which a connection may hold
@@ -1111,13 +1111,13 @@ smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 	 * come in order: one refused here while a later one is taken would
 	 * arrive after it.
 	 */
-	if (!(m->flags & DELIVER_F_STORED) && (s->qlen >= limit ||
-	    s->qbytes + deliver_msg_size(m) >
+	if (!(m->flags & MSG_F_STORED) && (s->qlen >= limit ||
+	    s->qbytes + msg_size(m) >
 	    c->r->cf->limits.output_high_watermark))
-		return DELIVER_REFUSED;
+		return MSG_REFUSED;
 	if (s->qlen == s->qcap) {
 		unsigned cap = s->qcap ? s->qcap * 2 : 16;
-		struct deliver_msg **q = xcalloc(cap, sizeof(*q));
+		struct msg **q = xcalloc(cap, sizeof(*q));
 
 		for (unsigned i = 0; i < s->qlen; i++)
 			q[i] = s->q[(s->qhead + i) % s->qcap];
@@ -1126,14 +1126,14 @@ smpp_on_deliver(struct conn *c, const struct deliver_msg *m)
 		s->qcap = cap;
 		s->qhead = 0;
 	}
-	s->q[(s->qhead + s->qlen++) % s->qcap] = deliver_msg_dup(m);
+	s->q[(s->qhead + s->qlen++) % s->qcap] = msg_dup(m);
 	counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, 1);
-	s->qbytes += deliver_msg_size(m);
-	return DELIVER_OK;
+	s->qbytes += msg_size(m);
+	return MSG_OK;
 }
 
 static void
-smpp_on_verdict(struct conn *c, const struct deliver_msg *m)
+smpp_on_verdict(struct conn *c, const struct msg *m)
 {
 	struct smpp_sess *s = c->pdata;
 
@@ -1287,25 +1287,25 @@ smpp_on_close(struct conn *c)
 	 * not answered counts as a temporary failure.
 	 */
 	for (unsigned i = 0; i < s->window; i++) {
-		struct deliver_msg *m = s->win[i].m;
+		struct msg *m = s->win[i].m;
 
 		if (m == NULL)
 			continue;
-		if (m->flags & DELIVER_F_STORED) {
+		if (m->flags & MSG_F_STORED) {
 			store_outcome(m, STORE_RETRY);
 			continue;
 		}
-		smpp_receipt_send(c->r, m, SMPP_STATE_UNDELIVERABLE);
+		deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
 		free(m);
 	}
 	for (unsigned i = 0; i < s->qlen; i++) {
-		struct deliver_msg *m = s->q[(s->qhead + i) % s->qcap];
+		struct msg *m = s->q[(s->qhead + i) % s->qcap];
 
-		if (m->flags & DELIVER_F_STORED) {
+		if (m->flags & MSG_F_STORED) {
 			store_outcome(m, STORE_RETURNED);
 			continue;
 		}
-		smpp_receipt_send(c->r, m, SMPP_STATE_UNDELIVERABLE);
+		deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
 		free(m);
 	}
 	free(s->win);

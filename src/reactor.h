@@ -135,7 +135,7 @@ struct reactor {
 	uint64_t turn_ns;
 	uint32_t stop_deadline;
 	uint32_t last_second;
-	uint64_t msg_seq;		/* for deliver_next_id */
+	uint64_t msg_seq;		/* for msg_next_id */
 	struct config *cf;		/* this reactor's reference */
 	struct {
 		const struct reactor_hooks *h;

@@ -15,6 +15,10 @@ struct config;
 /* Kinds of owner; a cluster adds one for another node. */
 enum route_owner_kind {
 	ROUTE_OWNER_CONN = 0,	/* a connection on one of our reactors */
+	/*
+	 * Any other value is a kind of destination registered with deliver
+	 * (enum msg_kind, deliver_register), its address in conn's numbers.
+	 */
 };
 
 /* Who holds an address. */

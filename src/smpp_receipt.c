@@ -1,11 +1,11 @@
-/* smpp_receipt.c: SMPP delivery receipts: their text, and sending them back to the submitter. */
+/* smpp_receipt.c: SMPP delivery receipts: their text and fields (deliver_receipt sends them). */
 #include "smpp_receipt.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "deliver.h"
+#include "msg.h"
 
 /* "YYMMDDhhmm" in UTC, as receipts write dates. */
 static void
@@ -33,12 +33,12 @@ state_stat(uint8_t state)
 	}
 }
 
-struct deliver_msg *
-smpp_receipt_make(const struct deliver_msg *orig, uint8_t state, uint64_t id,
+struct msg *
+smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
     uint64_t done_at)
 {
 	char sub[16], done[16], text[200];
-	struct deliver_msg *m;
+	struct msg *m;
 	bool ok = state == SMPP_STATE_DELIVERED;
 	int n;
 
@@ -50,13 +50,13 @@ smpp_receipt_make(const struct deliver_msg *orig, uint8_t state, uint64_t id,
 	    "date:%s done date:%s stat:%s err:%s text:%.20s",
 	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
 	    state_stat(state), ok ? "000" : "001",
-	    orig->flags & DELIVER_F_RECEIPT ? "" : (const char *)orig->text);
-	m = deliver_msg_new((size_t)n);
+	    orig->flags & MSG_F_RECEIPT ? "" : (const char *)orig->text);
+	m = msg_new((size_t)n);
 	memcpy(m->text, text, (size_t)n);
 	m->len = (size_t)n;
 	m->id = id;
 	m->submitted = done_at;
-	m->flags = DELIVER_F_EXACT | DELIVER_F_RECEIPT;
+	m->flags = MSG_F_EXACT | MSG_F_RECEIPT;
 	m->esm_class = SMPP_ESM_RECEIPT;
 	m->message_state = state;
 	snprintf(m->receipted_id, sizeof(m->receipted_id), "%llu",
@@ -71,18 +71,4 @@ smpp_receipt_make(const struct deliver_msg *orig, uint8_t state, uint64_t id,
 	m->dst_ton = orig->src_ton;
 	m->dst_npi = orig->src_npi;
 	return m;
-}
-
-void
-smpp_receipt_send(struct reactor *r, const struct deliver_msg *orig,
-    uint8_t state)
-{
-	struct deliver_msg *m;
-
-	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
-		return;
-	m = smpp_receipt_make(orig, state, deliver_next_id(r),
-	    (uint64_t)time(NULL));
-	if (m != NULL)
-		deliver_forward(r, m);
 }

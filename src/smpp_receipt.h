@@ -4,8 +4,7 @@
 
 #include <stdint.h>
 
-struct reactor;
-struct deliver_msg;
+struct msg;
 
 #define SMPP_ESM_RECEIPT	0x04	/* esm_class of a delivery receipt */
 #define SMPP_STATE_DELIVERED	2	/* SMPP message_state values */
@@ -18,16 +17,7 @@ struct deliver_msg;
  * done at done_at (wall clock s), to orig->reply_to; NULL if orig asked
  * for none. The caller owns it. Any thread.
  */
-struct deliver_msg *smpp_receipt_make(const struct deliver_msg *orig,
+struct msg *smpp_receipt_make(const struct msg *orig,
 	    uint8_t state, uint64_t id, uint64_t done_at);
-
-/*
- * Makes and forwards the delivery receipt for orig, if orig asked for one
- * (registered_delivery), to orig->reply_to: "id:... stat:DELIVRD ...".
- * state: SMPP message_state. Owning reactor of the connection that ends
- * orig's delivery (the recipient's), or of whatever holds orig.
- */
-void	smpp_receipt_send(struct reactor *r, const struct deliver_msg *orig,
-	    uint8_t state);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * store.c: the store thread: group commit of what reactors post, the
- * backlogs of accounts and their delivery within bounds, expiry, receipts,
- * and the answers to query_sm, cancel_sm and replace_sm. See store.h.
+ * backlogs of accounts and their delivery within bounds, receipts. Expiry
+ * and the answers to query_sm, cancel_sm and replace_sm are
+ * store_rows.c's. See store.h.
  */
 #include "store.h"
 
@@ -13,7 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "cluster.h"
 #include "config.h"
 #include "deliver.h"
 #include "log.h"
@@ -22,136 +22,22 @@
 #include "service.h"
 #include "smpp_receipt.h"
 #include "store_backend.h"
+#include "store_int.h"
 #include "util.h"
-
-/*
- * Messages handed to sessions and not yet answered for: per account (a
- * few windows' worth) and in all. A backlog of a million never lands in
- * memory at once.
- */
-#define STORE_ACCT_INFLIGHT	64
-#define STORE_INFLIGHT_MAX	8192
-/* How long an account whose sessions had no room waits to be tried. */
-#define STORE_PAUSE_MS		200
-/* Retries back off from 1 s, doubling, to at most this. */
-#define STORE_RETRY_MAX_S	300
-#define STORE_ACCT_BUCKETS	4096
-#define STORE_TICK_MS		100
-/*
- * In a cluster, an account with a backlog and nobody here: how often the
- * store tries whether another node holds it (besides the nodes' notices).
- */
-#define STORE_PROBE_S		10
-
-/*
- * An account that has had messages in the store this run. Made on first
- * use and kept till exit (accounts are few: the configuration's), so that
- * reactors can read held without a lock.
- */
-struct store_acct {
-	struct store_acct *_Atomic next;	/* hash chain */
-	atomic_uint_fast64_t held;	/* in the store or on the way there */
-	char	id[ROUTE_ADDR_MAX + 1];
-	/* The store thread's alone: */
-	struct store_acct *all;		/* every account, for the tick */
-	struct store_acct *dirty_next;
-	bool	dirty;
-	bool	oldest_stale;
-	uint64_t count;			/* ENROUTE in the file */
-	uint64_t bytes;
-	uint64_t oldest;
-	uint64_t cursor;		/* handed out up to this id */
-	uint64_t rescan_at;		/* s: a retry or a schedule falls due */
-	uint64_t resume_ms;		/* no room at its sessions: wait */
-	uint64_t probe_at;		/* s: try other nodes again then */
-	bool	remote;			/* another node may hold it: send there */
-	struct route_owner inflight_to;	/* the session of what is in flight */
-	unsigned ninflight;
-	uint64_t inflight[STORE_ACCT_INFLIGHT];
-	/*
-	 * Delivered or failed, their final state not yet committed: kept
-	 * (with the message, for its receipt) until it is, and while one is
-	 * not even written the account gets nothing more, so that a full disk
-	 * pauses it instead of sending the same messages again and again.
-	 * Each was in flight: with inflight, at most STORE_ACCT_INFLIGHT.
-	 */
-	struct store_mark {
-		struct deliver_msg *m;
-		uint8_t	state;		/* the final enum store_state */
-		bool	written;	/* in the open transaction */
-	} marks[STORE_ACCT_INFLIGHT];
-	unsigned nmarks;
-	unsigned nunwritten;
-	struct store_acct *marking_next; /* S.marking: nmarks is not 0 */
-	bool	marking;
-};
-
-struct store {
-	const struct store_backend_ops *ops;
-	struct store_backend *b;
-	struct service *svc;
-	struct config *cf;		/* the store thread's snapshot */
-	pthread_mutex_t acct_lock;	/* makes accounts; no I/O under it */
-	struct store_acct *_Atomic buckets[STORE_ACCT_BUCKETS];
-	struct store_acct *_Atomic all;	/* newest first; see acct_next */
-	/* The store thread's alone: */
-	bool	in_txn;
-	bool	durable;		/* the open transaction acknowledges */
-	bool	failing;		/* writes fail: logged once */
-	bool	quiesced;		/* shutting down: nothing written */
-	bool	starved;		/* an account found no place in flight */
-	/* The file was removed or replaced under us: store nothing more. */
-	atomic_bool lost;
-	struct mailbox_task *waiting;	/* puts awaiting the commit */
-	struct store_acct *dirty;
-	struct store_acct *marking;	/* accounts with marks to finish */
-	uint64_t mark_retry_ms;		/* failing: marks written again then */
-	uint64_t id_seq;		/* the store's own message ids */
-	uint64_t nmessages;
-	uint64_t nbytes;
-	/*
-	 * Final rows, kept for query_sm till default_validity, count against
-	 * the limits too: the oldest go early to make room. As in the open
-	 * group, and as last committed.
-	 */
-	uint64_t nfinal, final_bytes;
-	uint64_t nfinal_ok, final_bytes_ok;
-	uint64_t evict_cursor;		/* the purges' places in the table */
-	uint64_t purge_cursor;
-	unsigned ninflight;
-	uint64_t last_second;
-	uint64_t last_purge;
-	/* For the stats, any thread. */
-	atomic_uint_fast64_t st_messages;
-	atomic_uint_fast64_t st_bytes;
-	atomic_uint_fast64_t st_oldest;
-	atomic_uint_fast64_t st_commits;
-	atomic_uint_fast64_t st_commit_failures;
-	atomic_uint nholding;		/* accounts whose held is not 0 */
-};
 
 static struct store S = { .acct_lock = PTHREAD_MUTEX_INITIALIZER };
 static atomic_bool on;
 
-static uint64_t
-wall_now(void)
+struct store *
+store_state(void)
+{
+	return &S;
+}
+
+uint64_t
+store_wall_now(void)
 {
 	return (uint64_t)time(NULL);
-}
-
-
-uint64_t
-store_msg_bytes(const struct deliver_msg *m)
-{
-	/* The text, the addresses, and the packed SMPP fields (~100). */
-	return m->len + strlen(m->from) + strlen(m->to) + strlen(m->reply_to) +
-	    100;
-}
-
-uint64_t
-store_final_bytes(const char *account, const struct deliver_msg *m)
-{
-	return strlen(account) + strlen(m->reply_to) + STORE_FINAL_ROW;
 }
 
 static unsigned
@@ -178,8 +64,8 @@ acct_find(const char *id)
 }
 
 /* The account id, made if new. Any thread. */
-static struct store_acct *
-acct_get(const char *id)
+struct store_acct *
+store_acct_get(const char *id)
 {
 	struct store_acct *a;
 	unsigned h;
@@ -267,7 +153,7 @@ store_stats_append(char *buf, size_t len, bool status)
 {
 	struct store_stats st;
 	size_t used = strlen(buf);
-	uint64_t now = wall_now(), age;
+	uint64_t now = store_wall_now(), age;
 
 	if (!store_on() || used >= len)
 		return;
@@ -286,8 +172,8 @@ store_stats_append(char *buf, size_t len, bool status)
 
 /* Store thread from here on, but for the posting functions. */
 
-static void
-mark_dirty(struct store_acct *a)
+void
+store_mark_dirty(struct store_acct *a)
 {
 	if (a->dirty)
 		return;
@@ -306,8 +192,8 @@ inflight_has(const struct store_acct *a, uint64_t id)
 }
 
 /* Whether id is out: at a session, or its final state not committed. */
-static bool
-acct_has_out(const struct store_acct *a, uint64_t id)
+bool
+store_acct_has_out(const struct store_acct *a, uint64_t id)
 {
 	if (inflight_has(a, id))
 		return true;
@@ -330,8 +216,8 @@ inflight_del(struct store_acct *a, uint64_t id)
 }
 
 /* Starts the group's transaction if none is open. */
-static bool
-txn(bool durable)
+bool
+store_txn(bool durable)
 {
 	if (!S.in_txn) {
 		if (S.ops->begin(S.b, durable) < 0)
@@ -352,21 +238,21 @@ static void group_failed(void);
  * full, or (JetStream) the NATS servers cannot take it now: the cluster's
  * temporary error.
  */
-static enum deliver_verdict
+static enum msg_verdict
 refusal(void)
 {
 	if (atomic_load_explicit(&S.lost, memory_order_relaxed))
-		return DELIVER_STORE_LOST;
-	return S.failing && S.cf->store.jetstream ? DELIVER_UNAVAILABLE :
-	    DELIVER_FULL;
+		return MSG_STORE_LOST;
+	return S.failing && S.cf->store.jetstream ? MSG_UNAVAILABLE :
+	    MSG_FULL;
 }
 
 /*
  * A write failed. If it took the group's transaction with it, nothing of
  * the group is stored: its puts are refused now.
  */
-static void
-write_error(void)
+void
+store_write_error(void)
 {
 	if (S.in_txn && !S.ops->in_txn(S.b)) {
 		S.in_txn = false;
@@ -406,8 +292,8 @@ write_ok(void)
 }
 
 /* A message leaves ENROUTE: counts down. */
-static void
-acct_leave(struct store_acct *a, const struct deliver_msg *m)
+void
+store_acct_leave(struct store_acct *a, const struct msg *m)
 {
 	uint64_t b = store_msg_bytes(m);
 
@@ -420,8 +306,8 @@ acct_leave(struct store_acct *a, const struct deliver_msg *m)
 }
 
 /* A message reached a final state: its row stays, smaller. */
-static void
-final_add(const char *account, const struct deliver_msg *m)
+void
+store_final_add(const char *account, const struct msg *m)
 {
 	/* A backend that does not count them keeps them its own way. */
 	if (S.ops->finals == NULL)
@@ -430,8 +316,8 @@ final_add(const char *account, const struct deliver_msg *m)
 	S.final_bytes += store_final_bytes(account, m);
 }
 
-static void
-final_sub(uint64_t n, uint64_t bytes)
+void
+store_final_sub(uint64_t n, uint64_t bytes)
 {
 	S.nfinal -= n < S.nfinal ? n : S.nfinal;
 	S.final_bytes -= bytes < S.final_bytes ? bytes : S.final_bytes;
@@ -466,14 +352,14 @@ make_room(uint64_t b)
 	n = S.ops->purge(S.b, UINT64_MAX, &S.evict_cursor, (unsigned)over,
 	    &bytes);
 	if (n > 0)
-		final_sub((uint64_t)n, bytes);
-	write_error();
+		store_final_sub((uint64_t)n, bytes);
+	store_write_error();
 }
 
 static uint64_t
 next_own_id(void)
 {
-	return (++S.id_seq << 10) | deliver_id_low(DELIVER_ID_STORE);
+	return (++S.id_seq << 10) | msg_id_low(MSG_ID_STORE);
 }
 
 /*
@@ -481,10 +367,10 @@ next_own_id(void)
  * sender after the commit. false: refused (m untouched, not taken).
  */
 static bool
-put_one(struct store_acct *a, struct deliver_msg *m)
+put_one(struct store_acct *a, struct msg *m)
 {
 	const struct store_conf *sc = &S.cf->store;
-	uint64_t b = store_msg_bytes(m), now = wall_now();
+	uint64_t b = store_msg_bytes(m), now = store_wall_now();
 	struct store_rec rec;
 
 	if (S.nmessages >= sc->max_messages || S.nbytes + b > sc->max_bytes ||
@@ -495,11 +381,11 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	 * With the disk full only receipts (which wait for nobody) take some
 	 * of the reserve: those of the deliveries it lets be marked.
 	 */
-	if (!(m->flags & DELIVER_F_NO_VERDICT) && backend_full()) {
+	if (!(m->flags & MSG_F_NO_VERDICT) && backend_full()) {
 		write_failed("a write");
 		return false;
 	}
-	if (txn(true))
+	if (store_txn(true))
 		make_room(b);
 	if (m->submitted == 0)
 		m->submitted = now;
@@ -515,9 +401,9 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	rec.expires = m->expires != 0 ? m->expires :
 	    (m->due > m->submitted ? m->due : m->submitted) +
 	    sc->default_validity;
-	if (!txn(true) || S.ops->put(S.b, &rec) < 0) {
+	if (!store_txn(true) || S.ops->put(S.b, &rec) < 0) {
 		write_failed("a write");
-		write_error();
+		store_write_error();
 		return false;
 	}
 	a->count++;
@@ -528,13 +414,13 @@ put_one(struct store_acct *a, struct deliver_msg *m)
 	S.nbytes += b;
 	if (m->due > now && (a->rescan_at == 0 || m->due < a->rescan_at))
 		a->rescan_at = m->due;
-	mark_dirty(a);
+	store_mark_dirty(a);
 	return true;
 }
 
 /* Stores a message the store made (a receipt) for its account, if any. */
 static void
-put_own(struct deliver_msg *m)
+put_own(struct msg *m)
 {
 	struct store_acct *a;
 
@@ -544,24 +430,24 @@ put_own(struct deliver_msg *m)
 		free(m);	/* nobody would come back for it */
 		return;
 	}
-	a = acct_get(m->to);
+	a = store_acct_get(m->to);
 	held_add(a, 1);
-	m->flags |= DELIVER_F_NO_VERDICT;
+	m->flags |= MSG_F_NO_VERDICT;
 	if (!put_one(a, m))
 		held_sub(a);
 	free(m);
 }
 
-static void
-receipt(const struct deliver_msg *orig, uint8_t state)
+void
+store_receipt(const struct msg *orig, uint8_t state)
 {
-	put_own(smpp_receipt_make(orig, state, next_own_id(), wall_now()));
+	put_own(smpp_receipt_make(orig, state, next_own_id(), store_wall_now()));
 }
 
 static int
 resync_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 {
-	struct store_acct *a = acct_get(account);
+	struct store_acct *a = store_acct_get(account);
 
 	(void)arg;
 	a->oldest_stale = true;
@@ -593,7 +479,7 @@ resync(void)
 		a->bytes = 0;
 		a->cursor = 0;
 		a->oldest_stale = true;
-		mark_dirty(a);
+		store_mark_dirty(a);
 	}
 	S.nmessages = S.nbytes = 0;
 	if (S.ops->backlogs(S.b, resync_one, NULL) < 0)
@@ -614,7 +500,7 @@ group_failed(void)
 	S.nfinal = S.nfinal_ok;
 	S.final_bytes = S.final_bytes_ok;
 	for (t = S.waiting; t != NULL; t = next) {
-		struct deliver_msg *m = t->arg;
+		struct msg *m = t->arg;
 
 		next = t->next;
 		m->verdict = refusal();
@@ -625,8 +511,8 @@ group_failed(void)
 }
 
 /* Commits the group, then answers its senders, in the order they came. */
-static void
-group_commit(void)
+void
+store_group_commit(void)
 {
 	struct mailbox_task *t, *next, *rev = NULL;
 
@@ -650,10 +536,10 @@ group_commit(void)
 	}
 	S.waiting = NULL;
 	for (t = rev; t != NULL; t = next) {
-		struct deliver_msg *m = t->arg;
+		struct msg *m = t->arg;
 
 		next = t->next;
-		m->verdict = DELIVER_OK;
+		m->verdict = MSG_OK;
 		deliver_answer(m);
 	}
 }
@@ -661,7 +547,7 @@ group_commit(void)
 static void
 put_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct deliver_msg *m = arg;
+	struct msg *m = arg;
 	struct store_acct *a = m->store_acct;
 
 	(void)owner;
@@ -678,7 +564,7 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 		return;
 	}
 	/* Answered once committed; a receipt waits for nobody. */
-	if (m->flags & DELIVER_F_NO_VERDICT) {
+	if (m->flags & MSG_F_NO_VERDICT) {
 		free(m);
 		return;
 	}
@@ -688,9 +574,9 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-store_put(struct deliver_msg *m, const char *account)
+store_put(struct msg *m, const char *account)
 {
-	struct store_acct *a = acct_get(account);
+	struct store_acct *a = store_acct_get(account);
 
 	held_add(a, 1);
 	m->store_acct = a;
@@ -713,12 +599,12 @@ pump_one(struct store_rec *rec, void *arg)
 {
 	struct pump *p = arg;
 	struct store_acct *a = p->a;
-	struct deliver_msg *m = rec->m;
+	struct msg *m = rec->m;
 	struct route_owner owner;
 	struct reactor *r;
 
 	a->cursor = m->id;
-	if (acct_has_out(a, m->id))
+	if (store_acct_has_out(a, m->id))
 		return 0;
 	if (rec->due > p->now) {
 		if (a->rescan_at == 0 || rec->due < a->rescan_at)
@@ -730,20 +616,20 @@ pump_one(struct store_rec *rec, void *arg)
 	if (p->remote) {
 		/*
 		 * To the node that holds the account, as a sender's message
-		 * would go; its verdict comes back to store_remote_verdict.
+		 * would go; its verdict comes back to store_answer.
 		 * It travels as a live message: that node's session sends
 		 * the receipt, as for any message it delivers.
 		 */
 		rec->m = NULL;
 		/* (A receipt is stored with nobody waiting: the store is.) */
-		m->flags &= ~(uint32_t)DELIVER_F_NO_VERDICT;
+		m->flags &= ~(uint32_t)MSG_F_NO_VERDICT;
 		m->due = 0;	/* due now: not to be scheduled there again */
-		m->sender.reactor = DELIVER_STORE_REACTOR;
+		m->sender_kind = MSG_KIND_STORE;
 		m->store_acct = a;
 		m->attempts = rec->attempts;
 		a->inflight[a->ninflight++] = m->id;
 		S.ninflight++;
-		cluster_send(NULL, m);
+		deliver_to_kind(MSG_KIND_NODE, NULL, m, a->id);
 		return --p->room == 0;
 	}
 	/*
@@ -762,7 +648,7 @@ pump_one(struct store_rec *rec, void *arg)
 	}
 	a->inflight_to = owner;
 	rec->m = NULL;
-	m->flags |= DELIVER_F_STORED | DELIVER_F_NO_VERDICT;
+	m->flags |= MSG_F_STORED | MSG_F_NO_VERDICT;
 	m->store_acct = a;
 	m->attempts = rec->attempts;
 	m->recipient = owner;
@@ -777,7 +663,7 @@ pump_one(struct store_rec *rec, void *arg)
 static void
 pump(struct store_acct *a)
 {
-	struct pump p = { .a = a, .now = wall_now() };
+	struct pump p = { .a = a, .now = store_wall_now() };
 
 	for (int rounds = 0; rounds < 8; rounds++) {
 		unsigned global = STORE_INFLIGHT_MAX - S.ninflight;
@@ -795,7 +681,7 @@ pump(struct store_acct *a)
 			return;
 		/* Held here, or (in a cluster) perhaps on another node. */
 		p.remote = !route_is_held(a->id);
-		if (p.remote && !(a->remote && cluster_up()))
+		if (p.remote && !(a->remote && deliver_kind_up(MSG_KIND_NODE)))
 			return;
 		p.room = STORE_ACCT_INFLIGHT - a->ninflight - a->nmarks;
 		if (p.room > global)
@@ -823,7 +709,7 @@ unstarve(void)
 	S.starved = false;
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
 		if (a->count > a->ninflight)
-			mark_dirty(a);
+			store_mark_dirty(a);
 }
 
 static void
@@ -851,7 +737,7 @@ after_batch(struct service *svc, void *arg)
 {
 	(void)svc;
 	(void)arg;
-	group_commit();
+	store_group_commit();
 	unstarve();
 	pump_dirty();
 	publish_counts();
@@ -874,27 +760,27 @@ backoff(uint32_t attempts)
 static bool
 mark_write(struct store_acct *a, struct store_mark *k)
 {
-	struct deliver_msg *m = k->m;
+	struct msg *m = k->m;
 
-	if (!txn(false) || S.ops->mark(S.b, m->id, k->state, wall_now(), 0,
+	if (!store_txn(false) || S.ops->mark(S.b, m->id, k->state, store_wall_now(), 0,
 	    m->attempts) < 0) {
 		write_failed("a write");
-		write_error();
+		store_write_error();
 		return false;
 	}
 	k->written = true;
 	a->nunwritten--;
-	acct_leave(a, m);
-	final_add(a->id, m);
-	if (!(m->flags & DELIVER_F_VIA_NODE))
-		receipt(m, k->state == STORE_DELIVERED_STATE ?
+	store_acct_leave(a, m);
+	store_final_add(a->id, m);
+	if (!(m->flags & MSG_F_VIA_NODE))
+		store_receipt(m, k->state == STORE_DELIVERED_STATE ?
 		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
 	return true;
 }
 
 /* m (taken) reached a final state: marked in the group, kept till commit. */
 static void
-mark_add(struct store_acct *a, struct deliver_msg *m, uint8_t state)
+mark_add(struct store_acct *a, struct msg *m, uint8_t state)
 {
 	struct store_mark *k;
 
@@ -941,7 +827,7 @@ marks_committed(void)
 		}
 		a->marking = false;
 		*pa = a->marking_next;
-		mark_dirty(a);		/* paused for its marks: go on */
+		store_mark_dirty(a);		/* paused for its marks: go on */
 	}
 }
 
@@ -973,10 +859,10 @@ marks_retry(void)
 }
 
 static void
-outcome(struct deliver_msg *m, enum store_outcome o)
+outcome(struct msg *m, enum store_outcome o)
 {
 	struct store_acct *a = m->store_acct;
-	uint64_t now = wall_now();
+	uint64_t now = store_wall_now();
 
 	if (!inflight_del(a, m->id)) {
 		free(m);	/* cancelled or expired meanwhile */
@@ -987,12 +873,12 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 	case STORE_FAILED:
 		mark_add(a, m, o == STORE_DELIVERED ? STORE_DELIVERED_STATE :
 		    STORE_UNDELIVERABLE);
-		mark_dirty(a);
+		store_mark_dirty(a);
 		return;
 	case STORE_RETRY:
 		m->attempts++;
 		m->due = now + backoff(m->attempts);
-		if (txn(false))
+		if (store_txn(false))
 			S.ops->mark(S.b, m->id, STORE_ENROUTE, 0, m->due,
 			    m->attempts);
 		if (a->rescan_at == 0 || m->due < a->rescan_at)
@@ -1001,19 +887,19 @@ outcome(struct deliver_msg *m, enum store_outcome o)
 		break;
 	case STORE_RETURNED:
 		/* Sent to the cluster, and no node has it: wait for news. */
-		if (m->sender.reactor == DELIVER_STORE_REACTOR &&
-		    m->verdict == DELIVER_NO_ROUTE)
+		if (m->sender_kind == MSG_KIND_STORE &&
+		    m->verdict == MSG_NO_ROUTE)
 			a->remote = false;
 		/*
 		 * No room at its sessions: wait a little. A session that
 		 * left: another may take it, but not in a tight loop.
 		 */
-		a->resume_ms = mono_ms() + (m->verdict == DELIVER_BUSY ||
-		    m->verdict == DELIVER_REFUSED ? STORE_PAUSE_MS : 20);
+		a->resume_ms = mono_ms() + (m->verdict == MSG_BUSY ||
+		    m->verdict == MSG_REFUSED ? STORE_PAUSE_MS : 20);
 		a->cursor = 0;
 		break;
 	}
-	mark_dirty(a);
+	store_mark_dirty(a);
 	free(m);
 }
 
@@ -1033,7 +919,7 @@ OUTCOME_TASK(returned_task, STORE_RETURNED)
 OUTCOME_TASK(failed_task, STORE_FAILED)
 
 void
-store_outcome(struct deliver_msg *m, enum store_outcome o)
+store_outcome(struct msg *m, enum store_outcome o)
 {
 	static mailbox_task_fn *const fns[] = {
 		[STORE_DELIVERED] = delivered_task,
@@ -1047,19 +933,23 @@ store_outcome(struct deliver_msg *m, enum store_outcome o)
 	service_post(S.svc, &m->task);
 }
 
-void
-store_remote_verdict(struct deliver_msg *m)
+/*
+ * The verdict another node (or the cluster) gave a stored message the
+ * store sent it (its sender of MSG_KIND_STORE): the outcome it means.
+ */
+static void
+remote_verdict(struct msg *m)
 {
 	switch (m->verdict) {
-	case DELIVER_OK:
+	case MSG_OK:
 		/* Queued there (or in that node's store): its receipt. */
-		m->flags |= DELIVER_F_VIA_NODE;
+		m->flags |= MSG_F_VIA_NODE;
 		store_outcome(m, STORE_DELIVERED);
 		break;
-	case DELIVER_UNFIT:
+	case MSG_UNFIT:
 		store_outcome(m, STORE_FAILED);
 		break;
-	case DELIVER_FULL:
+	case MSG_FULL:
 		store_outcome(m, STORE_RETRY);
 		break;
 	default:
@@ -1068,6 +958,41 @@ store_remote_verdict(struct deliver_msg *m)
 		break;
 	}
 }
+
+/*
+ * The store's answerer (deliver.h): a verdict for a message the store
+ * sent through the cluster, or what became of one it handed to a
+ * session here (deliver_stored_task; its sender is not the store's).
+ */
+static void
+store_answer(struct reactor_batch *b, struct msg *m)
+{
+	(void)b;
+	if (m->sender_kind == MSG_KIND_STORE)
+		remote_verdict(m);
+	else if (m->verdict == MSG_OK)
+		store_outcome(m, STORE_DELIVERED);
+	else if (m->verdict == MSG_UNFIT)
+		store_outcome(m, STORE_FAILED);
+	else
+		store_outcome(m, STORE_RETURNED);
+}
+
+static void
+store_take(struct reactor_batch *b, struct msg *m, const char *account)
+{
+	(void)b;
+	store_put(m, account);
+}
+
+/* The store as a kind of destination and origin (deliver_register). */
+static const struct deliver_kind_ops store_kind = {
+	.name = "store",
+	.on = store_on,
+	.holds = store_holds,
+	.take = store_take,
+	.answer = store_answer,
+};
 
 static void
 elsewhere_task(void *owner, void *arg, enum mailbox_status st)
@@ -1078,7 +1003,7 @@ elsewhere_task(void *owner, void *arg, enum mailbox_status st)
 	if (st == MAILBOX_RUN && (a = acct_find(arg)) != NULL) {
 		a->remote = true;
 		a->resume_ms = 0;
-		mark_dirty(a);
+		store_mark_dirty(a);
 	}
 	free(arg);
 }
@@ -1099,7 +1024,7 @@ wake_task(void *owner, void *arg, enum mailbox_status st)
 	(void)owner;
 	if (st == MAILBOX_RUN && (a = acct_find(arg)) != NULL) {
 		a->resume_ms = 0;
-		mark_dirty(a);
+		store_mark_dirty(a);
 	}
 	free(arg);
 }
@@ -1111,87 +1036,6 @@ store_wake(const char *account)
 	if (!store_holds(account))
 		return;
 	service_post_fn(S.svc, wake_task, xstrdup(account));
-}
-
-/*
- * Records a scan found, to change once the scan is over: rows are not
- * written while a statement walks them.
- */
-struct rec_list {
-	struct store_rec *v;
-	size_t	n;
-	size_t	cap;
-};
-
-static int
-collect(struct store_rec *rec, void *arg)
-{
-	struct rec_list *l = arg;
-
-	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 64;
-		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
-	}
-	l->v[l->n++] = *rec;
-	rec->m = NULL;		/* taken */
-	return 0;
-}
-
-static void
-rec_list_free(struct rec_list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i].m);
-	free(l->v);
-}
-
-/* Expires what is past its validity (not what a session has now). */
-static void
-expire(uint64_t now)
-{
-	struct rec_list l = { 0 };
-
-	S.ops->expired(S.b, now, 1000, collect, &l);
-	for (size_t i = 0; i < l.n; i++) {
-		struct store_rec *rec = &l.v[i];
-		struct store_acct *a = acct_get(rec->account);
-
-		if (acct_has_out(a, rec->m->id))
-			continue;
-		if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_EXPIRED,
-		    now, rec->due, rec->attempts) < 0)
-			break;
-		acct_leave(a, rec->m);
-		final_add(rec->account, rec->m);
-		receipt(rec->m, SMPP_STATE_EXPIRED);
-	}
-	rec_list_free(&l);
-}
-
-/*
- * Deletes final rows older than default_validity: a pass over the table
- * each minute, 4,096 final rows a second (make_room keeps the limits).
- */
-static void
-purge_old(uint64_t now)
-{
-	uint64_t bytes = 0;
-	int n;
-
-	if (S.purge_cursor == 0) {
-		if (now - S.last_purge < 60 || S.nfinal == 0)
-			return;
-		S.last_purge = now;
-	}
-	if (!txn(false))
-		return;
-	n = S.ops->purge(S.b, now - S.cf->store.default_validity,
-	    &S.purge_cursor, 4096, &bytes);
-	if (n > 0)
-		final_sub((uint64_t)n, bytes);
-	else if (n < 0)
-		S.purge_cursor = 0;
-	write_error();
 }
 
 static void
@@ -1232,7 +1076,7 @@ check_file(void)
 static void
 tick(struct service *svc, void *arg)
 {
-	uint64_t now = wall_now(), ms = mono_ms();
+	uint64_t now = store_wall_now(), ms = mono_ms();
 
 	(void)svc;
 	(void)arg;
@@ -1242,168 +1086,40 @@ tick(struct service *svc, void *arg)
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
 		if (a->resume_ms != 0 && ms >= a->resume_ms) {
 			a->resume_ms = 0;
-			mark_dirty(a);
+			store_mark_dirty(a);
 		}
 	if (now != S.last_second) {
 		S.last_second = now;
 		check_file();
-		expire(now);
+		store_expire(now);
 		for (struct store_acct *a = acct_first(); a != NULL; a = a->all) {
 			if (a->rescan_at != 0 && a->rescan_at <= now) {
 				a->rescan_at = 0;
 				a->cursor = 0;
-				mark_dirty(a);
+				store_mark_dirty(a);
 			}
 			/* A bind that raced its wake-up, a pause that ended. */
 			if (a->count > a->ninflight)
-				mark_dirty(a);
+				store_mark_dirty(a);
 			/*
 			 * Nobody here: now and then, whether another node
 			 * has it (a notice of its bind may have been missed).
 			 */
 			if (a->count > a->ninflight && !a->remote &&
-			    now >= a->probe_at && cluster_up() &&
+			    now >= a->probe_at &&
+			    deliver_kind_up(MSG_KIND_NODE) &&
 			    !route_is_held(a->id)) {
 				a->probe_at = now + STORE_PROBE_S;
 				a->remote = true;
 			}
 		}
 		publish_stats();
-		purge_old(now);
+		store_purge_old(now);
 	}
 	marks_retry();
-	group_commit();
+	store_group_commit();
 	pump_dirty();
 	publish_counts();
-}
-
-/* Requests: query_sm, cancel_sm, replace_sm. */
-
-static void
-answer(struct store_req *q)
-{
-	struct reactor *r = reactor_get(q->conn.reactor);
-
-	q->task.fn = q->done;
-	q->task.arg = q;
-	if (r != NULL)
-		reactor_post_task(r, &q->task);
-	else
-		q->done(NULL, q, MAILBOX_CANCELLED);
-}
-
-static bool
-cancel_rec(struct store_req *q, struct store_rec *rec)
-{
-	struct store_acct *a = acct_get(rec->account);
-
-	if (rec->state != STORE_ENROUTE ||
-	    strcmp(rec->m->reply_to, q->submitter) != 0 ||
-	    acct_has_out(a, rec->m->id))
-		return false;
-	if (!txn(false) || S.ops->mark(S.b, rec->m->id, STORE_DELETED,
-	    wall_now(), rec->due, rec->attempts) < 0)
-		return false;
-	acct_leave(a, rec->m);
-	final_add(rec->account, rec->m);
-	receipt(rec->m, SMPP_STATE_DELETED);
-	return true;
-}
-
-/* cancel_sm by address: every pending message of the binder's to dst. */
-static void
-cancel_by_dest(struct store_req *q)
-{
-	struct rec_list l = { 0 };
-
-	S.ops->by_dest(S.b, q->submitter, q->dst, 100000, collect, &l);
-	for (size_t i = 0; i < l.n; i++)
-		if (cancel_rec(q, &l.v[i]))
-			q->ok = true;
-	rec_list_free(&l);
-}
-
-static void
-replace_rec(struct store_req *q, struct store_rec *rec)
-{
-	struct store_acct *a = acct_get(rec->account);
-	struct deliver_msg *m = rec->m;
-	uint64_t before = store_msg_bytes(m);
-
-	if (rec->state != STORE_ENROUTE || strcmp(m->reply_to,
-	    q->submitter) != 0 || acct_has_out(a, m->id))
-		return;
-	if (q->has_text) {
-		struct deliver_msg *n = deliver_msg_new(q->len);
-
-		memcpy(n, m, offsetof(struct deliver_msg, len));
-		memcpy(n->text, q->text, q->len);
-		n->len = q->len;
-		/* Checked again for a line when delivered. */
-		n->flags &= ~(uint32_t)DELIVER_F_LINE_TEXT;
-		free(m);
-		rec->m = m = n;
-	}
-	if (q->due != 0)
-		rec->due = q->due;
-	if (q->expires != 0)
-		rec->expires = q->expires;
-	else if (rec->expires <= rec->due)
-		rec->expires = rec->due + S.cf->store.default_validity;
-	m->registered_delivery = q->registered_delivery;
-	if (!txn(true) || S.ops->update(S.b, rec) < 0)
-		return;
-	a->bytes += store_msg_bytes(m) - before;
-	S.nbytes += store_msg_bytes(m) - before;
-	a->cursor = 0;
-	if (rec->due > wall_now() && (a->rescan_at == 0 ||
-	    rec->due < a->rescan_at))
-		a->rescan_at = rec->due;
-	mark_dirty(a);
-	q->ok = true;
-}
-
-static void
-request_task(void *owner, void *arg, enum mailbox_status st)
-{
-	struct store_req *q = arg;
-	struct store_rec rec;
-
-	(void)owner;
-	if (st == MAILBOX_CANCELLED) {
-		q->done(NULL, q, MAILBOX_CANCELLED);
-		return;
-	}
-	q->ok = false;
-	memset(&rec, 0, sizeof(rec));
-	if (q->kind == STORE_REQ_CANCEL && q->id == 0) {
-		cancel_by_dest(q);
-	} else if (S.ops->get(S.b, q->id, &rec) == 1) {
-		if (strcmp(rec.m->reply_to, q->submitter) != 0)
-			;	/* not the binder's: as if there were none */
-		else if (q->kind == STORE_REQ_QUERY) {
-			q->ok = true;
-			q->state = rec.state;
-			q->final_date = rec.final_date;
-		} else if (q->kind == STORE_REQ_CANCEL) {
-			q->ok = cancel_rec(q, &rec);
-		} else {
-			replace_rec(q, &rec);
-		}
-	}
-	free(rec.m);
-	/* Answered after the commit that holds the change. */
-	if (S.in_txn)
-		group_commit();
-	answer(q);
-}
-
-void
-store_request(struct store_req *q)
-{
-	q->task.fn = request_task;
-	q->task.arg = q;
-	service_post(S.svc, &q->task);
 }
 
 static void
@@ -1429,7 +1145,7 @@ store_reload(const struct config *cf)
 static int
 backlog_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 {
-	struct store_acct *a = acct_get(account);
+	struct store_acct *a = store_acct_get(account);
 
 	(void)arg;
 	a->count = count;
@@ -1446,7 +1162,7 @@ stop(struct service *svc, void *arg)
 {
 	(void)svc;
 	(void)arg;
-	group_commit();
+	store_group_commit();
 }
 
 static const struct service_hooks hooks = {
@@ -1469,7 +1185,7 @@ quiesce_task(void *owner, void *arg, enum mailbox_status st)
 	(void)arg;
 	(void)st;
 	/* What the stores still hold goes first; nothing is written after. */
-	group_commit();
+	store_group_commit();
 	S.quiesced = true;
 	if (S.ops->quiesce != NULL)
 		S.ops->quiesce(S.b);
@@ -1495,35 +1211,40 @@ store_quiesce(void)
 	pthread_mutex_unlock(&quiet.lock);
 }
 
+/*
+ * The backend cf's store names, by name from the table of backends
+ * (store_backend.h); NULL and *err when it is not built in.
+ */
+static const struct store_backend_ops *
+backend_pick(const struct config *cf, char **err)
+{
+	const char *name = cf->store.jetstream ? "jetstream" : "sqlite";
+	const struct store_backend_info *bi = store_backend_find(name);
+
+	if (bi != NULL && bi->ops != NULL)
+		return bi->ops;
+	if (bi == NULL ? asprintf(err, "%s: no store backend \"%s\"",
+	    cf->store.path, name) < 0 : asprintf(err, "%s: built without %s "
+	    "(%s=no)", cf->store.path, bi->library, bi->option) < 0)
+		*err = NULL;
+	return NULL;
+}
+
 int
 store_check(const struct config *cf, char **err)
 {
+	const struct store_backend_ops *ops;
 	struct store_backend *b;
 
 	if (!cf->store.enabled)
 		return 0;
-#if ER_WITH_NATS
-	if (cf->store.jetstream) {
-		/* The settings only: -t does not ask the NATS servers. */
-		store_js_set_cluster(&cf->cluster);
-		if ((b = store_js_ops.open(&cf->store, true, err)) == NULL)
-			return -1;
-		store_js_ops.close(b);
-		return 0;
-	}
-#endif
-#if ER_WITH_SQLITE
-	if ((b = store_sqlite_ops.open(&cf->store, true, err)) == NULL)
+	if ((ops = backend_pick(cf, err)) == NULL)
 		return -1;
-	store_sqlite_ops.close(b);
+	/* JetStream: the settings only; -t does not ask the NATS servers. */
+	if ((b = ops->open(cf, true, err)) == NULL)
+		return -1;
+	ops->close(b);
 	return 0;
-#else
-	(void)b;
-	if (asprintf(err, "%s: built without SQLite (WITH_SQLITE=no)",
-	    cf->store.path) < 0)
-		*err = NULL;
-	return -1;
-#endif
 }
 
 uint64_t
@@ -1540,19 +1261,9 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	*svc = NULL;
 	if (!cf->store.enabled)
 		return 0;
-#if ER_WITH_NATS
-	if (cf->store.jetstream) {
-		store_js_set_cluster(&cf->cluster);
-		S.ops = &store_js_ops;
-	}
-#endif
-#if ER_WITH_SQLITE
-	if (S.ops == NULL)
-		S.ops = &store_sqlite_ops;
-#endif
-	if (S.ops == NULL)
-		return store_check(cf, err);
-	if ((S.b = S.ops->open(&cf->store, false, err)) == NULL)
+	if ((S.ops = backend_pick(cf, err)) == NULL)
+		return -1;
+	if ((S.b = S.ops->open(cf, false, err)) == NULL)
 		return -1;
 	if (S.ops->backlogs(S.b, backlog_one, NULL) < 0 ||
 	    S.ops->max_id(S.b, &max) < 0 || (S.ops->finals != NULL &&
@@ -1568,12 +1279,12 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	 * main.c): the store's own end in its own low bits (deliver.h).
 	 */
 	S.id_seq = max >> 10;
-	if (S.id_seq < (wall_now() << 20))
-		S.id_seq = wall_now() << 20;
+	if (S.id_seq < (store_wall_now() << 20))
+		S.id_seq = store_wall_now() << 20;
 	S.nfinal_ok = S.nfinal;
 	S.final_bytes_ok = S.final_bytes;
 	S.cf = config_ref((struct config *)cf);
-	S.last_purge = S.last_second = wall_now();
+	S.last_purge = S.last_second = store_wall_now();
 	if ((S.svc = service_new("store", &hooks, NULL)) == NULL) {
 		if (asprintf(err, "cannot make the store thread") < 0)
 			*err = NULL;
@@ -1582,6 +1293,7 @@ store_open(const struct config *cf, struct service **svc, char **err)
 	}
 	publish_stats();
 	atomic_store(&on, true);
+	deliver_register(MSG_KIND_STORE, &store_kind);
 	*svc = S.svc;
 	if (cf->store.jetstream)
 		log_info("store: JetStream (node %s's messages): %llu "
@@ -1601,6 +1313,7 @@ store_close(void)
 	if (!store_on())
 		return;
 	atomic_store(&on, false);
+	deliver_register(MSG_KIND_STORE, NULL);
 	S.ops->close(S.b);
 	S.b = NULL;
 	for (a = acct_first(); a != NULL; a = next) {

@@ -23,7 +23,7 @@
 #include "mailbox.h"
 
 struct config;
-struct deliver_msg;
+struct msg;
 struct reactor;
 struct service;
 
@@ -69,7 +69,7 @@ int	store_check(const struct config *cf, char **err);
 int	store_open(const struct config *cf, struct service **svc, char **err);
 
 /*
- * Message ids (deliver_next_id) must start above this for ids to stay
+ * Message ids (msg_next_id) must start above this for ids to stay
  * unique across restarts: the highest stored, in sequence terms. Main
  * thread, after store_open.
  */
@@ -110,27 +110,20 @@ bool	store_holds(const char *account);
 
 /*
  * Stores m for account (an account of the configuration). The verdict
- * (DELIVER_OK once committed, DELIVER_FULL if refused) goes back to
+ * (MSG_OK once committed, MSG_FULL if refused) goes back to
  * m->sender's reactor as a cross-reactor one does, unless
- * DELIVER_F_NO_VERDICT. Takes m. Any reactor.
+ * MSG_F_NO_VERDICT. Takes m. Any reactor.
  */
-void	store_put(struct deliver_msg *m, const char *account);
+void	store_put(struct msg *m, const char *account);
 
 /* A session that can receive for account appeared. Any thread. */
 void	store_wake(const char *account);
 
 /*
- * What became of m, a message the store handed out (DELIVER_F_STORED).
+ * What became of m, a message the store handed out (MSG_F_STORED).
  * Takes m. The reactor that holds it.
  */
-void	store_outcome(struct deliver_msg *m, enum store_outcome o);
-
-/*
- * In a cluster. The verdict another node (or the cluster) gave a stored
- * message the store sent it (sender DELIVER_STORE_REACTOR): the outcome it
- * means. Takes m. Any thread.
- */
-void	store_remote_verdict(struct deliver_msg *m);
+void	store_outcome(struct msg *m, enum store_outcome o);
 
 /*
  * Another node says account is bound there now: what is stored for it

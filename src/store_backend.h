@@ -13,14 +13,16 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
-struct deliver_msg;
-struct store_conf;
+#include "msg.h"
+
+struct config;
 struct store_backend;
 
 /* One stored message: its message and what the store keeps beside it. */
 struct store_rec {
-	struct deliver_msg *m;		/* id, addresses, text, SMPP fields */
+	struct msg *m;		/* id, addresses, text, SMPP fields */
 	char	account[65];		/* the recipient account */
 	uint8_t	state;			/* enum store_state */
 	uint64_t due;			/* not before (wall clock s) */
@@ -40,12 +42,13 @@ typedef int store_backlog_fn(const char *account, uint64_t count,
 struct store_backend_ops {
 	const char *name;
 	/*
-	 * Opens (creating when missing) and checks the store at cf->path.
-	 * check_only: opens an existing file read-only, or checks that a
-	 * missing one can be made. NULL and a malloc'd *err naming the file
-	 * and why.
+	 * Opens (creating when missing) and checks the store at
+	 * cf->store.path, with the rest of cf (JetStream: the cluster's NATS
+	 * servers) as it needs. check_only: opens an existing file
+	 * read-only, or checks that a missing one can be made. NULL and a
+	 * malloc'd *err naming the file and why.
 	 */
-	struct store_backend *(*open)(const struct store_conf *cf,
+	struct store_backend *(*open)(const struct config *cf,
 		    bool check_only, char **err);
 	void	(*close)(struct store_backend *b);
 	/* A transaction; durable: its commit is fsync'd (sync = "full"). */
@@ -130,18 +133,32 @@ struct store_backend_ops {
 };
 
 extern const struct store_backend_ops store_sqlite_ops;
-
-#if ER_WITH_NATS
-struct cluster_conf;
-
 extern const struct store_backend_ops store_js_ops;
 
-/* The cluster the JetStream backend's next open uses (copied). */
-void	store_js_set_cluster(const struct cluster_conf *cl);
-#endif
+/* A backend the configuration can name (store.backend). */
+struct store_backend_info {
+	const char *name;		/* "sqlite", "jetstream" */
+	const char *library;		/* for errors: "SQLite" */
+	const char *option;		/* the build option: "WITH_SQLITE" */
+	const struct store_backend_ops *ops;	/* NULL: not built in */
+};
 
-/* The bytes a message counts for in max_bytes: its text and fields. */
-uint64_t store_msg_bytes(const struct deliver_msg *m);
+/*
+ * The backend called name, built in or not (then its ops are NULL), or
+ * NULL for a name no backend has (store_backends.c). Any thread.
+ */
+const struct store_backend_info *store_backend_find(const char *name);
+
+/*
+ * The bytes a message counts for in max_bytes: the text, the addresses,
+ * and the packed SMPP fields (~100).
+ */
+static inline uint64_t
+store_msg_bytes(const struct msg *m)
+{
+	return m->len + strlen(m->from) + strlen(m->to) + strlen(m->reply_to) +
+	    100;
+}
 
 /*
  * What a message in a final state counts for in the limits: its account,
@@ -149,6 +166,11 @@ uint64_t store_msg_bytes(const struct deliver_msg *m);
  * fields are dropped then).
  */
 #define STORE_FINAL_ROW	32
-uint64_t store_final_bytes(const char *account, const struct deliver_msg *m);
+
+static inline uint64_t
+store_final_bytes(const char *account, const struct msg *m)
+{
+	return strlen(account) + strlen(m->reply_to) + STORE_FINAL_ROW;
+}
 
 #endif

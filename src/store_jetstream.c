@@ -41,7 +41,7 @@
 
 #include "cluster_wire.h"
 #include "config.h"
-#include "deliver.h"
+#include "msg.h"
 #include "log.h"
 #include "nats_link.h"
 #include "store.h"
@@ -109,14 +109,6 @@ struct store_backend {
 	struct js_row *ids[JS_ID_BUCKETS];
 	struct js_acct *accts[JS_ACCT_BUCKETS];
 };
-
-static struct cluster_conf js_cluster;
-
-void
-store_js_set_cluster(const struct cluster_conf *cl)
-{
-	js_cluster = *cl;
-}
 
 
 /* ---- the index -------------------------------------------------------- */
@@ -823,9 +815,10 @@ js_connect(struct store_backend *b)
 }
 
 static struct store_backend *
-js_open(const struct store_conf *cf, bool check_only, char **err)
+js_open(const struct config *config, bool check_only, char **err)
 {
-	const struct cluster_conf *cl = &js_cluster;
+	const struct store_conf *cf = &config->store;
+	const struct cluster_conf *cl = &config->cluster;
 	struct store_backend *b;
 	struct nats_link_settings ls;
 	jsOptions jo;
@@ -968,15 +961,6 @@ static bool
 js_in_txn(struct store_backend *b)
 {
 	return b->in_txn;
-}
-
-static struct deliver_msg *
-msg_dup(const struct deliver_msg *m)
-{
-	struct deliver_msg *c = xmalloc(deliver_msg_size(m));
-
-	memcpy(c, m, deliver_msg_size(m));
-	return c;
 }
 
 static int

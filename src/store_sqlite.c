@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "deliver.h"
+#include "msg.h"
 #include "store.h"
 #include "store_backend.h"
 #include "util.h"
@@ -158,7 +158,7 @@ struct store_backend {
 #define SMPP_BLOB_LEN	(1 + 8 + 6 + 8 + 21 + 21 + 24)
 
 static void
-pack_smpp(const struct deliver_msg *m, uint8_t *p)
+pack_smpp(const struct msg *m, uint8_t *p)
 {
 	*p++ = 1;
 	*p++ = m->src_ton;
@@ -181,7 +181,7 @@ pack_smpp(const struct deliver_msg *m, uint8_t *p)
 }
 
 static bool
-unpack_smpp(struct deliver_msg *m, const uint8_t *p, size_t n)
+unpack_smpp(struct msg *m, const uint8_t *p, size_t n)
 {
 	if (n == 0)
 		return true;	/* none: the fields stay zero */
@@ -209,15 +209,15 @@ unpack_smpp(struct deliver_msg *m, const uint8_t *p, size_t n)
 }
 
 /* Flags a stored message keeps. */
-#define KEPT_FLAGS (DELIVER_F_PREFIX_FIRST | DELIVER_F_EXACT | \
-	DELIVER_F_RECEIPT | DELIVER_F_UMR | DELIVER_F_SAR | DELIVER_F_LINE_TEXT)
+#define KEPT_FLAGS (MSG_F_PREFIX_FIRST | MSG_F_EXACT | \
+	MSG_F_RECEIPT | MSG_F_UMR | MSG_F_SAR | MSG_F_LINE_TEXT)
 
 /*
  * Whether m has SMPP fields worth keeping: a line client's message has
  * none, and stored without them a row is half the size.
  */
 static bool
-has_smpp(const struct deliver_msg *m)
+has_smpp(const struct msg *m)
 {
 	return m->src_ton || m->src_npi || m->dst_ton || m->dst_npi ||
 	    m->esm_class || m->data_coding || m->registered_delivery ||
@@ -229,7 +229,7 @@ has_smpp(const struct deliver_msg *m)
 static void
 bind_rec(sqlite3_stmt *st, const struct store_rec *rec)
 {
-	const struct deliver_msg *m = rec->m;
+	const struct msg *m = rec->m;
 	uint8_t blob[SMPP_BLOB_LEN];
 	bool smpp = has_smpp(m);
 
@@ -266,7 +266,7 @@ read_rec(sqlite3_stmt *st, struct store_rec *rec)
 {
 	int len = sqlite3_column_bytes(st, 12);
 	const void *text = sqlite3_column_blob(st, 12);
-	struct deliver_msg *m = deliver_msg_new((size_t)len);
+	struct msg *m = msg_new((size_t)len);
 
 	if (len > 0)
 		memcpy(m->text, text, (size_t)len);
@@ -539,8 +539,9 @@ fin_ensure(struct store_backend *b)
 }
 
 static struct store_backend *
-sqlite_open(const struct store_conf *cf, bool check_only, char **err)
+sqlite_open(const struct config *config, bool check_only, char **err)
 {
+	const struct store_conf *cf = &config->store;
 	struct store_backend *b = xcalloc(1, sizeof(*b));
 	int flags = SQLITE_OPEN_NOMUTEX;
 	const char *why;
@@ -795,7 +796,7 @@ fin_get(struct store_backend *b, uint64_t id, struct store_rec *rec)
 
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		rec->m = deliver_msg_new(0);
+		rec->m = msg_new(0);
 		rec->m->id = id;
 		copy_col(st, 1, rec->account, sizeof(rec->account));
 		copy_col(st, 2, rec->m->reply_to, sizeof(rec->m->reply_to));

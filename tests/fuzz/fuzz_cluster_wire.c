@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cluster_wire.h"
-#include "deliver.h"
+#include "msg.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -21,20 +21,20 @@ int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * bytes must come back.
  */
 static void
-restore_line_text(struct deliver_msg *m, const uint8_t *item)
+restore_line_text(struct msg *m, const uint8_t *item)
 {
 	uint32_t flags = (uint32_t)item[9] << 24 | (uint32_t)item[10] << 16 |
 	    (uint32_t)item[11] << 8 | item[12];
 
-	m->flags |= flags & DELIVER_F_LINE_TEXT;
+	m->flags |= flags & MSG_F_LINE_TEXT;
 }
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char addr[ROUTE_ADDR_MAX + 1], tok[CLUSTER_TOKEN_MAX + 1];
-	struct deliver_msg *m = cluster_msg_decode(data, size);
-	struct deliver_msg *ms[CLUSTER_BUNDLE_MAX];
+	struct msg *m = cluster_msg_decode(data, size);
+	struct msg *ms[CLUSTER_BUNDLE_MAX];
 	size_t k = cluster_bundle_decode(data, size, ms, CLUSTER_BUNDLE_MAX);
 	long nv = cluster_verdicts_count(data, size);
 
@@ -42,7 +42,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t *out = malloc(cluster_msg_size(m));
 		size_t n;
 
-		if (m->flags & DELIVER_F_LINE_TEXT)
+		if (m->flags & MSG_F_LINE_TEXT)
 			abort();
 		restore_line_text(m, data);
 		n = cluster_msg_encode(m, out);

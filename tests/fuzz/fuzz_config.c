@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "proto.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -23,6 +24,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	fwrite(data, 1, size, f);
 	fclose(f);
+	proto_builtin_register();	/* as main does; again: nothing */
 	cf = config_load(path, &errors);
 	/* Exactly one of: a configuration, or an error text. */
 	if ((cf == NULL) == (errors == NULL))

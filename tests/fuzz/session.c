@@ -12,6 +12,7 @@
 #include "config.h"
 #include "conn.h"
 #include "log.h"
+#include "proto.h"
 #include "reactor.h"
 
 static const char fuzz_conf[] =
@@ -39,6 +40,7 @@ fuzz_init(void)
 	if (fd < 0 || write(fd, fuzz_conf, sizeof(fuzz_conf) - 1) < 0)
 		abort();
 	close(fd);
+	proto_builtin_register();	/* as main does, before the config */
 	cf = config_load(path, &errors);
 	unlink(path);
 	if (cf == NULL) {

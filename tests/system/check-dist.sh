@@ -1,6 +1,7 @@
 #!/bin/sh
 # check-dist.sh: what ships besides the binary: units, man pages, the
-# links of the README and docs/, install.
+# links of the README and docs/, install, and that no call cycle joins
+# the modules of the message path in the objects built.
 #
 #   tests/system/check-dist.sh [--units-only]
 #
@@ -144,6 +145,13 @@ check_links() {
 	    tests/system/check-links.sh
 }
 
+# No call cycle joins delivery, the store, its backends, the cluster and
+# receipts in the objects of $BUILD (tests/system/check-cycles.sh).
+check_cycles() {
+	check "no call cycle joins deliver, msg, store, cluster, receipts" \
+	    tests/system/check-cycles.sh "$BUILD"
+}
+
 # expect_file PATH [MODE]
 expect_file() {
 	if [ ! -f "$1" ]; then
@@ -249,6 +257,7 @@ check_units
 if ! $UNITS_ONLY; then
 	check_man
 	check_links
+	check_cycles
 	check_install
 fi
 if [ "$failed" -gt 0 ]; then

@@ -47,14 +47,14 @@ START_TEST(token_rejects)
 }
 END_TEST
 
-static struct deliver_msg *
+static struct msg *
 sample_msg(void)
 {
-	struct deliver_msg *m = deliver_msg_new(5);
+	struct msg *m = msg_new(5);
 
 	m->id = 0x0102030405060708ull;
-	m->flags = DELIVER_F_RECEIPT | DELIVER_F_SAR | DELIVER_F_NO_VERDICT |
-	    DELIVER_F_STORED;
+	m->flags = MSG_F_RECEIPT | MSG_F_SAR | MSG_F_NO_VERDICT |
+	    MSG_F_STORED;
 	m->submitted = 1700000000;
 	m->due = 1700000100;
 	m->expires = 1700086400;
@@ -80,7 +80,7 @@ sample_msg(void)
 
 START_TEST(msg_round_trip)
 {
-	struct deliver_msg *m = sample_msg(), *d;
+	struct msg *m = sample_msg(), *d;
 	uint8_t *buf = malloc(cluster_msg_size(m));
 	size_t n = cluster_msg_encode(m, buf);
 
@@ -89,7 +89,7 @@ START_TEST(msg_round_trip)
 	ck_assert_ptr_nonnull(d);
 	ck_assert_uint_eq(d->id, m->id);
 	/* Only what means something on the recipient's node travels. */
-	ck_assert_uint_eq(d->flags, DELIVER_F_RECEIPT | DELIVER_F_SAR);
+	ck_assert_uint_eq(d->flags, MSG_F_RECEIPT | MSG_F_SAR);
 	ck_assert_uint_eq(d->submitted, m->submitted);
 	ck_assert_uint_eq(d->due, m->due);
 	ck_assert_uint_eq(d->expires, m->expires);
@@ -126,7 +126,7 @@ END_TEST
 /* A string longer than its field, or with a NUL in it, is refused. */
 START_TEST(msg_rejects_bad_strings)
 {
-	struct deliver_msg *m = sample_msg();
+	struct msg *m = sample_msg();
 	uint8_t *buf = malloc(cluster_msg_size(m) + 64);
 	size_t n = cluster_msg_encode(m, buf);
 	/* src_addr's length byte follows the 55 fixed bytes. */
@@ -161,15 +161,15 @@ START_TEST(msg_distrusts_the_wire)
 		{ "alice", "b\rb", "", false },
 		{ "alice", "bob", "x\ny", false },
 	};
-	struct deliver_msg *m = sample_msg(), *d;
+	struct msg *m = sample_msg(), *d;
 	uint8_t *buf = malloc(cluster_msg_size(m));
 	size_t n;
 
 	/* The sender's "fit for a line" does not skip the recipient's check. */
-	m->flags |= DELIVER_F_LINE_TEXT;
+	m->flags |= MSG_F_LINE_TEXT;
 	n = cluster_msg_encode(m, buf);
 	ck_assert_ptr_nonnull(d = cluster_msg_decode(buf, n));
-	ck_assert_uint_eq(d->flags & DELIVER_F_LINE_TEXT, 0);
+	ck_assert_uint_eq(d->flags & MSG_F_LINE_TEXT, 0);
 	free(d);
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
 		strcpy(m->from, cases[i].from);
@@ -188,7 +188,7 @@ END_TEST
 /* Three messages in a bundle come out as they went in, in order. */
 START_TEST(bundle_round_trip)
 {
-	struct deliver_msg *in[3], *out[4];
+	struct msg *in[3], *out[4];
 	uint8_t *buf;
 	size_t cap = CLUSTER_BUNDLE_HEAD, n, k;
 

@@ -1,31 +1,39 @@
 /*
  * test_deliver.c: messages on their way: a new one is clean on dirty
- * memory; the low bits of ids, as a cluster hands them out.
+ * memory; the low bits of ids, as a cluster hands them out; a registered
+ * kind of destination takes what is addressed to it and its answer goes
+ * back through the origin's registered answerer.
  */
 #include <check.h>
+#include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "deliver.h"
+#include "helpers.h"
+#include "reactor.h"
+#include "route.h"
 #include "suites.h"
 #include "util.h"
 
 /* Not calloc, so on memory just freed dirty, as malloc often hands back. */
 START_TEST(test_deliver_msg_new_clean)
 {
-	static const struct deliver_msg zero;
+	static const struct msg zero;
 	enum { LEN = 64 };
 
 	for (int i = 0; i < 8; i++) {
-		size_t n = sizeof(struct deliver_msg) + LEN + 1;
-		struct deliver_msg *m;
+		size_t n = sizeof(struct msg) + LEN + 1;
+		struct msg *m;
 		void *dirty = xmalloc(n);
 
 		memset(dirty, 0xAA, n);
 		free(dirty);
-		m = deliver_msg_new(LEN);
-		ck_assert(memcmp(m, &zero, offsetof(struct deliver_msg,
+		m = msg_new(LEN);
+		ck_assert(memcmp(m, &zero, offsetof(struct msg,
 		    src_addr)) == 0);
 		ck_assert_str_eq(m->src_addr, "");
 		ck_assert_str_eq(m->dst_addr, "");
@@ -35,7 +43,7 @@ START_TEST(test_deliver_msg_new_clean)
 		ck_assert_str_eq(m->to, "");
 		ck_assert_uint_eq(m->len, 0);
 		ck_assert_int_eq(m->text[LEN], '\0');
-		ck_assert_uint_eq(deliver_msg_size(m), sizeof(*m) + 1);
+		ck_assert_uint_eq(msg_size(m), sizeof(*m) + 1);
 		free(m);
 	}
 }
@@ -44,22 +52,204 @@ END_TEST
 /* Own numbers until a slot is set; a slot set is what ids end in. */
 START_TEST(test_deliver_id_low)
 {
-	ck_assert_uint_eq(deliver_id_low(0), 0);
-	ck_assert_uint_eq(deliver_id_low(5), 5);
-	ck_assert_uint_eq(deliver_id_low(DELIVER_ID_STORE), 1023);
-	deliver_set_id_low(5, 700);
-	deliver_set_id_low(DELIVER_ID_STORE, 12);
-	ck_assert_uint_eq(deliver_id_low(5), 700);
-	ck_assert_uint_eq(deliver_id_low(DELIVER_ID_STORE), 12);
-	ck_assert_uint_eq(deliver_id_low(4), 4);
+	ck_assert_uint_eq(msg_id_low(0), 0);
+	ck_assert_uint_eq(msg_id_low(5), 5);
+	ck_assert_uint_eq(msg_id_low(MSG_ID_STORE), 1023);
+	msg_set_id_low(5, 700);
+	msg_set_id_low(MSG_ID_STORE, 12);
+	ck_assert_uint_eq(msg_id_low(5), 700);
+	ck_assert_uint_eq(msg_id_low(MSG_ID_STORE), 12);
+	ck_assert_uint_eq(msg_id_low(4), 4);
 	/* Out of range: ignored. */
-	deliver_set_id_low(4, 1024);
-	deliver_set_id_low(1024, 3);
-	ck_assert_uint_eq(deliver_id_low(4), 4);
-	deliver_set_id_low(0, 0);
-	ck_assert_uint_eq(deliver_id_low(0), 0);
-	deliver_set_id_low(5, 5);
-	deliver_set_id_low(DELIVER_ID_STORE, DELIVER_ID_STORE);
+	msg_set_id_low(4, 1024);
+	msg_set_id_low(1024, 3);
+	ck_assert_uint_eq(msg_id_low(4), 4);
+	msg_set_id_low(0, 0);
+	ck_assert_uint_eq(msg_id_low(0), 0);
+	msg_set_id_low(5, 5);
+	msg_set_id_low(MSG_ID_STORE, MSG_ID_STORE);
+}
+END_TEST
+
+/*
+ * A kind nobody in the daemon registers (as an upstream bind will be):
+ * what its take and its answerer saw.
+ */
+enum { FAKE_KIND = MSG_KIND_MAX - 1 };
+
+static struct {
+	int	takes;
+	int	answers;
+	struct msg *taken;
+	char	taken_to[ROUTE_ADDR_MAX + 1];
+	struct msg *answered;
+	enum msg_verdict answered_verdict;
+	struct conn_handle answered_to;
+} fake;
+
+static bool fake_on(void) { return true; }
+
+static void
+fake_take(struct reactor_batch *b, struct msg *m, const char *to)
+{
+	(void)b;
+	fake.takes++;
+	fake.taken = m;
+	snprintf(fake.taken_to, sizeof(fake.taken_to), "%s", to);
+}
+
+static void
+fake_answer(struct reactor_batch *b, struct msg *m)
+{
+	(void)b;
+	fake.answers++;
+	fake.answered = m;
+	fake.answered_verdict = m->verdict;
+	fake.answered_to = m->sender;
+	free(m);
+}
+
+static const struct deliver_kind_ops fake_ops = {
+	.name = "fake",
+	.on = fake_on,
+	.take = fake_take,
+	.answer = fake_answer,
+};
+
+static const char *const deliver_conf =
+    "dispatchers = 1;\n"
+    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = 0;"
+    " protocol = \"router\"; } );\n";
+
+/* A message from the fake kind's own address (7, 8, 9) to "to". */
+static struct msg *
+fake_msg(const char *to)
+{
+	struct msg *m = msg_new(2);
+
+	memcpy(m->text, "hi", 2);
+	m->len = 2;
+	snprintf(m->to, sizeof(m->to), "%s", to);
+	snprintf(m->from, sizeof(m->from), "fake-src");
+	m->sender_kind = FAKE_KIND;
+	m->sender = (struct conn_handle){ 7, 8, 9 };
+	return m;
+}
+
+/*
+ * An address held by an owner of the fake kind: deliver hands the message
+ * to the kind's take (not to a reactor), and the verdict the kind gives
+ * goes back through the answerer of the sender's kind, with the sender's
+ * own address in it.
+ */
+START_TEST(test_deliver_registered_kind)
+{
+	struct config *cf = unit_config(deliver_conf);
+	struct reactor *r = reactor_new(0, cf);
+	struct route_owner owner = {
+		.kind = (enum route_owner_kind)FAKE_KIND,
+		.conn = { 1, 2, 3 },
+	};
+	struct msg *m;
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(route_claim("fake-dst", &owner), 0);
+	ck_assert_int_eq(deliver_register(FAKE_KIND, &fake_ops), 0);
+	ck_assert(deliver_kind_on(FAKE_KIND));
+	ck_assert(deliver_kind_up(FAKE_KIND));
+
+	m = fake_msg("fake-dst");
+	ck_assert_int_eq(deliver_from(r, m), MSG_PENDING);
+	ck_assert_int_eq(fake.takes, 1);
+	ck_assert_ptr_eq(fake.taken, m);
+	ck_assert_str_eq(fake.taken_to, "fake-dst");
+	ck_assert_uint_eq(m->recipient.kind, FAKE_KIND);
+	ck_assert_uint_eq(m->recipient.conn.slot, 2);
+	ck_assert_int_eq(fake.answers, 0);
+
+	/* The kind delivered it: its verdict goes back to the origin. */
+	m->verdict = MSG_OK;
+	deliver_answer(m);
+	ck_assert_int_eq(fake.answers, 1);
+	ck_assert_ptr_eq(fake.answered, m);
+	ck_assert_int_eq(fake.answered_verdict, MSG_OK);
+	ck_assert_uint_eq(fake.answered_to.reactor, 7);
+	ck_assert_uint_eq(fake.answered_to.slot, 8);
+	ck_assert_uint_eq(fake.answered_to.gen, 9);
+
+	/* Nobody waits: the answerer is not called. */
+	m = fake_msg("fake-dst");
+	m->flags |= MSG_F_NO_VERDICT;
+	m->verdict = MSG_OK;
+	deliver_answer(m);
+	ck_assert_int_eq(fake.answers, 1);
+
+	route_release("fake-dst", &owner);
+	deliver_register(FAKE_KIND, NULL);
+	reactor_free(r);
+	config_unref(cf);
+}
+END_TEST
+
+/*
+ * Without a registration: an owner of the kind is no route, a message
+ * handed to the kind is answered "no route" to its sender, an answer for
+ * a sender of the kind is dropped; kinds deliver keeps, or out of range,
+ * cannot be registered.
+ */
+START_TEST(test_deliver_unregistered_kind)
+{
+	struct config *cf = unit_config(deliver_conf);
+	struct reactor *r = reactor_new(0, cf);
+	struct route_owner owner = {
+		.kind = (enum route_owner_kind)FAKE_KIND,
+		.conn = { 1, 2, 3 },
+	};
+	const unsigned origin = FAKE_KIND - 1;
+	struct msg *m;
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(route_claim("fake-dst", &owner), 0);
+	ck_assert(!deliver_kind_on(FAKE_KIND));
+	ck_assert(!deliver_kind_up(FAKE_KIND));
+	ck_assert_int_eq(deliver_from(r, fake_msg("fake-dst")),
+	    MSG_NO_ROUTE);
+	ck_assert_int_eq(fake.takes, 0);
+
+	/* Registered, then gone again: the same. */
+	ck_assert_int_eq(deliver_register(FAKE_KIND, &fake_ops), 0);
+	ck_assert_int_eq(deliver_register(FAKE_KIND, NULL), 0);
+	ck_assert_int_eq(deliver_from(r, fake_msg("fake-dst")),
+	    MSG_NO_ROUTE);
+	ck_assert_int_eq(fake.takes, 0);
+
+	/* Handed to the unregistered kind: "no route" back to the origin. */
+	ck_assert_int_eq(deliver_register(origin, &fake_ops), 0);
+	m = fake_msg("fake-dst");
+	m->sender_kind = origin;
+	deliver_to_kind(FAKE_KIND, NULL, m, "fake-dst");
+	ck_assert_int_eq(fake.takes, 0);
+	ck_assert_int_eq(fake.answers, 1);
+	ck_assert_int_eq(fake.answered_verdict, MSG_NO_ROUTE);
+	ck_assert_uint_eq(fake.answered_to.slot, 8);
+	deliver_register(origin, NULL);
+
+	/* An answer for a sender of an unregistered kind: freed, no call. */
+	m = fake_msg("fake-dst");
+	m->verdict = MSG_OK;
+	deliver_answer(m);
+	ck_assert_int_eq(fake.answers, 1);
+
+	errno = 0;
+	ck_assert_int_eq(deliver_register(MSG_KIND_MAX, &fake_ops), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(deliver_register(MSG_KIND_CONN, &fake_ops), -1);
+	ck_assert_int_eq(deliver_register(MSG_KIND_NONE, &fake_ops), -1);
+	ck_assert(!deliver_kind_on(MSG_KIND_MAX));
+
+	route_release("fake-dst", &owner);
+	reactor_free(r);
+	config_unref(cf);
 }
 END_TEST
 
@@ -72,6 +262,11 @@ deliver_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_deliver_msg_new_clean);
 	tcase_add_test(tc, test_deliver_id_low);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("kinds");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_deliver_registered_kind);
+	tcase_add_test(tc, test_deliver_unregistered_kind);
 	suite_add_tcase(s, tc);
 	return s;
 }

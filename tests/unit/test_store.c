@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "deliver.h"
+#include "helpers.h"
+#include "msg.h"
 #include "store.h"
 #include "store_backend.h"
 #include "suites.h"
@@ -19,6 +20,16 @@
 
 static char dir[64];
 static struct store_conf sc;
+
+/* A configuration holding sc, as a backend is opened with the whole. */
+static const struct config *
+with_sc(void)
+{
+	static struct config cf;
+
+	cf.store = sc;
+	return &cf;
+}
 
 static void
 setup(void)
@@ -44,7 +55,8 @@ static struct store_backend *
 open_ok(bool check_only)
 {
 	char *err = NULL;
-	struct store_backend *b = store_sqlite_ops.open(&sc, check_only, &err);
+	struct store_backend *b = store_sqlite_ops.open(with_sc(), check_only,
+	    &err);
 
 	ck_assert_msg(b != NULL, "open: %s", err ? err : "?");
 	return b;
@@ -56,7 +68,7 @@ open_refused(const char *why)
 {
 	char *err = NULL;
 
-	ck_assert_ptr_null(store_sqlite_ops.open(&sc, false, &err));
+	ck_assert_ptr_null(store_sqlite_ops.open(with_sc(), false, &err));
 	ck_assert_ptr_nonnull(err);
 	ck_assert_msg(strstr(err, sc.path) != NULL, "no file in \"%s\"", err);
 	ck_assert_msg(strstr(err, why) != NULL, "\"%s\" lacks \"%s\"", err,
@@ -69,7 +81,7 @@ static void
 put(struct store_backend *b, uint64_t id, const char *account,
     const char *text, uint64_t expires)
 {
-	struct deliver_msg *m = deliver_msg_new(strlen(text));
+	struct msg *m = msg_new(strlen(text));
 	struct store_rec rec;
 
 	memcpy(m->text, text, strlen(text));
@@ -340,7 +352,7 @@ END_TEST
 START_TEST(test_rollback)
 {
 	struct store_backend *b = open_ok(false);
-	struct deliver_msg *m = deliver_msg_new(1);
+	struct msg *m = msg_new(1);
 	struct store_rec rec = { .m = m, .state = STORE_ENROUTE };
 
 	m->id = 7168;
@@ -405,14 +417,67 @@ START_TEST(test_not_a_store)
 	{
 		char *err = NULL;
 
-		ck_assert_ptr_null(store_sqlite_ops.open(&sc, true, &err));
+		ck_assert_ptr_null(store_sqlite_ops.open(with_sc(), true,
+		    &err));
 		ck_assert_ptr_nonnull(strstr(err, "cannot be made"));
 		free(err);
 	}
 }
 END_TEST
 
+/* store_check opens the backend the configuration names, by name. */
+START_TEST(test_check_opens_by_name)
+{
+	char text[512];
+	char *err = NULL;
+	struct config *cf;
+
+	snprintf(text, sizeof(text), "listeners = ( { name = \"r\"; "
+	    "address = \"127.0.0.1\"; port = 0; protocol = \"router\"; } );\n"
+	    "store = { path = \"%s/by-name.db\"; backend = \"sqlite\"; };\n",
+	    dir);
+	cf = unit_config(text);
+	ck_assert_msg(store_check(cf, &err) == 0, "check: %s",
+	    err != NULL ? err : "?");
+	/* -t makes nothing. */
+	snprintf(text, sizeof(text), "%s/by-name.db", dir);
+	ck_assert_int_ne(access(text, F_OK), 0);
+	config_unref(cf);
+}
+END_TEST
+
 #endif
+
+/*
+ * The table of backends: each by its configuration name, with the build
+ * option it needs, its operations only when built in; other names none.
+ */
+START_TEST(test_backends_by_name)
+{
+	const struct store_backend_info *bi;
+
+	bi = store_backend_find("sqlite");
+	ck_assert_ptr_nonnull(bi);
+	ck_assert_str_eq(bi->name, "sqlite");
+	ck_assert_str_eq(bi->option, "WITH_SQLITE");
+#if ER_WITH_SQLITE
+	ck_assert_ptr_eq(bi->ops, &store_sqlite_ops);
+#else
+	ck_assert_ptr_null(bi->ops);
+#endif
+	bi = store_backend_find("jetstream");
+	ck_assert_ptr_nonnull(bi);
+	ck_assert_str_eq(bi->option, "WITH_NATS");
+#if ER_WITH_NATS
+	ck_assert_ptr_eq(bi->ops, &store_js_ops);
+#else
+	ck_assert_ptr_null(bi->ops);
+#endif
+	ck_assert_ptr_null(store_backend_find("SQLite"));
+	ck_assert_ptr_null(store_backend_find(""));
+	ck_assert_ptr_null(store_backend_find("files"));
+}
+END_TEST
 
 Suite *
 store_suite(void)
@@ -428,7 +493,11 @@ store_suite(void)
 	tcase_add_test(tc, test_final_rows_move_on_open);
 	tcase_add_test(tc, test_check_sees_files_go);
 	tcase_add_test(tc, test_not_a_store);
+	tcase_add_test(tc, test_check_opens_by_name);
 #endif
+	suite_add_tcase(s, tc);
+	tc = tcase_create("backends");
+	tcase_add_test(tc, test_backends_by_name);
 	suite_add_tcase(s, tc);
 	return s;
 }

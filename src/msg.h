@@ -1,0 +1,163 @@
+/*
+ * msg.h: a message on its way through the daemon: its fields, its text,
+ * the verdict it carries back, who sent it, and message ids. Codecs,
+ * store backends and receipts depend on this, not on the routing engine
+ * (deliver.h), which moves messages between kinds of destination.
+ */
+#ifndef ECHOROUTERD_MSG_H
+#define ECHOROUTERD_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handle.h"
+#include "mailbox.h"
+#include "route.h"
+
+struct reactor;
+struct store_acct;
+
+enum msg_verdict {
+	MSG_PENDING = 0,	/* posted to another reactor; answer follows */
+	MSG_OK,			/* queued on the recipient's connection */
+	MSG_NO_ROUTE,		/* nobody owns the address (or it left) */
+	MSG_BUSY,	/* the recipient's output is over its watermark */
+	MSG_REFUSED,		/* the recipient's queue for it is full */
+	MSG_UNFIT,		/* the recipient's protocol cannot carry it */
+	MSG_FULL,		/* the store is full (or cannot write) */
+	/*
+	 * The recipient would only hold it in memory (behind a full SMPP
+	 * window): its account's store takes it. Never reaches a sender.
+	 */
+	MSG_STORE,
+	/*
+	 * It needs another node and the cluster cannot be reached (or did not
+	 * answer in time): a temporary error, as a full store is.
+	 */
+	MSG_UNAVAILABLE,
+	/*
+	 * The store's file was removed or replaced under the daemon: nothing
+	 * is stored until a restart.
+	 */
+	MSG_STORE_LOST,
+};
+
+/* A message's flags (struct msg's flags; deliver_send reads most). */
+enum {
+	MSG_F_PREFIX_FIRST = 1 << 0,	/* routes before logged-in owners */
+	MSG_F_EXACT = 1 << 1,		/* only the owner of the address */
+	MSG_F_NO_VERDICT = 1 << 2,	/* nobody waits for the verdict */
+	MSG_F_RECEIPT = 1 << 3,		/* a delivery receipt */
+	MSG_F_UMR = 1 << 4,		/* user_message_reference is set */
+	MSG_F_SAR = 1 << 5,		/* the sar_* fields are set */
+	MSG_F_LINE_TEXT = 1 << 6,	/* text checked fit for a line */
+	MSG_F_STORED = 1 << 7,	/* from the store: tell it the outcome */
+	/* The store's, delivered by another node: that node sends receipts. */
+	MSG_F_VIA_NODE = 1 << 8,
+};
+
+#define MSG_NODE_MAX	32	/* a node name's bytes (cluster.node) */
+
+/*
+ * Kinds of place a message comes from or goes to (deliver.h): who sent it,
+ * and so who hears its verdict, is a kind plus that kind's own address in
+ * the message. A route owner's kind (route.h) is one of these too.
+ */
+enum msg_kind {
+	MSG_KIND_CONN = 0,	/* a connection of ours: sender (a handle) */
+	MSG_KIND_NONE,		/* nobody waits for a verdict */
+	MSG_KIND_STORE,		/* this node's store: store_acct */
+	MSG_KIND_NODE,		/* another node: remote_node, remote_req */
+	MSG_KIND_MAX = 8,	/* room for kinds to come (upstream binds) */
+};
+
+/*
+ * A message on its way. It travels from the sender's reactor to the
+ * recipient's and back (for the verdict) as one allocation, posted through
+ * the mailboxes; whoever holds it owns it. msg_new zeroes what comes
+ * before src_addr and empties the strings: keep every number field above
+ * src_addr.
+ */
+struct msg {
+	struct mailbox_task task;
+	uint64_t id;
+	struct conn_handle sender;	/* MSG_KIND_CONN: the connection */
+	uint32_t sender_kind;		/* enum msg_kind */
+	struct route_owner recipient;
+	enum msg_verdict verdict;
+	uint32_t flags;
+	uint32_t sender_ref;		/* the sender's own reference */
+	uint32_t sender_cmd;		/* and what it was answering */
+	uint64_t submitted;		/* wall clock seconds, for receipts */
+	uint64_t due;			/* scheduled: not before (s); 0 now */
+	uint64_t expires;		/* validity: not after (s); 0 default */
+	struct store_acct *store_acct;	/* MSG_F_STORED: whose it is */
+	uint32_t attempts;		/* MSG_F_STORED: failures so far */
+	uint64_t remote_req;		/* MSG_KIND_NODE: its request */
+	uint64_t read_ns;		/* turn_ns of the turn that read it; 0 none */
+	/* SMPP details, carried through untouched; zero from line clients. */
+	uint8_t	src_ton, src_npi;
+	uint8_t	dst_ton, dst_npi;
+	uint8_t	esm_class;
+	uint8_t	data_coding;
+	uint8_t	registered_delivery;
+	uint8_t	message_state;		/* receipts */
+	uint16_t umr;
+	uint16_t sar_ref;
+	uint8_t	sar_total;
+	uint8_t	sar_seq;
+	char	src_addr[21];		/* as submitted, without normalising */
+	char	dst_addr[21];
+	char	reply_to[ROUTE_ADDR_MAX + 1];	/* receipts go here */
+	char	receipted_id[24];
+	char	from[ROUTE_ADDR_MAX + 1];
+	char	to[ROUTE_ADDR_MAX + 1];
+	char	remote_node[MSG_NODE_MAX + 1];	/* MSG_KIND_NODE */
+	size_t	len;
+	uint8_t	text[];
+};
+
+/*
+ * A message with room for len bytes of text (and a NUL after them): its
+ * numbers zero, its strings empty, the text for the caller to fill. Any
+ * thread.
+ */
+struct msg *msg_new(size_t len);
+
+/* The bytes m takes: its fields, its text, the NUL after. */
+static inline size_t
+msg_size(const struct msg *m)
+{
+	return sizeof(*m) + m->len + 1;
+}
+
+/* A copy of m (text included) that the caller owns. Any thread. */
+struct msg *msg_dup(const struct msg *m);
+
+/* The verdict's name: "ok", "no route", ... Any thread. */
+const char *msg_verdict_name(enum msg_verdict v);
+
+/*
+ * A message id unique within the run (and, in a cluster, across nodes once
+ * msg_set_id_low has run). Owning reactor only.
+ */
+uint64_t msg_next_id(struct reactor *r);
+
+#define MSG_ID_LOW_MAX	1023
+/* The id maker that is not a reactor: the store (its receipts). */
+#define MSG_ID_STORE	MSG_ID_LOW_MAX
+
+/*
+ * An id's low 10 bits tell who made it: reactor i's end in i, the store's
+ * in MSG_ID_STORE, until a cluster hands each of them a slot of its
+ * own (low), unique among the nodes. Any thread; maker is a reactor id or
+ * MSG_ID_STORE, low at most MSG_ID_LOW_MAX.
+ */
+void	msg_set_id_low(unsigned maker, unsigned low);
+uint64_t msg_id_low(unsigned maker);
+
+/* Message ids start above base (see main.c): unique across restarts. */
+void	msg_set_id_base(struct reactor *r, uint64_t base);
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * store_int.h: what the store's own files share (store.c, store_rows.c):
+ * its accounts, its state and the helpers both call. Not for other
+ * modules: they use store.h. Store thread, unless a field says otherwise.
+ */
+#ifndef ECHOROUTERD_STORE_INT_H
+#define ECHOROUTERD_STORE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "msg.h"
+#include "route.h"
+#include "store.h"
+
+/*
+ * Messages handed to sessions and not yet answered for: per account (a
+ * few windows' worth) and in all. A backlog of a million never lands in
+ * memory at once.
+ */
+#define STORE_ACCT_INFLIGHT	64
+#define STORE_INFLIGHT_MAX	8192
+/* How long an account whose sessions had no room waits to be tried. */
+#define STORE_PAUSE_MS		200
+/* Retries back off from 1 s, doubling, to at most this. */
+#define STORE_RETRY_MAX_S	300
+#define STORE_ACCT_BUCKETS	4096
+#define STORE_TICK_MS		100
+/*
+ * In a cluster, an account with a backlog and nobody here: how often the
+ * store tries whether another node holds it (besides the nodes' notices).
+ */
+#define STORE_PROBE_S		10
+
+/*
+ * An account that has had messages in the store this run. Made on first
+ * use and kept till exit (accounts are few: the configuration's), so that
+ * reactors can read held without a lock.
+ */
+struct store_acct {
+	struct store_acct *_Atomic next;	/* hash chain */
+	atomic_uint_fast64_t held;	/* in the store or on the way there */
+	char	id[ROUTE_ADDR_MAX + 1];
+	/* The store thread's alone: */
+	struct store_acct *all;		/* every account, for the tick */
+	struct store_acct *dirty_next;
+	bool	dirty;
+	bool	oldest_stale;
+	uint64_t count;			/* ENROUTE in the file */
+	uint64_t bytes;
+	uint64_t oldest;
+	uint64_t cursor;		/* handed out up to this id */
+	uint64_t rescan_at;		/* s: a retry or a schedule falls due */
+	uint64_t resume_ms;		/* no room at its sessions: wait */
+	uint64_t probe_at;		/* s: try other nodes again then */
+	bool	remote;			/* another node may hold it: send there */
+	struct route_owner inflight_to;	/* the session of what is in flight */
+	unsigned ninflight;
+	uint64_t inflight[STORE_ACCT_INFLIGHT];
+	/*
+	 * Delivered or failed, their final state not yet committed: kept
+	 * (with the message, for its receipt) until it is, and while one is
+	 * not even written the account gets nothing more, so that a full disk
+	 * pauses it instead of sending the same messages again and again.
+	 * Each was in flight: with inflight, at most STORE_ACCT_INFLIGHT.
+	 */
+	struct store_mark {
+		struct msg *m;
+		uint8_t	state;		/* the final enum store_state */
+		bool	written;	/* in the open transaction */
+	} marks[STORE_ACCT_INFLIGHT];
+	unsigned nmarks;
+	unsigned nunwritten;
+	struct store_acct *marking_next; /* S.marking: nmarks is not 0 */
+	bool	marking;
+};
+
+struct store {
+	const struct store_backend_ops *ops;
+	struct store_backend *b;
+	struct service *svc;
+	struct config *cf;		/* the store thread's snapshot */
+	pthread_mutex_t acct_lock;	/* makes accounts; no I/O under it */
+	struct store_acct *_Atomic buckets[STORE_ACCT_BUCKETS];
+	struct store_acct *_Atomic all;	/* newest first; see acct_next */
+	/* The store thread's alone: */
+	bool	in_txn;
+	bool	durable;		/* the open transaction acknowledges */
+	bool	failing;		/* writes fail: logged once */
+	bool	quiesced;		/* shutting down: nothing written */
+	bool	starved;		/* an account found no place in flight */
+	/* The file was removed or replaced under us: store nothing more. */
+	atomic_bool lost;
+	struct mailbox_task *waiting;	/* puts awaiting the commit */
+	struct store_acct *dirty;
+	struct store_acct *marking;	/* accounts with marks to finish */
+	uint64_t mark_retry_ms;		/* failing: marks written again then */
+	uint64_t id_seq;		/* the store's own message ids */
+	uint64_t nmessages;
+	uint64_t nbytes;
+	/*
+	 * Final rows, kept for query_sm till default_validity, count against
+	 * the limits too: the oldest go early to make room. As in the open
+	 * group, and as last committed.
+	 */
+	uint64_t nfinal, final_bytes;
+	uint64_t nfinal_ok, final_bytes_ok;
+	uint64_t evict_cursor;		/* the purges' places in the table */
+	uint64_t purge_cursor;
+	unsigned ninflight;
+	uint64_t last_second;
+	uint64_t last_purge;
+	/* For the stats, any thread. */
+	atomic_uint_fast64_t st_messages;
+	atomic_uint_fast64_t st_bytes;
+	atomic_uint_fast64_t st_oldest;
+	atomic_uint_fast64_t st_commits;
+	atomic_uint_fast64_t st_commit_failures;
+	atomic_uint nholding;		/* accounts whose held is not 0 */
+};
+
+/* The store's one state (store.c's). */
+struct store *store_state(void);
+
+/* Wall clock seconds. */
+uint64_t store_wall_now(void);
+
+/* The account called id, made on first use. Any thread. */
+struct store_acct *store_acct_get(const char *id);
+
+/* a has work for the next pump. */
+void	store_mark_dirty(struct store_acct *a);
+
+/* Whether id is out: at a session, or its final state not committed. */
+bool	store_acct_has_out(const struct store_acct *a, uint64_t id);
+
+/* Starts the group's transaction if none is open; false if it cannot. */
+bool	store_txn(bool durable);
+
+/* After a write: a failed one is logged once (and the group fails). */
+void	store_write_error(void);
+
+/* A message leaves ENROUTE: counts down. */
+void	store_acct_leave(struct store_acct *a, const struct msg *m);
+
+/* A message reached a final state, or n of them were purged. */
+void	store_final_add(const char *account, const struct msg *m);
+void	store_final_sub(uint64_t n, uint64_t bytes);
+
+/* Stores the receipt for orig in state (SMPP), if it asked for one. */
+void	store_receipt(const struct msg *orig, uint8_t state);
+
+/* Commits the open group and answers those waiting for it. */
+void	store_group_commit(void);
+
+/* store_rows.c: expiry and the purge of final rows, from the tick. */
+void	store_expire(uint64_t now);
+void	store_purge_old(uint64_t now);
+
+#endif
