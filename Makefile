@@ -276,10 +276,9 @@ check-dist: $(BIN)
 		tests/system/check-dist.sh
 
 # No call cycle joins delivery, the message, the store and its backends,
-# the cluster and receipts in the objects built (part of make check, in
-# check-dist). The layering rules (tests/system/check-layers.sh) are not
-# part of make check yet: the core and the protocols still include
-# headers the rules forbid.
+# the cluster and receipts in the objects built; the core, the protocols
+# and the configuration include only their layers' headers (both part of
+# make check, in check-dist).
 check-cycles: $(BIN)
 	$(Q)tests/system/check-cycles.sh $(BUILD)
 

@@ -487,6 +487,13 @@ static const struct deliver_kind_ops node_kind = {
 	.answer = cluster_answer,
 };
 
+/* LOGIN's claims, cluster-wide (route_wide_register). */
+static const struct route_wide_ops claims_wide = {
+	.up = cluster_up,
+	.claim = cluster_claim,
+	.release = cluster_release,
+};
+
 /* ---- subscriptions: one per address held here ------------------------ */
 
 static struct csub **
@@ -1084,6 +1091,7 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 	resubscribe_all();
 	atomic_store(&C.on, true);
 	deliver_register(MSG_KIND_NODE, &node_kind);
+	route_wide_register(&claims_wide);
 	route_watch(on_route_change);
 	/* Stopped in reverse: the key-value thread first. */
 	svcs[(*n)++] = C.svc;
@@ -1094,6 +1102,8 @@ cluster_open(const struct config *cf, struct service **svcs, unsigned *n,
 void
 cluster_close(void)
 {
+	route_wide_register(NULL);
+	deliver_register(MSG_KIND_NODE, NULL);
 	natsOptions_Destroy(C.opts);
 	C.opts = NULL;
 	config_unref(C.cf);

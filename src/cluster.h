@@ -48,26 +48,6 @@ struct msg;
 struct reactor_batch;
 struct service;
 
-/* What became of a LOGIN's cluster-wide claim. */
-enum cluster_claim_result {
-	CLUSTER_CLAIMED = 0,	/* ours in the whole cluster */
-	CLUSTER_IN_USE,		/* a live node holds it */
-	CLUSTER_UNAVAILABLE,	/* the cluster cannot be asked now */
-};
-
-/*
- * A claim on its way: the caller fills conn, addr and done, and owns it
- * again when done(reactor, claim, MAILBOX_RUN) runs on conn's reactor
- * with result set (MAILBOX_CANCELLED: at exit, only free it).
- */
-struct cluster_claim {
-	struct mailbox_task task;
-	mailbox_task_fn *done;
-	struct conn_handle conn;
-	enum cluster_claim_result result;
-	char	addr[ROUTE_ADDR_MAX + 1];
-};
-
 /* The cluster's state as numbers (for /metrics). */
 struct cluster_stats {
 	bool	connected;	/* to a NATS server now */
@@ -125,15 +105,6 @@ void	cluster_send(struct reactor_batch *b, struct msg *m);
  */
 void	cluster_answer(struct reactor_batch *b, struct msg *m);
 
-/* Claims q->addr cluster-wide (see struct cluster_claim). Any thread. */
-void	cluster_claim(struct cluster_claim *q);
-
-/*
- * Gives up this node's cluster-wide claim on addr, unless a session here
- * holds it again by then. Any thread.
- */
-void	cluster_release(const char *addr);
-
 #else
 
 static inline int
@@ -180,8 +151,6 @@ cluster_answer(struct reactor_batch *b, struct msg *m)
 	(void)b;
 	free(m);
 }
-static inline void cluster_claim(struct cluster_claim *q) { free(q); }
-static inline void cluster_release(const char *addr) { (void)addr; }
 
 #endif
 

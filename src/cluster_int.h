@@ -125,7 +125,7 @@ struct cluster {
 	unsigned makers;		/* reactors; the store is one more */
 	bool	slots_done;		/* this run's slots are ours */
 	/* LOGINs claimed and subscribed to, answered after a flush. */
-	struct cluster_claim **logins;
+	struct route_claim **logins;
 	size_t	nlogins, logins_cap;
 	uint64_t slots_at_ms;		/* JetStream failed: not before */
 	bool	kv_failed;		/* said once per connection */
@@ -205,5 +205,12 @@ void	cluster_kv_link_task(void *owner, void *arg, enum mailbox_status st);
 /* The key-value thread: a new configuration (a reference, taken). */
 void	cluster_kv_reload_task(void *owner, void *arg,
 	    enum mailbox_status st);
+/* Claims q->addr cluster-wide (struct route_claim). Any thread. */
+void	cluster_claim(struct route_claim *q);
+/*
+ * Gives up this node's cluster-wide claim on addr, unless a session here
+ * holds it again by then. Any thread.
+ */
+void	cluster_release(const char *addr);
 
 #endif

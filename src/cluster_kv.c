@@ -392,13 +392,13 @@ holder_alive(const char *val)
 	return beat > 0 && strcmp(inst, sp + 1) == 0;
 }
 
-static enum cluster_claim_result
+static enum route_claim_result
 claim_kv(const char *addr)
 {
 	char key[CLUSTER_TOKEN_MAX + 1], val[sizeof(C.me) + 1];
 
 	if (!cluster_up() || !kv_open())
-		return CLUSTER_UNAVAILABLE;
+		return ROUTE_UNAVAILABLE;
 	/*
 	 * Never claim while our own heartbeat may be missing (just back from
 	 * an outage): another node would take the claim for a dead one's.
@@ -407,7 +407,7 @@ claim_kv(const char *addr)
 		C.beat_at_ms = 0;
 		heartbeat(mono_ms());
 		if (!C.beat_ok)
-			return CLUSTER_UNAVAILABLE;
+			return ROUTE_UNAVAILABLE;
 	}
 	cluster_token_encode(addr, key);
 	/* A few rounds: another node may take or free it meanwhile. */
@@ -417,17 +417,17 @@ claim_kv(const char *addr)
 
 		if ((held = kv_leader_get("claims", key, val, sizeof(val),
 		    &rev)) < 0)
-			return CLUSTER_UNAVAILABLE;
+			return ROUTE_UNAVAILABLE;
 		/* Ours (a session here just left it): keep it. */
 		if (held && strcmp(val, C.me) == 0)
-			return CLUSTER_CLAIMED;
+			return ROUTE_CLAIMED;
 		if (held && holder_alive(val))
-			return CLUSTER_IN_USE;
+			return ROUTE_IN_USE;
 		/* Free, or its node is gone: ours, unless another was first. */
 		if ((w = claim_write(key, C.me, rev)) != 0)
-			return w > 0 ? CLUSTER_CLAIMED : CLUSTER_UNAVAILABLE;
+			return w > 0 ? ROUTE_CLAIMED : ROUTE_UNAVAILABLE;
 	}
-	return CLUSTER_IN_USE;
+	return ROUTE_IN_USE;
 }
 
 static struct claimed **
@@ -550,7 +550,7 @@ claims_recheck(void)
 				leaving_set(c);
 				continue;
 			}
-			if (claim_kv(c->addr) != CLUSTER_IN_USE)
+			if (claim_kv(c->addr) != ROUTE_IN_USE)
 				continue;
 			log_warnx("cluster: %s was claimed by another node while "
 			    "this one was cut off: closing its session here",
@@ -577,7 +577,7 @@ claims_recheck(void)
 static void
 claim_answer(void *owner, void *arg, enum mailbox_status st)
 {
-	struct cluster_claim *q = arg;
+	struct route_claim *q = arg;
 	struct reactor *r;
 
 	(void)owner;
@@ -595,7 +595,7 @@ claim_answer(void *owner, void *arg, enum mailbox_status st)
 static void
 claim_to_flush(void *owner, void *arg, enum mailbox_status st)
 {
-	struct cluster_claim *q = arg;
+	struct route_claim *q = arg;
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
@@ -614,7 +614,7 @@ claim_to_flush(void *owner, void *arg, enum mailbox_status st)
 static void
 claim_subscribed(void *owner, void *arg, enum mailbox_status st)
 {
-	struct cluster_claim *q = arg;
+	struct route_claim *q = arg;
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
@@ -651,7 +651,7 @@ kv_after_batch(struct service *s, void *arg)
 static void
 claim_task(void *owner, void *arg, enum mailbox_status st)
 {
-	struct cluster_claim *q = arg;
+	struct route_claim *q = arg;
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
@@ -659,7 +659,7 @@ claim_task(void *owner, void *arg, enum mailbox_status st)
 		return;
 	}
 	q->result = claim_kv(q->addr);
-	if (q->result == CLUSTER_CLAIMED) {
+	if (q->result == ROUTE_CLAIMED) {
 		struct route_owner o = route_owner_conn(q->conn);
 
 		claimed_set(q->addr, true);
@@ -679,7 +679,7 @@ claim_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-cluster_claim(struct cluster_claim *q)
+cluster_claim(struct route_claim *q)
 {
 	q->task.fn = claim_task;
 	q->task.arg = q;

@@ -62,6 +62,43 @@ deliver_kind_up(unsigned kind)
 	return ops->up != NULL ? ops->up() : ops->on();
 }
 
+void
+deliver_outcome(struct msg *m, enum msg_outcome o)
+{
+	const struct deliver_kind_ops *ops = kind_ops(MSG_KIND_STORE);
+
+	/* Only the store hands messages out, and it outlives the reactors. */
+	if (ops == NULL || ops->outcome == NULL) {
+		free(m);
+		return;
+	}
+	ops->outcome(m, o);
+}
+
+void
+deliver_wake(const char *address)
+{
+	for (unsigned k = 0; k < MSG_KIND_MAX; k++) {
+		const struct deliver_kind_ops *ops = kind_ops(k);
+
+		if (ops != NULL && ops->wake != NULL && ops->on())
+			ops->wake(address);
+	}
+}
+
+int
+deliver_request(unsigned kind, struct msg_req *q)
+{
+	const struct deliver_kind_ops *ops = kind_ops(kind);
+
+	if (ops == NULL || ops->request == NULL || !ops->on()) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	ops->request(q);
+	return 0;
+}
+
 /* Whether the store holds messages for address (its backlog). */
 static bool
 deliver_store_holds(const char *address)

@@ -46,6 +46,19 @@ struct deliver_kind_ops {
 	 * address is in m. Takes m. Any thread.
 	 */
 	void	(*answer)(struct reactor_batch *b, struct msg *m);
+	/*
+	 * Optional: what became of m, which this kind handed out to a
+	 * session here (the store: MSG_F_STORED). Takes m. The reactor that
+	 * holds m.
+	 */
+	void	(*outcome)(struct msg *m, enum msg_outcome o);
+	/* Optional: a session that can receive for address appeared. */
+	void	(*wake)(const char *address);
+	/*
+	 * Optional: a session's request on messages this kind holds (struct
+	 * msg_req). Takes q until it comes back. Any reactor.
+	 */
+	void	(*request)(struct msg_req *q);
 };
 
 /*
@@ -60,6 +73,25 @@ int	deliver_register(unsigned kind, const struct deliver_kind_ops *ops);
 /* Whether kind is registered and in service, and able to take now. */
 bool	deliver_kind_on(unsigned kind);
 bool	deliver_kind_up(unsigned kind);
+
+/*
+ * What became of m, a message the store handed out (MSG_F_STORED), told
+ * to the store's outcome. Takes m. The reactor that holds m.
+ */
+void	deliver_outcome(struct msg *m, enum msg_outcome o);
+
+/*
+ * A session that can receive for address appeared: every registered kind
+ * that holds messages for it hears (wake). Any thread.
+ */
+void	deliver_wake(const char *address);
+
+/*
+ * Hands q to kind's request (SMPP query_sm, cancel_sm, replace_sm on the
+ * store). -1 with errno ENOTSUP, q still the caller's, when the kind is
+ * not on or takes no requests. Any reactor.
+ */
+int	deliver_request(unsigned kind, struct msg_req *q);
 
 /*
  * Hands m to kind's take for address to, as deliver does when it picks

@@ -73,6 +73,64 @@ enum msg_kind {
 };
 
 /*
+ * What became of a message a kind handed out to a session here (the
+ * store's, MSG_F_STORED), as the recipient's protocol tells it back
+ * (deliver_outcome).
+ */
+enum msg_outcome {
+	MSG_OUT_DELIVERED = 0,	/* the recipient has it: it leaves the store */
+	MSG_OUT_RETRY,		/* a temporary error: again later, backing off */
+	MSG_OUT_RETURNED,	/* not tried (no room, session gone): again soon */
+	MSG_OUT_FAILED,		/* a permanent error: it leaves, UNDELIV receipt */
+};
+
+/* A held message's state: SMPP message_state (SMPP 3.4 section 5.2.28). */
+enum msg_state {
+	MSG_STATE_ENROUTE = 1,
+	MSG_STATE_DELIVERED = 2,
+	MSG_STATE_EXPIRED = 3,
+	MSG_STATE_DELETED = 4,
+	MSG_STATE_UNDELIVERABLE = 5,
+};
+
+/* SMPP query_sm, cancel_sm, replace_sm on held messages. */
+enum msg_req_kind {
+	MSG_REQ_QUERY,
+	MSG_REQ_CANCEL,
+	MSG_REQ_REPLACE,
+};
+
+/*
+ * A request from a session on messages a kind holds (deliver_request): the
+ * kind fills in the answer and posts it back to conn's reactor, where
+ * done(owner reactor, req, status) runs (MAILBOX_CANCELLED: nobody is left
+ * to answer; free only). The caller allocates it (with room for text) and
+ * done frees it.
+ */
+struct msg_req {
+	struct mailbox_task task;
+	enum msg_req_kind kind;
+	struct conn_handle conn;
+	mailbox_task_fn *done;
+	uint32_t seq;			/* the request's sequence_number */
+	char	submitter[65];		/* the binder's system_id */
+	uint64_t id;			/* message_id; 0: cancel by address */
+	char	dst[65];		/* cancel: the destination (normalised) */
+	char	src[65];		/* cancel, query: source_addr given */
+	/* replace: what changes (0 / NULL: unchanged) */
+	uint64_t due;
+	uint64_t expires;
+	uint8_t	registered_delivery;
+	bool	has_text;
+	/* the answer */
+	bool	ok;
+	uint8_t	state;			/* enum msg_state */
+	uint64_t final_date;		/* wall clock s; 0 none */
+	size_t	len;
+	uint8_t	text[];			/* replace: the new text */
+};
+
+/*
  * A message on its way. It travels from the sender's reactor to the
  * recipient's and back (for the verdict) as one allocation, posted through
  * the mailboxes; whoever holds it owns it. msg_new zeroes what comes

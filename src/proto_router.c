@@ -5,13 +5,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cluster.h"
 #include "config.h"
 #include "conn.h"
 #include "deliver.h"
 #include "proto.h"
 #include "route.h"
-#include "store.h"
 #include "util.h"
 
 /* Unanswered SENDs, and replies queued behind them, before input is held. */
@@ -344,14 +342,14 @@ login_done(struct conn *c, struct router_sess *s)
 {
 	s->logged_in = true;
 	reply_printf(c, "OK LOGIN %s", s->addr);
-	store_wake(s->addr);
+	deliver_wake(s->addr);
 }
 
 /* On the reactor: the cluster's answer to a LOGIN's claim. */
 static void
 login_claimed(void *owner, void *arg, enum mailbox_status st)
 {
-	struct cluster_claim *q = arg;
+	struct route_claim *q = arg;
 	struct router_sess *s;
 	struct reply *rp;
 	struct conn *c;
@@ -366,18 +364,18 @@ login_claimed(void *owner, void *arg, enum mailbox_status st)
 	for (rp = s->head; rp != NULL && !(rp->claim && !rp->done);
 	    rp = rp->next)
 		;
-	if (q->result == CLUSTER_CLAIMED) {
+	if (q->result == ROUTE_CLAIMED) {
 		/* (The cluster confirmed the route: found here already.) */
 		s->logged_in = true;
 		rp->len = (size_t)snprintf(rp->text, ROUTE_ADDR_MAX + 16,
 		    "OK LOGIN %s\n", s->addr);
-		store_wake(s->addr);
+		deliver_wake(s->addr);
 	} else {
 		route_release(s->addr, &s->me);
-		count_err(c, q->result == CLUSTER_IN_USE ? COUNTER_ERR_409 :
+		count_err(c, q->result == ROUTE_IN_USE ? COUNTER_ERR_409 :
 		    COUNTER_ERR_503);
 		rp->len = (size_t)snprintf(rp->text, ROUTE_ADDR_MAX + 16, "%s\n",
-		    q->result == CLUSTER_IN_USE ? "ERR 409 address in use" :
+		    q->result == ROUTE_IN_USE ? "ERR 409 address in use" :
 		    "ERR 503 cluster unavailable");
 	}
 	free(q);
@@ -394,19 +392,21 @@ static void
 login_claim(struct conn *c, struct router_sess *s)
 {
 	char room[ROUTE_ADDR_MAX + 16];
-	struct cluster_claim *q;
+	struct route_claim *q;
 	struct reply *rp;
 
-	if (!cluster_up()) {
+	q = xcalloc(1, sizeof(*q));
+	q->done = login_claimed;
+	q->conn = conn_handle(c);
+	memcpy(q->addr, s->addr, s->addrlen + 1);
+	/* (The answer comes through this reactor's mailbox: after this.) */
+	if (!route_wide_up() || route_wide_claim(q) < 0) {
+		free(q);
 		route_release(s->addr, &s->me);
 		count_err(c, COUNTER_ERR_503);
 		reply_printf(c, "ERR 503 cluster unavailable");
 		return;
 	}
-	q = xcalloc(1, sizeof(*q));
-	q->done = login_claimed;
-	q->conn = conn_handle(c);
-	memcpy(q->addr, s->addr, s->addrlen + 1);
 	memset(room, 0, sizeof(room));
 	rp = reply_new(room, sizeof(room));
 	rp->len = 0;
@@ -415,7 +415,6 @@ login_claim(struct conn *c, struct router_sess *s)
 	s->npending++;
 	s->claiming = true;
 	sess_update_hold(c, s);
-	cluster_claim(q);
 }
 
 static void
@@ -446,7 +445,7 @@ cmd_login(struct conn *c, struct router_sess *s, char *args)
 		 * not found here until the cluster agrees: were it elsewhere,
 		 * a message for it must not come to this session.
 		 */
-		if ((cluster_on() ? route_claim_pending(addr, &s->me) :
+		if ((route_wide_on() ? route_claim_pending(addr, &s->me) :
 		    route_claim(addr, &s->me)) < 0) {
 			count_err(c, COUNTER_ERR_409);
 			reply_printf(c, "ERR 409 address in use");
@@ -454,7 +453,7 @@ cmd_login(struct conn *c, struct router_sess *s, char *args)
 		}
 		s->addrlen = strlen(addr);
 		memcpy(s->addr, addr, s->addrlen + 1);
-		if (cluster_on()) {
+		if (route_wide_on()) {
 			login_claim(c, s);
 			return;
 		}
@@ -522,8 +521,8 @@ sess_logout(struct router_sess *s)
 	if (!s->logged_in && !s->claiming)
 		return;
 	route_release(s->addr, &s->me);
-	if (cluster_on())
-		cluster_release(s->addr);
+	if (route_wide_on())
+		route_wide_release(s->addr);
 	s->logged_in = s->claiming = false;
 }
 
@@ -686,8 +685,8 @@ stored_wait_done(struct conn *c, struct router_sess *s, bool gone)
 
 		if (!gone && w->end > conn_out_sent(c))
 			break;
-		store_outcome(w->m, gone && w->end > conn_out_sent(c) ?
-		    STORE_RETURNED : STORE_DELIVERED);
+		deliver_outcome(w->m, gone && w->end > conn_out_sent(c) ?
+		    MSG_OUT_RETURNED : MSG_OUT_DELIVERED);
 		s->swhead = (s->swhead + 1) % s->swcap;
 		s->swlen--;
 	}

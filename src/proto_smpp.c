@@ -15,7 +15,6 @@
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
 #include "smpp_time.h"
-#include "store.h"
 #include "util.h"
 
 /* Submits awaiting a verdict from another reactor before input is held. */
@@ -371,7 +370,7 @@ cmd_bind(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	    status);
 	/* A receiver's backlog follows its bind_*_resp. */
 	if (status == SMPP_ESME_ROK && s->joined)
-		store_wake(s->system_id);
+		deliver_wake(s->system_id);
 }
 
 /*
@@ -596,7 +595,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RTHROTTLED, seq, NULL);
 		return;
 	}
-	if (store_on() && (status = submit_times(pdu, &due, &expires)) !=
+	if (deliver_kind_on(MSG_KIND_STORE) && (status = submit_times(pdu, &due, &expires)) !=
 	    SMPP_ESME_ROK) {
 		smpp_respond(c, cmd | SMPP_RESP, status, seq, NULL);
 		return;
@@ -623,10 +622,10 @@ req_fail_status(uint32_t cmd)
 }
 
 static uint32_t
-req_cmd(enum store_req_kind kind)
+req_cmd(enum msg_req_kind kind)
 {
-	return kind == STORE_REQ_QUERY ? SMPP_QUERY_SM :
-	    kind == STORE_REQ_CANCEL ? SMPP_CANCEL_SM : SMPP_REPLACE_SM;
+	return kind == MSG_REQ_QUERY ? SMPP_QUERY_SM :
+	    kind == MSG_REQ_CANCEL ? SMPP_CANCEL_SM : SMPP_REPLACE_SM;
 }
 
 static void sess_maybe_done(struct conn *c, struct smpp_sess *s);
@@ -635,7 +634,7 @@ static void sess_maybe_done(struct conn *c, struct smpp_sess *s);
 static void
 store_req_done(void *owner, void *arg, enum mailbox_status st)
 {
-	struct store_req *q = arg;
+	struct msg_req *q = arg;
 	uint32_t cmd = req_cmd(q->kind);
 	struct smpp_sess *s;
 	struct smpp_pdu pdu;
@@ -651,7 +650,7 @@ store_req_done(void *owner, void *arg, enum mailbox_status st)
 	pdu.command_id = cmd | SMPP_RESP;
 	pdu.sequence_number = q->seq;
 	pdu.command_status = q->ok ? SMPP_ESME_ROK : req_fail_status(cmd);
-	if (q->kind == STORE_REQ_QUERY && q->ok) {
+	if (q->kind == MSG_REQ_QUERY && q->ok) {
 		snprintf(pdu.message_id, sizeof(pdu.message_id), "%llu",
 		    (unsigned long long)q->id);
 		smpp_time_format(q->final_date, pdu.final_date);
@@ -683,24 +682,24 @@ parse_id(const char *t, uint64_t *id)
  */
 static void
 cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
-    enum store_req_kind kind)
+    enum msg_req_kind kind)
 {
 	uint32_t cmd = pdu->command_id, seq = pdu->sequence_number, status;
 	uint64_t id = 0, due = 0, expires = 0;
 	char dst[ROUTE_ADDR_MAX + 2] = "";
-	struct store_req *q;
+	struct msg_req *q;
 	size_t len = 0;
 
 	if (!is_transmitter(s)) {
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVBNDSTS, seq, NULL);
 		return;
 	}
-	if (!store_on()) {
+	if (!deliver_kind_on(MSG_KIND_STORE)) {
 		smpp_respond(c, cmd | SMPP_RESP, req_fail_status(cmd), seq, NULL);
 		return;
 	}
 	/* cancel_sm may name a destination instead of a message. */
-	if (kind == STORE_REQ_CANCEL && pdu->message_id[0] == '\0') {
+	if (kind == MSG_REQ_CANCEL && pdu->message_id[0] == '\0') {
 		if (!addr_normalise(pdu->destination_addr, pdu->dest_addr_ton,
 		    dst, sizeof(dst))) {
 			smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVDSTADR,
@@ -711,7 +710,7 @@ cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVMSGID, seq, NULL);
 		return;
 	}
-	if (kind == STORE_REQ_REPLACE) {
+	if (kind == MSG_REQ_REPLACE) {
 		status = times_parse(pdu->schedule_delivery_time,
 		    pdu->validity_period, &due, &expires);
 		if (status != SMPP_ESME_ROK) {
@@ -728,7 +727,7 @@ cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	snprintf(q->submitter, sizeof(q->submitter), "%s", s->system_id);
 	q->id = id;
 	snprintf(q->dst, sizeof(q->dst), "%.64s", dst);
-	if (kind == STORE_REQ_REPLACE) {
+	if (kind == MSG_REQ_REPLACE) {
 		q->due = due;
 		q->expires = expires;
 		q->registered_delivery = pdu->registered_delivery;
@@ -737,9 +736,13 @@ cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 			memcpy(q->text, pdu->short_message, len);
 		q->len = len;
 	}
+	if (deliver_request(MSG_KIND_STORE, q) < 0) {
+		free(q);
+		smpp_respond(c, cmd | SMPP_RESP, req_fail_status(cmd), seq, NULL);
+		return;
+	}
 	s->npending++;
 	sess_update_hold(c, s);
-	store_request(q);
 }
 
 /* A line address as an SMPP address: "+digits" is international. */
@@ -863,9 +866,9 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 		counter_add(&c->r->counters, COUNTER_SMPP_WINDOW, (uint64_t)-1);
 		/* The store removes it, retries or gives up; it sends receipts. */
 		if (m->flags & MSG_F_STORED) {
-			store_outcome(m, status == SMPP_ESME_ROK ?
-			    STORE_DELIVERED : status_temporary(status) ?
-			    STORE_RETRY : STORE_FAILED);
+			deliver_outcome(m, status == SMPP_ESME_ROK ?
+			    MSG_OUT_DELIVERED : status_temporary(status) ?
+			    MSG_OUT_RETRY : MSG_OUT_FAILED);
 		} else {
 			if (!(m->flags & MSG_F_RECEIPT))
 				deliver_receipt(c->r, m,
@@ -1015,13 +1018,13 @@ smpp_dispatch(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		    seq, NULL);
 		break;
 	case SMPP_QUERY_SM:
-		cmd_store_req(c, s, pdu, STORE_REQ_QUERY);
+		cmd_store_req(c, s, pdu, MSG_REQ_QUERY);
 		break;
 	case SMPP_CANCEL_SM:
-		cmd_store_req(c, s, pdu, STORE_REQ_CANCEL);
+		cmd_store_req(c, s, pdu, MSG_REQ_CANCEL);
 		break;
 	case SMPP_REPLACE_SM:
-		cmd_store_req(c, s, pdu, STORE_REQ_REPLACE);
+		cmd_store_req(c, s, pdu, MSG_REQ_REPLACE);
 		break;
 	case SMPP_UNBIND:
 		cmd_unbind(c, s, seq);
@@ -1100,7 +1103,7 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 	 * waits there instead, on disk: the submitter is answered once it is
 	 * durable. What the store hands out queues here as before.
 	 */
-	if (!(m->flags & MSG_F_STORED) && store_on() &&
+	if (!(m->flags & MSG_F_STORED) && deliver_kind_on(MSG_KIND_STORE) &&
 	    config_find_account(c->r->cf, s->system_id) != NULL)
 		return MSG_STORE;
 	/*
@@ -1292,7 +1295,7 @@ smpp_on_close(struct conn *c)
 		if (m == NULL)
 			continue;
 		if (m->flags & MSG_F_STORED) {
-			store_outcome(m, STORE_RETRY);
+			deliver_outcome(m, MSG_OUT_RETRY);
 			continue;
 		}
 		deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
@@ -1302,7 +1305,7 @@ smpp_on_close(struct conn *c)
 		struct msg *m = s->q[(s->qhead + i) % s->qcap];
 
 		if (m->flags & MSG_F_STORED) {
-			store_outcome(m, STORE_RETURNED);
+			deliver_outcome(m, MSG_OUT_RETURNED);
 			continue;
 		}
 		deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);

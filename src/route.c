@@ -2,6 +2,7 @@
 #include "route.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ struct route_shard {
 
 static struct route_shard shards[ROUTE_SHARDS];
 static void (*watcher)(const char *addr);
+static const struct route_wide_ops *_Atomic wide;
 
 void
 route_watch(void (*fn)(const char *addr))
@@ -357,4 +359,50 @@ route_resolve(const struct config *cf, const char *addr, bool prefix_first,
 	if (prefix_first && route_lookup(addr, owner))
 		return addr;
 	return NULL;
+}
+
+void
+route_wide_register(const struct route_wide_ops *ops)
+{
+	atomic_store_explicit(&wide, ops, memory_order_release);
+}
+
+static const struct route_wide_ops *
+wide_ops(void)
+{
+	return atomic_load_explicit(&wide, memory_order_acquire);
+}
+
+bool
+route_wide_on(void)
+{
+	return wide_ops() != NULL;
+}
+
+bool
+route_wide_up(void)
+{
+	const struct route_wide_ops *ops = wide_ops();
+
+	return ops != NULL && ops->up();
+}
+
+int
+route_wide_claim(struct route_claim *q)
+{
+	const struct route_wide_ops *ops = wide_ops();
+
+	if (ops == NULL)
+		return -1;
+	ops->claim(q);
+	return 0;
+}
+
+void
+route_wide_release(const char *addr)
+{
+	const struct route_wide_ops *ops = wide_ops();
+
+	if (ops != NULL)
+		ops->release(addr);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "handle.h"
+#include "mailbox.h"
 
 #define ROUTE_ADDR_MAX	64
 
@@ -111,5 +112,60 @@ const char *route_by_prefix(const struct config *cf, const char *addr);
  */
 const char *route_resolve(const struct config *cf, const char *addr,
 	    bool prefix_first, struct route_owner *owner);
+
+/*
+ * Claims beyond this node. A router LOGIN in a cluster must have its
+ * address free on every node; whoever can ask them (the cluster) registers
+ * these operations at start, and a protocol asks through route_wide_*
+ * without knowing who answers.
+ */
+
+/* What became of a claim beyond this node. */
+enum route_claim_result {
+	ROUTE_CLAIMED = 0,	/* ours everywhere */
+	ROUTE_IN_USE,		/* a live node holds it */
+	ROUTE_UNAVAILABLE,	/* the others cannot be asked now */
+};
+
+/*
+ * A claim on its way: the caller fills conn, addr and done, and owns it
+ * again when done(reactor, claim, MAILBOX_RUN) runs on conn's reactor
+ * with result set (MAILBOX_CANCELLED: at exit, only free it).
+ */
+struct route_claim {
+	struct mailbox_task task;
+	mailbox_task_fn *done;
+	struct conn_handle conn;
+	enum route_claim_result result;
+	char	addr[ROUTE_ADDR_MAX + 1];
+};
+
+struct route_wide_ops {
+	/* Whether the others can be asked now. */
+	bool	(*up)(void);
+	/* Claims q->addr everywhere (struct route_claim). Takes q. */
+	void	(*claim)(struct route_claim *q);
+	/* Gives up the claim on addr, unless a session here holds it again. */
+	void	(*release)(const char *addr);
+};
+
+/*
+ * Registers ops (NULL: none). Main thread, before the reactors start or
+ * after they stopped; ops must outlive their use.
+ */
+void	route_wide_register(const struct route_wide_ops *ops);
+
+/* Whether claims go beyond this node, and whether they can now. Any thread. */
+bool	route_wide_on(void);
+bool	route_wide_up(void);
+
+/*
+ * Claims q->addr beyond this node: 0, q taken; -1 when nobody registered
+ * (q still the caller's). Any thread.
+ */
+int	route_wide_claim(struct route_claim *q);
+
+/* Gives up this node's claim on addr beyond it. Any thread. */
+void	route_wide_release(const char *addr);
 
 #endif

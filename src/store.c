@@ -392,7 +392,7 @@ put_one(struct store_acct *a, struct msg *m)
 	memset(&rec, 0, sizeof(rec));
 	rec.m = m;
 	snprintf(rec.account, sizeof(rec.account), "%s", a->id);
-	rec.state = STORE_ENROUTE;
+	rec.state = MSG_STATE_ENROUTE;
 	rec.due = m->due;
 	/*
 	 * The default validity counts from when the message is due: a
@@ -773,7 +773,7 @@ mark_write(struct store_acct *a, struct store_mark *k)
 	store_acct_leave(a, m);
 	store_final_add(a->id, m);
 	if (!(m->flags & MSG_F_VIA_NODE))
-		store_receipt(m, k->state == STORE_DELIVERED_STATE ?
+		store_receipt(m, k->state == MSG_STATE_DELIVERED ?
 		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
 	return true;
 }
@@ -859,7 +859,7 @@ marks_retry(void)
 }
 
 static void
-outcome(struct msg *m, enum store_outcome o)
+outcome(struct msg *m, enum msg_outcome o)
 {
 	struct store_acct *a = m->store_acct;
 	uint64_t now = store_wall_now();
@@ -869,23 +869,23 @@ outcome(struct msg *m, enum store_outcome o)
 		return;
 	}
 	switch (o) {
-	case STORE_DELIVERED:
-	case STORE_FAILED:
-		mark_add(a, m, o == STORE_DELIVERED ? STORE_DELIVERED_STATE :
-		    STORE_UNDELIVERABLE);
+	case MSG_OUT_DELIVERED:
+	case MSG_OUT_FAILED:
+		mark_add(a, m, o == MSG_OUT_DELIVERED ? MSG_STATE_DELIVERED :
+		    MSG_STATE_UNDELIVERABLE);
 		store_mark_dirty(a);
 		return;
-	case STORE_RETRY:
+	case MSG_OUT_RETRY:
 		m->attempts++;
 		m->due = now + backoff(m->attempts);
 		if (store_txn(false))
-			S.ops->mark(S.b, m->id, STORE_ENROUTE, 0, m->due,
+			S.ops->mark(S.b, m->id, MSG_STATE_ENROUTE, 0, m->due,
 			    m->attempts);
 		if (a->rescan_at == 0 || m->due < a->rescan_at)
 			a->rescan_at = m->due;
 		a->cursor = 0;
 		break;
-	case STORE_RETURNED:
+	case MSG_OUT_RETURNED:
 		/* Sent to the cluster, and no node has it: wait for news. */
 		if (m->sender_kind == MSG_KIND_STORE &&
 		    m->verdict == MSG_NO_ROUTE)
@@ -913,19 +913,19 @@ name(void *owner, void *arg, enum mailbox_status st)			\
 	else								\
 		outcome(arg, o);					\
 }
-OUTCOME_TASK(delivered_task, STORE_DELIVERED)
-OUTCOME_TASK(retry_task, STORE_RETRY)
-OUTCOME_TASK(returned_task, STORE_RETURNED)
-OUTCOME_TASK(failed_task, STORE_FAILED)
+OUTCOME_TASK(delivered_task, MSG_OUT_DELIVERED)
+OUTCOME_TASK(retry_task, MSG_OUT_RETRY)
+OUTCOME_TASK(returned_task, MSG_OUT_RETURNED)
+OUTCOME_TASK(failed_task, MSG_OUT_FAILED)
 
 void
-store_outcome(struct msg *m, enum store_outcome o)
+store_outcome(struct msg *m, enum msg_outcome o)
 {
 	static mailbox_task_fn *const fns[] = {
-		[STORE_DELIVERED] = delivered_task,
-		[STORE_RETRY] = retry_task,
-		[STORE_RETURNED] = returned_task,
-		[STORE_FAILED] = failed_task,
+		[MSG_OUT_DELIVERED] = delivered_task,
+		[MSG_OUT_RETRY] = retry_task,
+		[MSG_OUT_RETURNED] = returned_task,
+		[MSG_OUT_FAILED] = failed_task,
 	};
 
 	m->task.fn = fns[o];
@@ -944,17 +944,17 @@ remote_verdict(struct msg *m)
 	case MSG_OK:
 		/* Queued there (or in that node's store): its receipt. */
 		m->flags |= MSG_F_VIA_NODE;
-		store_outcome(m, STORE_DELIVERED);
+		store_outcome(m, MSG_OUT_DELIVERED);
 		break;
 	case MSG_UNFIT:
-		store_outcome(m, STORE_FAILED);
+		store_outcome(m, MSG_OUT_FAILED);
 		break;
 	case MSG_FULL:
-		store_outcome(m, STORE_RETRY);
+		store_outcome(m, MSG_OUT_RETRY);
 		break;
 	default:
 		/* Nobody, busy, gone, the cluster down or silent: later. */
-		store_outcome(m, STORE_RETURNED);
+		store_outcome(m, MSG_OUT_RETURNED);
 		break;
 	}
 }
@@ -971,11 +971,11 @@ store_answer(struct reactor_batch *b, struct msg *m)
 	if (m->sender_kind == MSG_KIND_STORE)
 		remote_verdict(m);
 	else if (m->verdict == MSG_OK)
-		store_outcome(m, STORE_DELIVERED);
+		store_outcome(m, MSG_OUT_DELIVERED);
 	else if (m->verdict == MSG_UNFIT)
-		store_outcome(m, STORE_FAILED);
+		store_outcome(m, MSG_OUT_FAILED);
 	else
-		store_outcome(m, STORE_RETURNED);
+		store_outcome(m, MSG_OUT_RETURNED);
 }
 
 static void
@@ -992,6 +992,9 @@ static const struct deliver_kind_ops store_kind = {
 	.holds = store_holds,
 	.take = store_take,
 	.answer = store_answer,
+	.outcome = store_outcome,
+	.wake = store_wake,
+	.request = store_request,
 };
 
 static void

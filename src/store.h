@@ -11,7 +11,7 @@
  *
  *  reactor k --store_put(m)--> store: commit --> verdict back to k (OK / full)
  *  store --stored message--> reactor j (a session of the account)
- *  reactor j --store_outcome(m, delivered | retry | ...)--> store
+ *  reactor j --deliver_outcome(m, delivered | retry | ...)--> store_outcome
  */
 #ifndef ECHOROUTERD_STORE_H
 #define ECHOROUTERD_STORE_H
@@ -21,28 +21,11 @@
 
 #include "handle.h"
 #include "mailbox.h"
+#include "msg.h"
 
 struct config;
-struct msg;
 struct reactor;
 struct service;
-
-/* What became of a stored message a reactor was handed. */
-enum store_outcome {
-	STORE_DELIVERED = 0,	/* the recipient has it: it leaves the store */
-	STORE_RETRY,		/* a temporary error: again later, backing off */
-	STORE_RETURNED,		/* not tried (no room, session gone): again soon */
-	STORE_FAILED,		/* a permanent error: it leaves, UNDELIV receipt */
-};
-
-/* SMPP message_state values the store keeps (SMPP 3.4 section 5.2.28). */
-enum store_state {
-	STORE_ENROUTE = 1,
-	STORE_DELIVERED_STATE = 2,
-	STORE_EXPIRED = 3,
-	STORE_DELETED = 4,
-	STORE_UNDELIVERABLE = 5,
-};
 
 /* The backlog, for the stats line, STATUS= and SIGUSR1. Any thread. */
 struct store_stats {
@@ -123,7 +106,7 @@ void	store_wake(const char *account);
  * What became of m, a message the store handed out (MSG_F_STORED).
  * Takes m. The reactor that holds it.
  */
-void	store_outcome(struct msg *m, enum store_outcome o);
+void	store_outcome(struct msg *m, enum msg_outcome o);
 
 /*
  * Another node says account is bound there now: what is stored for it
@@ -131,43 +114,7 @@ void	store_outcome(struct msg *m, enum store_outcome o);
  */
 void	store_held_elsewhere(const char *account);
 
-/* SMPP query_sm, cancel_sm, replace_sm on the store. */
-enum store_req_kind {
-	STORE_REQ_QUERY,
-	STORE_REQ_CANCEL,
-	STORE_REQ_REPLACE,
-};
-
-/*
- * A request from a session; the store fills in the answer and posts it
- * back to conn's reactor, where done(owner reactor, req, status) runs
- * (MAILBOX_CANCELLED: nobody is left to answer; free only). The caller
- * allocates it (with room for text) and done frees it.
- */
-struct store_req {
-	struct mailbox_task task;
-	enum store_req_kind kind;
-	struct conn_handle conn;
-	mailbox_task_fn *done;
-	uint32_t seq;			/* the request's sequence_number */
-	char	submitter[65];		/* the binder's system_id */
-	uint64_t id;			/* message_id; 0: cancel by address */
-	char	dst[65];		/* cancel: the destination (normalised) */
-	char	src[65];		/* cancel, query: source_addr given */
-	/* replace: what changes (0 / NULL: unchanged) */
-	uint64_t due;
-	uint64_t expires;
-	uint8_t	registered_delivery;
-	bool	has_text;
-	/* the answer */
-	bool	ok;
-	uint8_t	state;			/* enum store_state */
-	uint64_t final_date;		/* wall clock s; 0 none */
-	size_t	len;
-	uint8_t	text[];			/* replace: the new text */
-};
-
 /* Posts q to the store. Takes q until it comes back. Any reactor. */
-void	store_request(struct store_req *q);
+void	store_request(struct msg_req *q);
 
 #endif

@@ -24,7 +24,7 @@ struct store_backend;
 struct store_rec {
 	struct msg *m;		/* id, addresses, text, SMPP fields */
 	char	account[65];		/* the recipient account */
-	uint8_t	state;			/* enum store_state */
+	uint8_t	state;			/* enum msg_state */
 	uint64_t due;			/* not before (wall clock s) */
 	uint64_t expires;		/* not after */
 	uint64_t final_date;		/* when it reached a final state */

@@ -68,7 +68,7 @@ struct store_acct {
 	 */
 	struct store_mark {
 		struct msg *m;
-		uint8_t	state;		/* the final enum store_state */
+		uint8_t	state;		/* the final enum msg_state */
 		bool	written;	/* in the open transaction */
 	} marks[STORE_ACCT_INFLIGHT];
 	unsigned nmarks;

@@ -217,7 +217,7 @@ index_set(struct store_backend *b, struct store_rec *rec, uint64_t written)
 {
 	struct js_row **pp = row_slot(b, rec->m->id), *r = *pp;
 
-	if (rec->state != STORE_ENROUTE) {
+	if (rec->state != MSG_STATE_ENROUTE) {
 		index_del(b, rec->m->id);
 		free(rec->m);
 		rec->m = NULL;
@@ -645,7 +645,7 @@ move_one(struct store_backend *b, kvEntry *e, void *arg)
 		return;
 	}
 	/* Final or moved: left for the TTL. */
-	if (rec.state != STORE_ENROUTE) {
+	if (rec.state != MSG_STATE_ENROUTE) {
 		free(rec.m);
 		return;
 	}
@@ -1006,7 +1006,7 @@ js_mark(struct store_backend *b, uint64_t id, uint8_t state,
 	if (publish_row(b, &r) < 0)
 		return -1;
 	/* Final: out of memory; query_sm reads it from the bucket. */
-	if (state != STORE_ENROUTE) {
+	if (state != MSG_STATE_ENROUTE) {
 		index_del(b, id);
 		return 0;
 	}

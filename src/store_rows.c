@@ -58,7 +58,7 @@ store_expire(uint64_t now)
 
 		if (store_acct_has_out(a, rec->m->id))
 			continue;
-		if (!store_txn(false) || S->ops->mark(S->b, rec->m->id, STORE_EXPIRED,
+		if (!store_txn(false) || S->ops->mark(S->b, rec->m->id, MSG_STATE_EXPIRED,
 		    now, rec->due, rec->attempts) < 0)
 			break;
 		store_acct_leave(a, rec->m);
@@ -98,7 +98,7 @@ store_purge_old(uint64_t now)
 /* Requests: query_sm, cancel_sm, replace_sm. */
 
 static void
-answer(struct store_req *q)
+answer(struct msg_req *q)
 {
 	struct reactor *r = reactor_get(q->conn.reactor);
 
@@ -111,16 +111,16 @@ answer(struct store_req *q)
 }
 
 static bool
-cancel_rec(struct store_req *q, struct store_rec *rec)
+cancel_rec(struct msg_req *q, struct store_rec *rec)
 {
 	struct store *S = store_state();
 	struct store_acct *a = store_acct_get(rec->account);
 
-	if (rec->state != STORE_ENROUTE ||
+	if (rec->state != MSG_STATE_ENROUTE ||
 	    strcmp(rec->m->reply_to, q->submitter) != 0 ||
 	    store_acct_has_out(a, rec->m->id))
 		return false;
-	if (!store_txn(false) || S->ops->mark(S->b, rec->m->id, STORE_DELETED,
+	if (!store_txn(false) || S->ops->mark(S->b, rec->m->id, MSG_STATE_DELETED,
 	    store_wall_now(), rec->due, rec->attempts) < 0)
 		return false;
 	store_acct_leave(a, rec->m);
@@ -131,7 +131,7 @@ cancel_rec(struct store_req *q, struct store_rec *rec)
 
 /* cancel_sm by address: every pending message of the binder's to dst. */
 static void
-cancel_by_dest(struct store_req *q)
+cancel_by_dest(struct msg_req *q)
 {
 	struct store *S = store_state();
 	struct rec_list l = { 0 };
@@ -144,14 +144,14 @@ cancel_by_dest(struct store_req *q)
 }
 
 static void
-replace_rec(struct store_req *q, struct store_rec *rec)
+replace_rec(struct msg_req *q, struct store_rec *rec)
 {
 	struct store *S = store_state();
 	struct store_acct *a = store_acct_get(rec->account);
 	struct msg *m = rec->m;
 	uint64_t before = store_msg_bytes(m);
 
-	if (rec->state != STORE_ENROUTE || strcmp(m->reply_to,
+	if (rec->state != MSG_STATE_ENROUTE || strcmp(m->reply_to,
 	    q->submitter) != 0 || store_acct_has_out(a, m->id))
 		return;
 	if (q->has_text) {
@@ -188,7 +188,7 @@ static void
 request_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct store *S = store_state();
-	struct store_req *q = arg;
+	struct msg_req *q = arg;
 	struct store_rec rec;
 
 	(void)owner;
@@ -198,16 +198,16 @@ request_task(void *owner, void *arg, enum mailbox_status st)
 	}
 	q->ok = false;
 	memset(&rec, 0, sizeof(rec));
-	if (q->kind == STORE_REQ_CANCEL && q->id == 0) {
+	if (q->kind == MSG_REQ_CANCEL && q->id == 0) {
 		cancel_by_dest(q);
 	} else if (S->ops->get(S->b, q->id, &rec) == 1) {
 		if (strcmp(rec.m->reply_to, q->submitter) != 0)
 			;	/* not the binder's: as if there were none */
-		else if (q->kind == STORE_REQ_QUERY) {
+		else if (q->kind == MSG_REQ_QUERY) {
 			q->ok = true;
 			q->state = rec.state;
 			q->final_date = rec.final_date;
-		} else if (q->kind == STORE_REQ_CANCEL) {
+		} else if (q->kind == MSG_REQ_CANCEL) {
 			q->ok = cancel_rec(q, &rec);
 		} else {
 			replace_rec(q, &rec);
@@ -221,7 +221,7 @@ request_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-store_request(struct store_req *q)
+store_request(struct msg_req *q)
 {
 	struct store *S = store_state();
 	q->task.fn = request_task;

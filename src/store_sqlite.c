@@ -767,7 +767,7 @@ sqlite_mark(struct store_backend *b, uint64_t id, uint8_t state,
 {
 	sqlite3_stmt *st = b->st[ST_MARK];
 
-	if (state != STORE_ENROUTE) {
+	if (state != MSG_STATE_ENROUTE) {
 		/* Final: what query_sm needs goes to fin; the row goes. */
 		st = b->st[ST_FIN_ADD];
 		sqlite3_bind_int64(st, 1, (sqlite3_int64)id);

@@ -152,6 +152,13 @@ check_cycles() {
 	    tests/system/check-cycles.sh "$BUILD"
 }
 
+# The core, the protocols and the configuration keep to their layers
+# (tests/system/check-layers.sh).
+check_layers() {
+	check "the core and the protocols include only their layers' headers" \
+	    tests/system/check-layers.sh
+}
+
 # expect_file PATH [MODE]
 expect_file() {
 	if [ ! -f "$1" ]; then
@@ -258,6 +265,7 @@ if ! $UNITS_ONLY; then
 	check_man
 	check_links
 	check_cycles
+	check_layers
 	check_install
 fi
 if [ "$failed" -gt 0 ]; then

@@ -3,12 +3,14 @@
 # mailbox, the reactor, service threads, buffers, io_uring, sockets,
 # connections and transports) includes no header of TLS, delivery, the
 # store, the cluster or a protocol; a protocol includes no header of the
-# store or the cluster. Only the #include "..." lines of each module's own
-# .c and .h count (not what those headers include in turn).
+# store or the cluster; the configuration, the acceptor and conn.c reach
+# TLS only through transport.h. Only the #include "..." lines of each
+# module's own .c and .h count (not what those headers include in turn).
+# And no file but conn.c and the transports reads a connection's fd.
 #
 #   tests/system/check-layers.sh
 #
-# Run by `make check-layers` (not yet by `make check`). Silent when
+# Run by `make check` (in check-dist.sh) and `make check-layers`. Silent when
 # every file keeps to its layer; otherwise prints "FILE: includes HEADER
 # (RULE)" for each include that breaks a rule and exits 1.
 set -u
@@ -49,4 +51,17 @@ rule "mailbox reactor service buf uring net conn transport transport_*" \
     "the core includes no TLS, delivery, store, cluster or protocol header"
 rule "proto_*" "store store_* cluster cluster_* nats_link" \
     "a protocol includes no store or cluster header"
+rule "config config_* cferr conn acceptor" "tls tls_* transport_tls transport_tls_*" \
+    "the configuration, the acceptor and conn.c reach TLS only through transport.h"
+
+# A connection's socket (c->io.fd) is read only by conn.c and the
+# transports; everyone else goes through them.
+set +f
+for f in src/*.c; do
+	case ${f#src/} in conn.c | transport*.c) continue ;; esac
+	if grep -n -- '->io\.fd' "$f" >/dev/null; then
+		grep -n -- '->io\.fd' "$f" | sed "s|^|$f:|; s|\$| (only conn.c and the transports touch a connection's fd)|"
+		bad=1
+	fi
+done
 exit $bad

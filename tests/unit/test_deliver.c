@@ -253,6 +253,90 @@ START_TEST(test_deliver_unregistered_kind)
 }
 END_TEST
 
+/* What a fake store heard from the protocols' side of deliver. */
+static struct {
+	bool	on;
+	int	outcomes;
+	enum msg_outcome outcome;
+	int	wakes;
+	char	woken[ROUTE_ADDR_MAX + 1];
+	int	requests;
+	struct msg_req *req;
+} fstore;
+
+static bool fstore_on(void) { return fstore.on; }
+
+static void
+fstore_outcome(struct msg *m, enum msg_outcome o)
+{
+	fstore.outcomes++;
+	fstore.outcome = o;
+	free(m);
+}
+
+static void
+fstore_wake(const char *address)
+{
+	fstore.wakes++;
+	snprintf(fstore.woken, sizeof(fstore.woken), "%s", address);
+}
+
+static void
+fstore_request(struct msg_req *q)
+{
+	fstore.requests++;
+	fstore.req = q;
+}
+
+static const struct deliver_kind_ops fstore_ops = {
+	.name = "fake store",
+	.on = fstore_on,
+	.take = fake_take,
+	.outcome = fstore_outcome,
+	.wake = fstore_wake,
+	.request = fstore_request,
+};
+
+/*
+ * Protocols tell the store outcomes, logins and SMPP requests through
+ * deliver, never by name: each reaches the registered kind's operation,
+ * and a request is refused (q still the caller's) while the kind is off
+ * or not registered.
+ */
+START_TEST(test_deliver_store_seam)
+{
+	struct msg_req *q = calloc(1, sizeof(*q));
+	struct msg *m = msg_new(0);
+
+	memset(&fstore, 0, sizeof(fstore));
+	errno = 0;
+	ck_assert_int_eq(deliver_request(MSG_KIND_STORE, q), -1);
+	ck_assert_int_eq(errno, ENOTSUP);
+	deliver_wake("alice");		/* nobody: nothing happens */
+
+	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &fstore_ops), 0);
+	ck_assert_int_eq(deliver_request(MSG_KIND_STORE, q), -1);
+	deliver_wake("alice");
+	ck_assert_int_eq(fstore.wakes, 0);	/* registered, not on */
+
+	fstore.on = true;
+	deliver_wake("alice");
+	ck_assert_int_eq(fstore.wakes, 1);
+	ck_assert_str_eq(fstore.woken, "alice");
+	ck_assert_int_eq(deliver_request(MSG_KIND_STORE, q), 0);
+	ck_assert_int_eq(fstore.requests, 1);
+	ck_assert_ptr_eq(fstore.req, q);
+	ck_assert_int_eq(deliver_request(MSG_KIND_NODE, q), -1);
+	m->flags = MSG_F_STORED;
+	deliver_outcome(m, MSG_OUT_RETRY);
+	ck_assert_int_eq(fstore.outcomes, 1);
+	ck_assert_int_eq(fstore.outcome, MSG_OUT_RETRY);
+
+	deliver_register(MSG_KIND_STORE, NULL);
+	free(q);
+}
+END_TEST
+
 Suite *
 deliver_suite(void)
 {
@@ -267,6 +351,7 @@ deliver_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_deliver_registered_kind);
 	tcase_add_test(tc, test_deliver_unregistered_kind);
+	tcase_add_test(tc, test_deliver_store_seam);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -397,6 +397,68 @@ START_TEST(test_table_empties_and_refills)
 }
 END_TEST
 
+/* A fake cluster: what route_wide_* handed it. */
+static struct {
+	bool	up;
+	int	claims;
+	struct route_claim *q;
+	char	released[ROUTE_ADDR_MAX + 1];
+} fwide;
+
+static bool fwide_up(void) { return fwide.up; }
+
+static void
+fwide_claim(struct route_claim *q)
+{
+	fwide.claims++;
+	fwide.q = q;
+}
+
+static void
+fwide_release(const char *addr)
+{
+	snprintf(fwide.released, sizeof(fwide.released), "%s", addr);
+}
+
+static const struct route_wide_ops fwide_ops = {
+	.up = fwide_up,
+	.claim = fwide_claim,
+	.release = fwide_release,
+};
+
+/*
+ * A protocol claims beyond this node through route_wide_*: nothing
+ * registered is a single node (claim refused, q still the caller's);
+ * registered, each call reaches the registered operations.
+ */
+START_TEST(test_wide_claims)
+{
+	struct route_claim q = { .addr = "alice" };
+
+	memset(&fwide, 0, sizeof(fwide));
+	ck_assert(!route_wide_on());
+	ck_assert(!route_wide_up());
+	ck_assert_int_eq(route_wide_claim(&q), -1);
+	route_wide_release("alice");
+
+	route_wide_register(&fwide_ops);
+	ck_assert(route_wide_on());
+	ck_assert(!route_wide_up());
+	fwide.up = true;
+	ck_assert(route_wide_up());
+	ck_assert_int_eq(route_wide_claim(&q), 0);
+	ck_assert_int_eq(fwide.claims, 1);
+	ck_assert_ptr_eq(fwide.q, &q);
+	route_wide_release("alice");
+	ck_assert_str_eq(fwide.released, "alice");
+
+	route_wide_register(NULL);
+	ck_assert(!route_wide_on());
+	ck_assert_int_eq(route_wide_claim(&q), -1);
+	ck_assert_int_eq(fwide.claims, 1);
+}
+END_TEST
+
 Suite *
 route_suite(void)
 {
@@ -405,6 +467,7 @@ route_suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_addr_valid);
+	tcase_add_test(tc, test_wide_claims);
 	tcase_add_test(tc, test_claim_lookup_release);
 	tcase_add_test(tc, test_many_addresses);
 	tcase_add_test(tc, test_claim_race);

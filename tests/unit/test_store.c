@@ -96,7 +96,7 @@ put(struct store_backend *b, uint64_t id, const char *account,
 	memset(&rec, 0, sizeof(rec));
 	rec.m = m;
 	snprintf(rec.account, sizeof(rec.account), "%s", account);
-	rec.state = STORE_ENROUTE;
+	rec.state = MSG_STATE_ENROUTE;
 	rec.expires = expires;
 	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
 	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
@@ -182,13 +182,13 @@ START_TEST(test_order_marks_reopen)
 	ck_assert_uint_eq(s.ids[0], 3072);
 	/* Delivered: out of the backlog, still there to be asked about. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, STORE_DELIVERED_STATE,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
 	    1500, 0, 0), 0);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
 	ck_assert_int_eq(s.n, 2);
 	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 1);
-	ck_assert_uint_eq(rec.state, STORE_DELIVERED_STATE);
+	ck_assert_uint_eq(rec.state, MSG_STATE_DELIVERED);
 	ck_assert_uint_eq(rec.final_date, 1500);
 	free(rec.m);
 	ck_assert_int_eq(store_sqlite_ops.get(b, 999, &rec), 0);
@@ -228,7 +228,7 @@ START_TEST(test_order_marks_reopen)
 	ck_assert_uint_eq(n, 0);
 	/* The highest id stays known though its row went. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, STORE_DELIVERED_STATE,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, MSG_STATE_DELIVERED,
 	    1700, 0, 0), 0);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
@@ -260,7 +260,7 @@ START_TEST(test_expiry_and_by_dest)
 	    see, &s), 0);
 	/* Expired: no longer in the backlog nor due to expire. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, STORE_EXPIRED, 100, 0,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_EXPIRED, 100, 0,
 	    0), 0);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
@@ -294,7 +294,7 @@ START_TEST(test_final_rows_move_on_open)
 	sqlite3_close(db);
 	b = open_ok(false);
 	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 1);
-	ck_assert_uint_eq(rec.state, STORE_DELIVERED_STATE);
+	ck_assert_uint_eq(rec.state, MSG_STATE_DELIVERED);
 	ck_assert_uint_eq(rec.final_date, 77);
 	ck_assert_str_eq(rec.m->reply_to, "alice");
 	ck_assert_str_eq(rec.account, "bob");
@@ -353,7 +353,7 @@ START_TEST(test_rollback)
 {
 	struct store_backend *b = open_ok(false);
 	struct msg *m = msg_new(1);
-	struct store_rec rec = { .m = m, .state = STORE_ENROUTE };
+	struct store_rec rec = { .m = m, .state = MSG_STATE_ENROUTE };
 
 	m->id = 7168;
 	m->len = 1;
