@@ -1,5 +1,6 @@
-/* conn.c: connections and each reactor's set of them: I/O through a transport, framing, queued writes, watermarks, close. */
+/* conn.c: a connection: I/O through a transport, framing, queued writes, watermarks, close (its reactor's set of them is conn_set.c's). */
 #include "conn.h"
+#include "conn_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,15 +25,7 @@
 #define CONN_IOV_MAX		64
 /* Input held for an unfinished message, whatever the protocol allows. */
 #define CONN_INPUT_MAX		((size_t)(1 << 20) + 65536)
-#define CONN_SCRATCH_SIZE	65536	/* the set's plain read buffer */
-#define CONN_BATCH		REACTOR_MAX_EVENTS /* requests per run */
-#define CONN_BATCH_READ		2048	/* bytes per batched read */
-#define CONN_BATCH_IOV		8	/* iovecs per batched write */
 #define CONN_BATCH_NONE		INT32_MIN /* the ring did not run it */
-#define CONN_LINGER_TIMEOUT	5	/* s a closing connection may linger */
-#define CONN_POOL_CHUNKS	64	/* spare output chunks kept: 1 MiB */
-/* With batched writes a turn holds a chunk per client written: 5 MiB. */
-#define CONN_POOL_CHUNKS_BATCH	(CONN_BATCH + CONN_POOL_CHUNKS)
 
 atomic_uint conn_live;
 
@@ -56,57 +49,6 @@ conn_close_reason_name(enum conn_close_reason reason)
 	return counter_info(close_counter[reason])->label_value;
 }
 
-/*
- * One turn's reads and writes, done by the set's io_uring with one system
- * call for each batch. Each connection's first read of the turn goes in
- * `in`; whatever does not fit in one batched read or write is done with
- * plain calls through the transport.
- */
-struct conn_batch {
-	struct conn *rconn[CONN_BATCH];		/* readable this turn */
-	uint32_t nread;
-	bool	reading;			/* handling a batched read */
-	struct conn *wconn[CONN_BATCH];		/* being written */
-	struct msghdr msg[CONN_BATCH];
-	struct iovec iov[CONN_BATCH][CONN_BATCH_IOV];
-	size_t	want[CONN_BATCH];		/* bytes in msg[i] */
-	int32_t	res[CONN_BATCH];		/* bytes, -errno, or _NONE */
-	uint8_t	in[CONN_BATCH][CONN_BATCH_READ];
-};
-
-/*
- * A reactor's connections and what they share; hooked into its loop.
- * Owning reactor only, every field.
- */
-struct conn_set {
-	struct reactor *r;
-	/* Connections by slot; gens[slot] changes each time a slot is freed. */
-	struct conn **slots;
-	uint32_t *gens;
-	uint32_t *free_slots;
-	uint32_t nslots;
-	uint32_t nfree;
-	uint32_t nconns;
-	/* Least recently active first, for idle_timeout. */
-	struct conn *lru_head;
-	struct conn *lru_tail;
-	struct conn *closing;		/* torn down at the end of the turn */
-	struct conn *flush_list;	/* written to during this turn */
-	struct conn **pending;		/* their transports hold input */
-	uint32_t npending;
-	uint32_t pending_cap;
-	uint32_t npaused;		/* over the high watermark */
-	uint32_t nlinger;		/* lingering before close */
-	bool	draining;		/* the reactor is stopping */
-	bool	use_uring;		/* config io_uring, at creation */
-	struct log_limit client_log;	/* records about clients (log.h) */
-	struct buf_pool pool;
-	uint8_t	*scratch;		/* CONN_SCRATCH_SIZE read buffer */
-	/* Batched I/O: both set, on the reactor's thread, or neither. */
-	struct uring ring;
-	struct conn_batch *batch;
-};
-
 struct handoff {
 	struct mailbox_task task;
 	int	fd;
@@ -120,7 +62,6 @@ static void conn_on_io(struct reactor *r, struct reactor_io *io,
 	    uint32_t events);
 static void conn_linger(struct conn *c);
 static void conn_check_pending(struct conn *c);
-static const struct reactor_hooks conn_set_hooks;
 
 /*
  * c's set: found through its reactor rather than kept in every
@@ -343,7 +284,7 @@ conn_handoff(struct reactor *r, int fd, const struct proto *proto,
 	reactor_post_task(r, &h->task);
 }
 
-static void
+void
 conn_update_interest(struct conn *c)
 {
 	const struct limits *lim = &c->r->cf->limits;
@@ -419,7 +360,7 @@ conn_sent(struct conn *c, size_t n)
  * closed here for that reason, before any other (a reset) can be given.
  * errno is kept for the caller.
  */
-static void
+void
 conn_xp_failed(struct conn *c)
 {
 	int saved = errno;
@@ -477,7 +418,7 @@ conn_flush(struct conn *c)
 	conn_flush_done(c);
 }
 
-static void
+void
 conn_queue_flush(struct conn *c)
 {
 	if (c->flags & CONN_F_FLUSH_QUEUED)
@@ -628,7 +569,7 @@ conn_write_batch(struct conn_set *set, struct conn_batch *b)
 }
 
 /* Sends what the turn queued. */
-static void
+void
 conn_flush_queued(struct conn_set *set)
 {
 	struct conn *c;
@@ -711,7 +652,7 @@ conn_frames(struct conn *c, const uint8_t *p, size_t n)
 }
 
 /* Handles n bytes just read; keeps an unfinished message for later. */
-static void
+void
 conn_input(struct conn *c, const uint8_t *p, size_t n)
 {
 	size_t used;
@@ -754,7 +695,7 @@ conn_input_pending(const struct conn *c)
 }
 
 /* Whether c's kept messages may be handled now: its output has room. */
-static bool
+bool
 conn_backlog_ready(const struct conn *c)
 {
 	return (c->flags & CONN_F_BACKLOG) && !(c->flags & (CONN_F_CLOSING |
@@ -776,7 +717,7 @@ conn_is_held(const struct conn *c)
 }
 
 /* Whether the transport holds input the socket will not announce. */
-static bool
+bool
 conn_xp_pending(struct conn *c)
 {
 	return c->xp->ops->has_pending != NULL && conn_can_read(c) &&
@@ -841,7 +782,7 @@ conn_on_eof(struct conn *c)
 	conn_close_after_flush(c, CONN_CLOSE_PEER);
 }
 
-static void
+void
 conn_read(struct conn *c)
 {
 	struct conn_set *set = set_of(c);
@@ -921,7 +862,7 @@ conn_read_done(struct conn *c, const uint8_t *p, int32_t res)
 }
 
 /* The reads the turn's handlers asked for, all in one system call. */
-static void
+void
 conn_read_batch(struct conn_set *set)
 {
 	struct conn_batch *b = set->batch;
@@ -973,9 +914,6 @@ conn_discard(struct conn *c)
 	return d;
 }
 
-/* A lingering client that sent nothing for this long has stopped. */
-#define CONN_LINGER_QUIET_MS	200
-
 /*
  * Drops a lingering connection's input; whether it may close now: the
  * peer has closed, or it has everything we sent and has sent nothing for
@@ -983,7 +921,7 @@ conn_discard(struct conn *c)
  * answer with a reset, and the peer's kernel then drops what its client
  * had not read yet.)
  */
-static bool
+bool
 conn_linger_done(struct conn *c)
 {
 	uint32_t now = (uint32_t)c->r->now_ms;
@@ -1122,7 +1060,7 @@ pending_unlink(struct conn_set *set, struct conn *c)
 	c->flags &= ~CONN_F_PENDING;
 }
 
-static void
+void
 conn_free(struct conn *c)
 {
 	struct conn_set *set = set_of(c);
@@ -1150,311 +1088,4 @@ conn_free(struct conn *c)
 	atomic_fetch_sub(&conn_live, 1);
 	iplimit_release(c->ip);
 	free(c);
-}
-
-/* Sends what the turn queued and tears down the connections closed. */
-static void
-conn_reap(struct conn_set *set)
-{
-	struct conn *c;
-
-	/*
-	 * Flush first so that no connection being freed is still on the flush
-	 * list; on_close may write to or close others, so loop until both
-	 * lists are empty.
-	 */
-	for (;;) {
-		conn_flush_queued(set);
-		if ((c = set->closing) == NULL)
-			break;
-		set->closing = c->lru_next;
-		conn_free(c);
-	}
-}
-
-static void
-conn_sweep_idle(struct conn_set *set, unsigned idle_timeout)
-{
-	uint32_t now = set->r->now;
-	struct conn *c;
-
-	/*
-	 * Times are whole seconds: a difference of idle_timeout may mean only
-	 * a few milliseconds idle, so close only beyond it.
-	 */
-	while ((c = set->lru_head) != NULL &&
-	    now - c->last_active > idle_timeout)
-		conn_close(c, CONN_CLOSE_IDLE);
-}
-
-/* Calls each connection's protocol on_tick. */
-static void
-conn_tick_all(struct conn_set *set)
-{
-	for (uint32_t i = 0; i < set->nslots; i++) {
-		struct conn *c = set->slots[i];
-
-		if (c != NULL && c->xp->ops->tick != NULL &&
-		    !conn_is_closing(c)) {
-			c->xp->ops->tick(c);
-			conn_xp_failed(c);
-		}
-		if (c != NULL && c->proto->on_tick != NULL &&
-		    !conn_is_closing(c))
-			c->proto->on_tick(c);
-	}
-}
-
-/*
- * Closes lingering connections whose peer has taken everything, or that
- * have lingered for timeout seconds.
- */
-static void
-conn_sweep_linger(struct conn_set *set, unsigned timeout)
-{
-	struct reactor *r = set->r;
-
-	for (uint32_t i = 0; i < set->nslots && set->nlinger > 0; i++) {
-		struct conn *c = set->slots[i];
-
-		if (c == NULL || !(c->flags & CONN_F_LINGER) ||
-		    (c->flags & CONN_F_CLOSING))
-			continue;
-		/* Not quiet long enough: not worth a look yet. */
-		if ((uint32_t)r->now_ms - c->linger_input <
-		    CONN_LINGER_QUIET_MS && r->now - c->last_active <= timeout)
-			continue;
-		if (conn_linger_done(c) || r->now - c->last_active > timeout)
-			conn_close(c, c->drain_reason);
-	}
-}
-
-/* Closes connections paused on output that sent nothing for timeout s. */
-static void
-conn_sweep_stalled(struct conn_set *set, unsigned timeout)
-{
-	uint32_t now = set->r->now;
-
-	for (uint32_t i = 0; i < set->nslots && set->npaused > 0; i++) {
-		struct conn *c = set->slots[i];
-
-		/* Paused connections are not read: activity means output. */
-		if (c != NULL && (c->flags & CONN_F_PAUSED) &&
-		    !(c->flags & CONN_F_CLOSING) &&
-		    now - c->last_active > timeout)
-			conn_close(c, CONN_CLOSE_SLOW);
-	}
-}
-
-/* Closes every connection at once and frees them. */
-static void
-conn_set_close_all(struct conn_set *set)
-{
-	for (uint32_t i = 0; i < set->nslots; i++) {
-		struct conn *c = set->slots[i];
-
-		if (c != NULL)
-			conn_close(c, CONN_CLOSE_SHUTDOWN);
-	}
-	conn_reap(set);
-}
-
-void
-conn_close_all(struct reactor *r)
-{
-	struct conn_set *set = reactor_hook_arg(r, &conn_set_hooks);
-
-	if (set != NULL)
-		conn_set_close_all(set);
-}
-
-/*
- * The set's hooks into the reactor's loop. Each turn: the batched reads,
- * then (before sleeping) the reads a transport owes, lingering closes,
- * and the flush and teardown of the turn's output and closes.
- */
-
-/* Makes the ring on the reactor's own thread, the only one that may use
- * it. Without it (old kernel, io_uring disabled or filtered out) every
- * read and write is its own system call, as with io_uring = false. */
-static void
-conn_set_start(struct reactor *r, void *arg)
-{
-	static atomic_bool told;
-	struct conn_set *set = arg;
-
-	if (!set->use_uring || set->batch != NULL)
-		return;
-	if (uring_init(&set->ring, CONN_BATCH) < 0) {
-		if (!atomic_exchange(&told, true))
-			log_notice("io_uring unavailable (%s): one system call "
-			    "per read and per write", strerror(errno));
-		return;
-	}
-	set->batch = xmalloc(sizeof(*set->batch));
-	set->batch->nread = 0;
-	set->batch->reading = false;
-	set->pool.max = CONN_POOL_CHUNKS_BATCH;
-	log_debug("reactor=%u batches reads and writes with io_uring", r->id);
-}
-
-static void
-conn_set_after_events(struct reactor *r, void *arg)
-{
-	(void)r;
-	conn_read_batch(arg);
-}
-
-/* Reads what transports hold; true if some still hold more. */
-static bool
-conn_read_pending(struct conn_set *set)
-{
-	struct conn **list = set->pending;
-	uint32_t n = set->npending;
-
-	/*
-	 * A read may leave more pending: that goes on a new list, for the
-	 * next turn. Nothing is freed before conn_reap, so list holds.
-	 */
-	set->pending = NULL;
-	set->npending = set->pending_cap = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		struct conn *c = list[i];
-
-		c->flags &= ~CONN_F_PENDING;
-		if (conn_backlog_ready(c)) {
-			conn_input(c, NULL, 0);
-			conn_queue_flush(c);
-		}
-		if (conn_xp_pending(c))
-			conn_read(c);
-		if (!(c->flags & CONN_F_CLOSING))
-			conn_update_interest(c);
-	}
-	free(list);
-	return set->npending > 0;
-}
-
-static bool
-conn_set_before_sleep(struct reactor *r, void *arg)
-{
-	struct conn_set *set = arg;
-	bool busy = conn_read_pending(set);
-
-	(void)r;
-	/*
-	 * Stopping: every turn (100 ms), not once a second, so that exit
-	 * waits no longer than the lingering connections need.
-	 */
-	if (set->nlinger > 0 && set->draining)
-		conn_sweep_linger(set, CONN_LINGER_TIMEOUT);
-	conn_reap(set);
-	/* A flush in the reap may have made room for kept messages. */
-	return busy || set->npending > 0;
-}
-
-static void
-conn_set_every_second(struct reactor *r, void *arg)
-{
-	struct conn_set *set = arg;
-	const struct config *cf = r->cf;
-
-	log_limit_report(&set->client_log, r->now, "reactor", r->id);
-	if (!set->draining && cf->idle_timeout > 0)
-		conn_sweep_idle(set, cf->idle_timeout);
-	if (set->npaused > 0 && cf->limits.output_stall_timeout > 0)
-		conn_sweep_stalled(set, cf->limits.output_stall_timeout);
-	if (!set->draining)
-		conn_tick_all(set);
-	if (set->nlinger > 0)
-		conn_sweep_linger(set, CONN_LINGER_TIMEOUT);
-}
-
-/*
- * Stop: no new clients; every connection closes once its output is out,
- * or (on_stop) once the answers its client owes are in.
- */
-static void
-conn_set_stop(struct reactor *r, void *arg)
-{
-	struct conn_set *set = arg;
-
-	(void)r;
-	set->draining = true;
-	for (uint32_t i = 0; i < set->nslots; i++) {
-		struct conn *c = set->slots[i];
-
-		if (c == NULL || conn_is_closing(c))
-			continue;
-		if (c->proto->on_stop == NULL || !c->proto->on_stop(c))
-			conn_close_after_flush(c, CONN_CLOSE_SHUTDOWN);
-	}
-}
-
-static bool
-conn_set_drained(struct reactor *r, void *arg)
-{
-	(void)r;
-	return ((struct conn_set *)arg)->nconns == 0;
-}
-
-static void
-conn_set_finish(struct reactor *r, void *arg)
-{
-	struct conn_set *set = arg;
-
-	conn_set_close_all(set);
-	/* What this second dropped: as if it were over. */
-	log_limit_report(&set->client_log, set->client_log.second + 1,
-	    "reactor", r->id);
-}
-
-/* At reactor_free, after its thread: the last flush by plain calls. */
-static void
-conn_set_free(struct reactor *r, void *arg)
-{
-	struct conn_set *set = arg;
-
-	(void)r;
-	uring_fini(&set->ring);
-	free(set->batch);
-	set->batch = NULL;
-	set->draining = true;
-	conn_set_close_all(set);
-	free(set->slots);
-	free(set->gens);
-	free(set->free_slots);
-	free(set->pending);
-	buf_pool_fini(&set->pool);
-	free(set->scratch);
-	free(set);
-}
-
-static const struct reactor_hooks conn_set_hooks = {
-	.start = conn_set_start,
-	.after_events = conn_set_after_events,
-	.every_second = conn_set_every_second,
-	.before_sleep = conn_set_before_sleep,
-	.stop = conn_set_stop,
-	.drained = conn_set_drained,
-	.finish = conn_set_finish,
-	.free = conn_set_free,
-};
-
-struct conn_set *
-conn_set_of(struct reactor *r)
-{
-	struct conn_set *set = reactor_hook_arg(r, &conn_set_hooks);
-
-	if (set != NULL)
-		return set;
-	set = xcalloc(1, sizeof(*set));
-	set->r = r;
-	set->use_uring = r->cf->io_uring;
-	set->ring.fd = -1;
-	buf_pool_init(&set->pool, CONN_POOL_CHUNKS);
-	set->scratch = xmalloc(CONN_SCRATCH_SIZE);
-	if (reactor_hook_add(r, &conn_set_hooks, set) < 0)
-		fatal("reactor=%u cannot hook in its connections", r->id);
-	return set;
 }

@@ -46,12 +46,14 @@ rule() {
 	done
 }
 
-rule "mailbox reactor service buf uring net conn transport transport_*" \
+rule "mailbox reactor service buf uring net conn conn_set conn_int transport \
+    transport_*" \
     "tls tls_* deliver store store_* cluster cluster_* nats_link proto_*" \
     "the core includes no TLS, delivery, store, cluster or protocol header"
 rule "proto_*" "store store_* cluster cluster_* nats_link" \
     "a protocol includes no store or cluster header"
-rule "config config_* cferr conn acceptor" "tls tls_* transport_tls transport_tls_*" \
+rule "config config_* cferr conn conn_set conn_int acceptor" \
+    "tls tls_* transport_tls transport_tls_*" \
     "the configuration, the acceptor and conn.c reach TLS only through transport.h"
 
 # A connection's socket (c->io.fd) is read only by conn.c and the
