@@ -15,6 +15,7 @@
 #include "cluster_wire.h"
 #include "proto.h"
 #include "util.h"
+#include "version.h"
 
 #define FIELD(T, f)	.off = offsetof(T, f), .size = sizeof(((T *)0)->f)
 #define GROUP(T, f, g)	FIELD(T, f), .sub = &(g)

@@ -253,7 +253,8 @@ handoff_task(void *owner, void *arg, enum mailbox_status st)
 			c = conn_new_with(r, h->fd, h->proto, xp);
 		else {
 			log_warnx("reactor=%u cannot start %s on fd %d",
-			    r->id, h->xp->type->name, h->fd);
+			    r->id, h->xp->type->label != NULL ?
+			    h->xp->type->label : h->xp->type->name, h->fd);
 			handoff_drop(h);
 		}
 	} else

@@ -14,7 +14,7 @@ struct iplimit_entry {
 	struct iplimit_entry *next;
 	uint8_t	addr[16];		/* IPv4 as v4-mapped IPv6 */
 	atomic_uint conns;		/* open now: any thread decrements */
-	atomic_uint handshakes;		/* TLS ones half-open now (tls.h) */
+	atomic_uint handshakes;		/* TLS ones half-open now (transport.h) */
 	double	tokens;			/* new connections allowed now */
 	uint64_t last_ms;
 };

@@ -97,7 +97,7 @@ struct proto {
 	/*
 	 * A message from the store (MSG_F_STORED) that on_deliver took
 	 * is kept (copied) by the protocol, which tells the store what became
-	 * of it (store_outcome): SMPP on deliver_sm_resp, the router once
+	 * of it (deliver_outcome): SMPP on deliver_sm_resp, the router once
 	 * its line is written. Otherwise deliver.c tells the store as soon
 	 * as it is queued.
 	 */

@@ -649,6 +649,8 @@ pump_one(struct store_rec *rec, void *arg)
 	a->inflight_to = owner;
 	rec->m = NULL;
 	m->flags |= MSG_F_STORED | MSG_F_NO_VERDICT;
+	/* Handed out here: its outcome comes back, not another node's verdict. */
+	m->sender_kind = MSG_KIND_NONE;
 	m->store_acct = a;
 	m->attempts = rec->attempts;
 	m->recipient = owner;

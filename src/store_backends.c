@@ -1,5 +1,6 @@
 /* store_backends.c: the store's backends by the name the configuration gives them, built in or not. */
 #include "store_backend.h"
+#include "version.h"
 
 #include <string.h>
 

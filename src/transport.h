@@ -140,6 +140,7 @@ struct transport_ctx {
  */
 struct transport_type {
 	const char *name;
+	const char *label;	/* as log lines say it ("TLS"); NULL: name */
 	/*
 	 * A server side context for listener lc: NULL and why in err (len
 	 * bytes) if it cannot be made (a bad certificate fails the load, -t

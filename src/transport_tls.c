@@ -935,6 +935,7 @@ tls_server_name(const struct transport *xp)
 
 const struct transport_type transport_type_tls = {
 	.name = "tls",
+	.label = "TLS",
 	.prepare = tls_prepare,
 	.prepare_client = tls_prepare_client,
 	.release = tls_ctx_release,
