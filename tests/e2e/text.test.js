@@ -228,3 +228,35 @@ test('through the store: converted when the recipient comes, both ways', async (
 		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
+
+test('alphabet and coding reload: the smpp group\'s new defaults apply to what comes next', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		assert.match(await send(a, 'bob', 'hi'), /^OK /);
+		await until(() => b.got.length === 1, 'deliver_sm before the reload');
+		assert.equal(b.got[0].data_coding, 0);
+		const before = d.log.length;
+		fs.writeFileSync(path.join(d.dir, 'echorouterd.conf'),
+		    conf().replace('smpp = {', 'smpp = { coding = "ucs2"; alphabet = "latin1";'));
+		d.child.kill('SIGHUP');
+		await until(() => d.log.slice(before).includes('reloaded '), 'the reload');
+		// Each reactor takes the new configuration on its next turn.
+		await until(() => {
+			if (b.got.length === a.lines.filter((l) => /^OK \d+$/.test(l)).length)
+				a.sock.write('SEND bob hi\n');
+			return b.got[b.got.length - 1].data_coding === 8;
+		}, 'UCS-2 after the reload');
+		assert.equal(L.text(b.got[b.got.length - 1]), 'hi');
+		// bob's data_coding 0 is Latin-1 now: E9 is é, not a GSM error.
+		const r = await L.call(b.s, 'submit_sm', { destination_addr: 'alice',
+		    data_coding: 0, short_message: Buffer.from([0x6F, 0x6C, 0xE9]) });
+		assert.equal(r.command_status, ESME_ROK);
+		await a.wait((l) => l === `MSG ${r.message_id} bob olé`, 'Latin-1 after the reload');
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
