@@ -413,7 +413,7 @@ shown_default(const struct cfkey *k, char *buf, size_t n)
 		for (const struct cfenum *p = k->names; p->name != NULL; p++)
 			if (p->value == k->def)
 				return p->name;
-		return NULL;
+		return k->shown;	/* a default no name says */
 	case CFK_STRING:
 	case CFK_PATH:
 		return k->sdef != NULL ? k->sdef : "";

@@ -33,12 +33,32 @@ struct limits {
 };
 
 /* The SMPP front end's settings. */
+/*
+ * How an SMPP account's text is read and written (smpp and accounts
+ * alphabet, coding). An account's 0 takes the smpp group's value.
+ */
+enum config_alphabet {		/* data_coding 0 from the account is */
+	CONFIG_ALPHABET_SMPP = 0,	/* (an account) as the smpp group */
+	CONFIG_ALPHABET_GSM,		/* GSM 03.38 */
+	CONFIG_ALPHABET_LATIN1,		/* ISO 8859-1 */
+	CONFIG_ALPHABET_ASCII,		/* IA5 */
+};
+
+enum config_coding {		/* line text to the account goes as */
+	CONFIG_CODING_SMPP = 0,		/* (an account) as the smpp group */
+	CONFIG_CODING_AUTO,		/* GSM 03.38 if it fits, else UCS-2 */
+	CONFIG_CODING_UCS2,		/* UCS-2 always */
+	CONFIG_CODING_LATIN1,		/* Latin-1 if it fits, else UCS-2 */
+};
+
 struct smpp_conf {
 	unsigned window;		/* unacknowledged deliver_sm per bind */
 	unsigned queue_limit;		/* deliver_sm waiting per bind */
 	unsigned enquire_link_interval;	/* s of silence before we ask; 0 off */
 	unsigned response_timeout;	/* s to answer before we give up */
 	char	system_id[16];		/* ours, in bind responses */
+	unsigned alphabet;		/* enum config_alphabet, never _SMPP */
+	unsigned coding;		/* enum config_coding, never _SMPP */
 };
 
 /* A listener's tls group: files resolved against the config's dir. */
@@ -84,6 +104,8 @@ struct account_conf {
 	 */
 	char	source_addrs[CONFIG_SOURCE_ADDRS_MAX][CONFIG_ADDR_MAX + 1];
 	unsigned nsource_addrs;
+	unsigned alphabet;		/* enum config_alphabet */
+	unsigned coding;		/* enum config_coding */
 	int	line;
 };
 

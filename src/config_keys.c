@@ -741,6 +741,17 @@ static const struct cfgroup listener_group = {
 	.finish = listener_finish, .finish_list = listeners_finish,
 };
 
+/* alphabet and coding: an account's default is the smpp group's. */
+static const struct cfenum alphabets[] = {
+	{ "gsm", CONFIG_ALPHABET_GSM }, { "latin1", CONFIG_ALPHABET_LATIN1 },
+	{ "ascii", CONFIG_ALPHABET_ASCII }, { NULL, 0 }
+};
+
+static const struct cfenum codings[] = {
+	{ "auto", CONFIG_CODING_AUTO }, { "ucs2", CONFIG_CODING_UCS2 },
+	{ "latin1", CONFIG_CODING_LATIN1 }, { NULL, 0 }
+};
+
 static const struct cfkey account_keys[] = {
 	{ .name = "id", .type = CFK_STRING, FIELD(struct account_conf, id),
 	  .fn = get_account_id, .missing = "", .doc = TOP },
@@ -755,6 +766,12 @@ static const struct cfkey account_keys[] = {
 	{ .name = "source_addrs", .type = CFK_FN,
 	  FIELD(struct account_conf, source_addrs), .fn = get_source_addrs,
 	  .doc = TOP },
+	{ .name = "alphabet", .type = CFK_ENUM,
+	  FIELD(struct account_conf, alphabet), .names = alphabets,
+	  .shown = "smpp.alphabet", .doc = TOP },
+	{ .name = "coding", .type = CFK_ENUM,
+	  FIELD(struct account_conf, coding), .names = codings,
+	  .shown = "smpp.coding", .doc = TOP },
 };
 
 static const struct cfgroup account_group = {
@@ -794,6 +811,11 @@ static const struct cfkey smpp_keys[] = {
 	{ .name = "system_id", .type = CFK_STRING,
 	  FIELD(struct smpp_conf, system_id), .sdef = "echorouterd",
 	  .fn = get_system_id, .doc = TOP },
+	{ .name = "alphabet", .type = CFK_ENUM,
+	  FIELD(struct smpp_conf, alphabet), .def = CONFIG_ALPHABET_GSM,
+	  .names = alphabets, .doc = TOP },
+	{ .name = "coding", .type = CFK_ENUM, FIELD(struct smpp_conf, coding),
+	  .def = CONFIG_CODING_AUTO, .names = codings, .doc = TOP },
 };
 
 static const struct cfgroup smpp_group = {

@@ -55,7 +55,19 @@ enum {
 	MSG_F_STORED = 1 << 7,	/* from the store: tell it the outcome */
 	/* The store's, delivered by another node: that node sends receipts. */
 	MSG_F_VIA_NODE = 1 << 8,
+	/*
+	 * The text is the octets an SMPP client sent, in data_coding (with
+	 * its UDH when esm_class says so), not UTF-8: a line client's edge
+	 * decodes it. Data coding 0 is the sender account's alphabet: GSM
+	 * 03.38, or what the next two say.
+	 */
+	MSG_F_CODED = 1 << 9,
+	MSG_F_DC0_LATIN1 = 1 << 10,
+	MSG_F_DC0_IA5 = 1 << 11,
 };
+
+/* The flags that tell how to read a message's text. */
+#define MSG_F_CODING	(MSG_F_CODED | MSG_F_DC0_LATIN1 | MSG_F_DC0_IA5)
 
 #define MSG_NODE_MAX	32	/* a node name's bytes (cluster.node) */
 

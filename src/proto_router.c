@@ -1,5 +1,6 @@
 /* proto_router.c: the router line protocol (LOGIN, SEND, MSG, PING, QUIT). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "deliver.h"
 #include "proto.h"
 #include "route.h"
+#include "text.h"
 #include "util.h"
 
 /* Unanswered SENDs, and replies queued behind them, before input is held. */
@@ -722,8 +724,9 @@ msg_write(struct conn *c, const struct msg *m, size_t flen)
 	return MSG_OK;
 }
 
+/* Delivers m, UTF-8 text, to c's client. */
 static int
-router_on_deliver(struct conn *c, const struct msg *m)
+router_put(struct conn *c, const struct msg *m)
 {
 	struct router_sess *s = c->pdata;
 	size_t flen = strlen(m->from);
@@ -744,6 +747,57 @@ router_on_deliver(struct conn *c, const struct msg *m)
 	v = msg_write(c, m, flen);
 	if (v == MSG_OK && (m->flags & MSG_F_STORED))
 		stored_wait_add(c, sess_of(c), m);
+	return v;
+}
+
+/*
+ * An SMPP client's octets as UTF-8 text for a line: decoded from their
+ * data_coding, 0 in the sender's account's alphabet. NULL for a binary
+ * or unknown coding, a UDH (esm_class UDHI: parts are not joined here)
+ * and octets that are not text in their coding or not fit for a line.
+ */
+static struct msg *
+line_copy(const struct msg *m)
+{
+	enum text_coding dc0 = (m->flags & MSG_F_DC0_LATIN1) ? TEXT_LATIN1 :
+	    (m->flags & MSG_F_DC0_IA5) ? TEXT_IA5 : TEXT_GSM;
+	int coding = text_coding_of(m->data_coding, dc0);
+	size_t cap = TEXT_UTF8_MAX(m->len);
+	struct msg *d;
+	ssize_t n;
+
+	if (coding < 0 || (m->esm_class & 0x40))
+		return NULL;
+	d = msg_new(cap);
+	memcpy(d, m, offsetof(struct msg, len));
+	n = text_decode((enum text_coding)coding, m->text, m->len,
+	    (char *)d->text, cap);
+	if (n < 0 || !text_valid(d->text, (size_t)n)) {
+		free(d);
+		return NULL;
+	}
+	d->len = (size_t)n;
+	d->text[n] = '\0';
+	d->flags = (d->flags & ~(uint32_t)MSG_F_CODING) | MSG_F_LINE_TEXT;
+	return d;
+}
+
+/*
+ * Converted once, here at the recipient's edge: an SMPP client's text
+ * (receipts are made as text) becomes UTF-8, or the message is unfit.
+ */
+static int
+router_on_deliver(struct conn *c, const struct msg *m)
+{
+	struct msg *d;
+	int v;
+
+	if (!(m->flags & MSG_F_CODED) || (m->flags & MSG_F_RECEIPT))
+		return router_put(c, m);
+	if ((d = line_copy(m)) == NULL)
+		return MSG_UNFIT;
+	v = router_put(c, d);
+	free(d);
 	return v;
 }
 

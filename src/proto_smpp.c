@@ -1,6 +1,7 @@
 /* proto_smpp.c: the SMPP 3.4 front end: binds, submit_sm routing, deliver_sm windows, receipts. */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
 #include "smpp_time.h"
+#include "text.h"
 #include "util.h"
 
 /* Submits awaiting a verdict from another reactor before input is held. */
@@ -436,9 +438,16 @@ source_allowed(const struct config *cf, const struct smpp_sess *s,
 	return false;
 }
 
+/*
+ * The status for a verdict on a message in data_coding dc: a recipient
+ * that cannot carry it (a line client) refuses a binary or unknown coding
+ * as ESME_RINVDCS, and text it cannot show as ESME_RSUBMITFAIL.
+ */
 static uint32_t
-verdict_status(enum msg_verdict v)
+verdict_status(enum msg_verdict v, uint8_t dc)
 {
+	if (v == MSG_UNFIT && text_coding_of(dc, TEXT_GSM) < 0)
+		return SMPP_ESME_RINVDCS;
 	switch (v) {
 	case MSG_OK:
 		return SMPP_ESME_ROK;
@@ -461,12 +470,48 @@ verdict_status(enum msg_verdict v)
 
 static void
 submit_answer(struct conn *c, uint32_t cmd, uint32_t seq, uint64_t id,
-    enum msg_verdict v)
+    enum msg_verdict v, uint8_t dc)
 {
 	char mid[24];
 
 	snprintf(mid, sizeof(mid), "%llu", (unsigned long long)id);
-	smpp_respond(c, cmd | SMPP_RESP, verdict_status(v), seq, mid);
+	smpp_respond(c, cmd | SMPP_RESP, verdict_status(v, dc), seq, mid);
+}
+
+/* An account's setting, or the smpp group's where it has none. */
+static unsigned
+acct_alphabet(const struct config *cf, const char *id)
+{
+	const struct account_conf *a = config_find_account(cf, id);
+
+	return a != NULL && a->alphabet != CONFIG_ALPHABET_SMPP ?
+	    a->alphabet : cf->smpp.alphabet;
+}
+
+static unsigned
+acct_coding(const struct config *cf, const char *id)
+{
+	const struct account_conf *a = config_find_account(cf, id);
+
+	return a != NULL && a->coding != CONFIG_CODING_SMPP ? a->coding :
+	    cf->smpp.coding;
+}
+
+/*
+ * The flags that tell a line client's edge how to read what this
+ * account sends: its octets in data_coding, 0 in the account's alphabet.
+ */
+static uint32_t
+coding_flags(const struct config *cf, const char *id)
+{
+	switch (acct_alphabet(cf, id)) {
+	case CONFIG_ALPHABET_LATIN1:
+		return MSG_F_CODED | MSG_F_DC0_LATIN1;
+	case CONFIG_ALPHABET_ASCII:
+		return MSG_F_CODED | MSG_F_DC0_IA5;
+	default:
+		return MSG_F_CODED;
+	}
 }
 
 /* Fills a message from a submit_sm or data_sm. */
@@ -484,7 +529,7 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	m->len = len;
 	m->id = msg_next_id(c->r);
 	m->read_ns = c->r->turn_ns;
-	m->flags = MSG_F_PREFIX_FIRST;
+	m->flags = MSG_F_PREFIX_FIRST | coding_flags(c->r->cf, s->system_id);
 	m->sender_ref = pdu->sequence_number;
 	m->sender_cmd = pdu->command_id;
 	m->submitted = (uint64_t)time(NULL);
@@ -605,7 +650,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	m->expires = expires;
 	id = m->id;
 	if ((v = deliver_send(c, m)) != MSG_PENDING) {
-		submit_answer(c, cmd, seq, id, v);
+		submit_answer(c, cmd, seq, id, v, pdu->data_coding);
 		return;
 	}
 	s->npending++;
@@ -1083,19 +1128,66 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	return smpp_dispatch(c, s, &pdu);
 }
 
+/*
+ * m as the account is to read it: a line client's UTF-8 text in the
+ * coding the account asks for (by default GSM 03.38 when every character
+ * is in it, else UCS-2); an SMPP client's octets, and receipts, as they
+ * are. NULL when the text is not UTF-8 (from another node it is checked
+ * here).
+ */
+static struct msg *
+edge_copy(const struct config *cf, const char *id, const struct msg *m)
+{
+	static const int want[] = {
+		[CONFIG_CODING_SMPP] = TEXT_CODING_AUTO,
+		[CONFIG_CODING_AUTO] = TEXT_CODING_AUTO,
+		[CONFIG_CODING_UCS2] = TEXT_UCS2,
+		[CONFIG_CODING_LATIN1] = TEXT_LATIN1,
+	};
+	size_t cap = TEXT_ENC_MAX(m->len);
+	struct msg *d;
+	ssize_t n;
+	int coding;
+
+	if (m->flags & (MSG_F_CODED | MSG_F_RECEIPT))
+		return msg_dup(m);
+	coding = text_pick((const char *)m->text, m->len,
+	    want[acct_coding(cf, id)]);
+	if (coding < 0)
+		return NULL;
+	d = msg_new(cap);
+	memcpy(d, m, offsetof(struct msg, len));
+	n = text_encode((enum text_coding)coding, (const char *)m->text,
+	    m->len, d->text, cap);
+	if (n < 0) {
+		free(d);
+		return NULL;
+	}
+	d->len = (size_t)n;
+	d->text[n] = '\0';
+	d->data_coding = (uint8_t)coding;
+	d->flags = (d->flags & ~(uint32_t)MSG_F_CODING) | MSG_F_CODED;
+	return d;
+}
+
 static int
 smpp_on_deliver(struct conn *c, const struct msg *m)
 {
 	struct smpp_sess *s = c->pdata;
 	unsigned limit = c->r->cf->smpp.queue_limit;
+	struct msg *d;
 
 	/* Not joined any more: unbound, half-closed or given up on. */
 	if (s == NULL || !is_receiver(s) || s->win == NULL || !s->joined)
 		return MSG_NO_ROUTE;
-	if (m->len > 65535)
+	if ((d = edge_copy(c->r->cf, s->system_id, m)) == NULL)
+		return MSG_UNFIT;
+	if (d->len > 65535) {
+		free(d);
 		return MSG_REFUSED;
+	}
 	if (s->inflight < s->window && s->qlen == 0) {
-		send_deliver(c, s, msg_dup(m));
+		send_deliver(c, s, d);
 		return MSG_OK;
 	}
 	/*
@@ -1104,8 +1196,10 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 	 * durable. What the store hands out queues here as before.
 	 */
 	if (!(m->flags & MSG_F_STORED) && deliver_kind_on(MSG_KIND_STORE) &&
-	    config_find_account(c->r->cf, s->system_id) != NULL)
+	    config_find_account(c->r->cf, s->system_id) != NULL) {
+		free(d);
 		return MSG_STORE;
+	}
 	/*
 	 * Bounded in count and in bytes: queue_limit messages, and no more
 	 * memory than output_high_watermark, which a connection may hold
@@ -1115,9 +1209,11 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 	 * arrive after it.
 	 */
 	if (!(m->flags & MSG_F_STORED) && (s->qlen >= limit ||
-	    s->qbytes + msg_size(m) >
-	    c->r->cf->limits.output_high_watermark))
+	    s->qbytes + msg_size(d) >
+	    c->r->cf->limits.output_high_watermark)) {
+		free(d);
 		return MSG_REFUSED;
+	}
 	if (s->qlen == s->qcap) {
 		unsigned cap = s->qcap ? s->qcap * 2 : 16;
 		struct msg **q = xcalloc(cap, sizeof(*q));
@@ -1129,9 +1225,9 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 		s->qcap = cap;
 		s->qhead = 0;
 	}
-	s->q[(s->qhead + s->qlen++) % s->qcap] = msg_dup(m);
+	s->q[(s->qhead + s->qlen++) % s->qcap] = d;
 	counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, 1);
-	s->qbytes += msg_size(m);
+	s->qbytes += msg_size(d);
 	return MSG_OK;
 }
 
@@ -1142,7 +1238,8 @@ smpp_on_verdict(struct conn *c, const struct msg *m)
 
 	if (s == NULL)
 		return;
-	submit_answer(c, m->sender_cmd, m->sender_ref, m->id, m->verdict);
+	submit_answer(c, m->sender_cmd, m->sender_ref, m->id, m->verdict,
+	    m->data_coding);
 	s->npending--;
 	sess_update_hold(c, s);
 	sess_maybe_done(c, s);

@@ -50,8 +50,11 @@
 #define JS_ID_BUCKETS	(1u << 16)
 #define JS_ACCT_BUCKETS	1024
 #define JS_KEY_MAX	(2 + CLUSTER_NODE_MAX + 1 + 20 + 1)
-/* Row format: its version, then the fields below, then the message. */
-#define JS_ROW_VERSION	1
+/*
+ * Row format: its version, then the fields below, then the message.
+ * Version 2 rows' flags say how to read the text; row_decode reads 1.
+ */
+#define JS_ROW_VERSION	2
 #define JS_ROW_FIXED	(1 + 1 + 8 + 8 + 8 + 4 + 1)
 /* How long a JetStream call may take, ms, and a commit. */
 #define JS_WAIT_MS	3000
@@ -321,7 +324,7 @@ row_decode(const uint8_t *p, size_t n, struct store_rec *rec)
 	size_t alen;
 
 	memset(rec, 0, sizeof(*rec));
-	if (n < JS_ROW_FIXED || p[0] != JS_ROW_VERSION)
+	if (n < JS_ROW_FIXED || (p[0] != 1 && p[0] != JS_ROW_VERSION))
 		return false;
 	rec->state = p[1];
 	rec->due = get_be(p + 2, 8);
@@ -335,7 +338,17 @@ row_decode(const uint8_t *p, size_t n, struct store_rec *rec)
 	rec->account[alen] = '\0';
 	rec->m = cluster_msg_decode(p + JS_ROW_FIXED + alen,
 	    n - JS_ROW_FIXED - alen);
-	return rec->m != NULL;
+	if (rec->m == NULL)
+		return false;
+	/*
+	 * A version 1 row is from before the flags said how to read the
+	 * text: an SMPP client's message (it has the submitted destination
+	 * address; a line client's has none) is in data_coding.
+	 */
+	if (p[0] == 1 && !(rec->m->flags & MSG_F_RECEIPT) &&
+	    rec->m->dst_addr[0] != '\0')
+		rec->m->flags |= MSG_F_CODED;
+	return true;
 }
 
 static void

@@ -154,13 +154,20 @@ struct store_backend {
 	} db_id, wal_id;
 };
 
-/* The SMPP fields, packed: version, numbers, fixed-width strings. */
+/*
+ * The SMPP fields, packed: version, numbers, fixed-width strings. Version
+ * 2 has the same layout; its row's flags say how to read the text
+ * (MSG_F_CODING). A version 1 row is from before they did: one with SMPP
+ * fields that is not a receipt came from an SMPP client, its text in
+ * data_coding, and data_coding 0 in the default GSM 03.38.
+ */
 #define SMPP_BLOB_LEN	(1 + 8 + 6 + 8 + 21 + 21 + 24)
+#define SMPP_BLOB_VERSION	2
 
 static void
 pack_smpp(const struct msg *m, uint8_t *p)
 {
-	*p++ = 1;
+	*p++ = SMPP_BLOB_VERSION;
 	*p++ = m->src_ton;
 	*p++ = m->src_npi;
 	*p++ = m->dst_ton;
@@ -185,8 +192,10 @@ unpack_smpp(struct msg *m, const uint8_t *p, size_t n)
 {
 	if (n == 0)
 		return true;	/* none: the fields stay zero */
-	if (n != SMPP_BLOB_LEN || *p++ != 1)
+	if (n != SMPP_BLOB_LEN || (*p != 1 && *p != SMPP_BLOB_VERSION))
 		return false;
+	if (*p++ == 1 && !(m->flags & MSG_F_RECEIPT))
+		m->flags |= MSG_F_CODED;
 	m->src_ton = *p++;
 	m->src_npi = *p++;
 	m->dst_ton = *p++;
@@ -210,7 +219,8 @@ unpack_smpp(struct msg *m, const uint8_t *p, size_t n)
 
 /* Flags a stored message keeps. */
 #define KEPT_FLAGS (MSG_F_PREFIX_FIRST | MSG_F_EXACT | \
-	MSG_F_RECEIPT | MSG_F_UMR | MSG_F_SAR | MSG_F_LINE_TEXT)
+	MSG_F_RECEIPT | MSG_F_UMR | MSG_F_SAR | MSG_F_LINE_TEXT | \
+	MSG_F_CODING)
 
 /*
  * Whether m has SMPP fields worth keeping: a line client's message has

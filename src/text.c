@@ -421,6 +421,39 @@ text_ucs2_units(const char *in, size_t n)
 	return units_of(TEXT_UCS2, in, n);
 }
 
+int
+text_coding_of(uint8_t data_coding, enum text_coding dc0)
+{
+	switch (data_coding) {
+	case 0:
+		return (int)dc0;
+	case TEXT_IA5:
+	case TEXT_LATIN1:
+	case TEXT_UCS2:
+		return data_coding;
+	default:
+		return fail(ENOTSUP);
+	}
+}
+
+int
+text_pick(const char *in, size_t n, int want)
+{
+	enum text_coding first;
+
+	if (want == TEXT_CODING_AUTO)
+		first = TEXT_GSM;
+	else if (want == TEXT_LATIN1 || want == TEXT_UCS2)
+		first = (enum text_coding)want;
+	else
+		return fail(EINVAL);
+	if (units_of(first, in, n) >= 0)
+		return (int)first;
+	if (errno != ERANGE)
+		return -1;	/* EILSEQ: no coding carries it */
+	return TEXT_UCS2;
+}
+
 /* Units in one SMS (single) and in one part after the 6-octet UDH. */
 static unsigned
 limit_single(enum text_coding coding)

@@ -74,6 +74,24 @@ ssize_t	text_gsm_septets(const char *in, size_t n);
 /* The UTF-16 units n bytes of UTF-8 take; -1 with EILSEQ if invalid. */
 ssize_t	text_ucs2_units(const char *in, size_t n);
 
+/*
+ * The coding that an SMPP data_coding names, reading data_coding 0 (the
+ * SMSC default alphabet) as dc0, since gateways differ in what that is.
+ * Returns a text_coding, or -1 with ENOTSUP: binary, or a coding not
+ * converted here.
+ */
+int	text_coding_of(uint8_t data_coding, enum text_coding dc0);
+
+/*
+ * The coding to send n bytes of UTF-8 in, for a recipient that asks for
+ * want: TEXT_CODING_AUTO gives GSM 03.38 when every character is in its
+ * default or extension table, TEXT_LATIN1 gives Latin-1 when every
+ * character is in it; either falls back to UCS-2, which carries any
+ * text. TEXT_UCS2 gives UCS-2. Returns a text_coding, or -1: EILSEQ (in
+ * is not UTF-8), EINVAL (another want).
+ */
+int	text_pick(const char *in, size_t n, int want);
+
 /* How a message too long for one SMS goes out. */
 enum text_long {
 	TEXT_LONG_UDH = 0,	/* parts with UDH 05 00 03 ref total seq */

@@ -417,22 +417,29 @@ smpp = { window = 8; response_timeout = 30; };`));
 
 // 3. What a line client gets is UTF-8 text without control characters.
 
-test('text for a line client: DEL, C1 and non-UTF-8 refused, UTF-8 passes', async () => {
+test('text for a line client: DEL, C1, ESC and octets not valid in their coding refused, text passes', async () => {
 	const d = await L.startDaemon(conf(ACCOUNTS));
 	try {
 		const alice = await lineLogin(d.ports.router, 'alice', 'pa');
 		const shop = await L.bind(d.ports.smpp, 'bind_transmitter', 'shop', 'ps');
-		for (const [what, bytes] of [
-			['DEL', Buffer.from('rm\x7f-rf', 'latin1')],
-			['U+0085 NEXT LINE', Buffer.from([0x61, 0xc2, 0x85, 0x62])],
-			['U+009B CSI', Buffer.from([0xc2, 0x9b, 0x32, 0x4a])],
-			['a lone 0xE9', Buffer.from([0x6f, 0x6c, 0xe9])],
-			['an overlong /', Buffer.from([0xc0, 0xaf])],
-			['ESC', Buffer.from('\x1b[2J', 'latin1')]])
+		// Converted to UTF-8 first (data_coding 0 is GSM 03.38, 3 Latin-1,
+		// 8 UCS-2): what the text is, not its octets, is checked.
+		const ucs2 = (s) => Buffer.from(s, 'utf16le').swap16();
+		for (const [what, dc, bytes] of [
+			['DEL in UCS-2', 8, ucs2('rm\x7f-rf')],
+			['DEL in Latin-1', 3, Buffer.from('rm\x7f-rf', 'latin1')],
+			['U+0085 NEXT LINE in Latin-1', 3, Buffer.from([0x61, 0x85, 0x62])],
+			['U+009B CSI in UCS-2', 8, ucs2('\u009b2J')],
+			['ESC in UCS-2', 8, ucs2('\x1b[2J')],
+			['CR in GSM 03.38', 0, Buffer.from([0x61, 0x0d, 0x62])],
+			['an octet outside GSM 03.38', 0, Buffer.from([0x6f, 0x6c, 0xe9])],
+			['a GSM escape with nothing after it', 0, Buffer.from([0x61, 0x1b])],
+			['a lone surrogate', 8, Buffer.from([0xd8, 0x00, 0x00, 0x61])],
+			['an odd UCS-2 length', 8, Buffer.from([0x00, 0x61, 0x00])]])
 			assert.equal(await submitStatus(shop.s, { destination_addr: 'alice',
-				data_coding: 0, short_message: bytes }), ESME_RSUBMITFAIL, what);
+				data_coding: dc, short_message: bytes }), ESME_RSUBMITFAIL, what);
 		const r = await L.call(shop.s, 'submit_sm', { destination_addr: 'alice',
-			data_coding: 0, short_message: Buffer.from('olá €', 'utf8') });
+			data_coding: 8, short_message: ucs2('olá €') });
 		assert.equal(r.command_status, 0);
 		const want = Buffer.from(`MSG ${r.message_id} shop olá €\n`, 'utf8');
 		await until(() => alice.bytes().length >= want.length, 'the UTF-8 message');

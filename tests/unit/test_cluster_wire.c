@@ -54,7 +54,7 @@ sample_msg(void)
 
 	m->id = 0x0102030405060708ull;
 	m->flags = MSG_F_RECEIPT | MSG_F_SAR | MSG_F_NO_VERDICT |
-	    MSG_F_STORED;
+	    MSG_F_STORED | MSG_F_CODED | MSG_F_DC0_IA5;
 	m->submitted = 1700000000;
 	m->due = 1700000100;
 	m->expires = 1700086400;
@@ -88,8 +88,12 @@ START_TEST(msg_round_trip)
 	d = cluster_msg_decode(buf, n);
 	ck_assert_ptr_nonnull(d);
 	ck_assert_uint_eq(d->id, m->id);
-	/* Only what means something on the recipient's node travels. */
-	ck_assert_uint_eq(d->flags, MSG_F_RECEIPT | MSG_F_SAR);
+	/*
+	 * Only what means something on the recipient's node travels: how to
+	 * read the text does, as it is converted there.
+	 */
+	ck_assert_uint_eq(d->flags, MSG_F_RECEIPT | MSG_F_SAR | MSG_F_CODED |
+	    MSG_F_DC0_IA5);
 	ck_assert_uint_eq(d->submitted, m->submitted);
 	ck_assert_uint_eq(d->due, m->due);
 	ck_assert_uint_eq(d->expires, m->expires);

@@ -445,6 +445,11 @@ static const struct bad_case bad_cases[] = {
 	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
 	    "    source_addrs = [ 1555 ]; }\n);\n", 4,
 	    "source_addrs: expected a string" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    coding = \"utf8\"; }\n);\n", 4,
+	    "accounts.coding: \"utf8\" is not one of auto, ucs2, latin1" },
+	{ LISTENER "smpp = { alphabet = \"ucs2\"; };\n", 2,
+	    "smpp.alphabet: \"ucs2\" is not one of gsm, latin1, ascii" },
 	/* Syntax errors: the line libconfig stopped on. */
 	{ LISTENER "dispatchers = 2;\n\nidle_timeout = = 5;\n", 4,
 	    "syntax error" },
@@ -616,6 +621,40 @@ START_TEST(config_accounts_routes)
 	ck_assert_uint_eq(cf->naccounts, 0);
 	ck_assert_uint_eq(cf->nroutes, 0);
 	ck_assert_uint_eq(cf->limits.output_stall_timeout, 30);
+	config_unref(cf);
+}
+END_TEST
+
+/*
+ * alphabet and coding: the smpp group's defaults, and an account's own
+ * where it sets one (0, "as the smpp group", where it does not).
+ */
+START_TEST(config_text_codings)
+{
+	struct config *cf = unit_config(LISTENER
+	    "accounts = (\n"
+	    "  { id = \"eu\"; password = \"p\"; alphabet = \"latin1\";\n"
+	    "    coding = \"ucs2\"; },\n"
+	    "  { id = \"us\"; password = \"p\"; alphabet = \"ascii\"; },\n"
+	    "  { id = \"any\"; password = \"p\"; }\n"
+	    ");\n");
+	const struct account_conf *a;
+
+	ck_assert_uint_eq(cf->smpp.alphabet, CONFIG_ALPHABET_GSM);
+	ck_assert_uint_eq(cf->smpp.coding, CONFIG_CODING_AUTO);
+	a = config_find_account(cf, "eu");
+	ck_assert_uint_eq(a->alphabet, CONFIG_ALPHABET_LATIN1);
+	ck_assert_uint_eq(a->coding, CONFIG_CODING_UCS2);
+	a = config_find_account(cf, "us");
+	ck_assert_uint_eq(a->alphabet, CONFIG_ALPHABET_ASCII);
+	ck_assert_uint_eq(a->coding, CONFIG_CODING_SMPP);
+	a = config_find_account(cf, "any");
+	ck_assert_uint_eq(a->alphabet, CONFIG_ALPHABET_SMPP);
+	config_unref(cf);
+	cf = unit_config(LISTENER "smpp = { alphabet = \"latin1\";"
+	    " coding = \"latin1\"; };\n");
+	ck_assert_uint_eq(cf->smpp.alphabet, CONFIG_ALPHABET_LATIN1);
+	ck_assert_uint_eq(cf->smpp.coding, CONFIG_CODING_LATIN1);
 	config_unref(cf);
 }
 END_TEST
@@ -1307,6 +1346,7 @@ config_suite(void)
 	tcase_add_test(ok, config_name_max);
 	tcase_add_test(ok, config_accounts_routes);
 	tcase_add_test(ok, config_source_addrs);
+	tcase_add_test(ok, config_text_codings);
 #if ER_WITH_SQLITE
 	tcase_add_test(ok, config_store_every_value);
 	tcase_add_test(ok, config_store_defaults);

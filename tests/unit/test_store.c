@@ -479,6 +479,93 @@ START_TEST(test_backends_by_name)
 }
 END_TEST
 
+#if ER_WITH_SQLITE
+/*
+ * Puts a message for bob with these flags and data_coding; smpp gives it
+ * the destination an SMPP client submits to (a line client's has none).
+ */
+static void
+put_coded(struct store_backend *b, uint64_t id, uint32_t flags, uint8_t dc,
+    bool smpp)
+{
+	struct msg *m = msg_new(4);
+	struct store_rec rec;
+
+	memcpy(m->text, "\x04\x1F\x04\x40", 4);
+	m->len = 4;
+	m->id = id;
+	m->flags = flags;
+	m->data_coding = dc;
+	snprintf(m->to, sizeof(m->to), "bob");
+	snprintf(m->reply_to, sizeof(m->reply_to), "alice");
+	if (smpp)
+		snprintf(m->dst_addr, sizeof(m->dst_addr), "bob");
+	memset(&rec, 0, sizeof(rec));
+	rec.m = m;
+	snprintf(rec.account, sizeof(rec.account), "bob");
+	rec.state = STORE_ENROUTE;
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	free(m);
+}
+
+/* The flags of stored message id that say how to read its text. */
+static uint32_t
+coding_of(struct store_backend *b, uint64_t id, uint8_t *dc)
+{
+	struct store_rec rec;
+	uint32_t f;
+
+	ck_assert_int_eq(store_sqlite_ops.get(b, id, &rec), 1);
+	f = rec.m->flags & MSG_F_CODING;
+	*dc = rec.m->data_coding;
+	ck_assert_int_eq(memcmp(rec.m->text, "\x04\x1F\x04\x40", 4), 0);
+	free(rec.m);
+	return f;
+}
+
+/*
+ * How to read a message's text is stored with it, so that it converts
+ * the same after the store; rows written before it was (SMPP blob
+ * version 1, no coding flags) read as they were: an SMPP client's message
+ * as its octets in data_coding, a receipt and a line client's as text.
+ */
+START_TEST(test_text_coding_kept)
+{
+	struct store_backend *b = open_ok(false);
+	char sql[256];
+	sqlite3 *db;
+	uint8_t dc;
+
+	put_coded(b, 1024, MSG_F_CODED | MSG_F_DC0_LATIN1, 8, true);
+	put_coded(b, 2048, 0, 0, false);
+	put_coded(b, 3072, MSG_F_CODED, 0, true);
+	put_coded(b, 4096, MSG_F_RECEIPT, 0, true);
+	store_sqlite_ops.close(b);
+	b = open_ok(false);
+	ck_assert_uint_eq(coding_of(b, 1024, &dc),
+	    MSG_F_CODED | MSG_F_DC0_LATIN1);
+	ck_assert_uint_eq(dc, 8);
+	ck_assert_uint_eq(coding_of(b, 2048, &dc), 0);
+	store_sqlite_ops.close(b);
+	/* 3072 and 4096 as a version before this one wrote them. */
+	snprintf(sql, sizeof(sql), "UPDATE msg SET flags = flags & ~%u,"
+	    " smpp = X'01' || substr(smpp, 2) WHERE id IN (3072, 4096)",
+	    (unsigned)MSG_F_CODING);
+	ck_assert_int_eq(sqlite3_open(sc.path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	b = open_ok(false);
+	ck_assert_uint_eq(coding_of(b, 3072, &dc), MSG_F_CODED);
+	ck_assert_uint_eq(coding_of(b, 4096, &dc), 0);
+	ck_assert_uint_eq(coding_of(b, 1024, &dc),
+	    MSG_F_CODED | MSG_F_DC0_LATIN1);
+	store_sqlite_ops.close(b);
+}
+END_TEST
+#endif
+
 Suite *
 store_suite(void)
 {
@@ -491,6 +578,7 @@ store_suite(void)
 	tcase_add_test(tc, test_expiry_and_by_dest);
 	tcase_add_test(tc, test_rollback);
 	tcase_add_test(tc, test_final_rows_move_on_open);
+	tcase_add_test(tc, test_text_coding_kept);
 	tcase_add_test(tc, test_check_sees_files_go);
 	tcase_add_test(tc, test_not_a_store);
 	tcase_add_test(tc, test_check_opens_by_name);

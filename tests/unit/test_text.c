@@ -756,6 +756,63 @@ START_TEST(test_split_round_trips)
 }
 END_TEST
 
+/* data_coding to a coding: 0 as the account says, the text ones, no binary. */
+START_TEST(test_coding_of)
+{
+	static const uint8_t refused[] = { 2, 4, 5, 6, 7, 9, 0x0A, 0x0E,
+	    0xF0, 0xF4, 0xFF };
+
+	ck_assert_int_eq(text_coding_of(0, TEXT_GSM), TEXT_GSM);
+	ck_assert_int_eq(text_coding_of(0, TEXT_LATIN1), TEXT_LATIN1);
+	ck_assert_int_eq(text_coding_of(0, TEXT_IA5), TEXT_IA5);
+	ck_assert_int_eq(text_coding_of(1, TEXT_LATIN1), TEXT_IA5);
+	ck_assert_int_eq(text_coding_of(3, TEXT_GSM), TEXT_LATIN1);
+	ck_assert_int_eq(text_coding_of(8, TEXT_GSM), TEXT_UCS2);
+	for (size_t i = 0; i < sizeof(refused); i++) {
+		errno = 0;
+		ck_assert_int_eq(text_coding_of(refused[i], TEXT_GSM), -1);
+		ck_assert_int_eq(errno, ENOTSUP);
+	}
+}
+END_TEST
+
+static int
+pick(const char *t, int want)
+{
+	return text_pick(t, strlen(t), want);
+}
+
+/*
+ * The coding a line text goes out in: GSM while every character is in its
+ * tables (extension ones too), else UCS-2; Latin-1 when asked and it fits.
+ */
+START_TEST(test_pick)
+{
+	ck_assert_int_eq(pick("", TEXT_CODING_AUTO), TEXT_GSM);
+	ck_assert_int_eq(pick("@A\u20AC hi", TEXT_CODING_AUTO), TEXT_GSM);
+	ck_assert_int_eq(pick("{[~]}|^\\", TEXT_CODING_AUTO), TEXT_GSM);
+	ck_assert_int_eq(pick("ol\u00E1", TEXT_CODING_AUTO), TEXT_UCS2);
+	ck_assert_int_eq(pick("\u00E9\u00E8", TEXT_CODING_AUTO), TEXT_GSM);
+	ck_assert_int_eq(pick("a\u2603", TEXT_CODING_AUTO), TEXT_UCS2);
+	ck_assert_int_eq(pick("\xF0\x9F\x98\x80", TEXT_CODING_AUTO),
+	    TEXT_UCS2);
+	ck_assert_int_eq(pick("ol\u00E1", TEXT_LATIN1), TEXT_LATIN1);
+	ck_assert_int_eq(pick("\u00FF", TEXT_LATIN1), TEXT_LATIN1);
+	ck_assert_int_eq(pick("\u0100", TEXT_LATIN1), TEXT_UCS2);
+	ck_assert_int_eq(pick("1 \u20AC", TEXT_LATIN1), TEXT_UCS2);
+	ck_assert_int_eq(pick("hi", TEXT_UCS2), TEXT_UCS2);
+	errno = 0;
+	ck_assert_int_eq(pick("a\xC3", TEXT_CODING_AUTO), -1);
+	ck_assert_int_eq(errno, EILSEQ);
+	errno = 0;
+	ck_assert_int_eq(pick("a\xC3", TEXT_UCS2), -1);
+	ck_assert_int_eq(errno, EILSEQ);
+	errno = 0;
+	ck_assert_int_eq(pick("hi", TEXT_IA5), -1);
+	ck_assert_int_eq(errno, EINVAL);
+}
+END_TEST
+
 Suite *
 text_suite(void)
 {
@@ -774,6 +831,8 @@ text_suite(void)
 	tcase_add_test(tc, test_unknown_coding);
 	tcase_add_test(tc, test_out_of_room);
 	tcase_add_test(tc, test_guard_page);
+	tcase_add_test(tc, test_coding_of);
+	tcase_add_test(tc, test_pick);
 	suite_add_tcase(s, tc);
 	tcase_add_test(ts, test_split_gsm_160_161);
 	tcase_add_test(ts, test_split_escape_at_part_end);
