@@ -503,7 +503,7 @@ put_coded(struct store_backend *b, uint64_t id, uint32_t flags, uint8_t dc,
 	memset(&rec, 0, sizeof(rec));
 	rec.m = m;
 	snprintf(rec.account, sizeof(rec.account), "bob");
-	rec.state = STORE_ENROUTE;
+	rec.state = MSG_STATE_ENROUTE;
 	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
 	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
