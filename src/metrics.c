@@ -16,6 +16,7 @@
 #include "counter.h"
 #include "metrics.h"
 #include "proto.h"
+#include "smpp_acct.h"
 #include "reactor.h"
 #include "smpp_pdu.h"
 #include "store.h"

@@ -111,13 +111,6 @@ extern const struct proto proto_router;
 extern const struct proto proto_smpp;
 extern const struct proto proto_metrics;
 
-/* For smpp_binds_each: n binds of type ("receiver", ...) for account. */
-typedef void smpp_binds_fn(const char *account, const char *type,
-	    unsigned n, void *arg);
-
-/* Calls fn for each account's SMPP binds now, by type. Any thread. */
-void	smpp_binds_each(smpp_binds_fn *fn, void *arg);
-
 /*
  * Has the reactor of the connection h names end its session through its
  * protocol's on_evict, if it is still there and not closing by then.

@@ -1,6 +1,5 @@
 /* proto_smpp.c: the SMPP 3.4 front end: binds, submit_sm routing, deliver_sm windows, receipts. */
 #include <errno.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "log.h"
 #include "proto.h"
 #include "route.h"
+#include "smpp_acct.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
 #include "smpp_time.h"
@@ -62,144 +62,6 @@ struct smpp_sess {
 	unsigned qcap;
 	size_t	qbytes;			/* msg_size of what is in q */
 };
-
-/*
- * Per-account state shared by every reactor: binds held and the
- * max_tps token bucket. Few accounts, short critical sections.
- */
-struct smpp_acct {
-	struct smpp_acct *next;
-	char	id[16];
-	unsigned binds;
-	unsigned by_type[3];		/* tx, rx, trx (bind_type) */
-	double	tokens;
-	uint64_t last_ns;
-};
-
-static pthread_mutex_t acct_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct smpp_acct *accts;
-
-static struct smpp_acct *
-acct_find_locked(const char *id)
-{
-	struct smpp_acct *a;
-
-	for (a = accts; a != NULL; a = a->next)
-		if (strcmp(a->id, id) == 0)
-			return a;
-	return NULL;
-}
-
-/* Counts one more bind of id (type: 0 tx, 1 rx, 2 trx) unless it has max. */
-static bool
-acct_bind(const char *id, unsigned max, unsigned type)
-{
-	struct smpp_acct *a;
-	bool ok = true;
-
-	pthread_mutex_lock(&acct_lock);
-	if ((a = acct_find_locked(id)) == NULL) {
-		a = xcalloc(1, sizeof(*a));
-		snprintf(a->id, sizeof(a->id), "%s", id);
-		a->tokens = -1;		/* a full bucket at first use */
-		a->next = accts;
-		accts = a;
-	}
-	if (a->binds >= max)
-		ok = false;
-	else {
-		a->binds++;
-		a->by_type[type]++;
-	}
-	pthread_mutex_unlock(&acct_lock);
-	return ok;
-}
-
-static void
-acct_unbind(const char *id, unsigned type)
-{
-	struct smpp_acct **pa, *a = NULL;
-
-	pthread_mutex_lock(&acct_lock);
-	for (pa = &accts; *pa != NULL; pa = &(*pa)->next) {
-		if (strcmp((*pa)->id, id) != 0)
-			continue;
-		(*pa)->by_type[type]--;
-		/*
-		 * The last bind gone: forget the account, unless it has a
-		 * max_tps bucket in use. Dropped, the next bind would start
-		 * with a full one, and unbind-rebind would beat the limit.
-		 * (Only configured accounts have max_tps: few of them.)
-		 */
-		if (--(*pa)->binds == 0 && (*pa)->tokens < 0) {
-			a = *pa;
-			*pa = a->next;
-		}
-		break;
-	}
-	pthread_mutex_unlock(&acct_lock);
-	free(a);
-}
-
-/* Bind types by index, as acct_bind counts them. */
-static unsigned
-bind_type(uint32_t command_id)
-{
-	return command_id == SMPP_BIND_TRANSMITTER ? 0 :
-	    command_id == SMPP_BIND_RECEIVER ? 1 : 2;
-}
-
-void
-smpp_binds_each(smpp_binds_fn *fn, void *arg)
-{
-	static const char *const types[3] = { "transmitter", "receiver",
-	    "transceiver" };
-
-	pthread_mutex_lock(&acct_lock);
-	for (struct smpp_acct *a = accts; a != NULL; a = a->next)
-		for (unsigned t = 0; t < 3; t++)
-			if (a->by_type[t] > 0)
-				fn(a->id, types[t], a->by_type[t], arg);
-	pthread_mutex_unlock(&acct_lock);
-}
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/*
- * Takes one token from id's bucket, which refills at tps per second and
- * holds at most tps (a second's burst). false: over the limit.
- */
-static bool
-acct_take_token(const char *id, unsigned tps)
-{
-	struct smpp_acct *a;
-	uint64_t now = now_ns();
-	bool ok = true;
-
-	pthread_mutex_lock(&acct_lock);
-	if ((a = acct_find_locked(id)) != NULL) {
-		if (a->tokens < 0)
-			a->tokens = tps;
-		else
-			a->tokens += (double)(now - a->last_ns) * tps / 1e9;
-		if (a->tokens > tps)
-			a->tokens = tps;
-		a->last_ns = now;
-		if (a->tokens >= 1)
-			a->tokens -= 1;
-		else
-			ok = false;
-	}
-	pthread_mutex_unlock(&acct_lock);
-	return ok;
-}
 
 static struct smpp_sess *
 sess_of(struct conn *c)
@@ -322,8 +184,8 @@ bind_take(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	/* A router client logged in with this address holds it. */
 	if (receiver && route_join(pdu->system_id, &s->me) < 0)
 		return SMPP_ESME_RBINDFAIL;
-	if (!acct_bind(pdu->system_id, max_binds,
-	    bind_type(pdu->command_id))) {
+	if (!smpp_acct_bind(pdu->system_id, max_binds,
+	    smpp_bind_type(pdu->command_id))) {
 		if (receiver)
 			route_release(pdu->system_id, &s->me);
 		return SMPP_ESME_RBINDFAIL;
@@ -635,7 +497,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	}
 	acct = config_find_account(c->r->cf, s->system_id);
 	if (acct != NULL && acct->max_tps > 0 &&
-	    !acct_take_token(s->system_id, acct->max_tps)) {
+	    !smpp_acct_take_token(s->system_id, acct->max_tps)) {
 		counter_add(&c->r->counters, COUNTER_SMPP_THROTTLED, 1);
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RTHROTTLED, seq, NULL);
 		return;
@@ -960,7 +822,7 @@ needs_bind(uint32_t cmd)
 	    cmd == SMPP_REPLACE_SM || cmd == SMPP_UNBIND;
 }
 
-/* The bind's type as acct_bind counts it. */
+/* The bind's type as smpp_acct_bind counts it. */
 static unsigned
 sess_bind_type(const struct smpp_sess *s)
 {
@@ -981,7 +843,7 @@ sess_leave(struct smpp_sess *s)
 		s->joined = false;
 	}
 	if (s->counted) {
-		acct_unbind(s->system_id, sess_bind_type(s));
+		smpp_acct_unbind(s->system_id, sess_bind_type(s));
 		s->counted = false;
 	}
 }
@@ -1377,7 +1239,7 @@ smpp_on_close(struct conn *c)
 	if (s->joined)
 		route_release(s->system_id, &s->me);
 	if (s->counted)
-		acct_unbind(s->system_id, sess_bind_type(s));
+		smpp_acct_unbind(s->system_id, sess_bind_type(s));
 	counter_add(&c->r->counters, COUNTER_SMPP_WINDOW,
 	    -(uint64_t)s->inflight);
 	counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, -(uint64_t)s->qlen);
