@@ -56,8 +56,13 @@ async function stopDaemon(d) {
 			WAIT_MS, 'daemon stop').catch((e) => { d.child.kill('SIGKILL'); throw e; });
 	}
 	fs.rmSync(d.dir, { recursive: true, force: true });
-	if (d.exited.code !== 0)
-		throw new Error(`daemon exit ${JSON.stringify(d.exited)}:\n${d.log}`);
+	if (d.exited.code !== 0) {
+		// The log's end first: a long log is cut in the middle by
+		// whoever shows the failure, and the reason is at its end.
+		const tail = d.log.trimEnd().split('\n').slice(-8).join('\n');
+		throw new Error(`daemon exit ${JSON.stringify(d.exited)}; its log ends:\n${tail}\n` +
+		    `the whole log:\n${d.log}`);
+	}
 }
 
 // Stops every daemon given (null or exited ones skipped), even when one
