@@ -40,6 +40,32 @@ START_TEST(test_u64_to_dec)
 			ck_abort_msg("u64_to_dec(%llu) wrong",
 			    (unsigned long long)v);
 	}
+	/* Each power of ten and its neighbours (where a digit is added and
+	 * where the 8-digit pieces are cut), then pseudo-random values of
+	 * every length. */
+	uint64_t x = 88172645463325252u, pow = 1;
+
+	for (int k = 0; k < 40000; k++) {
+		char want[24];
+		uint64_t v;
+		size_t n;
+
+		if (k < 60) {
+			v = pow + (uint64_t)(k % 3) - 1;
+			if (k % 3 == 2 && pow <= UINT64_MAX / 10)
+				pow *= 10;
+		} else {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			v = x >> (x % 64);
+		}
+		n = u64_to_dec(buf, v);
+		if (n != (size_t)snprintf(want, sizeof(want), "%llu",
+		    (unsigned long long)v) || memcmp(buf, want, n) != 0)
+			ck_abort_msg("u64_to_dec(%llu) wrong",
+			    (unsigned long long)v);
+	}
 }
 END_TEST
 
