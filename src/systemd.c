@@ -3,11 +3,16 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "reactor.h"
@@ -31,28 +36,78 @@ mono_usec(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/*
+ * Sends text to the service manager, waiting at most wait_ms for room.
+ * sd_notify waits as long as the manager's queue is full (ten datagrams
+ * by default, net.unix.max_dgram_qlen), and the thread that notifies
+ * also takes the signals and the new connections: a manager slow to read
+ * would freeze both, SIGTERM included. So the socket is non-blocking: a
+ * STATUS= or WATCHDOG=1 that finds no room is dropped (the next follows
+ * soon), READY=1 and the like wait a bounded time. A NOTIFY_SOCKET that
+ * is not a path or an abstract name (vsock) goes to sd_notify as is.
+ */
+static void
+notify_send(const char *text, int wait_ms)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct pollfd pfd = { .events = POLLOUT };
+	size_t n;
+
+	if (path == NULL || path[0] == '\0')
+		return;
+	if (path[0] != '/' && path[0] != '@') {
+		sd_notify(0, text);
+		return;
+	}
+	if ((n = strlen(path)) >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, path, n);
+	if (path[0] == '@')
+		sa.sun_path[0] = '\0';
+	pfd.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (pfd.fd < 0)
+		return;
+	if (connect(pfd.fd, (struct sockaddr *)&sa,
+	    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0 &&
+	    send(pfd.fd, text, strlen(text), MSG_NOSIGNAL) < 0 &&
+	    errno == EAGAIN && wait_ms > 0 && poll(&pfd, 1, wait_ms) > 0)
+		(void)send(pfd.fd, text, strlen(text), MSG_NOSIGNAL);
+	close(pfd.fd);
+}
+
+/* READY=1 and the like: the manager acts on them, worth a wait. */
+#define NOTIFY_WAIT_MS	1000
+
 void
 systemd_ready(void)
 {
-	sd_notify(0, "READY=1");
+	notify_send("READY=1", NOTIFY_WAIT_MS);
 }
 
 void
 systemd_reloading(void)
 {
-	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, mono_usec());
+	char text[64];
+
+	snprintf(text, sizeof(text), "RELOADING=1\nMONOTONIC_USEC=%" PRIu64,
+	    mono_usec());
+	notify_send(text, NOTIFY_WAIT_MS);
 }
 
 void
 systemd_stopping(void)
 {
-	sd_notify(0, "STOPPING=1");
+	notify_send("STOPPING=1", NOTIFY_WAIT_MS);
 }
 
 void
 systemd_status(const char *text)
 {
-	sd_notifyf(0, "STATUS=%s", text);
+	char buf[1024];
+
+	snprintf(buf, sizeof(buf), "STATUS=%s", text);
+	notify_send(buf, 0);
 }
 
 int
@@ -187,7 +242,7 @@ systemd_watchdog_tick(struct systemd_watchdog *w)
 		log_warnx("watchdog: every reactor turns again: WATCHDOG=1 "
 		    "resumes after %.1f s", (double)(now - w->last_ping) / 1e6);
 	w->withheld = false;
-	sd_notify(0, "WATCHDOG=1");
+	notify_send("WATCHDOG=1", 0);
 	w->last_ping = now;
 	watchdog_snapshot(w);
 }

@@ -535,6 +535,36 @@ START_TEST(test_activation_status_watchdog)
 }
 END_TEST
 
+/*
+ * A manager that reads nothing for a while (its queue holds ten
+ * datagrams; pings come every 100 ms) holds up neither new clients nor
+ * SIGTERM: the pings that find no room are dropped, not waited for.
+ */
+START_TEST(test_notify_queue_full_blocks_nothing)
+{
+	struct svc_opts o = { .watchdog_usec = 200000 };
+	uint64_t deadline;
+	struct svc *s;
+	int fd;
+
+	s = svc_spawn(CONF("2", LISTENER("echo", "echo"), ""), &o);
+	if (svc_wait(s, "READY=1", NULL, SVC_READY_MS) == NULL)
+		svc_dump_log(s);
+	harness_sleep_ms(2500);
+	fd = client_connect(svc_port(s, "echo"));
+	ck_assert_msg(client_echo_ok(fd, 3000), "a new client was not served "
+	    "while the notify queue was full");
+	close(fd);
+	ck_assert(kill(s->pid, SIGTERM) == 0);
+	deadline = harness_now_ms() + SVC_EXIT_MS;
+	while (svc_running(s) && harness_now_ms() < deadline)
+		harness_sleep_ms(20);
+	ck_assert_msg(!svc_running(s), "SIGTERM not handled while the notify "
+	    "queue was full");
+	svc_free(s);
+}
+END_TEST
+
 /* A reactor stuck longer than the interval stops WATCHDOG=1 until it turns. */
 START_TEST(test_watchdog_stops_when_reactor_stalls)
 {
@@ -698,6 +728,7 @@ systemd_suite(void)
 	tcase_set_timeout(tc, 40);
 	tcase_add_test(tc, test_activation_status_watchdog);
 	tcase_add_test(tc, test_watchdog_stops_when_reactor_stalls);
+	tcase_add_test(tc, test_notify_queue_full_blocks_nothing);
 	tcase_add_test(tc, test_reload_good_and_bad);
 	tcase_add_test(tc, test_unclaimed_socket_is_an_error);
 	tcase_add_test(tc, test_systemd_socket_activate);
