@@ -137,6 +137,43 @@ deliver_receipt(struct reactor *r, const struct msg *orig, uint8_t state)
 		deliver_forward(r, m);
 }
 
+/* The receipt staged by deliver_receipt_after, now sent on its way. */
+static void
+deliver_receipt_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct msg *m = arg;
+
+	if (st == MAILBOX_CANCELLED) {
+		free(m);
+		return;
+	}
+	deliver_forward(owner, m);
+}
+
+/*
+ * deliver_receipt, but the receipt leaves in a later turn of r: after
+ * the verdict for orig, which goes back to its sender in this one (on
+ * this reactor, or staged in r's batch ahead of it). A gateway files a
+ * receipt under the id of the submit_sm_resp; a receipt before that
+ * response finds nothing.
+ */
+static void
+deliver_receipt_after(struct reactor *r, const struct msg *orig,
+    uint8_t state)
+{
+	struct msg *m;
+
+	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
+		return;
+	m = smpp_receipt_make(orig, state, msg_next_id(r),
+	    (uint64_t)time(NULL));
+	if (m == NULL)
+		return;
+	m->task.fn = deliver_receipt_task;
+	m->task.arg = m;
+	reactor_batch_add(&r->batch, r, &m->task);
+}
+
 /* Hands m to the recipient's protocol on its own reactor. */
 static enum msg_verdict
 deliver_here(struct reactor *r, struct msg *m)
@@ -165,7 +202,7 @@ deliver_here(struct reactor *r, struct msg *m)
 	 */
 	if (v == MSG_OK && !c->proto->confirms_delivery &&
 	    !(m->flags & MSG_F_STORED))
-		deliver_receipt(r, m, SMPP_STATE_DELIVERED);
+		deliver_receipt_after(r, m, SMPP_STATE_DELIVERED);
 	return v;
 }
 

@@ -341,6 +341,49 @@ test('SMPP and line router clients message each other both ways', async () => {
 	}
 });
 
+// Kannel and other gateways file a receipt under the message_id of the
+// submit_sm_resp: a receipt before its response finds nothing. The line
+// client takes the message at once, on the ESME's reactor or another.
+test('a receipt for a line recipient comes after its submit_sm_resp, on any reactor', async () => {
+	const d = await L.startDaemon(conf(ACCOUNTS));
+	try {
+		const a = await L.bind(d.ports.smpp, 'bind_transceiver', 'esmeA', 'pa');
+		collect(a.s);
+		const seen = [];
+		a.s.on('pdu', (p) => {
+			if (p.command === 'submit_sm_resp')
+				seen.push(`resp ${p.message_id}`);
+			else if (p.command === 'deliver_sm' && (p.esm_class & 0x3c) === 0x04)
+				seen.push(`receipt ${p.receipted_message_id}`);
+		});
+		// Connections go to the 3 reactors in turn: the line client's
+		// three lands on the ESME's reactor once, on others twice.
+		const ids = [];
+		for (let k = 0; k < 3; k++) {
+			const lc = await lineLogin(d.ports.router, '+351910000001', 'pl');
+			for (let i = 0; i < 5; i++) {
+				const r = await L.call(a.s, 'submit_sm', { dest_addr_ton: 1, dest_addr_npi: 1,
+					destination_addr: '351910000001', short_message: `m${k}.${i}`,
+					registered_delivery: 1 });
+				assert.equal(r.command_status, 0);
+				ids.push(r.message_id);
+			}
+			await until(() => (lc.text().match(/^MSG /gm) || []).length === 5, 'the MSG lines');
+			const closed = new Promise((resolve) => lc.sock.once('close', resolve));
+			lc.sock.write('QUIT\n');
+			await closed;
+		}
+		await until(() => seen.filter((x) => x.startsWith('receipt')).length === ids.length, 'the receipts');
+		for (const id of ids) {
+			const resp = seen.indexOf(`resp ${id}`), rc = seen.indexOf(`receipt ${id}`);
+			assert.ok(resp >= 0 && rc > resp, `message ${id}: ${seen.join(', ')}`);
+		}
+		a.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
 test('200 ESME sessions on 3 reactors exchange 20,000 messages', async () => {
 	const N = 200, PER = 100, WINDOW = 10;
 	const accounts = Array.from({ length: N }, (_, i) =>
