@@ -113,7 +113,7 @@ static const struct counter_info table[COUNTER_N] = {
 	    "SMPP parts waiting for the rest of their message."),
 	[COUNTER_JOIN_BYTES] = REACTOR_SERIES("join_bytes_held", NULL, NULL,
 	    NULL, NULL, GAUGE, 0,
-	    "Octets of the SMPP parts waiting to be joined."),
+	    "Bytes of memory the SMPP parts waiting to be joined take."),
 	[COUNTER_JOIN_INCOMPLETE] = REACTOR_COUNTER("join_incomplete_total",
 	    NULL,
 	    "Messages whose parts did not all come in time (or whose "

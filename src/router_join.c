@@ -40,7 +40,7 @@
 struct held {
 	struct held *next;
 	struct msg *m;
-	size_t	len;		/* the octets the table holds of it */
+	size_t	size;		/* the memory it takes, the table's copy too */
 };
 
 struct router_join {
@@ -56,6 +56,17 @@ router_join_wants(const struct msg *m)
 	    ((m->flags & MSG_F_SAR) && m->sar_total > 1);
 }
 
+/*
+ * The memory a held part takes: its copy here and its octets in the
+ * table. A part of no octets still costs its fields, so the reactor's
+ * bound counts these, not the octets alone.
+ */
+static size_t
+held_size(const struct msg *m, size_t len)
+{
+	return sizeof(struct held) + msg_size(m) + len;
+}
+
 static void
 held_add(struct router_join *j, struct conn *c, const struct msg *m,
     size_t len)
@@ -63,13 +74,13 @@ held_add(struct router_join *j, struct conn *c, const struct msg *m,
 	struct held *h = xcalloc(1, sizeof(*h));
 
 	h->m = msg_dup(m);
-	h->len = len;
+	h->size = held_size(m, len);
 	h->next = j->held;
 	j->held = h;
 	if (m->flags & MSG_F_STORED)
 		j->nstored++;
 	counter_add(&c->r->counters, COUNTER_JOIN_HELD, 1);
-	counter_add(&c->r->counters, COUNTER_JOIN_BYTES, len);
+	counter_add(&c->r->counters, COUNTER_JOIN_BYTES, h->size);
 }
 
 /* The kept copy of part id, taken out (the caller owns it), or NULL. */
@@ -89,7 +100,7 @@ held_take(struct router_join *j, struct conn *c, uint64_t id)
 	if (m->flags & MSG_F_STORED)
 		j->nstored--;
 	counter_add(&c->r->counters, COUNTER_JOIN_HELD, (uint64_t)-1);
-	counter_add(&c->r->counters, COUNTER_JOIN_BYTES, -(uint64_t)h->len);
+	counter_add(&c->r->counters, COUNTER_JOIN_BYTES, -(uint64_t)h->size);
 	free(h);
 	return m;
 }
@@ -199,16 +210,16 @@ join_get(struct router_join **jp)
 }
 
 /*
- * Whether p must wait (MSG_BUSY) rather than be held: the reactor's
- * octets are at their bound, or p (stored) would start one more message
+ * Whether p must wait (MSG_BUSY) rather than be held: the memory the
+ * reactor's held parts take is at its bound, or p (stored) would start one more message
  * while the store's window for the recipient is half held already.
  */
 static bool
 join_full(const struct router_join *j, const struct conn *c,
     const struct msg *m, const struct text_join_part *p)
 {
-	if (counter_get(&c->r->counters, COUNTER_JOIN_BYTES) + p->len >
-	    JOIN_REACTOR_BYTES)
+	if (counter_get(&c->r->counters, COUNTER_JOIN_BYTES) +
+	    held_size(m, p->len) > JOIN_REACTOR_BYTES)
 		return true;
 	return (m->flags & MSG_F_STORED) && j->nstored >= JOIN_STORED_MAX &&
 	    !text_join_has(j->t, p);

@@ -494,3 +494,29 @@ test('through the store: parts held when the daemon is killed (-9) are joined af
 		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
+
+test('through the store: a part that never completes is undeliverable after reassembly_timeout, with its receipt', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
+	const d = await L.startDaemon(withMetrics(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`))
+	    .replace('smpp = {', 'smpp = { reassembly_timeout = 1;'));
+	const held = async () => L.val(await L.scrape(d.ports.metrics), 'echorouterd_join_parts_held');
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		const r = await part(b, udh8(9, 2, 1), Buffer.from('half'), { registered_delivery: 1 });
+		assert.equal(r.command_status, ESME_ROK);
+		await L.until(async () => (await held()) === 1, 10000, 'the part held');
+		await until(() => b.got.some((p) => new RegExp(`^id:${r.message_id} .*stat:UNDELIV`)
+		    .test(receipt(p) || '')), 'the store\'s UNDELIV receipt', 15000);
+		assert.equal(await held(), 0);
+		// It is final: it does not come again.
+		await L.sleep(1500);
+		assert.equal(await held(), 0);
+		assert.equal(msgLines(a).length, 0, msgLines(a).join('\n'));
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});

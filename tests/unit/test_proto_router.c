@@ -232,7 +232,8 @@ START_TEST(test_router_joins_parts)
 	post_part(r, "t-join", u3, sizeof(u3), "end", 103);
 	post_part(r, "t-join", u1, sizeof(u1), "one, ", 101);
 	ck_assert(join_count_is(r, COUNTER_JOIN_HELD, 2));
-	ck_assert_uint_eq(join_count(r, COUNTER_JOIN_BYTES), 8);
+	/* Their octets (8) and what keeping them costs. */
+	ck_assert_uint_gt(join_count(r, COUNTER_JOIN_BYTES), 8);
 	post_part(r, "t-join", u2, sizeof(u2), "two, ", 102);
 	ck_assert_msg(read_until(sv[0], "MSG 101 bob one, two, end\n", got,
 	    sizeof(got), &eof), "got: %s", got);
