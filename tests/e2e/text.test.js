@@ -520,3 +520,33 @@ test('through the store: a part that never completes is undeliverable after reas
 		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
+
+test('reassembly_limit reloads: the smpp group\'s new cap applies to the next part', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		const one = await part(b, udh8(1, 2, 1), Buffer.from('x1 '));
+		const two = await part(b, udh8(2, 2, 1), Buffer.from('y1 '));
+		assert.equal(one.command_status, ESME_ROK);
+		assert.equal(two.command_status, ESME_ROK, 'two messages waiting: under the default 100');
+		const before = d.log.length;
+		fs.writeFileSync(path.join(d.dir, 'echorouterd.conf'),
+		    conf().replace('smpp = {', 'smpp = { reassembly_limit = 2;'));
+		d.child.kill('SIGHUP');
+		await until(() => d.log.slice(before).includes('reloaded '), 'the reload');
+		// alice's reactor turns (and takes the new configuration).
+		a.sock.write('PING reload\n');
+		await a.wait((l) => l === 'PONG reload', 'PONG');
+		const r = await part(b, udh8(3, 2, 1), Buffer.from('z1 '));
+		assert.equal(r.command_status, ESME_RMSGQFUL, 'a third over the reloaded cap');
+		assert.equal((await part(b, udh8(1, 2, 2), Buffer.from('x2'))).command_status, ESME_ROK);
+		assert.equal((await part(b, udh8(2, 2, 2), Buffer.from('y2'))).command_status, ESME_ROK);
+		await a.wait((l) => l === `MSG ${one.message_id} bob x1 x2`, 'the first');
+		await a.wait((l) => l === `MSG ${two.message_id} bob y1 y2`, 'the second');
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
