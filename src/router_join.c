@@ -128,7 +128,7 @@ part_report(struct conn *c, struct msg *p, bool delivered, bool again,
 	free(p);
 }
 
-/* A copy of m with only its text after the UDH's hl octets. */
+/* A copy of m whose text is text[0..len) (what follows its UDH). */
 static struct msg *
 msg_text_only(const struct msg *m, const uint8_t *text, size_t len)
 {
@@ -242,7 +242,11 @@ join_part(struct router_join *j, struct conn *c, const struct msg *m,
 	case TEXT_JOIN_DONE:
 		return join_done(j, c, m, tm, ops);
 	case TEXT_JOIN_DUP:
-		/* The first copy stands; a stored second one is done with. */
+		/*
+		 * The first copy stands; the second, answered and receipted
+		 * as delivered (its text is in the line to come), or done
+		 * with in the store.
+		 */
 		if (m->flags & MSG_F_STORED) {
 			deliver_outcome(msg_dup(m), MSG_OUT_DELIVERED);
 			return MSG_HELD;
@@ -253,41 +257,54 @@ join_part(struct router_join *j, struct conn *c, const struct msg *m,
 	}
 }
 
+/*
+ * Reads m's concatenation (its UDH's IE, else its SAR fields) into p,
+ * and its text after the UDH: 1 when m is one part of several, 0 when it
+ * is a message of its own, -1 for a malformed header or numbers.
+ */
+static int
+part_read(const struct msg *m, struct text_join_part *p)
+{
+	size_t hl = 0;
+	int k = 0;
+
+	if ((m->esm_class & UDHI) &&
+	    (k = text_udh_concat(m->text, m->len, &p->concat, &hl)) < 0)
+		return -1;
+	if (k == 0 && (m->flags & MSG_F_SAR) && m->sar_total > 1) {
+		p->concat = (struct text_concat){ .ref = m->sar_ref,
+		    .total = m->sar_total, .seq = m->sar_seq, .ref16 = true };
+		if (m->sar_seq == 0 || m->sar_seq > m->sar_total)
+			return -1;
+		k = 1;
+	}
+	p->data = m->text + hl;
+	p->len = m->len - hl;
+	return k == 1 && p->concat.total > 1;
+}
+
 int
 router_join_deliver(struct router_join **jp, struct conn *c,
     const struct msg *m, const struct router_join_ops *ops)
 {
 	struct text_join_part p = { .owner = m->reply_to, .sender = m->from,
 	    .recipient = m->to, .data_coding = m->data_coding, .id = m->id };
-	size_t hl = 0;
-	int k = 0;
 	struct msg *d;
-	int v;
+	int k, v;
 
 	if (p.owner[0] == '\0')
 		p.owner = m->from;
-	if (text_coding_of(m->data_coding, TEXT_GSM) < 0)
-		return MSG_UNFIT;	/* binary: no text to join */
-	if ((m->esm_class & UDHI) &&
-	    (k = text_udh_concat(m->text, m->len, &p.concat, &hl)) < 0)
+	/* Binary: no text to join. */
+	if (text_coding_of(m->data_coding, TEXT_GSM) < 0 ||
+	    (k = part_read(m, &p)) < 0)
 		return MSG_UNFIT;
-	if (k == 0 && (m->flags & MSG_F_SAR) && m->sar_total > 1) {
-		p.concat = (struct text_concat){ .ref = m->sar_ref,
-		    .total = m->sar_total, .seq = m->sar_seq, .ref16 = true };
-		if (m->sar_seq == 0 || m->sar_seq > m->sar_total)
-			return MSG_UNFIT;
-		k = 1;
-	}
-	p.data = m->text + hl;
-	p.len = m->len - hl;
 	/*
 	 * A part waits, maybe for long: on disk where a store keeps this
 	 * address's messages, so that a close or a crash loses nothing.
 	 */
-	if (k == 1 && p.concat.total > 1 && !(m->flags & MSG_F_STORED) &&
-	    ops->durable(c))
+	if (k == 1 && !(m->flags & MSG_F_STORED) && ops->durable(c))
 		return MSG_STORE;
-	if (k == 1 && p.concat.total > 1)
+	if (k == 1)
 		return join_part(join_get(jp), c, m, &p, ops);
 	/* One part: its header off, delivered as it is. */
 	d = msg_text_only(m, p.data, p.len);
