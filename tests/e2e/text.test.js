@@ -373,8 +373,9 @@ function receipt(pdu) {
 }
 
 test('SMPP parts to a line client: a part that never comes is reported UNDELIV after reassembly_timeout', async () => {
-	const d = await L.startDaemon(withMetrics(conf()).replace('smpp = {',
-	    'smpp = { reassembly_timeout = 1;'));
+	// The sending account's own timeout, over the smpp group's 60 s.
+	const d = await L.startDaemon(withMetrics(conf()).replace('{ id = "bob"; password = "b"; }',
+	    '{ id = "bob"; password = "b"; reassembly_timeout = 1; }'));
 	try {
 		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
 		const a = await line(d.ports.router, 'alice', 'a');
@@ -406,9 +407,10 @@ test('SMPP parts to a line client: a part that never comes is reported UNDELIV a
 	}
 });
 
-test('SMPP parts to a line client: past the account\'s reassembly_limit a part waits (ESME_RMSGQFUL), nothing lost', async () => {
+test('SMPP parts to a line client: past the account\'s reassembly_limit or reassembly_bytes a part waits (ESME_RMSGQFUL), nothing lost', async () => {
 	const d = await L.startDaemon(conf().replace('{ id = "bob"; password = "b"; }',
-	    '{ id = "bob"; password = "b"; reassembly_limit = 1; }'));
+	    '{ id = "bob"; password = "b"; reassembly_limit = 1; }').replace('alphabet = "latin1"; }',
+	    'alphabet = "latin1"; reassembly_bytes = 10; }'));
 	try {
 		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
 		const a = await line(d.ports.router, 'alice', 'a');
@@ -423,6 +425,15 @@ test('SMPP parts to a line client: past the account\'s reassembly_limit a part w
 		assert.equal(r.command_status, ESME_ROK, 'sent again');
 		assert.equal((await part(b, udh8(2, 2, 2), Buffer.from('b2'))).command_status, ESME_ROK);
 		await a.wait((l) => l === `MSG ${r.message_id} bob b1 b2`, 'the second message');
+		// lat's reassembly_bytes = 10: 8 octets wait, 8 more do not.
+		const lt = await L.session(d.ports.smpp, 'bind_transceiver', 'lat', 'l');
+		const l1 = await part(lt, udh8(1, 2, 1), Buffer.from('12345678'));
+		assert.equal(l1.command_status, ESME_ROK);
+		assert.equal((await part(lt, udh8(2, 2, 1), Buffer.from('abcdefgh'))).command_status,
+		    ESME_RMSGQFUL, 'over reassembly_bytes');
+		assert.equal((await part(lt, udh8(1, 2, 2), Buffer.from('9'))).command_status, ESME_ROK);
+		await a.wait((l) => l === `MSG ${l1.message_id} lat 123456789`, 'lat\'s message');
+		lt.s.close();
 		a.sock.destroy();
 		b.s.close();
 	} finally {
