@@ -105,6 +105,43 @@ held_take(struct router_join *j, struct conn *c, uint64_t id)
 	return m;
 }
 
+/* A copy of m whose text is text[0..len) (what follows its UDH). */
+static struct msg *
+msg_text_only(const struct msg *m, const uint8_t *text, size_t len)
+{
+	struct msg *d = msg_new(len);
+
+	memcpy(d, m, offsetof(struct msg, len));
+	memcpy(d->text, text, len);
+	d->len = len;
+	d->esm_class &= (uint8_t)~UDHI;
+	d->flags &= ~(uint32_t)MSG_F_SAR;
+	return d;
+}
+
+/*
+ * p's receipt, its text the part's own: a receipt quotes the start of the
+ * text, which is not the UDH's octets.
+ */
+static void
+part_receipt(struct conn *c, const struct msg *p, uint8_t state)
+{
+	struct text_concat cc;
+	size_t hl = 0;
+	struct msg *d;
+
+	if (!(p->registered_delivery & 0x01))
+		return;
+	if (!(p->esm_class & UDHI) ||
+	    text_udh_concat(p->text, p->len, &cc, &hl) < 0) {
+		deliver_receipt(c->r, p, state);
+		return;
+	}
+	d = msg_text_only(p, p->text + hl, p->len - hl);
+	deliver_receipt(c->r, d, state);
+	free(d);
+}
+
 /*
  * What became of part p (taken): delivered (in a joined line now queued),
  * or not, and then whether it may come again (stored: back to the store)
@@ -123,23 +160,9 @@ part_report(struct conn *c, struct msg *p, bool delivered, bool again,
 			    MSG_OUT_FAILED);
 		return;
 	}
-	deliver_receipt(c->r, p, delivered ? SMPP_STATE_DELIVERED :
+	part_receipt(c, p, delivered ? SMPP_STATE_DELIVERED :
 	    SMPP_STATE_UNDELIVERABLE);
 	free(p);
-}
-
-/* A copy of m whose text is text[0..len) (what follows its UDH). */
-static struct msg *
-msg_text_only(const struct msg *m, const uint8_t *text, size_t len)
-{
-	struct msg *d = msg_new(len);
-
-	memcpy(d, m, offsetof(struct msg, len));
-	memcpy(d->text, text, len);
-	d->len = len;
-	d->esm_class &= (uint8_t)~UDHI;
-	d->flags &= ~(uint32_t)MSG_F_SAR;
-	return d;
 }
 
 /*

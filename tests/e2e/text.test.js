@@ -383,8 +383,10 @@ test('SMPP parts to a line client: a part that never comes is reported UNDELIV a
 		const ids = await parts(b, t, [1, 3], (seq) => udh8(1, 3, seq),
 		    { registered_delivery: 1 });
 		await until(() => b.got.filter(receipt).length === 2, 'two receipts', 15000);
-		for (const id of [ids[0], ids[2]])
-			assert.ok(b.got.some((p) => new RegExp(`^id:${id} .*stat:UNDELIV`).test(receipt(p) || '')),
+		// Each quotes its part's text, not the UDH's octets.
+		for (const [id, text] of [[ids[0], 'one '], [ids[2], 'three']])
+			assert.ok(b.got.some((p) => receipt(p) !== undefined &&
+			    new RegExp(`^id:${id} .*stat:UNDELIV err:\\d+ text:${text}$`).test(receipt(p))),
 			    `UNDELIV for ${id}: ${b.got.map(L.text).join(' | ')}`);
 		// A whole one that asked for receipts gets DELIVRD for each part.
 		const w = ['whole ', 'message'].map((s) => Buffer.from(s));
@@ -393,6 +395,10 @@ test('SMPP parts to a line client: a part that never comes is reported UNDELIV a
 		await a.wait((l) => l === `MSG ${wids[0]} bob whole message`, 'the whole one');
 		await until(() => b.got.filter((p) => /stat:DELIVRD/.test(receipt(p) || '')).length === 2,
 		    'DELIVRD for both parts');
+		for (const [id, text] of [[wids[0], 'whole '], [wids[1], 'message']])
+			assert.ok(b.got.some((p) => receipt(p) === undefined ? false :
+			    new RegExp(`^id:${id} .*stat:DELIVRD err:\\d+ text:${text}$`).test(receipt(p))),
+			    `DELIVRD for ${id}: ${b.got.map(L.text).join(' | ')}`);
 		await L.sleep(300);
 		assert.deepEqual(msgLines(a), [`MSG ${wids[0]} bob whole message`]);
 		const m = await L.scrape(d.ports.metrics);
