@@ -59,6 +59,13 @@ struct smpp_conf {
 	char	system_id[16];		/* ours, in bind responses */
 	unsigned alphabet;		/* enum config_alphabet, never _SMPP */
 	unsigned coding;		/* enum config_coding, never _SMPP */
+	/*
+	 * Parts from an account waiting to be joined for a router client:
+	 * seconds from the first part, messages and octets at once.
+	 */
+	unsigned reassembly_timeout;
+	unsigned reassembly_limit;
+	size_t	reassembly_bytes;
 };
 
 /* A listener's tls group: files resolved against the config's dir. */
@@ -106,6 +113,10 @@ struct account_conf {
 	unsigned nsource_addrs;
 	unsigned alphabet;		/* enum config_alphabet */
 	unsigned coding;		/* enum config_coding */
+	/* The smpp group's reassembly_* where 0. */
+	unsigned reassembly_timeout;
+	unsigned reassembly_limit;
+	size_t	reassembly_bytes;
 	int	line;
 };
 

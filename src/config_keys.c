@@ -772,6 +772,15 @@ static const struct cfkey account_keys[] = {
 	{ .name = "coding", .type = CFK_ENUM,
 	  FIELD(struct account_conf, coding), .names = codings,
 	  .shown = "smpp.coding", .doc = TOP },
+	{ .name = "reassembly_timeout", .type = CFK_UINT,
+	  FIELD(struct account_conf, reassembly_timeout), .min = 1,
+	  .max = 3600, .shown = "smpp.reassembly_timeout", .doc = TOP },
+	{ .name = "reassembly_limit", .type = CFK_UINT,
+	  FIELD(struct account_conf, reassembly_limit), .min = 1,
+	  .max = 100000, .shown = "smpp.reassembly_limit", .doc = TOP },
+	{ .name = "reassembly_bytes", .type = CFK_BYTES,
+	  FIELD(struct account_conf, reassembly_bytes), .min = 1,
+	  .max = 1 << 30, .shown = "smpp.reassembly_bytes", .doc = TOP },
 };
 
 static const struct cfgroup account_group = {
@@ -816,6 +825,11 @@ static const struct cfkey smpp_keys[] = {
 	  .names = alphabets, .doc = TOP },
 	{ .name = "coding", .type = CFK_ENUM, FIELD(struct smpp_conf, coding),
 	  .def = CONFIG_CODING_AUTO, .names = codings, .doc = TOP },
+	SMPP(reassembly_timeout, 1, 3600, 60),
+	SMPP(reassembly_limit, 1, 100000, 100),
+	{ .name = "reassembly_bytes", .type = CFK_BYTES,
+	  FIELD(struct smpp_conf, reassembly_bytes), .min = 1, .max = 1 << 30,
+	  .def = 1 << 20, .doc = TOP },
 };
 
 static const struct cfgroup smpp_group = {

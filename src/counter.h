@@ -52,6 +52,10 @@ enum counter_id {
 	COUNTER_SMPP_THROTTLED,		/* submits refused by max_tps */
 	COUNTER_SMPP_WINDOW,		/* deliver_sm awaiting a response */
 	COUNTER_SMPP_QUEUED,		/* deliver_sm waiting for the window */
+	COUNTER_JOIN_JOINED,		/* router: SMPP parts joined, messages */
+	COUNTER_JOIN_HELD,		/* router: parts waiting now */
+	COUNTER_JOIN_BYTES,		/* router: the memory they take */
+	COUNTER_JOIN_INCOMPLETE,	/* router: parts never all came */
 	COUNTER_HTTP_400,		/* metrics: error answers, by status */
 	COUNTER_HTTP_404,
 	COUNTER_HTTP_405,

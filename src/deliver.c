@@ -191,6 +191,12 @@ deliver_here(struct reactor *r, struct msg *m)
 	if (!(m->flags & MSG_F_STORED) && !conn_can_take(c))
 		return MSG_BUSY;
 	v = (enum msg_verdict)c->proto->on_deliver(c, m);
+	/*
+	 * Taken, but kept by the protocol (a part waiting for the rest of
+	 * its message), which sends its receipt or outcome when it knows.
+	 */
+	if (v == MSG_HELD)
+		return MSG_OK;
 	/* Routing latency: what came straight from a sender on this host. */
 	if (v == MSG_OK && m->read_ns != 0 &&
 	    !(m->flags & MSG_F_STORED))

@@ -41,6 +41,13 @@ enum msg_verdict {
 	 * is stored until a restart.
 	 */
 	MSG_STORE_LOST,
+	/*
+	 * The recipient's protocol keeps it (one part of a message it joins
+	 * before delivery) and reports on it itself: its receipt, or (from
+	 * the store) its outcome. The sender hears MSG_OK; only
+	 * on_deliver returns it.
+	 */
+	MSG_HELD,
 };
 
 /* A message's flags (struct msg's flags; deliver_send reads most). */

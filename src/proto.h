@@ -70,7 +70,8 @@ struct proto {
 	 * room), MSG_UNFIT (it cannot carry the text), MSG_NO_ROUTE
 	 * (the session has said goodbye), or MSG_STORE (it would only
 	 * hold m in memory: the store of the account it receives for takes
-	 * it). m is borrowed. NULL: the protocol takes no routed messages.
+	 * it), or MSG_HELD: taken and kept by the protocol, which sends m's
+	 * receipt (or tells the store, MSG_F_STORED) itself. m is borrowed. NULL: the protocol takes no routed messages.
 	 */
 	int	(*on_deliver)(struct conn *c, const struct msg *m);
 	/* The verdict (m->verdict) of a message c sent; m is borrowed. */

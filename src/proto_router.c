@@ -11,6 +11,7 @@
 #include "deliver.h"
 #include "proto.h"
 #include "route.h"
+#include "router_join.h"
 #include "text.h"
 #include "util.h"
 
@@ -56,6 +57,7 @@ struct router_sess {
 	unsigned swhead;
 	unsigned swlen;
 	unsigned swcap;
+	struct router_join *join;	/* SMPP parts waiting; NULL none */
 	size_t	addrlen;
 	char	addr[ROUTE_ADDR_MAX + 1];
 };
@@ -753,8 +755,9 @@ router_put(struct conn *c, const struct msg *m)
 /*
  * An SMPP client's octets as UTF-8 text for a line: decoded from their
  * data_coding, 0 in the sender's account's alphabet. NULL for a binary
- * or unknown coding, a UDH (esm_class UDHI: parts are not joined here)
- * and octets that are not text in their coding or not fit for a line.
+ * or unknown coding, a UDH (esm_class UDHI: router_join takes it off
+ * first) and octets that are not text in their coding or not fit for a
+ * line.
  */
 static struct msg *
 line_copy(const struct msg *m)
@@ -782,23 +785,67 @@ line_copy(const struct msg *m)
 	return d;
 }
 
-/*
- * Converted once, here at the recipient's edge: an SMPP client's text
- * (receipts are made as text) becomes UTF-8, or the message is unfit.
- */
+/* An SMPP client's text without a UDH, decoded and delivered to c. */
 static int
-router_on_deliver(struct conn *c, const struct msg *m)
+router_put_coded(struct conn *c, const struct msg *m)
 {
 	struct msg *d;
 	int v;
 
-	if (!(m->flags & MSG_F_CODED) || (m->flags & MSG_F_RECEIPT))
-		return router_put(c, m);
 	if ((d = line_copy(m)) == NULL)
 		return MSG_UNFIT;
 	v = router_put(c, d);
 	free(d);
 	return v;
+}
+
+/* A stored part of a joined message whose line is queued. */
+static void
+router_keep_part(struct conn *c, const struct msg *part)
+{
+	stored_wait_add(c, sess_of(c), part);
+}
+
+/* Whether the store keeps messages for this session's address. */
+static bool
+router_durable(struct conn *c)
+{
+	const struct router_sess *s = c->pdata;
+
+	return s != NULL && deliver_kind_on(MSG_KIND_STORE) &&
+	    config_find_account(c->r->cf, s->addr) != NULL;
+}
+
+static const struct router_join_ops router_join_ops = {
+	.put = router_put_coded,
+	.keep = router_keep_part,
+	.durable = router_durable,
+};
+
+/*
+ * Converted once, here at the recipient's edge: an SMPP client's text
+ * (receipts are made as text) becomes UTF-8, or the message is unfit.
+ * Parts of a longer message are joined first (router_join.c).
+ */
+static int
+router_on_deliver(struct conn *c, const struct msg *m)
+{
+	if (!(m->flags & MSG_F_CODED) || (m->flags & MSG_F_RECEIPT))
+		return router_put(c, m);
+	if (router_join_wants(m))
+		return router_join_deliver(&sess_of(c)->join, c, m,
+		    &router_join_ops);
+	return router_put_coded(c, m);
+}
+
+/* Once a second: parts that waited too long for the rest are given up. */
+static void
+router_on_tick(struct conn *c)
+{
+	struct router_sess *s = c->pdata;
+
+	if (s != NULL)
+		router_join_tick(s->join, c);
 }
 
 static void
@@ -863,6 +910,7 @@ router_on_close(struct conn *c)
 		return;
 	sess_logout(s);
 	stored_wait_done(c, s, true);
+	router_join_free(s->join, c);
 	free(s->sw);
 	while ((rp = s->head) != NULL) {
 		s->head = rp->next;
@@ -882,6 +930,7 @@ const struct proto proto_router = {
 	.on_deliver = router_on_deliver,
 	.on_verdict = router_on_verdict,
 	.on_sent = router_on_sent,
+	.on_tick = router_on_tick,
 	.on_evict = router_on_evict,
 	.reports_stored = true,
 	.messages_counter = COUNTER_MSG_ROUTER,

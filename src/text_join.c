@@ -40,6 +40,7 @@ struct join_entry {
 	uint8_t	data_coding;
 	bool	ref16;
 	uint64_t born;
+	uint64_t deadline;		/* born + its timeout, saturated */
 	size_t	bytes;
 	struct join_slot slot[];		/* total of them */
 };
@@ -188,6 +189,8 @@ static struct join_entry *
 entry_new(struct text_join *j, const struct text_join_part *p, uint32_t h,
     uint64_t now_ms)
 {
+	uint64_t timeout = p->timeout_ms != 0 ? p->timeout_ms :
+	    j->lim.timeout_ms;
 	struct join_entry *e = xcalloc(1, sizeof(*e) +
 	    p->concat.total * sizeof(e->slot[0]));
 
@@ -200,6 +203,8 @@ entry_new(struct text_join *j, const struct text_join_part *p, uint32_t h,
 	e->total = p->concat.total;
 	e->data_coding = p->data_coding;
 	e->born = now_ms;
+	e->deadline = UINT64_MAX - now_ms < timeout ? UINT64_MAX :
+	    now_ms + timeout;
 	e->hnext = j->buckets[h & j->mask];
 	j->buckets[h & j->mask] = e;
 	e->older = j->newest;
@@ -267,24 +272,33 @@ entry_to_msg(struct text_join *j, struct join_entry *e)
 	return m;
 }
 
-/* Whether len more octets for owner o (NULL: none yet) break a cap. */
+/*
+ * Whether len more octets for owner o (NULL: none yet) break a cap: the
+ * table's, or the owner's as p gives it (which a reload may have put
+ * below what the owner holds already).
+ */
 static bool
-over_bytes(const struct text_join *j, const struct join_owner *o, size_t len)
+over_bytes(const struct text_join *j, const struct join_owner *o,
+    const struct text_join_part *p)
 {
 	size_t ob = o != NULL ? o->bytes : 0;
+	size_t cap = p->max_bytes_owner != 0 ? p->max_bytes_owner :
+	    j->lim.max_bytes_owner;
 
-	return len > j->lim.max_bytes - j->bytes ||
-	    len > j->lim.max_bytes_owner - ob;
+	return p->len > j->lim.max_bytes - j->bytes || ob > cap ||
+	    p->len > cap - ob;
 }
 
-/* Whether one more waiting message for owner name breaks a cap. */
+/* Whether one more waiting message for p's owner breaks a cap. */
 static bool
-over_pending(const struct text_join *j, const char *name)
+over_pending(const struct text_join *j, const struct text_join_part *p)
 {
-	const struct join_owner *o = owner_find(j, name);
+	const struct join_owner *o = owner_find(j, p->owner);
+	unsigned cap = p->max_pending_owner != 0 ? p->max_pending_owner :
+	    j->lim.max_pending_owner;
 
 	return j->pending >= j->lim.max_pending ||
-	    (o != NULL && o->pending >= j->lim.max_pending_owner);
+	    (o != NULL && o->pending >= cap);
 }
 
 /* A message of one part: nothing to wait for. */
@@ -349,9 +363,9 @@ text_join_add(struct text_join *j, const struct text_join_part *p,
 	}
 	if (e != NULL && e->slot[c->seq - 1].data != NULL)
 		return TEXT_JOIN_DUP;
-	if ((e == NULL && over_pending(j, p->owner)) ||
+	if ((e == NULL && over_pending(j, p)) ||
 	    over_bytes(j, e != NULL ? e->owner : owner_find(j, p->owner),
-	    p->len)) {
+	    p)) {
 		errno = ENOBUFS;
 		return -1;
 	}
@@ -364,17 +378,30 @@ text_join_add(struct text_join *j, const struct text_join_part *p,
 	return TEXT_JOIN_DONE;
 }
 
+bool
+text_join_has(const struct text_join *j, const struct text_join_part *p)
+{
+	return entry_find(j, p, hash_key(p)) != NULL;
+}
+
 unsigned
 text_join_expire(struct text_join *j, uint64_t now_ms,
     text_join_expired_fn *fn, void *arg)
 {
-	struct join_entry *e;
+	struct join_entry *e, *next;
 	unsigned n = 0;
 
-	while ((e = j->oldest) != NULL && now_ms >= e->born &&
-	    now_ms - e->born >= j->lim.timeout_ms) {
-		fn(arg, entry_to_msg(j, e));
-		n++;
+	/*
+	 * Timeouts may differ (per owner, or changed by a reload), so the
+	 * oldest is not always the first due: every entry is looked at. The
+	 * caller calls this about once a second, and max_pending bounds it.
+	 */
+	for (e = j->oldest; e != NULL; e = next) {
+		next = e->newer;
+		if (now_ms >= e->deadline) {
+			fn(arg, entry_to_msg(j, e));
+			n++;
+		}
 	}
 	return n;
 }
@@ -382,13 +409,13 @@ text_join_expire(struct text_join *j, uint64_t now_ms,
 uint64_t
 text_join_next_expiry(const struct text_join *j)
 {
-	const struct join_entry *e = j->oldest;
+	const struct join_entry *e;
+	uint64_t first = UINT64_MAX;
 
-	if (e == NULL)
-		return UINT64_MAX;
-	if (UINT64_MAX - e->born < j->lim.timeout_ms)
-		return UINT64_MAX;
-	return e->born + j->lim.timeout_ms;
+	for (e = j->oldest; e != NULL; e = e->newer)
+		if (e->deadline < first)
+			first = e->deadline;
+	return first;
 }
 
 unsigned

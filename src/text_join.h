@@ -60,6 +60,14 @@ struct text_join_part {
 					   it answered the part with */
 	const uint8_t *data;
 	size_t	len;
+	/*
+	 * The owner's own caps, and the timeout of a message this part
+	 * starts: 0 takes the table's (each owner may have its own, and a
+	 * reload may change them between parts).
+	 */
+	unsigned max_pending_owner;
+	size_t	max_bytes_owner;
+	uint64_t timeout_ms;
 };
 
 /*
@@ -108,6 +116,10 @@ enum {
 int	text_join_add(struct text_join *j, const struct text_join_part *p,
 	    uint64_t now_ms, struct text_join_msg **done);
 
+/* Whether the message p is a part of is waiting here (has parts in). */
+bool	text_join_has(const struct text_join *j,
+	    const struct text_join_part *p);
+
 /*
  * Called for each message that expired, which it then owns (free it
  * with text_join_msg_free), e.g. to send UNDELIV receipts for m->ids.
@@ -115,8 +127,9 @@ int	text_join_add(struct text_join *j, const struct text_join_part *p,
 typedef void text_join_expired_fn(void *arg, struct text_join_msg *m);
 
 /*
- * Expires the messages whose first part is timeout_ms old at now_ms,
- * oldest first, through fn. Returns how many. now_ms = UINT64_MAX
+ * Expires the messages whose first part is their timeout old at now_ms
+ * (the table's timeout_ms, or the one their first part gave), oldest
+ * first, through fn. Returns how many. now_ms = UINT64_MAX
  * expires every one (at shutdown, to report them).
  */
 unsigned text_join_expire(struct text_join *j, uint64_t now_ms,

@@ -260,3 +260,310 @@ test('alphabet and coding reload: the smpp group\'s new defaults apply to what c
 		await L.stopDaemon(d);
 	}
 });
+
+// Parts of a long message from an SMPP client, joined at a line client's
+// edge: UDH concatenation IEs (8- or 16-bit reference, anywhere among
+// other IEs) or SAR TLVs.
+const ESME_RMSGQFUL = 0x14;
+
+function udh8(ref, total, seq) {
+	return Buffer.from([5, 0x00, 3, ref, total, seq]);
+}
+
+// A UDH with the 16-bit reference IE after the IEs in pre.
+function udh16(ref, total, seq, pre = []) {
+	const ies = [...pre, 0x08, 4, ref >> 8, ref & 0xff, total, seq];
+	return Buffer.from([ies.length, ...ies]);
+}
+
+function withMetrics(c) {
+	return c.replace('protocol = "router"; }', 'protocol = "router"; },\n' +
+	    '  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }');
+}
+
+async function part(b, header, body, opts = {}) {
+	return L.call(b.s, 'submit_sm', { destination_addr: 'alice', data_coding: 0,
+	    esm_class: 0x40, short_message: Buffer.concat([header, body]), ...opts });
+}
+
+// Submits the parts in the order given (seqs, 1-based); their ids by seq.
+async function parts(b, bodies, seqs, header, opts = {}) {
+	const ids = [];
+	for (const seq of seqs) {
+		const r = await part(b, header(seq), bodies[seq - 1], opts);
+		assert.equal(r.command_status, ESME_ROK, `part ${seq}`);
+		ids[seq - 1] = r.message_id;
+	}
+	return ids;
+}
+
+const msgLines = (c) => c.lines.filter((l) => l.startsWith('MSG '));
+
+test('SMPP parts to a line client: three UDH parts in reverse order are one line, GSM and UCS-2', async () => {
+	const d = await L.startDaemon(withMetrics(conf()));
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		// GSM 03.38: '@' is 00, '€' the escape pair 1B 65.
+		const g = [Buffer.from('Hello, '), Buffer.from([0x00, 0x20, 0x1B, 0x65, 0x20]),
+		    Buffer.from('the end')];
+		// Part 2 twice: the second copy is answered and ignored.
+		let ids = await parts(b, g, [3, 2, 2], (seq) => udh8(7, 3, seq));
+		assert.equal(msgLines(a).length, 0, 'nothing before the last part');
+		ids = { ...ids, ...await parts(b, g, [1], (seq) => udh8(7, 3, seq)) };
+		await a.wait((l) => l === `MSG ${ids[0]} bob Hello, @ € the end`, 'the joined GSM line');
+		// UCS-2, an emoji (a surrogate pair) whole in its part.
+		const u = ['Привет, ', 'мир 😀', ' ☃'].map(ucs2);
+		const uids = await parts(b, u, [3, 1, 2], (seq) => udh8(8, 3, seq), { data_coding: 8 });
+		await a.wait((l) => l === `MSG ${uids[0]} bob Привет, мир 😀 ☃`, 'the joined UCS-2 line');
+		await L.sleep(300);
+		assert.equal(msgLines(a).length, 2, msgLines(a).join('\n'));
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_join_joined_total'), 2);
+		assert.equal(L.val(m, 'echorouterd_join_parts_held'), 0);
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('SMPP parts to a line client: a 16-bit reference after another IE, SAR TLVs, a UDH without parts', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		// Text formatting (IE 0A) before the 16-bit concatenation IE.
+		const fmt = [0x0A, 3, 0x00, 0x05, 0x00];
+		const h = ['first half, ', 'second half'].map((s) => Buffer.from(s));
+		const ids = await parts(b, h, [2, 1], (seq) => udh16(0x1234, 2, seq, fmt));
+		await a.wait((l) => l === `MSG ${ids[0]} bob first half, second half`, '16-bit reference');
+		// SAR TLVs, no UDH: 2, 3, 1.
+		const s = ['sar ', 'in three ', 'parts ✓'].map(ucs2);
+		const sids = [];
+		for (const seq of [2, 3, 1]) {
+			const r = await L.call(b.s, 'submit_sm', { destination_addr: 'alice',
+			    data_coding: 8, short_message: s[seq - 1], sar_msg_ref_num: 300,
+			    sar_total_segments: 3, sar_segment_seqnum: seq });
+			assert.equal(r.command_status, ESME_ROK, `SAR part ${seq}`);
+			sids[seq - 1] = r.message_id;
+		}
+		await a.wait((l) => l === `MSG ${sids[0]} bob sar in three parts ✓`, 'SAR parts');
+		// A header with no concatenation IE, and one of one part: taken off.
+		let r = await part(b, Buffer.from([5, ...fmt]), Buffer.from('plain after a header'));
+		assert.equal(r.command_status, ESME_ROK);
+		await a.wait((l) => l === `MSG ${r.message_id} bob plain after a header`, 'UDH taken off');
+		r = await part(b, udh8(9, 1, 1), Buffer.from('one of one'));
+		await a.wait((l) => l === `MSG ${r.message_id} bob one of one`, 'one of one');
+		// A header that runs past the text is refused, nothing delivered.
+		r = await part(b, Buffer.from([9, 0x00, 3, 1]), Buffer.alloc(0));
+		assert.equal(r.command_status, ESME_RSUBMITFAIL);
+		await L.sleep(300);
+		assert.equal(msgLines(a).length, 4, msgLines(a).join('\n'));
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+// A receipt's text, or undefined for a deliver_sm that is not one.
+function receipt(pdu) {
+	return (pdu.esm_class & 0x04) ? L.text(pdu) : undefined;
+}
+
+test('SMPP parts to a line client: a part that never comes is reported UNDELIV after reassembly_timeout', async () => {
+	// The sending account's own timeout, over the smpp group's 60 s.
+	const d = await L.startDaemon(withMetrics(conf()).replace('{ id = "bob"; password = "b"; }',
+	    '{ id = "bob"; password = "b"; reassembly_timeout = 1; }'));
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		const t = ['one ', 'two ', 'three'].map((s) => Buffer.from(s));
+		const ids = await parts(b, t, [1, 3], (seq) => udh8(1, 3, seq),
+		    { registered_delivery: 1 });
+		await until(() => b.got.filter(receipt).length === 2, 'two receipts', 15000);
+		// Each quotes its part's text, not the UDH's octets.
+		for (const [id, text] of [[ids[0], 'one '], [ids[2], 'three']])
+			assert.ok(b.got.some((p) => receipt(p) !== undefined &&
+			    new RegExp(`^id:${id} .*stat:UNDELIV err:\\d+ text:${text}$`).test(receipt(p))),
+			    `UNDELIV for ${id}: ${b.got.map(L.text).join(' | ')}`);
+		// A whole one that asked for receipts gets DELIVRD for each part.
+		const w = ['whole ', 'message'].map((s) => Buffer.from(s));
+		const wids = await parts(b, w, [2, 1], (seq) => udh8(2, 2, seq),
+		    { registered_delivery: 1 });
+		await a.wait((l) => l === `MSG ${wids[0]} bob whole message`, 'the whole one');
+		await until(() => b.got.filter((p) => /stat:DELIVRD/.test(receipt(p) || '')).length === 2,
+		    'DELIVRD for both parts');
+		for (const [id, text] of [[wids[0], 'whole '], [wids[1], 'message']])
+			assert.ok(b.got.some((p) => receipt(p) === undefined ? false :
+			    new RegExp(`^id:${id} .*stat:DELIVRD err:\\d+ text:${text}$`).test(receipt(p))),
+			    `DELIVRD for ${id}: ${b.got.map(L.text).join(' | ')}`);
+		await L.sleep(300);
+		assert.deepEqual(msgLines(a), [`MSG ${wids[0]} bob whole message`]);
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_join_incomplete_total'), 1);
+		assert.equal(L.val(m, 'echorouterd_join_joined_total'), 1);
+		assert.equal(L.val(m, 'echorouterd_join_parts_held'), 0);
+		assert.equal(L.val(m, 'echorouterd_join_bytes_held'), 0);
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('SMPP parts to a line client: past the account\'s reassembly_limit or reassembly_bytes a part waits (ESME_RMSGQFUL), nothing lost', async () => {
+	const d = await L.startDaemon(conf().replace('{ id = "bob"; password = "b"; }',
+	    '{ id = "bob"; password = "b"; reassembly_limit = 1; }').replace('alphabet = "latin1"; }',
+	    'alphabet = "latin1"; reassembly_bytes = 10; }'));
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		const one = await part(b, udh8(1, 2, 1), Buffer.from('a1 '));
+		assert.equal(one.command_status, ESME_ROK);
+		let r = await part(b, udh8(2, 2, 1), Buffer.from('b1 '));
+		assert.equal(r.command_status, ESME_RMSGQFUL, 'a second message over the limit');
+		// The message waiting may still complete; then there is room.
+		assert.equal((await part(b, udh8(1, 2, 2), Buffer.from('a2'))).command_status, ESME_ROK);
+		await a.wait((l) => l === `MSG ${one.message_id} bob a1 a2`, 'the first message');
+		r = await part(b, udh8(2, 2, 1), Buffer.from('b1 '));
+		assert.equal(r.command_status, ESME_ROK, 'sent again');
+		assert.equal((await part(b, udh8(2, 2, 2), Buffer.from('b2'))).command_status, ESME_ROK);
+		await a.wait((l) => l === `MSG ${r.message_id} bob b1 b2`, 'the second message');
+		// lat's reassembly_bytes = 10: 8 octets wait, 8 more do not.
+		const lt = await L.session(d.ports.smpp, 'bind_transceiver', 'lat', 'l');
+		const l1 = await part(lt, udh8(1, 2, 1), Buffer.from('12345678'));
+		assert.equal(l1.command_status, ESME_ROK);
+		assert.equal((await part(lt, udh8(2, 2, 1), Buffer.from('abcdefgh'))).command_status,
+		    ESME_RMSGQFUL, 'over reassembly_bytes');
+		assert.equal((await part(lt, udh8(1, 2, 2), Buffer.from('9'))).command_status, ESME_ROK);
+		await a.wait((l) => l === `MSG ${l1.message_id} lat 123456789`, 'lat\'s message');
+		lt.s.close();
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('through the store: parts wait on disk; a line client that leaves while parts are held gets the joined line once', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
+	const d = await L.startDaemon(withMetrics(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`)));
+	const held = async () => L.val(await L.scrape(d.ports.metrics), 'echorouterd_join_parts_held');
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		// alice offline: three parts in reverse order, stored.
+		const t = ['stored ', 'in ', 'parts'].map((s) => Buffer.from(s));
+		const ids = await parts(b, t, [3, 2, 1], (seq) => udh8(4, 3, seq));
+		const a = await line(d.ports.router, 'alice', 'a');
+		await a.wait((l) => l === `MSG ${ids[0]} bob stored in parts`, 'joined from the store');
+		// alice online: two parts of three wait (in the store, in flight)...
+		const u = ['left ', 'and ', 'back'].map((s) => Buffer.from(s));
+		const uids = await parts(b, u, [1, 2], (seq) => udh8(5, 3, seq));
+		await L.until(async () => (await held()) === 2, 10000, 'two parts held');
+		// ...she leaves: they go back to the store, nothing lost.
+		a.sock.destroy();
+		await L.until(async () => (await held()) === 0, 10000, 'parts handed back');
+		await L.sleep(200);
+		Object.assign(uids, await parts(b, u, [3], (seq) => udh8(5, 3, seq)));
+		const a2 = await line(d.ports.router, 'alice', 'a');
+		await a2.wait((l) => l === `MSG ${uids[0]} bob left and back`, 'joined after coming back');
+		await L.sleep(500);
+		assert.equal(msgLines(a2).length, 1, msgLines(a2).join('\n'));
+		a2.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('through the store: parts held when the daemon is killed (-9) are joined after the restart', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
+	const c = withMetrics(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`));
+	let d = await L.startDaemon(c);
+	try {
+		let b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		let a = await line(d.ports.router, 'alice', 'a');
+		const t = ['survives ', 'a ', 'crash'].map((s) => Buffer.from(s));
+		const ids = await parts(b, t, [2, 1], (seq) => udh8(6, 3, seq));
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+		    'echorouterd_join_parts_held') === 2, 10000, 'two parts held');
+		// Killed with alice's session holding them: no close hands them back.
+		a.sock.on('error', () => {});
+		b.s.on('error', () => {});
+		d.child.kill('SIGKILL');
+		await until(() => d.exited !== null, 'the kill', 5000);
+		fs.rmSync(d.dir, { recursive: true, force: true });
+		a.sock.destroy(); b.s.destroy();
+		d = await L.startDaemon(c);
+		b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		Object.assign(ids, await parts(b, t, [3], (seq) => udh8(6, 3, seq)));
+		a = await line(d.ports.router, 'alice', 'a');
+		await a.wait((l) => l === `MSG ${ids[0]} bob survives a crash`, 'joined after the restart');
+		await L.sleep(500);
+		assert.equal(msgLines(a).length, 1, msgLines(a).join('\n'));
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('through the store: a part that never completes is undeliverable after reassembly_timeout, with its receipt', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
+	const d = await L.startDaemon(withMetrics(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`))
+	    .replace('smpp = {', 'smpp = { reassembly_timeout = 1;'));
+	const held = async () => L.val(await L.scrape(d.ports.metrics), 'echorouterd_join_parts_held');
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		const r = await part(b, udh8(9, 2, 1), Buffer.from('half'), { registered_delivery: 1 });
+		assert.equal(r.command_status, ESME_ROK);
+		await L.until(async () => (await held()) === 1, 10000, 'the part held');
+		await until(() => b.got.some((p) => new RegExp(`^id:${r.message_id} .*stat:UNDELIV`)
+		    .test(receipt(p) || '')), 'the store\'s UNDELIV receipt', 15000);
+		assert.equal(await held(), 0);
+		// It is final: it does not come again.
+		await L.sleep(1500);
+		assert.equal(await held(), 0);
+		assert.equal(msgLines(a).length, 0, msgLines(a).join('\n'));
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('reassembly_limit reloads: the smpp group\'s new cap applies to the next part', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		const one = await part(b, udh8(1, 2, 1), Buffer.from('x1 '));
+		const two = await part(b, udh8(2, 2, 1), Buffer.from('y1 '));
+		assert.equal(one.command_status, ESME_ROK);
+		assert.equal(two.command_status, ESME_ROK, 'two messages waiting: under the default 100');
+		const before = d.log.length;
+		fs.writeFileSync(path.join(d.dir, 'echorouterd.conf'),
+		    conf().replace('smpp = {', 'smpp = { reassembly_limit = 2;'));
+		d.child.kill('SIGHUP');
+		await until(() => d.log.slice(before).includes('reloaded '), 'the reload');
+		// alice's reactor turns (and takes the new configuration).
+		a.sock.write('PING reload\n');
+		await a.wait((l) => l === 'PONG reload', 'PONG');
+		const r = await part(b, udh8(3, 2, 1), Buffer.from('z1 '));
+		assert.equal(r.command_status, ESME_RMSGQFUL, 'a third over the reloaded cap');
+		assert.equal((await part(b, udh8(1, 2, 2), Buffer.from('x2'))).command_status, ESME_ROK);
+		assert.equal((await part(b, udh8(2, 2, 2), Buffer.from('y2'))).command_status, ESME_ROK);
+		await a.wait((l) => l === `MSG ${one.message_id} bob x1 x2`, 'the first');
+		await a.wait((l) => l === `MSG ${two.message_id} bob y1 y2`, 'the second');
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});

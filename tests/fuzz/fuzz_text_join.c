@@ -48,6 +48,12 @@ add(struct text_join *j, uint8_t op, const uint8_t *p, size_t len,
 
 	if (text_udh_concat(p, len, &part.concat, &hl) != 1)
 		return;
+	/* Some parts bring their owner's own caps and timeout (a reload). */
+	if (op & 0x20) {
+		part.max_pending_owner = 1 + (op >> 6 & 1);
+		part.max_bytes_owner = 8 + (size_t)(op >> 7 & 1) * 16;
+		part.timeout_ms = 200 + (uint64_t)(op >> 6 & 3) * 300;
+	}
 	if (hl > len)
 		abort();
 	part.data = p + hl;

@@ -1,7 +1,8 @@
-/* test_proto_router.c: the router protocol's line framer, at a guard page; eviction. */
+/* test_proto_router.c: the router protocol's line framer, at a guard page; eviction; SMPP parts joined. */
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -10,6 +11,8 @@
 
 #include "config.h"
 #include "conn.h"
+#include "counter.h"
+#include "deliver.h"
 #include "helpers.h"
 #include "proto.h"
 #include "reactor.h"
@@ -151,6 +154,117 @@ START_TEST(test_router_evicted_says_409)
 }
 END_TEST
 
+static void
+forward_task(void *owner, void *arg, enum mailbox_status st)
+{
+	if (st == MAILBOX_RUN)
+		deliver_forward(owner, arg);
+	else
+		free(arg);
+}
+
+/*
+ * Sends bob's GSM 03.38 part (udh, then text) to address to on r, as an
+ * SMPP client's message routed there would come.
+ */
+static void
+post_part(struct reactor *r, const char *to, const uint8_t *udh, size_t hl,
+    const char *text, uint64_t id)
+{
+	size_t n = strlen(text);
+	struct msg *m = msg_new(hl + n);
+
+	memcpy(m->text, udh, hl);
+	memcpy(m->text + hl, text, n);
+	m->len = hl + n;
+	m->id = id;
+	m->flags = MSG_F_CODED | MSG_F_EXACT;
+	m->esm_class = 0x40;
+	snprintf(m->from, sizeof(m->from), "bob");
+	snprintf(m->reply_to, sizeof(m->reply_to), "bob");
+	snprintf(m->to, sizeof(m->to), "%s", to);
+	reactor_post(r, forward_task, m);
+}
+
+static uint64_t
+join_count(struct reactor *r, enum counter_id id)
+{
+	return counter_get(&r->counters, id);
+}
+
+/* Waits up to 5 s for counter id of r to read want. */
+static bool
+join_count_is(struct reactor *r, enum counter_id id, uint64_t want)
+{
+	for (int i = 0; i < 500 && join_count(r, id) != want; i++)
+		unit_sleep_ms(10);
+	return join_count(r, id) == want;
+}
+
+/*
+ * Parts for a router session are held until all are in (the gauges count
+ * them), then written as one line with the first part's id; a message
+ * whose parts do not all come within reassembly_timeout is given up
+ * (counted, nothing written), and so is one whose session closes.
+ */
+START_TEST(test_router_joins_parts)
+{
+	struct config *cf = unit_config("shutdown_timeout = 1;\n"
+	    "smpp = { reassembly_timeout = 1; };\n"
+	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; "
+	    "port = 0; protocol = \"router\"; } );\n");
+	struct reactor *r = reactor_new(0, cf);
+	const uint8_t u1[] = { 5, 0, 3, 42, 3, 1 }, u2[] = { 5, 0, 3, 42, 3, 2 },
+	    u3[] = { 5, 0, 3, 42, 3, 3 };
+	char got[512];
+	bool eof;
+	int sv[2];
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(reactor_start(r), 0);
+	atomic_fetch_add(&conn_live, 1);
+	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
+	ck_assert_int_eq(write(sv[0], "LOGIN t-join\n", 13), 13);
+	ck_assert_msg(read_until(sv[0], "OK LOGIN t-join\n", got,
+	    sizeof(got), &eof), "got: %s", got);
+	post_part(r, "t-join", u3, sizeof(u3), "end", 103);
+	post_part(r, "t-join", u1, sizeof(u1), "one, ", 101);
+	ck_assert(join_count_is(r, COUNTER_JOIN_HELD, 2));
+	/* Their octets (8) and what keeping them costs. */
+	ck_assert_uint_gt(join_count(r, COUNTER_JOIN_BYTES), 8);
+	post_part(r, "t-join", u2, sizeof(u2), "two, ", 102);
+	ck_assert_msg(read_until(sv[0], "MSG 101 bob one, two, end\n", got,
+	    sizeof(got), &eof), "got: %s", got);
+	ck_assert_uint_eq(unit_count_lines(got), 1);
+	ck_assert(join_count_is(r, COUNTER_JOIN_HELD, 0));
+	ck_assert_uint_eq(join_count(r, COUNTER_JOIN_BYTES), 0);
+	ck_assert_uint_eq(join_count(r, COUNTER_JOIN_JOINED), 1);
+	/* Part 2 never comes: given up within a second or two. */
+	post_part(r, "t-join", u1, sizeof(u1), "lonely", 201);
+	ck_assert(join_count_is(r, COUNTER_JOIN_INCOMPLETE, 1));
+	ck_assert_uint_eq(join_count(r, COUNTER_JOIN_HELD), 0);
+	/* Nor here, and the session closes: given up at once. */
+	post_part(r, "t-join", u1, sizeof(u1), "left", 301);
+	ck_assert(join_count_is(r, COUNTER_JOIN_HELD, 1));
+	ck_assert_int_eq(write(sv[0], "PING end\n", 9), 9);
+	ck_assert_msg(read_until(sv[0], "PONG end\n", got, sizeof(got),
+	    &eof), "got: %s", got);
+	ck_assert_ptr_null(strstr(got, "MSG"));
+	close(sv[0]);
+	ck_assert(join_count_is(r, COUNTER_JOIN_HELD, 0));
+	ck_assert_uint_eq(join_count(r, COUNTER_JOIN_INCOMPLETE), 2);
+	for (int i = 0; i < 500 && atomic_load(&conn_live) != 0; i++)
+		unit_sleep_ms(10);
+	ck_assert_uint_eq(atomic_load(&conn_live), 0);
+	reactor_stop(r);
+	reactor_join(r);
+	reactor_free(r);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 proto_router_suite(void)
 {
@@ -164,6 +278,7 @@ proto_router_suite(void)
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(ev, 30);
 	tcase_add_test(ev, test_router_evicted_says_409);
+	tcase_add_test(ev, test_router_joins_parts);
 	suite_add_tcase(s, ev);
 	return s;
 }

@@ -242,6 +242,49 @@ START_TEST(test_join_missing_part_times_out)
 }
 END_TEST
 
+/* Each owner's own caps and timeouts, as a part gives them. */
+START_TEST(test_join_owner_caps_and_timeouts)
+{
+	struct text_join *j = text_join_new(&roomy);
+	struct text_join_part p;
+	struct text_join_msg *m;
+	struct expired ex = { 0 };
+
+	p = part("bob", "b", 1, 2, 1, "AAAA");
+	p.max_pending_owner = 1;
+	p.timeout_ms = 2000;
+	ck_assert_int_eq(add(j, p, 1000, &m), TEXT_JOIN_PENDING);
+	/* bob's second message is over his cap of one; eve has the table's */
+	p.concat.ref = 2;
+	errno = 0;
+	ck_assert_int_eq(add(j, p, 1000, &m), -1);
+	ck_assert_int_eq(errno, ENOBUFS);
+	ck_assert_int_eq(add(j, part("eve", "e", 2, 2, 1, "x"), 1500, &m),
+	    TEXT_JOIN_PENDING);
+	ck_assert_int_eq(add(j, part("eve", "e", 3, 2, 1, "y"), 1500, &m),
+	    TEXT_JOIN_PENDING);
+	/* bob's octets: 4 held, a cap of 6 takes 2 more, not 3 */
+	p = part("bob", "b", 1, 3, 2, "BBB");
+	p.max_bytes_owner = 6;
+	p.concat.total = 2;
+	errno = 0;
+	ck_assert_int_eq(add(j, p, 1100, &m), -1);
+	ck_assert_int_eq(errno, ENOBUFS);
+	/* (a cap lowered below what is held refuses, and wraps nothing) */
+	p.max_bytes_owner = 2;
+	ck_assert_int_eq(add(j, p, 1100, &m), -1);
+	/* bob's message is due at 3000, eve's at 61500: not oldest first */
+	ck_assert_uint_eq(text_join_next_expiry(j), 3000);
+	ck_assert_uint_eq(text_join_expire(j, 2999, on_expired, &ex), 0);
+	ck_assert_uint_eq(text_join_expire(j, 3000, on_expired, &ex), 1);
+	ck_assert_str_eq(ex.last->owner, "bob");
+	ck_assert_uint_eq(text_join_next_expiry(j), 61500);
+	ck_assert_uint_eq(text_join_pending(j), 2);
+	text_join_msg_free(ex.last);
+	text_join_free(j);
+}
+END_TEST
+
 START_TEST(test_join_keys)
 {
 	struct text_join *j = text_join_new(&roomy);
@@ -460,6 +503,7 @@ text_join_suite(void)
 	tcase_add_test(tj, test_join_in_and_out_of_order);
 	tcase_add_test(tj, test_join_duplicates);
 	tcase_add_test(tj, test_join_missing_part_times_out);
+	tcase_add_test(tj, test_join_owner_caps_and_timeouts);
 	tcase_add_test(tj, test_join_keys);
 	tcase_add_test(tj, test_join_bad_parts);
 	tcase_add_test(tj, test_join_caps_pending);
