@@ -124,20 +124,7 @@ deliver_to_kind(unsigned kind, struct reactor_batch *b, struct msg *m,
 	ops->take(b, m, to);
 }
 
-void
-deliver_receipt(struct reactor *r, const struct msg *orig, uint8_t state)
-{
-	struct msg *m;
-
-	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
-		return;
-	m = smpp_receipt_make(orig, state, msg_next_id(r),
-	    (uint64_t)time(NULL));
-	if (m != NULL)
-		deliver_forward(r, m);
-}
-
-/* The receipt staged by deliver_receipt_after, now sent on its way. */
+/* A receipt staged by deliver_receipt, now sent on its way. */
 static void
 deliver_receipt_task(void *owner, void *arg, enum mailbox_status st)
 {
@@ -151,15 +138,13 @@ deliver_receipt_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 /*
- * deliver_receipt, but the receipt leaves in a later turn of r: after
- * the verdict for orig, which goes back to its sender in this one (on
- * this reactor, or staged in r's batch ahead of it). A gateway files a
- * receipt under the id of the submit_sm_resp; a receipt before that
- * response finds nothing.
+ * The receipt leaves in a later turn of r: after the verdict for orig,
+ * which goes back to its sender in this one (on this reactor, or staged
+ * in r's batch ahead of it). A gateway files a receipt under the id of
+ * the submit_sm_resp; a receipt before that response finds nothing.
  */
-static void
-deliver_receipt_after(struct reactor *r, const struct msg *orig,
-    uint8_t state)
+void
+deliver_receipt(struct reactor *r, const struct msg *orig, uint8_t state)
 {
 	struct msg *m;
 
@@ -208,7 +193,7 @@ deliver_here(struct reactor *r, struct msg *m)
 	 */
 	if (v == MSG_OK && !c->proto->confirms_delivery &&
 	    !(m->flags & MSG_F_STORED))
-		deliver_receipt_after(r, m, SMPP_STATE_DELIVERED);
+		deliver_receipt(r, m, SMPP_STATE_DELIVERED);
 	return v;
 }
 

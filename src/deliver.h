@@ -166,8 +166,10 @@ void	deliver_unrouted(const struct config *cf, struct msg *m);
 /*
  * Makes and forwards the delivery receipt for orig, if orig asked for one
  * (registered_delivery), to orig->reply_to: "id:... stat:DELIVRD ...".
- * state: SMPP message_state. Owning reactor of the connection that ends
- * orig's delivery (the recipient's), or of whatever holds orig.
+ * state: SMPP message_state. It leaves in a later turn of r, so that
+ * orig's sender has its answer (submit_sm_resp) first. Owning reactor of
+ * the connection that ends orig's delivery (the recipient's), or of
+ * whatever holds orig.
  */
 void	deliver_receipt(struct reactor *r, const struct msg *orig,
 	    uint8_t state);
