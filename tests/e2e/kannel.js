@@ -41,7 +41,8 @@ function kannelMissing() {
 }
 
 // The config file of both boxes. o: smppPort, account, password, ports
-// { admin, smsbox, sendsms }, moUrl, moRecode.
+// { admin, smsbox, sendsms }, moUrl, moRecode, altCharset (what Kannel
+// takes data_coding 0 for; GSM 03.38 without it).
 function kannelConf(o) {
 	return `group = core
 admin-port = ${o.ports.admin}
@@ -62,6 +63,7 @@ smsc-username = ${o.account}
 smsc-password = ${o.password}
 system-type = ""
 reconnect-delay = 1
+${o.altCharset ? `alt-charset = "${o.altCharset}"` : ''}
 
 group = smsbox
 bearerbox-host = 127.0.0.1

@@ -13,7 +13,7 @@ const K = require('./kannel.js');
 
 const skip = K.kannelMissing();
 // The numbers Kannel sends from and receives for (routes to its account).
-const KANNEL_NUMBER = '5550100', RAW_NUMBER = '5560100';
+const KANNEL_NUMBER = '5550100', RAW_NUMBER = '5560100', LATIN_NUMBER = '5570100';
 
 const CONF = `dispatchers = 2;
 idle_timeout = 0;
@@ -24,15 +24,18 @@ listeners = (
 accounts = (
   { id = "kannel"; password = "k4nnel"; },
   { id = "kannel2"; password = "k4nnel"; },
+  { id = "kannel3"; password = "k4nnel"; alphabet = "latin1"; coding = "latin1"; },
   { id = "4477001"; password = "a"; },
   { id = "4477002"; password = "a"; },
   { id = "4477003"; password = "a"; },
   { id = "4477004"; password = "a"; },
-  { id = "4477005"; password = "a"; }
+  { id = "4477005"; password = "a"; },
+  { id = "4477006"; password = "a"; }
 );
 routes = (
   { prefix = "555"; to = "kannel"; },
-  { prefix = "556"; to = "kannel2"; }
+  { prefix = "556"; to = "kannel2"; },
+  { prefix = "557"; to = "kannel3"; }
 );
 `;
 
@@ -159,6 +162,34 @@ test('without mo-recode Kannel hands a UCS-2 message on as %b, the octets of the
 		});
 	} finally {
 		await K.stopKannel(raw);
+	}
+});
+
+// A Kannel whose SMSC's data_coding 0 is Latin-1 (alt-charset), bound
+// as an account that says so both ways: alphabet for what it sends,
+// coding for what it gets (data_coding 3 while Latin-1 carries the text).
+test('Kannel with alt-charset ISO-8859-1 and an account with alphabet and coding "latin1": Latin-1 both ways', { skip }, async () => {
+	const lat = await K.startKannel({ smppPort: d.ports.smpp, account: 'kannel3',
+		password: 'k4nnel', moUrl: mo.url, moRecode: true, altCharset: 'ISO-8859-1' });
+	try {
+		await withLogs(lat, async () => {
+			const c = await line('4477006');
+			const text = 'olé @ ñ ¿ ¤';
+			const r = await K.sendsms(lat, { from: LATIN_NUMBER, to: '4477006',
+				text, coding: '0', charset: 'UTF-8' });
+			assert.equal(r.status, 202, `sendsms: ${r.body}`);
+			const got = await c.wait((l) => l.startsWith('MSG '), 'MSG from Kannel');
+			assert.equal(got.replace(/^MSG \d+ /, ''), `${LATIN_NUMBER} ${text}`);
+			for (const t of ['olá @ ñ', 'olá € ☃']) {
+				c.sock.write(`SEND ${LATIN_NUMBER} ${t}\n`);
+				const q = await K.moWait(mo, (g) => g.from.toString() === '4477006' &&
+				    g.text.toString() === t, `${t} at the sms-service URL`);
+				assert.equal(q.to.toString(), LATIN_NUMBER);
+			}
+			c.sock.destroy();
+		});
+	} finally {
+		await K.stopKannel(lat);
 	}
 });
 
