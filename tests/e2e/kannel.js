@@ -55,13 +55,13 @@ box-allow-ip = 127.0.0.1
 
 group = smsc
 smsc = smpp
-smsc-id = erd
+smsc-id = echorouterd
 host = 127.0.0.1
 port = ${o.smppPort}
 transceiver-mode = true
 smsc-username = ${o.account}
 smsc-password = ${o.password}
-system-type = ""
+system-type = "VMA"
 reconnect-delay = 1
 ${o.altCharset ? `alt-charset = "${o.altCharset}"` : ''}
 
