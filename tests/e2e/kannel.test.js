@@ -246,8 +246,11 @@ test('sendsms with 300 characters in UCS-2: Kannel\'s parts reach a line client 
 		const text = 'Съешь же ещё этих мягких французских булок, да выпей чаю. '
 			.repeat(6).slice(0, 300);
 		assert.equal(text.length, 300);
-		await oneLine(c, '4477005', text);
-		c.sock.destroy();
+		try {
+			await oneLine(c, '4477005', text);
+		} finally {
+			c.sock.destroy();
+		}
 	});
 });
 
@@ -255,7 +258,10 @@ test('an emoji Kannel cuts between two parts reaches a line client whole, in one
 	todo: 'needs the joiner (r29/join)' }, async () => {
 	await withLogs(k, async () => {
 		const c = await line('4477008');
-		await oneLine(c, '4477008', CUT_PAIR);
-		c.sock.destroy();
+		try {
+			await oneLine(c, '4477008', CUT_PAIR);
+		} finally {
+			c.sock.destroy();
+		}
 	});
 });
