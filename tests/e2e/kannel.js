@@ -179,13 +179,17 @@ async function startKannel(o) {
 	throw last;
 }
 
-// SIGTERM, then SIGKILL if it has not exited in time.
-async function stopBox(b) {
+// SIGTERM, then SIGKILL if it has not exited in time, saying so: a box
+// that hangs in its shutdown costs the run STOP_MS, and its log says why.
+const STOP_MS = 10000;
+async function stopBox(k, b) {
 	if (!b || b.exited)
 		return;
 	const gone = new Promise((resolve) => b.child.once('exit', resolve));
 	b.child.kill('SIGTERM');
-	await L.withTimeout(gone, WAIT_MS, `${b.name} stop`).catch(async () => {
+	await L.withTimeout(gone, STOP_MS, `${b.name} stop`).catch(async () => {
+		process.stderr.write(`${b.name} still running ${STOP_MS} ms after ` +
+		    `SIGTERM, killed; its log ends:\n${logTail(k, b.name)}\n`);
 		b.child.kill('SIGKILL');
 		await L.withTimeout(gone, WAIT_MS, `${b.name} SIGKILL`);
 	});
@@ -195,8 +199,8 @@ async function stopBox(b) {
 async function stopKannel(k) {
 	if (!k)
 		return;
-	await stopBox(k.smsbox);
-	await stopBox(k.bearerbox);
+	await stopBox(k, k.smsbox);
+	await stopBox(k, k.bearerbox);
 	fs.rmSync(k.dir, { recursive: true, force: true });
 }
 
