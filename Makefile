@@ -123,11 +123,11 @@ Q := @
 endif
 
 # Debian packages the build and the tests need, with the libraries of the
-# options not set to no.
+# options not set to no (kannel: a real SMS gateway the e2e tests bind).
 DEB_DEPS := build-essential pkg-config libconfig-dev libsystemd-dev \
 	liburing-dev check mandoc man-db netcat-openbsd systemd \
 	$(foreach o,$(OPTIONS),$(if $(filter no,$(WITH_$o)),,$($o_DEB))) \
-	$(if $(filter no,$(WITH_NATS)),,nats-server) prometheus \
+	$(if $(filter no,$(WITH_NATS)),,nats-server) prometheus kannel \
 	$(if $(filter no,$(WITH_TLS)),,openssl)
 # What `make check-system` adds (it installs them itself when root).
 SYSTEM_DEPS := systemd-container debootstrap
