@@ -241,8 +241,7 @@ test('Kannel\'s long sendsms reaches an SMPP client as its parts, unchanged: UCS
 
 // Kannel splits it into 5 parts of 67 UCS-2 units with an 8-bit
 // concatenation UDH (05 00 03 ref 5 n).
-test('sendsms with 300 characters in UCS-2: Kannel\'s parts reach a line client as one line', { skip,
-	todo: 'needs the joiner (r29/join)' }, async () => {
+test('sendsms with 300 characters in UCS-2: Kannel\'s parts reach a line client as one line', { skip }, async () => {
 	await withLogs(k, async () => {
 		const c = await line('4477005');
 		const text = 'Съешь же ещё этих мягких французских булок, да выпей чаю. '
@@ -256,8 +255,7 @@ test('sendsms with 300 characters in UCS-2: Kannel\'s parts reach a line client 
 	});
 });
 
-test('an emoji Kannel cuts between two parts reaches a line client whole, in one line', { skip,
-	todo: 'needs the joiner (r29/join)' }, async () => {
+test('an emoji Kannel cuts between two parts reaches a line client whole, in one line', { skip }, async () => {
 	await withLogs(k, async () => {
 		const c = await line('4477008');
 		try {
@@ -300,8 +298,7 @@ test('sendsms with a dlr-url: the receipt of a message an SMPP client took reach
 	});
 });
 
-test('sendsms with a dlr-url: the receipt of a message delivered to a line client reaches Kannel\'s DLR as delivered', { skip,
-	todo: 'echorouterd writes a line recipient\'s receipt before the submit_sm_resp' }, async () => {
+test('sendsms with a dlr-url: the receipt of a message delivered to a line client reaches Kannel\'s DLR as delivered', { skip }, async () => {
 	await withLogs(k, async () => {
 		const c = await line('4477009');
 		try {
