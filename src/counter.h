@@ -52,6 +52,8 @@ enum counter_id {
 	COUNTER_SMPP_THROTTLED,		/* submits refused by max_tps */
 	COUNTER_SMPP_WINDOW,		/* deliver_sm awaiting a response */
 	COUNTER_SMPP_QUEUED,		/* deliver_sm waiting for the window */
+	COUNTER_SMPP_LONG,		/* line texts sent in several parts */
+	COUNTER_SMPP_PARTS,		/* and the deliver_sm parts of them */
 	COUNTER_HTTP_400,		/* metrics: error answers, by status */
 	COUNTER_HTTP_404,
 	COUNTER_HTTP_405,

@@ -116,6 +116,8 @@ msg_verdict_name(enum msg_verdict v)
 		return "cluster unavailable";
 	case MSG_STORE_LOST:
 		return "store file lost";
+	case MSG_TOO_LONG:
+		return "too many parts";
 	}
 	return "?";
 }

@@ -41,6 +41,11 @@ enum msg_verdict {
 	 * is stored until a restart.
 	 */
 	MSG_STORE_LOST,
+	/*
+	 * Text the recipient would take as more parts than its max_parts
+	 * allows: refused, as MSG_UNFIT is, with its own reason.
+	 */
+	MSG_TOO_LONG,
 };
 
 /* A message's flags (struct msg's flags; deliver_send reads most). */
