@@ -222,8 +222,9 @@ verdict_text(struct conn *c, enum msg_verdict v, uint64_t id, char *buf,
 		    "this text\n", (unsigned long long)id);
 	case MSG_TOO_LONG:
 		count_err(c, COUNTER_ERR_400);
-		return snprintf(buf, len, "ERR 400 %llu text needs more parts "
-		    "than the recipient's max_parts\n", (unsigned long long)id);
+		/* 60 bytes with a 20-digit id: a verdict has 64. */
+		return snprintf(buf, len, "ERR 400 %llu over the recipient's "
+		    "max_parts\n", (unsigned long long)id);
 	default:
 		count_err(c, COUNTER_ERR_404);
 		return snprintf(buf, len, "ERR 404 %llu no route\n",
