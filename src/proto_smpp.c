@@ -355,15 +355,6 @@ acct_alphabet(const struct config *cf, const char *id)
 	    a->alphabet : cf->smpp.alphabet;
 }
 
-static unsigned
-acct_coding(const struct config *cf, const char *id)
-{
-	const struct account_conf *a = config_find_account(cf, id);
-
-	return a != NULL && a->coding != CONFIG_CODING_SMPP ? a->coding :
-	    cf->smpp.coding;
-}
-
 /*
  * The flags that tell a line client's edge how to read what this
  * account sends: its octets in data_coding, 0 in the account's alphabet.
@@ -1042,31 +1033,6 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	return smpp_dispatch(c, s, &pdu);
 }
 
-/* An account's setting for long texts, or the smpp group's. */
-static void
-acct_long(const struct config *cf, const char *id, struct smpp_long_opts *o)
-{
-	static const int want[] = {
-		[CONFIG_CODING_SMPP] = TEXT_CODING_AUTO,
-		[CONFIG_CODING_AUTO] = TEXT_CODING_AUTO,
-		[CONFIG_CODING_UCS2] = TEXT_UCS2,
-		[CONFIG_CODING_LATIN1] = TEXT_LATIN1,
-	};
-	static const enum text_long how[] = {
-		[CONFIG_LONG_SMPP] = TEXT_LONG_UDH,
-		[CONFIG_LONG_UDH] = TEXT_LONG_UDH,
-		[CONFIG_LONG_SAR] = TEXT_LONG_SAR,
-		[CONFIG_LONG_PAYLOAD] = TEXT_LONG_PAYLOAD,
-	};
-	const struct account_conf *a = config_find_account(cf, id);
-
-	o->coding = want[acct_coding(cf, id)];
-	o->how = how[a != NULL && a->long_how != CONFIG_LONG_SMPP ?
-	    a->long_how : cf->smpp.long_how];
-	o->max_parts = a != NULL && a->max_parts != 0 ? a->max_parts :
-	    cf->smpp.max_parts;
-}
-
 /*
  * m as the account is to read it (*d, and *lp when it goes as parts): a
  * line client's UTF-8 text in the coding the account asks for (by
@@ -1088,7 +1054,7 @@ edge_make(struct conn *c, struct smpp_sess *s, const struct msg *m,
 		*d = msg_dup(m);
 		return MSG_OK;
 	}
-	acct_long(c->r->cf, s->system_id, &o);
+	smpp_long_opts_of(c->r->cf, s->system_id, &o);
 	o.ref = s->next_ref;
 	if (smpp_long_make(m, &o, d, lp, &needed) < 0) {
 		if (errno != EMSGSIZE)

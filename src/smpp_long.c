@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "msg.h"
 #include "smpp_pdu.h"
 #include "util.h"
@@ -18,6 +19,34 @@ smpp_status_temporary(uint32_t status)
 {
 	return status == SMPP_ESME_RMSGQFUL || status == SMPP_ESME_RTHROTTLED ||
 	    status == SMPP_ESME_RX_T_APPN;
+}
+
+void
+smpp_long_opts_of(const struct config *cf, const char *id,
+    struct smpp_long_opts *o)
+{
+	static const int want[] = {
+		[CONFIG_CODING_SMPP] = TEXT_CODING_AUTO,
+		[CONFIG_CODING_AUTO] = TEXT_CODING_AUTO,
+		[CONFIG_CODING_UCS2] = TEXT_UCS2,
+		[CONFIG_CODING_LATIN1] = TEXT_LATIN1,
+	};
+	static const enum text_long how[] = {
+		[CONFIG_LONG_SMPP] = TEXT_LONG_UDH,
+		[CONFIG_LONG_UDH] = TEXT_LONG_UDH,
+		[CONFIG_LONG_SAR] = TEXT_LONG_SAR,
+		[CONFIG_LONG_PAYLOAD] = TEXT_LONG_PAYLOAD,
+	};
+	const struct account_conf *a = config_find_account(cf, id);
+	const struct smpp_conf *g = &cf->smpp;
+
+	o->coding = want[a != NULL && a->coding != CONFIG_CODING_SMPP ?
+	    a->coding : g->coding];
+	o->how = how[a != NULL && a->long_how != CONFIG_LONG_SMPP ?
+	    a->long_how : g->long_how];
+	o->max_parts = a != NULL && a->max_parts != 0 ? a->max_parts :
+	    g->max_parts;
+	o->ref = 0;
 }
 
 /*

@@ -7,6 +7,7 @@
 
 #include "text.h"
 
+struct config;
 struct msg;
 struct smpp_pdu;
 
@@ -36,6 +37,14 @@ struct smpp_long_opts {
 	unsigned max_parts;	/* 1..TEXT_PARTS_MAX */
 	uint16_t ref;		/* the reference for a new set of parts */
 };
+
+/*
+ * What account id asks for, its own settings (coding, long, max_parts)
+ * or the smpp group's where it has none, into o; o->ref is the caller's.
+ * Any thread that holds cf.
+ */
+void	smpp_long_opts_of(const struct config *cf, const char *id,
+	    struct smpp_long_opts *o);
 
 /*
  * Encodes m's UTF-8 text for an SMPP recipient as o asks. Sets *d to a

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
+#include "helpers.h"
 #include "msg.h"
 #include "smpp_long.h"
 #include "smpp_pdu.h"
@@ -277,6 +279,40 @@ START_TEST(test_answers_wait_for_unsent)
 }
 END_TEST
 
+/* An account's coding, long and max_parts, else the smpp group's. */
+START_TEST(test_opts_of_account_and_group)
+{
+	struct config *cf = unit_config("listeners = ( { name = \"l\";"
+	    " address = \"127.0.0.1\"; port = 0; protocol = \"smpp\"; } );\n"
+	    "smpp = { long = \"sar\"; max_parts = 4; coding = \"ucs2\"; };\n"
+	    "accounts = (\n"
+	    "  { id = \"own\"; password = \"p\"; long = \"payload\";"
+	    " max_parts = 200; coding = \"latin1\"; },\n"
+	    "  { id = \"dflt\"; password = \"p\"; }\n);\n");
+	struct smpp_long_opts o;
+
+	smpp_long_opts_of(cf, "own", &o);
+	ck_assert_int_eq(o.how, TEXT_LONG_PAYLOAD);
+	ck_assert_uint_eq(o.max_parts, 200);
+	ck_assert_int_eq(o.coding, TEXT_LATIN1);
+	smpp_long_opts_of(cf, "dflt", &o);
+	ck_assert_int_eq(o.how, TEXT_LONG_SAR);
+	ck_assert_uint_eq(o.max_parts, 4);
+	ck_assert_int_eq(o.coding, TEXT_UCS2);
+	/* A bind without an account: the group's. */
+	smpp_long_opts_of(cf, "nobody", &o);
+	ck_assert_int_eq(o.how, TEXT_LONG_SAR);
+	config_unref(cf);
+	cf = unit_config("listeners = ( { name = \"l\";"
+	    " address = \"127.0.0.1\"; port = 0; protocol = \"smpp\"; } );\n");
+	smpp_long_opts_of(cf, "x", &o);
+	ck_assert_int_eq(o.how, TEXT_LONG_UDH);
+	ck_assert_uint_eq(o.max_parts, 16);
+	ck_assert_int_eq(o.coding, TEXT_CODING_AUTO);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 smpp_long_suite(void)
 {
@@ -290,6 +326,7 @@ smpp_long_suite(void)
 	tcase_add_test(tc, test_payload_is_one);
 	tcase_add_test(tc, test_over_max_parts);
 	tcase_add_test(tc, test_not_utf8);
+	tcase_add_test(tc, test_opts_of_account_and_group);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("answers");
 	tcase_add_test(tc, test_answers_all_ok);
