@@ -478,3 +478,23 @@ test('long line text through the store: a bind that closes mid-message gets ever
 		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
+
+test('long line text through the store: over max_parts when the recipient comes, it fails and the next goes', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
+	const d = await L.startDaemon(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`));
+	try {
+		const a = await line(d.ports.router, 'alice', 'a');
+		// Stored while two is away: the sender's OK means on disk.
+		assert.match(await send(a, 'two', 'w'.repeat(400)), /^OK \d+$/);
+		assert.match(await send(a, 'two', 'after'), /^OK \d+$/);
+		const t = await L.session(d.ports.smpp, 'bind_receiver', 'two', 't');
+		await until(() => t.got.length >= 1, 'the next message at two');
+		await L.sleep(2500);	// a retry would come after 1 s
+		assert.deepEqual(t.got.map((p) => L.text(p)), ['after']);
+		a.sock.destroy();
+		t.s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
