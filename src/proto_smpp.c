@@ -748,7 +748,8 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct msg *m,
 		    sizeof(pdu.receipted_message_id), "%s", m->receipted_id);
 		pdu.message_state_tlv = m->message_state;
 	}
-	smpp_send(c, &pdu, m->len);
+	/* A part's octets, not its whole text's: one stack buffer. */
+	smpp_send(c, &pdu, (size_t)pdu.sm_length + pdu.message_payload_len);
 	slot->seq = pdu.sequence_number;
 	slot->sent_at = c->r->now;
 	slot->sent_ns = c->r->turn_ns;
