@@ -51,6 +51,13 @@ enum config_coding {		/* line text to the account goes as */
 	CONFIG_CODING_LATIN1,		/* Latin-1 if it fits, else UCS-2 */
 };
 
+enum config_long {		/* line text over one SMS goes as */
+	CONFIG_LONG_SMPP = 0,		/* (an account) as the smpp group */
+	CONFIG_LONG_UDH,		/* parts with UDH 05 00 03 */
+	CONFIG_LONG_SAR,		/* parts with the sar_* TLVs */
+	CONFIG_LONG_PAYLOAD,		/* one message_payload */
+};
+
 struct smpp_conf {
 	unsigned window;		/* unacknowledged deliver_sm per bind */
 	unsigned queue_limit;		/* deliver_sm waiting per bind */
@@ -66,6 +73,8 @@ struct smpp_conf {
 	unsigned reassembly_timeout;
 	unsigned reassembly_limit;
 	size_t	reassembly_bytes;
+	unsigned long_how;		/* enum config_long (key "long") */
+	unsigned max_parts;		/* parts of one line text, 1..255 */
 };
 
 /* A listener's tls group: files resolved against the config's dir. */
@@ -117,6 +126,8 @@ struct account_conf {
 	unsigned reassembly_timeout;
 	unsigned reassembly_limit;
 	size_t	reassembly_bytes;
+	unsigned long_how;		/* enum config_long (key "long") */
+	unsigned max_parts;		/* 0: the smpp group's */
 	int	line;
 };
 

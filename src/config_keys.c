@@ -14,6 +14,7 @@
 
 #include "cluster_wire.h"
 #include "proto.h"
+#include "text.h"
 #include "util.h"
 #include "version.h"
 
@@ -752,6 +753,11 @@ static const struct cfenum codings[] = {
 	{ "latin1", CONFIG_CODING_LATIN1 }, { NULL, 0 }
 };
 
+static const struct cfenum longs[] = {
+	{ "udh", CONFIG_LONG_UDH }, { "sar", CONFIG_LONG_SAR },
+	{ "payload", CONFIG_LONG_PAYLOAD }, { NULL, 0 }
+};
+
 static const struct cfkey account_keys[] = {
 	{ .name = "id", .type = CFK_STRING, FIELD(struct account_conf, id),
 	  .fn = get_account_id, .missing = "", .doc = TOP },
@@ -781,6 +787,12 @@ static const struct cfkey account_keys[] = {
 	{ .name = "reassembly_bytes", .type = CFK_BYTES,
 	  FIELD(struct account_conf, reassembly_bytes), .min = 1,
 	  .max = 1 << 30, .shown = "smpp.reassembly_bytes", .doc = TOP },
+	{ .name = "long", .type = CFK_ENUM,
+	  FIELD(struct account_conf, long_how), .names = longs,
+	  .shown = "smpp.long", .doc = TOP },
+	{ .name = "max_parts", .type = CFK_UINT,
+	  FIELD(struct account_conf, max_parts), .min = 1,
+	  .max = TEXT_PARTS_MAX, .shown = "smpp.max_parts", .doc = TOP },
 };
 
 static const struct cfgroup account_group = {
@@ -830,6 +842,9 @@ static const struct cfkey smpp_keys[] = {
 	{ .name = "reassembly_bytes", .type = CFK_BYTES,
 	  FIELD(struct smpp_conf, reassembly_bytes), .min = 1, .max = 1 << 30,
 	  .def = 1 << 20, .doc = TOP },
+	{ .name = "long", .type = CFK_ENUM, FIELD(struct smpp_conf, long_how),
+	  .def = CONFIG_LONG_UDH, .names = longs, .doc = TOP },
+	SMPP(max_parts, 1, TEXT_PARTS_MAX, 16),
 };
 
 static const struct cfgroup smpp_group = {

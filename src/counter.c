@@ -118,6 +118,11 @@ static const struct counter_info table[COUNTER_N] = {
 	    NULL,
 	    "Messages whose parts did not all come in time (or whose "
 	    "recipient left): reported undeliverable."),
+	[COUNTER_SMPP_LONG] = REACTOR_COUNTER("smpp_long_messages_total",
+	    "smpp_long", "Router clients' texts sent to SMPP binds as more "
+	    "than one deliver_sm (or as one message_payload)."),
+	[COUNTER_SMPP_PARTS] = REACTOR_COUNTER("smpp_long_parts_total",
+	    "smpp_parts", "deliver_sm parts sent of those texts."),
 	[COUNTER_HTTP_400] = HTTP(400),
 	[COUNTER_HTTP_404] = HTTP(404),
 	[COUNTER_HTTP_405] = HTTP(405),

@@ -56,6 +56,8 @@ enum counter_id {
 	COUNTER_JOIN_HELD,		/* router: parts waiting now */
 	COUNTER_JOIN_BYTES,		/* router: the memory they take */
 	COUNTER_JOIN_INCOMPLETE,	/* router: parts never all came */
+	COUNTER_SMPP_LONG,		/* line texts sent in several parts */
+	COUNTER_SMPP_PARTS,		/* and the deliver_sm parts of them */
 	COUNTER_HTTP_400,		/* metrics: error answers, by status */
 	COUNTER_HTTP_404,
 	COUNTER_HTTP_405,

@@ -118,6 +118,8 @@ msg_verdict_name(enum msg_verdict v)
 		return "store file lost";
 	case MSG_HELD:
 		return "held";
+	case MSG_TOO_LONG:
+		return "too many parts";
 	}
 	return "?";
 }

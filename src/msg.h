@@ -48,6 +48,11 @@ enum msg_verdict {
 	 * on_deliver returns it.
 	 */
 	MSG_HELD,
+	/*
+	 * Text the recipient would take as more parts than its max_parts
+	 * allows: refused, as MSG_UNFIT is, with its own reason.
+	 */
+	MSG_TOO_LONG,
 };
 
 /* A message's flags (struct msg's flags; deliver_send reads most). */

@@ -222,6 +222,11 @@ verdict_text(struct conn *c, enum msg_verdict v, uint64_t id, char *buf,
 		count_err(c, COUNTER_ERR_400);
 		return snprintf(buf, len, "ERR 400 %llu recipient cannot take "
 		    "this text\n", (unsigned long long)id);
+	case MSG_TOO_LONG:
+		count_err(c, COUNTER_ERR_400);
+		/* 60 bytes with a 20-digit id: a verdict has 64. */
+		return snprintf(buf, len, "ERR 400 %llu over the recipient's "
+		    "max_parts\n", (unsigned long long)id);
 	default:
 		count_err(c, COUNTER_ERR_404);
 		return snprintf(buf, len, "ERR 404 %llu no route\n",

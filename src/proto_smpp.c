@@ -13,6 +13,7 @@
 #include "proto.h"
 #include "route.h"
 #include "smpp_acct.h"
+#include "smpp_long.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
 #include "smpp_time.h"
@@ -30,12 +31,22 @@ enum smpp_state {
 	SMPP_BOUND_TRX,
 };
 
-/* A deliver_sm sent and not yet answered. m == NULL: a free slot. */
+/*
+ * A deliver_sm sent and not yet answered. m == NULL: a free slot. The
+ * parts of a long text each take a slot; they share m and lp.
+ */
 struct smpp_slot {
 	uint32_t seq;
 	uint32_t sent_at;
 	uint64_t sent_ns;		/* for HIST_DELIVER_SM */
 	struct msg *m;
+	struct smpp_long *lp;		/* its parts; NULL: one deliver_sm */
+};
+
+/* A message waiting for the window: lp's parts not all sent yet. */
+struct smpp_out {
+	struct msg *m;
+	struct smpp_long *lp;
 };
 
 struct smpp_sess {
@@ -56,7 +67,8 @@ struct smpp_sess {
 	unsigned window;
 	unsigned inflight;
 	struct smpp_slot *win;
-	struct msg **q;		/* ring of messages waiting for window */
+	uint16_t next_ref;		/* for the next long text's parts */
+	struct smpp_out *q;	/* ring of messages waiting for window */
 	unsigned qhead;
 	unsigned qlen;
 	unsigned qcap;
@@ -204,14 +216,6 @@ bind_take(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	return SMPP_ESME_ROK;
 }
 
-/* A temporary error in a deliver_sm_resp: the store tries again later. */
-static bool
-status_temporary(uint32_t status)
-{
-	return status == SMPP_ESME_RMSGQFUL || status == SMPP_ESME_RTHROTTLED ||
-	    status == SMPP_ESME_RX_T_APPN;
-}
-
 static void
 cmd_bind(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 {
@@ -320,6 +324,7 @@ verdict_status(enum msg_verdict v, uint8_t dc)
 	case MSG_NO_ROUTE:
 		return SMPP_ESME_RINVDSTADR;
 	case MSG_UNFIT:
+	case MSG_TOO_LONG:
 		return SMPP_ESME_RSUBMITFAIL;
 	case MSG_UNAVAILABLE:
 		return SMPP_ESME_RTHROTTLED;	/* try again later */
@@ -348,15 +353,6 @@ acct_alphabet(const struct config *cf, const char *id)
 
 	return a != NULL && a->alphabet != CONFIG_ALPHABET_SMPP ?
 	    a->alphabet : cf->smpp.alphabet;
-}
-
-static unsigned
-acct_coding(const struct config *cf, const char *id)
-{
-	const struct account_conf *a = config_find_account(cf, id);
-
-	return a != NULL && a->coding != CONFIG_CODING_SMPP ? a->coding :
-	    cf->smpp.coding;
 }
 
 /*
@@ -688,9 +684,44 @@ deliver_addr(const char *raw, uint8_t ton, uint8_t npi, const char *addr,
 	*onpi = npi;
 }
 
-/* Sends m (which the window slot takes) as a deliver_sm. */
+/* The text fields of a deliver_sm for m: its part lp->next, if lp. */
 static void
-send_deliver(struct conn *c, struct smpp_sess *s, struct msg *m)
+deliver_text(struct conn *c, struct msg *m, struct smpp_long *lp,
+    struct smpp_pdu *pdu)
+{
+	if (lp != NULL) {
+		if (lp->next == 0)
+			counter_add(&c->r->counters, COUNTER_SMPP_LONG, 1);
+		counter_add(&c->r->counters, COUNTER_SMPP_PARTS, 1);
+		smpp_long_part(lp, lp->next++, pdu);
+		lp->unanswered++;
+		return;
+	}
+	pdu->esm_class = m->esm_class;
+	pdu->data_coding = m->data_coding;
+	if (m->len <= 254) {
+		pdu->sm_length = (uint8_t)m->len;
+		pdu->short_message = m->text;
+	} else {
+		pdu->tlvs |= SMPP_TLV_MESSAGE_PAYLOAD;
+		pdu->message_payload = m->text;
+		pdu->message_payload_len = (uint16_t)m->len;
+	}
+	if (m->flags & MSG_F_SAR) {
+		pdu->tlvs |= SMPP_TLV_SAR;
+		pdu->sar_msg_ref_num = m->sar_ref;
+		pdu->sar_total_segments = m->sar_total;
+		pdu->sar_segment_seqnum = m->sar_seq;
+	}
+}
+
+/*
+ * Sends m, or lp's next part, as a deliver_sm; a window slot takes it
+ * (the caller saw room).
+ */
+static void
+send_deliver(struct conn *c, struct smpp_sess *s, struct msg *m,
+    struct smpp_long *lp)
 {
 	struct smpp_slot *slot = NULL;
 	struct smpp_pdu pdu;
@@ -705,25 +736,10 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct msg *m)
 	    pdu.source_addr, &pdu.source_addr_ton, &pdu.source_addr_npi);
 	deliver_addr(m->dst_addr, m->dst_ton, m->dst_npi, m->to,
 	    pdu.destination_addr, &pdu.dest_addr_ton, &pdu.dest_addr_npi);
-	pdu.esm_class = m->esm_class;
-	pdu.data_coding = m->data_coding;
-	if (m->len <= 254) {
-		pdu.sm_length = (uint8_t)m->len;
-		pdu.short_message = m->text;
-	} else {
-		pdu.tlvs |= SMPP_TLV_MESSAGE_PAYLOAD;
-		pdu.message_payload = m->text;
-		pdu.message_payload_len = (uint16_t)m->len;
-	}
+	deliver_text(c, m, lp, &pdu);
 	if (m->flags & MSG_F_UMR) {
 		pdu.tlvs |= SMPP_TLV_USER_MESSAGE_REFERENCE;
 		pdu.user_message_reference = m->umr;
-	}
-	if (m->flags & MSG_F_SAR) {
-		pdu.tlvs |= SMPP_TLV_SAR;
-		pdu.sar_msg_ref_num = m->sar_ref;
-		pdu.sar_total_segments = m->sar_total;
-		pdu.sar_segment_seqnum = m->sar_seq;
 	}
 	if (m->flags & MSG_F_RECEIPT) {
 		pdu.tlvs |= SMPP_TLV_RECEIPTED_MESSAGE_ID |
@@ -732,29 +748,59 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct msg *m)
 		    sizeof(pdu.receipted_message_id), "%s", m->receipted_id);
 		pdu.message_state_tlv = m->message_state;
 	}
-	smpp_send(c, &pdu, m->len);
+	/* A part's octets, not its whole text's: one stack buffer. */
+	smpp_send(c, &pdu, (size_t)pdu.sm_length + pdu.message_payload_len);
 	slot->seq = pdu.sequence_number;
 	slot->sent_at = c->r->now;
 	slot->sent_ns = c->r->turn_ns;
 	slot->m = m;
+	slot->lp = lp;
 	s->inflight++;
 	counter_add(&c->r->counters, COUNTER_SMPP_WINDOW, 1);
 }
 
-/* Sends queued messages while the window has room. */
+/*
+ * Sends queued messages while the window has room. A long text's parts
+ * go as slots free, in order; it leaves the queue with its last part.
+ */
 static void
 sess_pump(struct conn *c, struct smpp_sess *s)
 {
 	while (s->inflight < s->window && s->qlen > 0 && !conn_is_closing(c) &&
 	    s->joined) {
-		struct msg *m = s->q[s->qhead];
+		struct smpp_out *o = &s->q[s->qhead];
+		struct msg *m = o->m;
+		struct smpp_long *lp = o->lp;
 
-		s->qhead = (s->qhead + 1) % s->qcap;
-		s->qlen--;
-		counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, (uint64_t)-1);
-		s->qbytes -= msg_size(m);
-		send_deliver(c, s, m);
+		if (lp == NULL || lp->next + 1 == lp->nparts) {
+			s->qhead = (s->qhead + 1) % s->qcap;
+			s->qlen--;
+			counter_add(&c->r->counters, COUNTER_SMPP_QUEUED,
+			    (uint64_t)-1);
+			s->qbytes -= msg_size(m);
+		}
+		send_deliver(c, s, m, lp);
 	}
+}
+
+/*
+ * Tells whoever waits what became of m, given the deliver_sm_resp
+ * status that decides it (every part's, for a long text), and lets go
+ * of m: the store removes it, retries or gives up, and sends receipts.
+ */
+static void
+deliver_settle(struct conn *c, struct msg *m, uint32_t status)
+{
+	if (m->flags & MSG_F_STORED) {
+		deliver_outcome(m, status == SMPP_ESME_ROK ?
+		    MSG_OUT_DELIVERED : smpp_status_temporary(status) ?
+		    MSG_OUT_RETRY : MSG_OUT_FAILED);
+		return;
+	}
+	if (!(m->flags & MSG_F_RECEIPT))
+		deliver_receipt(c->r, m, status == SMPP_ESME_ROK ?
+		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
+	free(m);
 }
 
 
@@ -763,6 +809,8 @@ static void
 deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
     uint32_t status)
 {
+	struct smpp_long *lp;
+
 	for (unsigned i = 0; i < s->window; i++) {
 		struct msg *m = s->win[i].m;
 
@@ -771,21 +819,17 @@ deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
 		counter_observe(&c->r->detail.hist[HIST_DELIVER_SM],
 		    c->r->turn_ns - s->win[i].sent_ns);
 		counter_add(&c->r->counters, COUNTER_SMPP_WINDOW, (uint64_t)-1);
-		/* The store removes it, retries or gives up; it sends receipts. */
-		if (m->flags & MSG_F_STORED) {
-			deliver_outcome(m, status == SMPP_ESME_ROK ?
-			    MSG_OUT_DELIVERED : status_temporary(status) ?
-			    MSG_OUT_RETRY : MSG_OUT_FAILED);
-		} else {
-			if (!(m->flags & MSG_F_RECEIPT))
-				deliver_receipt(c->r, m,
-				    status == SMPP_ESME_ROK ?
-				    SMPP_STATE_DELIVERED :
-				    SMPP_STATE_UNDELIVERABLE);
-			free(m);
-		}
+		lp = s->win[i].lp;
 		s->win[i].m = NULL;
+		s->win[i].lp = NULL;
 		s->inflight--;
+		/* A long text's outcome waits for every part's answer. */
+		if (lp == NULL) {
+			deliver_settle(c, m, status);
+		} else if (smpp_long_answered(lp, status)) {
+			deliver_settle(c, m, smpp_long_status(lp));
+			smpp_long_free(lp);
+		}
 		sess_pump(c, s);
 		sess_maybe_done(c, s);
 		return;
@@ -991,45 +1035,80 @@ smpp_on_message(struct conn *c, const uint8_t *msg, size_t len)
 }
 
 /*
- * m as the account is to read it: a line client's UTF-8 text in the
- * coding the account asks for (by default GSM 03.38 when every character
- * is in it, else UCS-2); an SMPP client's octets, and receipts, as they
- * are. NULL when the text is not UTF-8 (from another node it is checked
- * here).
+ * m as the account is to read it (*d, and *lp when it goes as parts): a
+ * line client's UTF-8 text in the coding the account asks for (by
+ * default GSM 03.38 when every character is in it, else UCS-2), split as
+ * its long asks when it does not fit one SMS; an SMPP client's octets,
+ * and receipts, as they are. MSG_OK, or why not: MSG_UNFIT when the text
+ * is not UTF-8 (from another node it is checked here), MSG_TOO_LONG over
+ * the account's max_parts.
  */
-static struct msg *
-edge_copy(const struct config *cf, const char *id, const struct msg *m)
+static enum msg_verdict
+edge_make(struct conn *c, struct smpp_sess *s, const struct msg *m,
+    struct msg **d, struct smpp_long **lp)
 {
-	static const int want[] = {
-		[CONFIG_CODING_SMPP] = TEXT_CODING_AUTO,
-		[CONFIG_CODING_AUTO] = TEXT_CODING_AUTO,
-		[CONFIG_CODING_UCS2] = TEXT_UCS2,
-		[CONFIG_CODING_LATIN1] = TEXT_LATIN1,
-	};
-	size_t cap = TEXT_ENC_MAX(m->len);
-	struct msg *d;
-	ssize_t n;
-	int coding;
+	struct smpp_long_opts o;
+	unsigned needed;
 
-	if (m->flags & (MSG_F_CODED | MSG_F_RECEIPT))
-		return msg_dup(m);
-	coding = text_pick((const char *)m->text, m->len,
-	    want[acct_coding(cf, id)]);
-	if (coding < 0)
-		return NULL;
-	d = msg_new(cap);
-	memcpy(d, m, offsetof(struct msg, len));
-	n = text_encode((enum text_coding)coding, (const char *)m->text,
-	    m->len, d->text, cap);
-	if (n < 0) {
-		free(d);
-		return NULL;
+	*lp = NULL;
+	if (m->flags & (MSG_F_CODED | MSG_F_RECEIPT)) {
+		*d = msg_dup(m);
+		return MSG_OK;
 	}
-	d->len = (size_t)n;
-	d->text[n] = '\0';
-	d->data_coding = (uint8_t)coding;
-	d->flags = (d->flags & ~(uint32_t)MSG_F_CODING) | MSG_F_CODED;
-	return d;
+	smpp_long_opts_of(c->r->cf, s->system_id, &o);
+	o.ref = s->next_ref;
+	if (smpp_long_make(m, &o, d, lp, &needed) < 0) {
+		if (errno != EMSGSIZE)
+			return MSG_UNFIT;
+		if (o.how == TEXT_LONG_PAYLOAD)
+			return MSG_REFUSED;	/* over 65535 octets */
+		log_debug("conn=%u.%u system_id=%s message %llu needs %u "
+		    "parts, over max_parts %u", c->r->id, c->slot,
+		    s->system_id, (unsigned long long)m->id, needed,
+		    o.max_parts);
+		return MSG_TOO_LONG;
+	}
+	/* Each set of parts has its own reference. */
+	if (*lp != NULL && !(*lp)->payload)
+		s->next_ref++;
+	return MSG_OK;
+}
+
+/* Puts d (lp's parts not all sent) at the end of the queue. */
+static void
+sess_enqueue(struct conn *c, struct smpp_sess *s, struct msg *d,
+    struct smpp_long *lp)
+{
+	if (s->qlen == s->qcap) {
+		unsigned cap = s->qcap ? s->qcap * 2 : 16;
+		struct smpp_out *q = xcalloc(cap, sizeof(*q));
+
+		for (unsigned i = 0; i < s->qlen; i++)
+			q[i] = s->q[(s->qhead + i) % s->qcap];
+		free(s->q);
+		s->q = q;
+		s->qcap = cap;
+		s->qhead = 0;
+	}
+	s->q[(s->qhead + s->qlen++) % s->qcap] =
+	    (struct smpp_out){ .m = d, .lp = lp };
+	counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, 1);
+	s->qbytes += msg_size(d);
+}
+
+/*
+ * Sends d's parts while the window has room; what is left waits at the
+ * head of the queue (it was empty), taken whatever its limits, since
+ * the message is under way.
+ */
+static void
+send_long(struct conn *c, struct smpp_sess *s, struct msg *d,
+    struct smpp_long *lp)
+{
+	while (s->inflight < s->window && lp->next < lp->nparts)
+		send_deliver(c, s, d, lp);
+	if (lp->next < lp->nparts)
+		sess_enqueue(c, s, d, lp);
 }
 
 static int
@@ -1037,19 +1116,25 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 {
 	struct smpp_sess *s = c->pdata;
 	unsigned limit = c->r->cf->smpp.queue_limit;
+	struct smpp_long *lp;
+	enum msg_verdict v;
 	struct msg *d;
 
 	/* Not joined any more: unbound, half-closed or given up on. */
 	if (s == NULL || !is_receiver(s) || s->win == NULL || !s->joined)
 		return MSG_NO_ROUTE;
-	if ((d = edge_copy(c->r->cf, s->system_id, m)) == NULL)
-		return MSG_UNFIT;
+	if ((v = edge_make(c, s, m, &d, &lp)) != MSG_OK)
+		return v;
 	if (d->len > 65535) {
+		smpp_long_free(lp);
 		free(d);
 		return MSG_REFUSED;
 	}
 	if (s->inflight < s->window && s->qlen == 0) {
-		send_deliver(c, s, d);
+		if (lp != NULL)
+			send_long(c, s, d, lp);
+		else
+			send_deliver(c, s, d, NULL);
 		return MSG_OK;
 	}
 	/*
@@ -1059,6 +1144,7 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 	 */
 	if (!(m->flags & MSG_F_STORED) && deliver_kind_on(MSG_KIND_STORE) &&
 	    config_find_account(c->r->cf, s->system_id) != NULL) {
+		smpp_long_free(lp);
 		free(d);
 		return MSG_STORE;
 	}
@@ -1073,23 +1159,11 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 	if (!(m->flags & MSG_F_STORED) && (s->qlen >= limit ||
 	    s->qbytes + msg_size(d) >
 	    c->r->cf->limits.output_high_watermark)) {
+		smpp_long_free(lp);
 		free(d);
 		return MSG_REFUSED;
 	}
-	if (s->qlen == s->qcap) {
-		unsigned cap = s->qcap ? s->qcap * 2 : 16;
-		struct msg **q = xcalloc(cap, sizeof(*q));
-
-		for (unsigned i = 0; i < s->qlen; i++)
-			q[i] = s->q[(s->qhead + i) % s->qcap];
-		free(s->q);
-		s->q = q;
-		s->qcap = cap;
-		s->qhead = 0;
-	}
-	s->q[(s->qhead + s->qlen++) % s->qcap] = d;
-	counter_add(&c->r->counters, COUNTER_SMPP_QUEUED, 1);
-	s->qbytes += msg_size(d);
+	sess_enqueue(c, s, d, lp);
 	return MSG_OK;
 }
 
@@ -1229,6 +1303,18 @@ smpp_on_tick(struct conn *c)
 	s->enq_sent = now;
 }
 
+/* A message of a closing bind: the store keeps it (o), or it is lost. */
+static void
+close_settle(struct conn *c, struct msg *m, enum msg_outcome o)
+{
+	if (m->flags & MSG_F_STORED) {
+		deliver_outcome(m, o);
+		return;
+	}
+	deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
+	free(m);
+}
+
 static void
 smpp_on_close(struct conn *c)
 {
@@ -1246,29 +1332,28 @@ smpp_on_close(struct conn *c)
 	/*
 	 * What was accepted for this bind and not delivered is lost, but
 	 * what the store handed out: it stays there. A deliver_sm sent and
-	 * not answered counts as a temporary failure.
+	 * not answered counts as a temporary failure; so does a long text
+	 * cut off with some of its parts sent, which the store sends again
+	 * whole. The parts in the window go first: a text still queued
+	 * meets its end there, once.
 	 */
 	for (unsigned i = 0; i < s->window; i++) {
-		struct msg *m = s->win[i].m;
+		struct smpp_long *lp = s->win[i].lp;
 
-		if (m == NULL)
+		if (s->win[i].m == NULL)
 			continue;
-		if (m->flags & MSG_F_STORED) {
-			deliver_outcome(m, MSG_OUT_RETRY);
+		if (lp != NULL && (--lp->unanswered > 0 ||
+		    lp->next < lp->nparts))
 			continue;
-		}
-		deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
-		free(m);
+		close_settle(c, s->win[i].m, MSG_OUT_RETRY);
+		smpp_long_free(lp);
 	}
 	for (unsigned i = 0; i < s->qlen; i++) {
-		struct msg *m = s->q[(s->qhead + i) % s->qcap];
+		struct smpp_out *o = &s->q[(s->qhead + i) % s->qcap];
 
-		if (m->flags & MSG_F_STORED) {
-			deliver_outcome(m, MSG_OUT_RETURNED);
-			continue;
-		}
-		deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
-		free(m);
+		close_settle(c, o->m, o->lp != NULL && o->lp->next > 0 ?
+		    MSG_OUT_RETRY : MSG_OUT_RETURNED);
+		smpp_long_free(o->lp);
 	}
 	free(s->win);
 	free(s->q);

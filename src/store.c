@@ -949,6 +949,7 @@ remote_verdict(struct msg *m)
 		store_outcome(m, MSG_OUT_DELIVERED);
 		break;
 	case MSG_UNFIT:
+	case MSG_TOO_LONG:
 		store_outcome(m, MSG_OUT_FAILED);
 		break;
 	case MSG_FULL:
@@ -974,7 +975,7 @@ store_answer(struct reactor_batch *b, struct msg *m)
 		remote_verdict(m);
 	else if (m->verdict == MSG_OK)
 		store_outcome(m, MSG_OUT_DELIVERED);
-	else if (m->verdict == MSG_UNFIT)
+	else if (m->verdict == MSG_UNFIT || m->verdict == MSG_TOO_LONG)
 		store_outcome(m, MSG_OUT_FAILED);
 	else
 		store_outcome(m, MSG_OUT_RETURNED);

@@ -19,6 +19,13 @@
  *           one reactor or on two (round-robin placement, -R reactors).
  *   redis   the same pair traffic over redis-server PUBLISH/SUBSCRIBE.
  *   nats    the same pair traffic over nats-server PUB/SUB.
+ *   smpp    the same pair traffic as submit_sm -> deliver_sm between a
+ *           transmitter and a receiver bind. With -g the senders are
+ *           router line clients instead (LOGIN, SEND on -p; receivers
+ *           bind on -r): a line client's text at an SMPP recipient. With
+ *           -u that text needs UCS-2 (-s characters, the last a Cyrillic
+ *           letter): the receiver joins its UDH parts, checks their
+ *           numbers and decodes them, and RESULT counts parts=.
  *
  * With -I SECS (echo and line) each connection does one request, then all
  * stay open and idle for SECS: the caller measures the server's memory.
@@ -106,6 +113,8 @@ struct lg_opts {
 	bool	tls;		/* -Y: every connection over TLS */
 	bool	resume;		/* -Z: handshake mode resumes sessions */
 	bool	req_set;	/* -q given */
+	bool	line_senders;	/* -g: smpp pairs' senders are line clients */
+	bool	ucs2;		/* -u: their text needs UCS-2 */
 };
 
 static struct lg_opts opt = {
@@ -137,6 +146,11 @@ struct lg_conn {
 	size_t	rlen;
 	char	*wbuf;		/* output the socket did not take yet */
 	size_t	wlen, woff;
+	char	*part;		/* -u receiver: the parts so far, as UTF-8 */
+	size_t	partlen;
+	unsigned partseq;	/* the last part's number; 0 none */
+	unsigned parttotal;
+	uint8_t	partref;
 };
 
 struct lg_thread {
@@ -152,6 +166,8 @@ struct lg_thread {
 	uint64_t now;		/* clock at the last read (one per read) */
 	_Alignas(64) atomic_uint_fast64_t done;
 	atomic_uint_fast64_t errors;
+	atomic_uint_fast64_t parts;	/* smpp: deliver_sm with a UDH */
+	atomic_uint_fast64_t joined;	/* and the texts they made */
 	atomic_uint nready;
 	atomic_bool finished;
 	char	first_error[160];
@@ -312,6 +328,23 @@ pair_text(char *p, uint64_t seq, unsigned size)
 	return size > n ? size : n;
 }
 
+/*
+ * Message seq's text as its sender sends it: pair_text, or with -u the
+ * same -s characters ending in U+0416 (ZHE), which GSM 03.38 lacks.
+ */
+static size_t
+msg_text(char *p, uint64_t seq)
+{
+	size_t n;
+
+	if (!opt.ucs2)
+		return pair_text(p, seq, opt.size);
+	n = pair_text(p, seq, opt.size - 1);
+	p[n++] = (char)0xD0;
+	p[n++] = (char)0x96;
+	return n;
+}
+
 /* Checks a delivered text; returns its sequence number or -1. */
 static int64_t
 pair_check(const char *p, size_t len)
@@ -324,7 +357,7 @@ pair_check(const char *p, size_t len)
 	seq = strtoull(p, &end, 10);
 	if (errno != 0 || end == p || (size_t)(end - p) >= len || *end != '.')
 		return -1;
-	if (len != pair_text(want, seq, opt.size) || memcmp(want, p, len) != 0)
+	if (len != msg_text(want, seq) || memcmp(want, p, len) != 0)
 		return -1;
 	return (int64_t)seq;
 }
@@ -355,6 +388,10 @@ pair_req_cache(struct lg_conn *s)
 	int n = 0;
 
 	switch (opt.mode) {
+	case LG_SMPP:
+		if (!opt.line_senders)
+			break;
+		/* FALLTHROUGH */
 	case LG_ROUTER:
 		n = snprintf(s->req, sizeof(s->req), "SEND %s ", s->peer->addr);
 		break;
@@ -575,19 +612,22 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 			memcpy(p + len, line_req, line_req_len);
 			len += line_req_len;
 			break;
+		case LG_SMPP:
+			if (!opt.line_senders) {
+				len += smpp_submit(p + len, c, seq);
+				break;
+			}
+			/* FALLTHROUGH */
 		case LG_ROUTER:
 		case LG_REDIS:
 		case LG_NATS:
 			/* The same work for each server: prefix, text, end. */
 			memcpy(p + len, c->req, c->reqlen);
 			len += c->reqlen;
-			len += pair_text(p + len, seq, opt.size);
-			if (opt.mode != LG_ROUTER)
+			len += msg_text(p + len, seq);
+			if (opt.mode == LG_REDIS || opt.mode == LG_NATS)
 				p[len++] = '\r';
 			p[len++] = '\n';
-			break;
-		case LG_SMPP:
-			len += smpp_submit(p + len, c, seq);
 			break;
 		case LG_HANDSHAKE:	/* handshake_run: no connections here */
 			break;
@@ -696,20 +736,108 @@ static void pair_deliver(struct lg_thread *t, struct lg_conn *c,
     const char *text, size_t len);
 static void setup_done(struct lg_thread *t, struct lg_conn *c);
 
-/* A deliver_sm's short_message; false if the body is malformed. */
+/*
+ * A deliver_sm's short_message, esm_class and data_coding; false if the
+ * body is malformed.
+ */
 static bool
-smpp_text(const char *b, const char *end, const char **text, size_t *len)
+smpp_text(const char *b, const char *end, const char **text, size_t *len,
+    uint8_t *esm, uint8_t *dc)
 {
 	const char *p = skip_cstr(b, end);		/* service_type */
 
 	if (p == NULL || end - p < 2 || !(p = skip_cstr(p + 2, end)) ||
-	    end - p < 2 || !(p = skip_cstr(p + 2, end)) || end - p < 3 ||
-	    !(p = skip_cstr(p + 3, end)) || !(p = skip_cstr(p, end)) ||
+	    end - p < 2 || !(p = skip_cstr(p + 2, end)) || end - p < 3)
+		return false;
+	*esm = (uint8_t)p[0];
+	if (!(p = skip_cstr(p + 3, end)) || !(p = skip_cstr(p, end)) ||
 	    end - p < 5)
 		return false;
+	*dc = (uint8_t)p[2];
 	*len = (uint8_t)p[4];
 	*text = p + 5;
 	return *text + *len <= end;
+}
+
+/* UCS-2 (big-endian, no surrogates here) at u as UTF-8 at out. */
+static size_t
+ucs2_to_utf8(const char *u, size_t n, char *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i + 1 < n; i += 2) {
+		unsigned v = (unsigned)(uint8_t)u[i] << 8 | (uint8_t)u[i + 1];
+
+		if (v < 0x80) {
+			out[o++] = (char)v;
+		} else if (v < 0x800) {
+			out[o++] = (char)(0xC0 | v >> 6);
+			out[o++] = (char)(0x80 | (v & 0x3F));
+		} else {
+			out[o++] = (char)(0xE0 | v >> 12);
+			out[o++] = (char)(0x80 | ((v >> 6) & 0x3F));
+			out[o++] = (char)(0x80 | (v & 0x3F));
+		}
+	}
+	return o;
+}
+
+/*
+ * A part (UDH 05 00 03 ref total seq) of a long text at receiver c: its
+ * text joins the earlier parts', in order, under one reference; the last
+ * delivers the whole. false if the header or its numbers are wrong.
+ */
+static bool
+smpp_part(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n,
+    uint8_t dc)
+{
+	const uint8_t *h = (const uint8_t *)p;
+
+	if (n < 6 || h[0] != 5 || h[1] != 0 || h[2] != 3 || h[4] < 2 ||
+	    h[5] != c->partseq + 1 || (c->partseq > 0 &&
+	    (h[3] != c->partref || h[4] != c->parttotal)))
+		return false;
+	if (c->part == NULL)
+		c->part = xcalloc(1, LG_RBUF);
+	if (c->partlen + 3 * (n - 6) > LG_RBUF)
+		return false;
+	c->partref = h[3];
+	c->parttotal = h[4];
+	c->partseq = h[5];
+	if (dc == 8)
+		c->partlen += ucs2_to_utf8(p + 6, n - 6, c->part + c->partlen);
+	else {
+		memcpy(c->part + c->partlen, p + 6, n - 6);
+		c->partlen += n - 6;
+	}
+	atomic_fetch_add_explicit(&t->parts, 1, memory_order_relaxed);
+	if (c->partseq == c->parttotal) {
+		atomic_fetch_add_explicit(&t->joined, 1, memory_order_relaxed);
+		pair_deliver(t, c, c->part, c->partlen);
+		c->partlen = 0;
+		c->partseq = 0;
+	}
+	return true;
+}
+
+/* A deliver_sm's text at receiver c: whole, or a part of one. */
+static void
+smpp_delivered(struct lg_thread *t, struct lg_conn *c, const char *text,
+    size_t tl, uint8_t esm, uint8_t dc)
+{
+	char utf8[3 * 256];
+
+	if (esm & 0x40) {
+		if (!smpp_part(t, c, text, tl, dc))
+			lg_error(t, "pair %u: bad part (seq %u of %u)", c->id,
+			    tl >= 6 ? (uint8_t)text[5] : 0, c->parttotal);
+		return;
+	}
+	if (dc == 8) {
+		pair_deliver(t, c, utf8, ucs2_to_utf8(text, tl, utf8));
+		return;
+	}
+	pair_deliver(t, c, text, tl);
 }
 
 static void
@@ -718,6 +846,7 @@ smpp_pdu(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
 	uint32_t id = get32(p + 4), st = get32(p + 8), seq = get32(p + 12);
 	const char *text;
 	size_t tl;
+	uint8_t esm, dc;
 	char resp[17];
 
 	if ((id == 0x80000001 || id == 0x80000002) && !c->ready) {
@@ -736,10 +865,10 @@ smpp_pdu(struct lg_thread *t, struct lg_conn *c, const char *p, size_t n)
 		smpp_header(resp, 1, 0x80000005, seq);
 		resp[16] = '\0';
 		conn_queue(t, c, resp, sizeof(resp));
-		if (!smpp_text(p + 16, p + n, &text, &tl))
+		if (!smpp_text(p + 16, p + n, &text, &tl, &esm, &dc))
 			lg_error(t, "pair %u: bad deliver_sm", c->id);
 		else
-			pair_deliver(t, c, text, tl);
+			smpp_delivered(t, c, text, tl, esm, dc);
 	} else if (id == 0x15) {
 		smpp_header(resp, 0, 0x80000015, seq);
 		conn_queue(t, c, resp, 16);
@@ -1070,7 +1199,8 @@ parse_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
 		return redis_input(t, c, buf, len);
 	if (opt.mode == LG_NATS)
 		return nats_input(t, c, buf, len);
-	if (opt.mode == LG_SMPP)
+	if (opt.mode == LG_SMPP && !(opt.line_senders &&
+	    c->role == LG_SENDER))
 		return smpp_input(t, c, buf, len);
 	return lines_input(t, c, buf, len);
 }
@@ -1201,6 +1331,11 @@ conn_setup(struct lg_thread *t, struct lg_conn *c)
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "PING\r\n");
 		break;
 	case LG_SMPP:
+		if (opt.line_senders && c->role == LG_SENDER) {
+			pair_addr(addr, sizeof(addr), c);
+			n = snprintf(buf, sizeof(buf), "LOGIN %s\n", addr);
+			break;
+		}
 		n = (int)smpp_bind(buf, c);
 		break;
 	}
@@ -1500,6 +1635,20 @@ sum_done(void)
 	return s;
 }
 
+/* Parts received over the whole run, and the texts joined from them. */
+static uint64_t
+sum_parts(uint64_t *joined)
+{
+	uint64_t s = 0;
+
+	*joined = 0;
+	for (unsigned i = 0; i < opt.threads; i++) {
+		s += atomic_load(&thr[i].parts);
+		*joined += atomic_load(&thr[i].joined);
+	}
+	return s;
+}
+
 static uint64_t
 sum_errors(void)
 {
@@ -1689,6 +1838,12 @@ report(unsigned total, uint64_t msgs, double secs, uint64_t lost)
 	    opt.size, opt.threads, secs, msgs, secs > 0 ? msgs / secs : 0,
 	    hist_pct(h, n, 50), hist_pct(h, n, 99), hist_pct(h, n, 99.9),
 	    errors, lost);
+	if (opt.mode == LG_SMPP) {
+		uint64_t joined, parts = sum_parts(&joined);
+
+		printf(" parts=%" PRIu64 " parts_per_msg=%.2f", parts,
+		    joined > 0 ? (double)parts / (double)joined : 0.0);
+	}
 	/* -S: one field more, the server's CPU over the measured period
 	 * (-1 when its /proc/PID/stat could not be read). */
 	if (opt.srv_pid > 0 && opt.hold == 0)
@@ -1807,6 +1962,10 @@ usage(void)
 	    "               keep-alive connection (scrapes=, scrape_max_ms=)\n"
 	    "  -r PORT      router -x cross: receivers connect to PORT (another\n"
 	    "               node of a cluster), senders to -p\n"
+	    "  -g           smpp: senders are router line clients (LOGIN,\n"
+	    "               SEND) on -p; receivers bind on -r\n"
+	    "  -u           -g: a text that needs UCS-2 (-s characters), the\n"
+	    "               receivers join and check its UDH parts (parts=)\n"
 	    "  -Y           every connection over TLS (echo and line modes)\n"
 	    "  -m handshake -Y: per thread, connect, handshake, one request\n"
 	    "               (-q/-e, or 16 echoed bytes without -q), close;\n"
@@ -1851,7 +2010,7 @@ parse_opts(int argc, char **argv)
 	int ch;
 
 	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:YZ"
-	    "C:T:L:S:l:K:")) != -1) {
+	    "C:T:L:S:l:K:gu")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
 		case 'h': opt.host = optarg; break;
@@ -1884,6 +2043,8 @@ parse_opts(int argc, char **argv)
 		case 'Z': opt.resume = true; break;
 		case 'l': opt.setup = optarg; break;
 		case 'K': opt.targets = num(optarg, 1, 1000000); break;
+		case 'g': opt.line_senders = true; break;
+		case 'u': opt.ucs2 = true; break;
 		default: usage();
 		}
 	}
@@ -1895,8 +2056,13 @@ parse_opts(int argc, char **argv)
 		die("-l and -K work with line mode only");
 	if (opt.setup != NULL && opt.hold > 0)
 		die("-l and -I do not mix");
-	if (opt.mode == LG_SMPP && opt.size > 254)
+	if (opt.mode == LG_SMPP && opt.size > 254 && !opt.line_senders)
 		die("smpp: -s at most 254 (short_message)");
+	if (opt.line_senders && (opt.mode != LG_SMPP || opt.rport == 0 ||
+	    opt.same))
+		die("-g works with -m smpp -x cross -r PORT only");
+	if (opt.ucs2 && !opt.line_senders)
+		die("-u works with -g only");
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && opt.same &&
 	    opt.pairs % opt.reactors)
 		die("same-reactor pairs: -P must be a multiple of -R");
@@ -1905,8 +2071,9 @@ parse_opts(int argc, char **argv)
 		die("-Y works with echo, line and handshake modes only");
 	if (opt.mode == LG_HANDSHAKE && !opt.tls)
 		die("-m handshake needs -Y");
-	if (opt.rport != 0 && (opt.mode != LG_ROUTER || opt.same))
-		die("-r works with -m router -x cross only");
+	if (opt.rport != 0 && ((opt.mode != LG_ROUTER && !opt.line_senders) ||
+	    opt.same))
+		die("-r works with -m router (or smpp -g) -x cross only");
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && !opt.same &&
 	    opt.reactors < 2)
 		die("cross-reactor pairs need -R 2 or more");

@@ -173,6 +173,35 @@ test('every mode runs clean against the real daemon', async () => {
 	}
 });
 
+test('smpp -g: line senders to SMPP receivers, short and in UCS-2 parts, checked', async () => {
+	const d = await L.startDaemon(DAEMON_CONF);
+	try {
+		const base = ['-m', 'smpp', '-g', '-p', d.ports.router, '-r',
+			d.ports.smpp, '-P', '4', '-d', '4', '-x', 'cross', '-R', '2'];
+		const short = await loadgen([...base, ...SHORT]);
+		assertClean(short);
+		assert.equal(short.result.parts, '0');
+		// 300 characters in UCS-2: 5 parts of at most 67.
+		const long = await loadgen([...base, '-u', '-s', '300', ...SHORT]);
+		assertClean(long);
+		assert.equal(long.result.parts_per_msg, '5.00', long.out);
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('smpp -u: parts that do not join (SAR, no UDH) fail the run', async () => {
+	const d = await L.startDaemon(DAEMON_CONF + '\nsmpp = { long = "sar"; };');
+	try {
+		const run = await loadgen(['-m', 'smpp', '-g', '-u', '-s', '300',
+			'-p', d.ports.router, '-r', d.ports.smpp, '-P', '2', '-d', '2',
+			'-x', 'cross', '-R', '2', ...SHORT]);
+		assertFailed(run, /bad text/);
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
 test('a corrupted echo byte fails the run and names the byte', async () => {
 	// Connection 0's byte 500 comes back changed.
 	const srv = await fakeEcho((b, off, id) => {

@@ -37,6 +37,7 @@
 	X(store_suite)		\
 	X(text_suite)		\
 	X(text_join_suite)	\
+	X(smpp_long_suite)	\
 	X(transport_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);

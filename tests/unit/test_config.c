@@ -450,6 +450,13 @@ static const struct bad_case bad_cases[] = {
 	    "accounts.coding: \"utf8\" is not one of auto, ucs2, latin1" },
 	{ LISTENER "smpp = { alphabet = \"ucs2\"; };\n", 2,
 	    "smpp.alphabet: \"ucs2\" is not one of gsm, latin1, ascii" },
+	{ LISTENER "smpp = { long = \"split\"; };\n", 2,
+	    "smpp.long: \"split\" is not one of udh, sar, payload" },
+	{ LISTENER "smpp = { max_parts = 256; };\n", 2,
+	    "max_parts: 256 is out of range 1..255" },
+	{ LISTENER "accounts = (\n  { id = \"a\"; password = \"p\";\n"
+	    "    max_parts = 0; }\n);\n", 4,
+	    "max_parts: 0 is out of range 1..255" },
 	/* Syntax errors: the line libconfig stopped on. */
 	{ LISTENER "dispatchers = 2;\n\nidle_timeout = = 5;\n", 4,
 	    "syntax error" },
@@ -655,6 +662,34 @@ START_TEST(config_text_codings)
 	    " coding = \"latin1\"; };\n");
 	ck_assert_uint_eq(cf->smpp.alphabet, CONFIG_ALPHABET_LATIN1);
 	ck_assert_uint_eq(cf->smpp.coding, CONFIG_CODING_LATIN1);
+	config_unref(cf);
+}
+END_TEST
+
+/* long and max_parts: the smpp group's defaults, an account's own. */
+START_TEST(config_long_text)
+{
+	struct config *cf = unit_config(LISTENER
+	    "smpp = { max_parts = 8; };\n"
+	    "accounts = (\n"
+	    "  { id = \"s\"; password = \"p\"; long = \"sar\";"
+	    " max_parts = 255; },\n"
+	    "  { id = \"any\"; password = \"p\"; }\n"
+	    ");\n");
+	const struct account_conf *a;
+
+	ck_assert_uint_eq(cf->smpp.long_how, CONFIG_LONG_UDH);
+	ck_assert_uint_eq(cf->smpp.max_parts, 8);
+	a = config_find_account(cf, "s");
+	ck_assert_uint_eq(a->long_how, CONFIG_LONG_SAR);
+	ck_assert_uint_eq(a->max_parts, 255);
+	a = config_find_account(cf, "any");
+	ck_assert_uint_eq(a->long_how, CONFIG_LONG_SMPP);
+	ck_assert_uint_eq(a->max_parts, 0);
+	config_unref(cf);
+	cf = unit_config(LISTENER "smpp = { long = \"payload\"; };\n");
+	ck_assert_uint_eq(cf->smpp.long_how, CONFIG_LONG_PAYLOAD);
+	ck_assert_uint_eq(cf->smpp.max_parts, 16);
 	config_unref(cf);
 }
 END_TEST
@@ -1347,6 +1382,7 @@ config_suite(void)
 	tcase_add_test(ok, config_accounts_routes);
 	tcase_add_test(ok, config_source_addrs);
 	tcase_add_test(ok, config_text_codings);
+	tcase_add_test(ok, config_long_text);
 #if ER_WITH_SQLITE
 	tcase_add_test(ok, config_store_every_value);
 	tcase_add_test(ok, config_store_defaults);
