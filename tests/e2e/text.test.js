@@ -272,6 +272,234 @@ test('alphabet and coding reload: the smpp group\'s new defaults apply to what c
 	}
 });
 
+// ---- long text: parts at the SMPP recipient's edge ----------------------
+
+// The concatenation IE (00 03 ref total seq) of a deliver_sm, or null.
+function concat(pdu) {
+	const sm = pdu.short_message;
+	const ies = sm && sm.udh ? sm.udh : [];
+	const ie = ies.find((u) => u[0] === 0x00 && u[1] === 0x03);
+	return ie ? { ref: ie[2], total: ie[3], seq: ie[4] } : null;
+}
+
+// Checks that pdus are one set of UDH parts, numbered 1..n in order with
+// one reference, and returns { ref, text } with their texts joined.
+function joinUdh(pdus) {
+	const ies = pdus.map(concat);
+	const ref = ies[0].ref;
+	ies.forEach((ie, i) => {
+		assert.ok(ie, `part ${i + 1} has a concatenation IE`);
+		assert.deepEqual(ie, { ref, total: pdus.length, seq: i + 1 });
+		assert.equal(pdus[i].esm_class & 0x40, 0x40, 'UDHI set');
+	});
+	return { ref, text: pdus.map((p) => L.text(p)).join('') };
+}
+
+test('long line text to SMPP: UDH parts, GSM 03.38 and UCS-2, joined by the client', async () => {
+	const d = await L.startDaemon(conf().replace('listeners = (',
+	    'listeners = (\n  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; },'));
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+		const a = await line(d.ports.router, 'alice', 'a');
+		// The euro sign is an escape pair across the 153rd septet: it
+		// moves whole into the second part.
+		const gsm = 'a'.repeat(152) + '€' + 'b'.repeat(200) + '{end}' + 'c'.repeat(42);
+		assert.equal([...gsm].length, 400);
+		const cyr = 'Привет, мир! '.repeat(16).slice(0, 200);
+		assert.match(await send(a, 'bob', gsm), /^OK \d+$/);
+		assert.match(await send(a, 'bob', cyr), /^OK \d+$/);
+		await until(() => b.got.length === 6, 'six parts at bob');
+		const g = b.got.slice(0, 3), u = b.got.slice(3);
+		g.forEach((p) => assert.equal(p.data_coding, 0));
+		u.forEach((p) => assert.equal(p.data_coding, 8));
+		const jg = joinUdh(g), ju = joinUdh(u);
+		assert.equal(jg.text, gsm);
+		assert.equal(ju.text, cyr);
+		assert.notEqual(jg.ref, ju.ref, 'each text has its own reference');
+		// 152 septets, then 2 + 151, then the rest.
+		assert.equal(L.text(g[0]), 'a'.repeat(152));
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_smpp_long_messages_total'), 2);
+		assert.equal(L.val(m, 'echorouterd_smpp_long_parts_total'), 6);
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('long line text to SMPP: long = "sar" sends SAR TLVs, "payload" one message_payload', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const sr = await L.session(d.ports.smpp, 'bind_receiver', 'sar', 's');
+		const py = await L.session(d.ports.smpp, 'bind_receiver', 'pay', 'p');
+		const a = await line(d.ports.router, 'alice', 'a');
+		const text = 'x'.repeat(170) + ' olé';
+		assert.match(await send(a, 'sar', text), /^OK \d+$/);
+		assert.match(await send(a, 'pay', text), /^OK \d+$/);
+		await until(() => sr.got.length === 2 && py.got.length === 1, 'parts at sar, payload at pay');
+		sr.got.forEach((p, i) => {
+			assert.equal(concat(p), null, 'no UDH with SAR');
+			assert.equal(p.esm_class & 0x40, 0);
+			assert.equal(p.sar_total_segments, 2);
+			assert.equal(p.sar_segment_seqnum, i + 1);
+			assert.equal(p.sar_msg_ref_num, sr.got[0].sar_msg_ref_num);
+		});
+		assert.equal(sr.got.map((p) => L.text(p)).join(''), text);
+		assert.ok(py.got[0].message_payload, 'message_payload');
+		assert.equal(py.got[0].sar_msg_ref_num, undefined);
+		assert.equal(L.text(py.got[0]), text);
+		a.sock.destroy();
+		sr.s.close(); py.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('long line text to SMPP: over max_parts is refused with its reason, nothing sent', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const t = await L.session(d.ports.smpp, 'bind_receiver', 'two', 't');
+		const a = await line(d.ports.router, 'alice', 'a');
+		assert.match(await send(a, 'two', 'y'.repeat(306)), /^OK \d+$/);
+		const r = await send(a, 'two', 'y'.repeat(307));
+		assert.match(r, /^ERR 400 \d+ over the recipient's max_parts$/);
+		assert.match(await send(a, 'two', 'last'), /^OK \d+$/);
+		await until(() => t.got.length === 3, 'two parts and the last');
+		await L.sleep(200);
+		assert.equal(t.got.length, 3);
+		assert.equal(L.text(t.got[2]), 'last');
+		a.sock.destroy();
+		t.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('long line text to SMPP: parts wait for room in a small window, in order', async () => {
+	const d = await L.startDaemon(conf().replace('smpp = {', 'smpp = { window = 2;'));
+	try {
+		const s = await L.connect(d.ports.smpp);
+		const got = [], held = [];
+		// Answers each deliver_sm late: the window stays full a while.
+		s.on('deliver_sm', (pdu) => {
+			got.push(pdu);
+			held.push(pdu);
+			setTimeout(() => s.send(held.shift().response()), 50);
+		});
+		const r = await L.call(s, 'bind_receiver', { system_id: 'bob', password: 'b' });
+		assert.equal(r.command_status, ESME_ROK);
+		const a = await line(d.ports.router, 'alice', 'a');
+		const text = 'Ж'.repeat(67 * 4 + 10);	// 5 UCS-2 parts
+		assert.match(await send(a, 'bob', text), /^OK \d+$/);
+		assert.match(await send(a, 'bob', 'after'), /^OK \d+$/);
+		await until(() => got.length === 6, 'five parts, then the next message');
+		assert.equal(joinUdh(got.slice(0, 5)).text, text);
+		assert.equal(L.text(got[5]), 'after');
+		a.sock.destroy();
+		s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('long line text through the store: one OK, every part when bob binds; a part\'s error is the message\'s', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
+	const d = await L.startDaemon(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`));
+	try {
+		const a = await line(d.ports.router, 'alice', 'a');
+		const t1 = 'q'.repeat(400), t2 = 'r'.repeat(400), t3 = 's'.repeat(400);
+		const oks = [];
+		for (const t of [t1, t2, t3])
+			oks.push(await send(a, 'bob', t));
+		oks.forEach((r) => assert.match(r, /^OK \d+$/));
+		assert.equal(a.lines.filter((l) => /^(OK|ERR) \d/.test(l)).length, 3, 'one answer per SEND');
+		// bob answers t2's second part with a temporary error once, and
+		// t3's second part with a permanent one, every time.
+		let q = 0;
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b', (p) => {
+			const ie = concat(p), txt = L.text(p);
+			if (ie.seq === 2 && txt[0] === 'r' && q++ === 0)
+				return ESME_RMSGQFUL;
+			return ie.seq === 2 && txt[0] === 's' ? ESME_RSYSERR : ESME_ROK;
+		});
+		const sets = () => {
+			const by = {};
+			for (const p of b.got)
+				(by[L.text(p)[0]] = by[L.text(p)[0]] || []).push(p);
+			return by;
+		};
+		// t2 is sent again, all three parts, after its part's error.
+		await until(() => (sets().r || []).length === 6, 't2 twice', 15000);
+		const by = sets();
+		assert.equal(joinUdh(by.q).text, t1);
+		assert.equal(joinUdh(by.r.slice(3)).text, t2);
+		// t3 failed for good: its parts are not sent again.
+		await L.sleep(2500);
+		assert.equal(sets().s.length, 3, 't3 not retried');
+		assert.equal(sets().q.length, 3, 't1 delivered once');
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('long line text through the store: a bind that closes mid-message gets every part again', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
+	const d = await L.startDaemon(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`));
+	try {
+		const a = await line(d.ports.router, 'alice', 'a');
+		const text = 'm'.repeat(153 * 2) + 'n'.repeat(10);
+		assert.match(await send(a, 'bob', text), /^OK \d+$/);
+		// The first bob answers part 1 only, then goes.
+		const s = await L.connect(d.ports.smpp);
+		const first = [];
+		s.on('deliver_sm', (pdu) => {
+			first.push(pdu);
+			if (first.length === 1)
+				s.send(pdu.response());
+		});
+		const r = await L.call(s, 'bind_receiver', { system_id: 'bob', password: 'b' });
+		assert.equal(r.command_status, ESME_ROK);
+		await until(() => first.length === 3, 'three parts at the first bob');
+		s.close();
+		await L.sleep(200);
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+		await until(() => b.got.length === 3, 'every part again', 15000);
+		assert.equal(joinUdh(b.got).text, text);
+		await L.sleep(1500);
+		assert.equal(b.got.length, 3, 'delivered once to the second bob');
+		a.sock.destroy();
+		b.s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('long line text through the store: over max_parts when the recipient comes, it fails and the next goes', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
+	const d = await L.startDaemon(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`));
+	try {
+		const a = await line(d.ports.router, 'alice', 'a');
+		// Stored while two is away: the sender's OK means on disk.
+		assert.match(await send(a, 'two', 'w'.repeat(400)), /^OK \d+$/);
+		assert.match(await send(a, 'two', 'after'), /^OK \d+$/);
+		const t = await L.session(d.ports.smpp, 'bind_receiver', 'two', 't');
+		await until(() => t.got.length >= 1, 'the next message at two');
+		await L.sleep(2500);	// a retry would come after 1 s
+		assert.deepEqual(t.got.map((p) => L.text(p)), ['after']);
+		a.sock.destroy();
+		t.s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+
 // Parts of a long message from an SMPP client, joined at a line client's
 // edge: UDH concatenation IEs (8- or 16-bit reference, anywhere among
 // other IEs) or SAR TLVs.
@@ -331,55 +559,6 @@ test('SMPP parts to a line client: three UDH parts in reverse order are one line
 		const m = await L.scrape(d.ports.metrics);
 		assert.equal(L.val(m, 'echorouterd_join_joined_total'), 2);
 		assert.equal(L.val(m, 'echorouterd_join_parts_held'), 0);
-// ---- long text: parts at the SMPP recipient's edge ----------------------
-
-// The concatenation IE (00 03 ref total seq) of a deliver_sm, or null.
-function concat(pdu) {
-	const sm = pdu.short_message;
-	const ies = sm && sm.udh ? sm.udh : [];
-	const ie = ies.find((u) => u[0] === 0x00 && u[1] === 0x03);
-	return ie ? { ref: ie[2], total: ie[3], seq: ie[4] } : null;
-}
-
-// Checks that pdus are one set of UDH parts, numbered 1..n in order with
-// one reference, and returns { ref, text } with their texts joined.
-function joinUdh(pdus) {
-	const ies = pdus.map(concat);
-	const ref = ies[0].ref;
-	ies.forEach((ie, i) => {
-		assert.ok(ie, `part ${i + 1} has a concatenation IE`);
-		assert.deepEqual(ie, { ref, total: pdus.length, seq: i + 1 });
-		assert.equal(pdus[i].esm_class & 0x40, 0x40, 'UDHI set');
-	});
-	return { ref, text: pdus.map((p) => L.text(p)).join('') };
-}
-
-test('long line text to SMPP: UDH parts, GSM 03.38 and UCS-2, joined by the client', async () => {
-	const d = await L.startDaemon(conf().replace('listeners = (',
-	    'listeners = (\n  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; },'));
-	try {
-		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
-		const a = await line(d.ports.router, 'alice', 'a');
-		// The euro sign is an escape pair across the 153rd septet: it
-		// moves whole into the second part.
-		const gsm = 'a'.repeat(152) + '€' + 'b'.repeat(200) + '{end}' + 'c'.repeat(42);
-		assert.equal([...gsm].length, 400);
-		const cyr = 'Привет, мир! '.repeat(16).slice(0, 200);
-		assert.match(await send(a, 'bob', gsm), /^OK \d+$/);
-		assert.match(await send(a, 'bob', cyr), /^OK \d+$/);
-		await until(() => b.got.length === 6, 'six parts at bob');
-		const g = b.got.slice(0, 3), u = b.got.slice(3);
-		g.forEach((p) => assert.equal(p.data_coding, 0));
-		u.forEach((p) => assert.equal(p.data_coding, 8));
-		const jg = joinUdh(g), ju = joinUdh(u);
-		assert.equal(jg.text, gsm);
-		assert.equal(ju.text, cyr);
-		assert.notEqual(jg.ref, ju.ref, 'each text has its own reference');
-		// 152 septets, then 2 + 151, then the rest.
-		assert.equal(L.text(g[0]), 'a'.repeat(152));
-		const m = await L.scrape(d.ports.metrics);
-		assert.equal(L.val(m, 'echorouterd_smpp_long_messages_total'), 2);
-		assert.equal(L.val(m, 'echorouterd_smpp_long_parts_total'), 6);
 		a.sock.destroy();
 		b.s.close();
 	} finally {
@@ -421,29 +600,6 @@ test('SMPP parts to a line client: a 16-bit reference after another IE, SAR TLVs
 		assert.equal(msgLines(a).length, 4, msgLines(a).join('\n'));
 		a.sock.destroy();
 		b.s.close();
-test('long line text to SMPP: long = "sar" sends SAR TLVs, "payload" one message_payload', async () => {
-	const d = await L.startDaemon(conf());
-	try {
-		const sr = await L.session(d.ports.smpp, 'bind_receiver', 'sar', 's');
-		const py = await L.session(d.ports.smpp, 'bind_receiver', 'pay', 'p');
-		const a = await line(d.ports.router, 'alice', 'a');
-		const text = 'x'.repeat(170) + ' olé';
-		assert.match(await send(a, 'sar', text), /^OK \d+$/);
-		assert.match(await send(a, 'pay', text), /^OK \d+$/);
-		await until(() => sr.got.length === 2 && py.got.length === 1, 'parts at sar, payload at pay');
-		sr.got.forEach((p, i) => {
-			assert.equal(concat(p), null, 'no UDH with SAR');
-			assert.equal(p.esm_class & 0x40, 0);
-			assert.equal(p.sar_total_segments, 2);
-			assert.equal(p.sar_segment_seqnum, i + 1);
-			assert.equal(p.sar_msg_ref_num, sr.got[0].sar_msg_ref_num);
-		});
-		assert.equal(sr.got.map((p) => L.text(p)).join(''), text);
-		assert.ok(py.got[0].message_payload, 'message_payload');
-		assert.equal(py.got[0].sar_msg_ref_num, undefined);
-		assert.equal(L.text(py.got[0]), text);
-		a.sock.destroy();
-		sr.s.close(); py.s.close();
 	} finally {
 		await L.stopDaemon(d);
 	}
@@ -612,88 +768,6 @@ test('through the store: a part that never completes is undeliverable after reas
 		await L.sleep(1500);
 		assert.equal(await held(), 0);
 		assert.equal(msgLines(a).length, 0, msgLines(a).join('\n'));
-test('long line text to SMPP: over max_parts is refused with its reason, nothing sent', async () => {
-	const d = await L.startDaemon(conf());
-	try {
-		const t = await L.session(d.ports.smpp, 'bind_receiver', 'two', 't');
-		const a = await line(d.ports.router, 'alice', 'a');
-		assert.match(await send(a, 'two', 'y'.repeat(306)), /^OK \d+$/);
-		const r = await send(a, 'two', 'y'.repeat(307));
-		assert.match(r, /^ERR 400 \d+ over the recipient's max_parts$/);
-		assert.match(await send(a, 'two', 'last'), /^OK \d+$/);
-		await until(() => t.got.length === 3, 'two parts and the last');
-		await L.sleep(200);
-		assert.equal(t.got.length, 3);
-		assert.equal(L.text(t.got[2]), 'last');
-		a.sock.destroy();
-		t.s.close();
-	} finally {
-		await L.stopDaemon(d);
-	}
-});
-
-test('long line text to SMPP: parts wait for room in a small window, in order', async () => {
-	const d = await L.startDaemon(conf().replace('smpp = {', 'smpp = { window = 2;'));
-	try {
-		const s = await L.connect(d.ports.smpp);
-		const got = [], held = [];
-		// Answers each deliver_sm late: the window stays full a while.
-		s.on('deliver_sm', (pdu) => {
-			got.push(pdu);
-			held.push(pdu);
-			setTimeout(() => s.send(held.shift().response()), 50);
-		});
-		const r = await L.call(s, 'bind_receiver', { system_id: 'bob', password: 'b' });
-		assert.equal(r.command_status, ESME_ROK);
-		const a = await line(d.ports.router, 'alice', 'a');
-		const text = 'Ж'.repeat(67 * 4 + 10);	// 5 UCS-2 parts
-		assert.match(await send(a, 'bob', text), /^OK \d+$/);
-		assert.match(await send(a, 'bob', 'after'), /^OK \d+$/);
-		await until(() => got.length === 6, 'five parts, then the next message');
-		assert.equal(joinUdh(got.slice(0, 5)).text, text);
-		assert.equal(L.text(got[5]), 'after');
-		a.sock.destroy();
-		s.close();
-	} finally {
-		await L.stopDaemon(d);
-	}
-});
-
-test('long line text through the store: one OK, every part when bob binds; a part\'s error is the message\'s', async () => {
-	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
-	const d = await L.startDaemon(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`));
-	try {
-		const a = await line(d.ports.router, 'alice', 'a');
-		const t1 = 'q'.repeat(400), t2 = 'r'.repeat(400), t3 = 's'.repeat(400);
-		const oks = [];
-		for (const t of [t1, t2, t3])
-			oks.push(await send(a, 'bob', t));
-		oks.forEach((r) => assert.match(r, /^OK \d+$/));
-		assert.equal(a.lines.filter((l) => /^(OK|ERR) \d/.test(l)).length, 3, 'one answer per SEND');
-		// bob answers t2's second part with a temporary error once, and
-		// t3's second part with a permanent one, every time.
-		let q = 0;
-		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b', (p) => {
-			const ie = concat(p), txt = L.text(p);
-			if (ie.seq === 2 && txt[0] === 'r' && q++ === 0)
-				return ESME_RMSGQFUL;
-			return ie.seq === 2 && txt[0] === 's' ? ESME_RSYSERR : ESME_ROK;
-		});
-		const sets = () => {
-			const by = {};
-			for (const p of b.got)
-				(by[L.text(p)[0]] = by[L.text(p)[0]] || []).push(p);
-			return by;
-		};
-		// t2 is sent again, all three parts, after its part's error.
-		await until(() => (sets().r || []).length === 6, 't2 twice', 15000);
-		const by = sets();
-		assert.equal(joinUdh(by.q).text, t1);
-		assert.equal(joinUdh(by.r.slice(3)).text, t2);
-		// t3 failed for good: its parts are not sent again.
-		await L.sleep(2500);
-		assert.equal(sets().s.length, 3, 't3 not retried');
-		assert.equal(sets().q.length, 3, 't1 delivered once');
 		a.sock.destroy();
 		b.s.close();
 	} finally {
@@ -725,55 +799,9 @@ test('reassembly_limit reloads: the smpp group\'s new cap applies to the next pa
 		assert.equal((await part(b, udh8(2, 2, 2), Buffer.from('y2'))).command_status, ESME_ROK);
 		await a.wait((l) => l === `MSG ${one.message_id} bob x1 x2`, 'the first');
 		await a.wait((l) => l === `MSG ${two.message_id} bob y1 y2`, 'the second');
-test('long line text through the store: a bind that closes mid-message gets every part again', async () => {
-	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
-	const d = await L.startDaemon(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`));
-	try {
-		const a = await line(d.ports.router, 'alice', 'a');
-		const text = 'm'.repeat(153 * 2) + 'n'.repeat(10);
-		assert.match(await send(a, 'bob', text), /^OK \d+$/);
-		// The first bob answers part 1 only, then goes.
-		const s = await L.connect(d.ports.smpp);
-		const first = [];
-		s.on('deliver_sm', (pdu) => {
-			first.push(pdu);
-			if (first.length === 1)
-				s.send(pdu.response());
-		});
-		const r = await L.call(s, 'bind_receiver', { system_id: 'bob', password: 'b' });
-		assert.equal(r.command_status, ESME_ROK);
-		await until(() => first.length === 3, 'three parts at the first bob');
-		s.close();
-		await L.sleep(200);
-		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
-		await until(() => b.got.length === 3, 'every part again', 15000);
-		assert.equal(joinUdh(b.got).text, text);
-		await L.sleep(1500);
-		assert.equal(b.got.length, 3, 'delivered once to the second bob');
 		a.sock.destroy();
 		b.s.close();
 	} finally {
 		await L.stopDaemon(d);
-		fs.rmSync(dir, { recursive: true, force: true });
-	}
-});
-
-test('long line text through the store: over max_parts when the recipient comes, it fails and the next goes', async () => {
-	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-text-'));
-	const d = await L.startDaemon(conf(`store = { path = "${path.join(dir, 'store.db')}"; };`));
-	try {
-		const a = await line(d.ports.router, 'alice', 'a');
-		// Stored while two is away: the sender's OK means on disk.
-		assert.match(await send(a, 'two', 'w'.repeat(400)), /^OK \d+$/);
-		assert.match(await send(a, 'two', 'after'), /^OK \d+$/);
-		const t = await L.session(d.ports.smpp, 'bind_receiver', 'two', 't');
-		await until(() => t.got.length >= 1, 'the next message at two');
-		await L.sleep(2500);	// a retry would come after 1 s
-		assert.deepEqual(t.got.map((p) => L.text(p)), ['after']);
-		a.sock.destroy();
-		t.s.close();
-	} finally {
-		await L.stopDaemon(d);
-		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
