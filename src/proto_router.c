@@ -858,13 +858,21 @@ router_on_verdict(struct conn *c, const struct msg *m)
 {
 	struct router_sess *s = sess_of(c);
 	struct reply *rp;
+	int n;
 
 	for (rp = s->head; rp != NULL; rp = rp->next)
 		if (!rp->done && rp->id == m->id)
 			break;
 	if (rp == NULL)
 		return;
-	rp->len = (size_t)verdict_text(c, m->verdict, m->id, rp->text, 64);
+	n = verdict_text(c, m->verdict, m->id, rp->text, 64);
+	/* snprintf says what it would have written: a line cut short
+	 * still ends with its LF, never past the 64 bytes. */
+	if (n < 0 || n >= 64) {
+		n = 63;
+		rp->text[62] = '\n';
+	}
+	rp->len = (size_t)n;
 	rp->done = true;
 	s->npending--;
 	sess_drain(c, s);
