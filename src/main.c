@@ -23,6 +23,7 @@
 #include "service.h"
 #include "store.h"
 #include "systemd.h"
+#include "upstream.h"
 #include "stats.h"
 #include "util.h"
 #include "version.h"
@@ -166,6 +167,7 @@ start_reactors(struct daemon *d)
 		if ((d->rs[i] = reactor_new(i, d->cf)) == NULL)
 			fatal("reactor %u", i);
 		msg_set_id_base(d->rs[i], base);
+		upstream_attach(d->rs[i], d->nrs);
 	}
 	for (unsigned i = 0; i < d->nrs; i++)
 		if (reactor_start(d->rs[i]) < 0)
