@@ -7,6 +7,7 @@
 #include "log.h"
 #include "proto.h"
 #include "smpp_pdu.h"
+#include "transport_tls.h"
 #include "upstream.h"
 #include "upstream_int.h"
 
@@ -50,8 +51,8 @@ esme_answer(struct conn *c, uint32_t cmd, uint32_t status, uint32_t seq)
 	esme_send(c, &p);
 }
 
-void
-esme_start(struct conn *c)
+static void
+esme_bind(struct conn *c)
 {
 	struct upstream_sess *s = c->pdata;
 	const struct upstream_conf *uc = s->uc;
@@ -66,6 +67,22 @@ esme_start(struct conn *c)
 	s->state = UPSTREAM_BINDING;
 	s->last_enquire = c->r->now;
 	esme_request(c, s, &p);
+}
+
+/*
+ * The bind goes once the transport can carry it: over TLS, a bind queued
+ * during the handshake was seen to reach no server (OpenSSL 3, TLS 1.3),
+ * so it waits for the handshake's end; the TLS handshake_timeout bounds
+ * that.
+ */
+void
+esme_open(struct conn *c)
+{
+	struct upstream_sess *s = c->pdata;
+
+	s->state = UPSTREAM_OPENING;
+	if (tls_is_handshaken(c->xp))
+		esme_bind(c);
 }
 
 void
@@ -217,6 +234,11 @@ esme_on_tick(struct conn *c)
 
 	if (s == NULL || s->state == UPSTREAM_CLOSING)
 		return;
+	if (s->state == UPSTREAM_OPENING) {
+		if (tls_is_handshaken(c->xp))
+			esme_bind(c);
+		return;
+	}
 	if (s->pending_cmd != 0 &&
 	    now - s->pending_since >= s->uc->response_timeout) {
 		if (s->pending_cmd == SMPP_ENQUIRE_LINK)

@@ -937,6 +937,12 @@ tls_server_name(const struct transport *xp)
 	return SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
 }
 
+bool
+tls_is_handshaken(const struct transport *xp)
+{
+	return xp->ops != &tls_ops || ((const struct tls_xp *)xp)->handshaken;
+}
+
 const struct transport_type transport_type_tls = {
 	.name = "tls",
 	.label = "TLS",

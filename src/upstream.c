@@ -330,7 +330,7 @@ sess_on_connected(struct reactor *r, struct reactor_io *io, uint32_t ev)
 	}
 	s->c->pdata = s;
 	s->failed = false;
-	esme_start(s->c);
+	esme_open(s->c);
 }
 
 /*
@@ -431,6 +431,7 @@ sess_end(struct upstream_sess *s, bool removed)
 	case UPSTREAM_BOUND:
 		esme_unbind(s->c);
 		break;
+	case UPSTREAM_OPENING:
 	case UPSTREAM_BINDING:
 		s->state = UPSTREAM_CLOSING;
 		conn_close(s->c, CONN_CLOSE_QUIT);

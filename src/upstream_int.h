@@ -15,6 +15,7 @@ struct smpp_pdu;
 enum upstream_state {
 	UPSTREAM_IDLE,			/* waiting to connect (retry_at) */
 	UPSTREAM_CONNECTING,		/* the TCP connect is under way */
+	UPSTREAM_OPENING,		/* connected: the TLS handshake runs */
 	UPSTREAM_BINDING,		/* bind_* sent */
 	UPSTREAM_BOUND,
 	UPSTREAM_UNBINDING,		/* unbind sent: closes on its answer */
@@ -89,11 +90,12 @@ void	upstream_conn_closed(struct conn *c);
 const char *upstream_bind_name(uint32_t bind_cmd);
 
 /*
- * The ESME side (proto_esme.c): sends c's bind, or an unbind (ends the
+ * The ESME side (proto_esme.c): sends c's bind once its transport is
+ * ready (esme_open), or an unbind (ends the
  * session: it closes on the answer or after response_timeout). Owning
  * reactor only.
  */
-void	esme_start(struct conn *c);
+void	esme_open(struct conn *c);
 void	esme_unbind(struct conn *c);
 
 /*

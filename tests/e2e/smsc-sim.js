@@ -47,6 +47,10 @@ class SmscSim {
 			else if (pdu.command === 'unbind')
 				s.send(pdu.response(), () => s.close());
 		});
+		// Over TLS the first PDU may come with the handshake's last
+		// flight, before the package listens for 'readable': read it.
+		if (this.opts.tls)
+			setImmediate(() => s._extractPDUs());
 	}
 
 	_bind(s, pdu) {

@@ -37,7 +37,8 @@
 	X(store_suite)		\
 	X(text_suite)		\
 	X(text_join_suite)	\
-	X(transport_suite)
+	X(transport_suite)	\
+	X(upstream_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);
 UNIT_SUITES(UNIT_DECLARE)
