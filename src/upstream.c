@@ -25,6 +25,8 @@ struct upstream_rs {
 	struct upstream_sess *head;
 	struct config *seen;		/* the configuration followed last */
 	bool	stopping;
+	bool	detached;		/* upstream_fuzz_attach's: freed with
+					   its session */
 };
 
 /* ---- counters ------------------------------------------------------------ */
@@ -262,6 +264,8 @@ sess_free(struct upstream_sess *s)
 	*pp = s->next;
 	stat_put(s->stat);
 	config_unref(s->cf);
+	if (s->rs->detached && s->rs->head == NULL)
+		free(s->rs);
 	free(s);
 }
 
@@ -624,4 +628,23 @@ upstream_conn_closed(struct conn *c)
 		return;
 	}
 	sess_retry(s);
+}
+
+void
+upstream_fuzz_attach(struct conn *c, const struct upstream_conf *uc)
+{
+	struct upstream_rs *rs = xcalloc(1, sizeof(*rs));
+	struct upstream_sess *s;
+
+	rs->r = c->r;
+	rs->n = 1;
+	rs->detached = true;
+	/* Stopping: a close frees the session rather than retrying. */
+	rs->stopping = true;
+	if ((s = sess_new(rs, uc, 0)) == NULL)
+		abort();
+	s->removed = true;
+	s->c = c;
+	c->pdata = s;
+	esme_open(c);
 }

@@ -86,6 +86,13 @@ void	upstream_sess_bound(struct upstream_sess *s);
 /* c closed: its session waits to connect again, or goes. */
 void	upstream_conn_closed(struct conn *c);
 
+/*
+ * Makes c, a connection speaking proto_esme that no session made, the
+ * connection of a session of uc of its own, and sends its bind: for the
+ * fuzz target. The session goes when c closes. Owning reactor only.
+ */
+void	upstream_fuzz_attach(struct conn *c, const struct upstream_conf *uc);
+
 /* The bind type's name ("transceiver") of a bind command. */
 const char *upstream_bind_name(uint32_t bind_cmd);
 
