@@ -22,12 +22,13 @@ class SmscSim {
 		this.closed = 0;
 	}
 
-	start() {
+	// Listens on port (0: any free one); resolves with the port.
+	start(port = 0) {
 		const o = this.opts.tls ? { key: this.opts.tls.key, cert: this.opts.tls.cert } : {};
 		this.server = smpp.createServer(o, (s) => this._session(s));
 		return new Promise((resolve, reject) => {
 			this.server.once('error', reject);
-			this.server.listen(0, '127.0.0.1', () => {
+			this.server.listen(port, '127.0.0.1', () => {
 				this.port = this.server.address().port;
 				resolve(this.port);
 			});

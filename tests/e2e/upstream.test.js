@@ -140,6 +140,27 @@ test('a wrong password is logged once by its status name and backed off', async 
 	}
 });
 
+test('a refused connect is logged once and retried with back-off until the centre listens', async () => {
+	const port = await L.freePort();
+	const d = await L.startDaemon(conf(upstream(port,
+		'reconnect_min = 1; reconnect_max = 2;')));
+	const sim = new SmscSim();
+	try {
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_upstream_reconnects_total{upstream="opA"}') >= 2,
+		WAIT, 'two reconnects');
+		assert.equal(count(d.log, /cannot connect to 127\.0\.0\.1:\d+: Connection refused/g), 1,
+			d.log);
+		await sim.start(port);
+		await untilBound(d, 1, 'bound once the centre listens');
+		assert.equal(sim.connects.length, 1);
+	} finally {
+		await L.stopDaemon(d);
+		if (sim.server)
+			await sim.stop();
+	}
+});
+
 test('a silent SMS centre gets the link declared dead and reconnected', async () => {
 	const sim = new SmscSim({ silent: true });
 	const port = await sim.start();
