@@ -418,10 +418,13 @@ sess_end(struct upstream_sess *s, bool removed)
 	s->restart = !removed;
 	switch (s->state) {
 	case UPSTREAM_IDLE:
-		if (removed)
+		if (removed) {
 			sess_free(s);
-		else
+		} else {
+			s->restart = false;
+			s->attempt = 0;
 			s->retry_at = s->rs->r->now_ms;
+		}
 		break;
 	case UPSTREAM_CONNECTING:
 		reactor_del_io(s->rs->r, &s->io);
