@@ -322,12 +322,13 @@ free_reactors(struct daemon *d)
 static void
 log_stats(struct daemon *d)
 {
-	char line[1024];
+	char line[4096];
 
 	stats_format(line, sizeof(line), d->rs, d->nrs,
 	    acceptor_counters(d->acc));
 	store_stats_append(line, sizeof(line), false);
 	cluster_stats_append(line, sizeof(line), false);
+	upstream_stats_append(line, sizeof(line), false);
 	log_notice("%s", line);
 }
 
@@ -461,6 +462,7 @@ refresh_status(struct daemon *d, bool force)
 	    &d->last_totals, secs);
 	store_stats_append(status, sizeof(status), true);
 	cluster_stats_append(status, sizeof(status), true);
+	upstream_stats_append(status, sizeof(status), true);
 	systemd_status(status);
 }
 

@@ -98,6 +98,47 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 	pthread_mutex_unlock(&stats_lock);
 }
 
+void
+upstream_counts_append(char *buf, size_t len, const char *name,
+    const struct upstream_counts *n, bool status)
+{
+	size_t used = strlen(buf);
+
+	if (used >= len)
+		return;
+	if (status)
+		snprintf(buf + used, len - used, ", %s %llu bound", name,
+		    (unsigned long long)n->bound);
+	else
+		snprintf(buf + used, len - used, " upstream_%s_bound=%llu "
+		    "upstream_%s_reconnects=%llu upstream_%s_bind_failures=%llu",
+		    name, (unsigned long long)n->bound, name,
+		    (unsigned long long)n->reconnects, name,
+		    (unsigned long long)n->bind_failures);
+}
+
+struct append_arg {
+	char	*buf;
+	size_t	len;
+	bool	status;
+};
+
+static void
+append_one(const char *name, const struct upstream_counts *n, void *arg)
+{
+	struct append_arg *a = arg;
+
+	upstream_counts_append(a->buf, a->len, name, n, a->status);
+}
+
+void
+upstream_stats_append(char *buf, size_t len, bool status)
+{
+	struct append_arg a = { .buf = buf, .len = len, .status = status };
+
+	upstream_stats_each(append_one, &a);
+}
+
 /* ---- names ---------------------------------------------------------------- */
 
 static const struct {

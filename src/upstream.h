@@ -2,6 +2,7 @@
 #ifndef ECHOROUTERD_UPSTREAM_H
 #define ECHOROUTERD_UPSTREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,21 @@ typedef void upstream_stats_fn(const char *name,
  * any reactor). Any thread; takes a lock briefly.
  */
 void	upstream_stats_each(upstream_stats_fn *fn, void *arg);
+
+/*
+ * Appends one upstream's counts to buf (len bytes, holding a string):
+ * for the stats line " upstream_NAME_bound=B upstream_NAME_reconnects=R
+ * upstream_NAME_bind_failures=F", or, status, for STATUS= ", NAME B
+ * bound". Cut short where buf ends. Pure.
+ */
+void	upstream_counts_append(char *buf, size_t len, const char *name,
+	    const struct upstream_counts *n, bool status);
+
+/*
+ * Appends every upstream's counts (upstream_counts_append); nothing
+ * without upstreams. Any thread.
+ */
+void	upstream_stats_append(char *buf, size_t len, bool status);
 
 /*
  * A command_status as a log names it: "ESME_RINVPASWD (invalid

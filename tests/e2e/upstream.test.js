@@ -73,6 +73,11 @@ test('a transceiver bind with the right credentials shows in /metrics; shutdown 
 		const m = await L.scrape(d.ports.metrics);
 		assert.equal(L.val(m, 'echorouterd_upstream_bind_failures_total{upstream="opA"}'), 0);
 		assert.match(d.log, /upstream opA: link 0 bound as transceiver to 127\.0\.0\.1:/);
+		// The stats line (SIGUSR1) has the upstream's counts.
+		const before = d.log.length;
+		d.child.kill('SIGUSR1');
+		await L.until(() => /stats .* upstream_opA_bound=1 upstream_opA_reconnects=0 upstream_opA_bind_failures=0/
+			.test(d.log.slice(before)), WAIT, 'stats line');
 	} finally {
 		await L.stopDaemon(d);
 		await sim.stop();

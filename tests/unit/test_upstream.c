@@ -85,6 +85,28 @@ START_TEST(status_named)
 }
 END_TEST
 
+/* The stats line's and STATUS='s words for one upstream. */
+START_TEST(counts_appended)
+{
+	struct upstream_counts n = { .bound = 2, .reconnects = 7,
+	    .bind_failures = 3 };
+	char buf[256] = "stats conns=1";
+	char tiny[24] = "x";
+
+	upstream_counts_append(buf, sizeof(buf), "opA", &n, false);
+	ck_assert_str_eq(buf, "stats conns=1 upstream_opA_bound=2 "
+	    "upstream_opA_reconnects=7 upstream_opA_bind_failures=3");
+	snprintf(buf, sizeof(buf), "2 connections");
+	upstream_counts_append(buf, sizeof(buf), "opA", &n, true);
+	ck_assert_str_eq(buf, "2 connections, opA 2 bound");
+	/* Cut short, still a string within its buffer. */
+	upstream_counts_append(tiny, sizeof(tiny), "opA", &n, false);
+	ck_assert_uint_eq(strlen(tiny), sizeof(tiny) - 1);
+	upstream_counts_append(tiny, sizeof(tiny), "opA", &n, false);
+	ck_assert_uint_eq(strlen(tiny), sizeof(tiny) - 1);
+}
+END_TEST
+
 /* A whole upstream: every row read, defaults where none is given. */
 START_TEST(config_upstream_read)
 {
@@ -236,6 +258,7 @@ upstream_suite(void)
 	tcase_add_test(tc, backoff_doubles_to_max);
 	tcase_add_test(tc, backoff_jitter_spreads);
 	tcase_add_test(tc, status_named);
+	tcase_add_test(tc, counts_appended);
 	tcase_add_test(tc, config_upstream_read);
 	tcase_add_test(tc, config_upstream_errors);
 	tcase_add_test(tc, config_upstream_unique);
