@@ -297,6 +297,9 @@ config_unref(struct config *cf)
 	for (size_t i = 0; i < cf->nlisteners; i++)
 		transport_ctx_unref(cf->listeners[i].xp_ctx);
 	free(cf->listeners);
+	for (size_t i = 0; i < cf->nupstreams; i++)
+		transport_ctx_unref(cf->upstreams[i].xp_ctx);
+	free(cf->upstreams);
 	free(cf->accounts);
 	free(cf->account_slots);
 	free(cf->routes);

@@ -86,6 +86,9 @@ struct tls_conf {
 	bool	verify_client;		/* a client certificate is required */
 	unsigned min_version;		/* 12: TLSv1.2, 13: TLSv1.3 */
 	char	ciphers[512];		/* TLS 1.2 cipher list; "" default */
+	/* An upstream's: the name its certificate must have; "" its host. */
+	char	server_name[256];
+	bool	no_verify;		/* an upstream's verify = false */
 };
 
 struct transport_ctx;
@@ -135,6 +138,62 @@ struct account_conf {
 struct route_conf {
 	char	prefix[CONFIG_ADDR_MAX + 1];
 	char	to[CONFIG_ADDR_MAX + 1];
+	int	line;
+};
+
+/* An upstream's bind (upstreams.bind). */
+enum upstream_bind {
+	UPSTREAM_BIND_TRANSCEIVER,
+	UPSTREAM_BIND_TRANSMITTER,
+	UPSTREAM_BIND_RECEIVER,
+	UPSTREAM_BIND_PAIR,		/* a transmitter and a receiver */
+};
+
+/* How an upstream's long text goes (upstreams.long). */
+enum upstream_long {
+	UPSTREAM_LONG_UDH,		/* concatenation IE in the UDH */
+	UPSTREAM_LONG_SAR,		/* sar_* TLVs */
+	UPSTREAM_LONG_PAYLOAD,		/* one message_payload TLV */
+};
+
+/* In which form an upstream's receipts name its message ids. */
+enum upstream_receipt_id {
+	UPSTREAM_RECEIPT_AUTO,		/* any of those below */
+	UPSTREAM_RECEIPT_SAME,		/* as in submit_sm_resp */
+	UPSTREAM_RECEIPT_HEX,		/* hex of a decimal one */
+	UPSTREAM_RECEIPT_DEC,		/* decimal of a hex one */
+};
+
+#define CONFIG_HOST_MAX		253	/* a DNS name's bytes */
+#define CONFIG_UPSTREAMS_MAX	64
+
+/*
+ * An SMS centre this daemon binds to as an ESME. host is resolved when
+ * the configuration is loaded (start, -t, SIGHUP), into address.
+ */
+struct upstream_conf {
+	char	name[CONFIG_NAME_MAX + 1];
+	char	host[CONFIG_HOST_MAX + 1];
+	char	address[64];		/* host's first address, a literal */
+	uint16_t port;
+	unsigned bind;			/* enum upstream_bind */
+	char	system_id[16];
+	char	password[9];
+	char	system_type[13];
+	char	address_range[41];
+	unsigned sessions;		/* binds kept open (pairs for "pair") */
+	unsigned window;		/* submit_sm unanswered per session */
+	unsigned max_tps;		/* parts per second, all sessions */
+	unsigned enquire_link_interval;	/* s between enquire_links; 0 off */
+	unsigned response_timeout;	/* s for any answer */
+	unsigned reconnect_min;		/* s, the first retry's wait */
+	unsigned reconnect_max;		/* s, the longest */
+	unsigned source_ton, source_npi, dest_ton, dest_npi;
+	unsigned alphabet;		/* enum config_alphabet */
+	unsigned long_mode;		/* enum upstream_long */
+	unsigned receipt_id;		/* enum upstream_receipt_id */
+	struct tls_conf tls;
+	struct transport_ctx *xp_ctx;	/* plain or TLS, client side */
 	int	line;
 };
 
@@ -201,6 +260,8 @@ struct config {
 	size_t	account_nslots;		/* a power of two */
 	struct route_conf *routes;
 	size_t	nroutes;
+	struct upstream_conf *upstreams;
+	size_t	nupstreams;
 	struct smpp_conf smpp;
 	struct store_conf store;
 	struct cluster_conf cluster;

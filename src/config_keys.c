@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,6 +442,160 @@ routes_finish(struct walk *w, const config_setting_t *s, void *base)
 				    cf->routes[i].prefix, cf->routes[j].line);
 }
 
+/* ---- upstreams: SMS centres we bind to ---------------------------------- */
+
+/* Reads string k into dst (size n) if it fits, empty or not as allowed. */
+static void
+get_bounded(struct walk *w, const config_setting_t *k, char *dst, size_t n,
+    bool empty)
+{
+	const char *v = cferr_string(w->e, k);
+
+	if (v == NULL)
+		return;
+	if ((!empty && v[0] == '\0') || strlen(v) >= n)
+		cferr_add(w->e, k, "upstreams.%s: %s%zu characters",
+		    config_setting_name(k), empty ? "at most " : "1 to ",
+		    n - 1);
+	else
+		snprintf(dst, n, "%s", v);
+}
+
+#define UPSTREAM_STRING_FN(f, empty)					\
+static void								\
+get_upstream_##f(struct walk *w, const config_setting_t *k, void *base) \
+{									\
+	struct upstream_conf *u = base;					\
+									\
+	get_bounded(w, k, u->f, sizeof(u->f), empty);			\
+}
+
+UPSTREAM_STRING_FN(system_id, false)
+UPSTREAM_STRING_FN(password, true)
+UPSTREAM_STRING_FN(system_type, true)
+UPSTREAM_STRING_FN(address_range, true)
+UPSTREAM_STRING_FN(host, false)
+
+static void
+get_upstream_name(struct walk *w, const config_setting_t *k, void *base)
+{
+	struct upstream_conf *u = base;
+	const char *v = cferr_string(w->e, k);
+
+	if (v == NULL)
+		return;
+	if (!valid_name(v))
+		cferr_add(w->e, k, "upstream name \"%s\": use 1-%d of "
+		    "A-Z a-z 0-9 _ . -", v, CONFIG_NAME_MAX);
+	else
+		snprintf(u->name, sizeof(u->name), "%s", v);
+}
+
+static void
+get_server_name(struct walk *w, const config_setting_t *k, void *base)
+{
+	struct tls_conf *t = base;
+
+	get_bounded(w, k, t->server_name, sizeof(t->server_name), true);
+}
+
+/* verify = true, the default, leaves no_verify false. */
+static void
+get_upstream_verify(struct walk *w, const config_setting_t *k, void *base)
+{
+	struct tls_conf *t = base;
+	bool v = true;
+
+	if (cferr_bool(w->e, k, &v))
+		t->no_verify = !v;
+}
+
+/*
+ * An upstream's TLS: the server is verified against ca unless verify is
+ * false; a client certificate needs its key.
+ */
+static void
+upstream_tls_finish(struct walk *w, const config_setting_t *s, void *base)
+{
+	const struct tls_conf *t = base;
+
+	if (!t->no_verify && t->ca[0] == '\0')
+		cferr_add(w->e, s, "upstreams.tls: \"ca\" is missing (the CAs "
+		    "the SMS centre's certificate must be signed by; or "
+		    "verify = false)");
+	if ((t->certificate[0] == '\0') != (t->key[0] == '\0'))
+		cferr_add(w->e, s, "upstreams.tls: \"certificate\" and \"key\" "
+		    "go together");
+}
+
+/*
+ * host to an address now, in the thread that loads the configuration:
+ * a reactor never waits for DNS.
+ */
+static void
+resolve_upstream(struct walk *w, const config_setting_t *s,
+    struct upstream_conf *u)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+	int rc;
+
+	/* A literal is at most INET6_ADDRSTRLEN, well within address. */
+	if (valid_address(u->host)) {
+		memcpy(u->address, u->host, strlen(u->host) + 1);
+		return;
+	}
+	if ((rc = getaddrinfo(u->host, NULL, &hints, &res)) != 0) {
+		cferr_add(w->e, s, "upstream \"%s\": host \"%s\": %s", u->name,
+		    u->host, gai_strerror(rc));
+		return;
+	}
+	if (getnameinfo(res->ai_addr, res->ai_addrlen, u->address,
+	    sizeof(u->address), NULL, 0, NI_NUMERICHOST) != 0)
+		cferr_add(w->e, s, "upstream \"%s\": host \"%s\": no usable "
+		    "address", u->name, u->host);
+	freeaddrinfo(res);
+}
+
+/* Checks across one upstream's keys; its transport context, made now. */
+static void
+upstream_finish(struct walk *w, const config_setting_t *s, void *base)
+{
+	struct upstream_conf *u = base;
+	const struct transport_type *t;
+	char err[1024];
+
+	if (u->reconnect_min > u->reconnect_max)
+		cferr_add(w->e, s, "upstream \"%s\": reconnect_min (%u) is "
+		    "above reconnect_max (%u)", u->name, u->reconnect_min,
+		    u->reconnect_max);
+	if (w->e->count != w->before)
+		return;
+	resolve_upstream(w, s, u);
+	t = transport_find(u->tls.enabled ? "tls" : "plain");
+	if (t == NULL || t->prepare_client == NULL)
+		cferr_add(w->e, s, "upstream \"%s\": no %s client in this "
+		    "build", u->name, u->tls.enabled ? "TLS" : "plain");
+	else if ((u->xp_ctx = t->prepare_client(&u->tls, err,
+	    sizeof(err))) == NULL)
+		cferr_add(w->e, s, "upstream \"%s\": %s", u->name, err);
+}
+
+static void
+upstreams_finish(struct walk *w, const config_setting_t *s, void *base)
+{
+	const struct config *cf = base;
+
+	for (size_t i = 0; i < cf->nupstreams; i++)
+		for (size_t j = 0; j < i; j++)
+			if (cf->upstreams[i].name[0] && strcmp(
+			    cf->upstreams[i].name, cf->upstreams[j].name) == 0)
+				cferr_add(w->e, config_setting_get_elem(s,
+				    (unsigned)i), "upstream name \"%s\" is "
+				    "already used on line %d",
+				    cf->upstreams[i].name,
+				    cf->upstreams[j].line);
+}
+
 static void
 get_system_id(struct walk *w, const config_setting_t *k, void *base)
 {
@@ -820,6 +975,105 @@ static const struct cfgroup route_group = {
 	.finish_list = routes_finish,
 };
 
+#define UP_DOC		"Upstream SMS centres"
+#define UP_TLS_PATH(n) { .name = #n, .type = CFK_PATH,			\
+	FIELD(struct tls_conf, n), .doc = UP_DOC }
+
+/* An upstream's TLS; new sessions take a changed one. */
+static const struct cfkey upstream_tls_keys[] = {
+	UP_TLS_PATH(ca),
+	{ .name = "verify", .type = CFK_FN,
+	  FIELD(struct tls_conf, no_verify), .shown = "true",
+	  .fn = get_upstream_verify, .doc = UP_DOC },
+	{ .name = "server_name", .type = CFK_STRING,
+	  FIELD(struct tls_conf, server_name), .fn = get_server_name,
+	  .doc = UP_DOC },
+	UP_TLS_PATH(certificate),
+	UP_TLS_PATH(key),
+};
+
+static const struct cfgroup upstream_tls_group = {
+	.name = "tls", .what = "tls", .shape = " { ca = ...; }",
+	.keys = upstream_tls_keys, .nkeys = ARRAY_LEN(upstream_tls_keys),
+	.size = sizeof(struct tls_conf),
+	.enabled = offsetof(struct tls_conf, enabled), .line = CFK_NONE,
+	.lazy = true, .finish = upstream_tls_finish,
+};
+
+static const struct cfenum upstream_binds[] = {
+	{ "transceiver", UPSTREAM_BIND_TRANSCEIVER },
+	{ "transmitter", UPSTREAM_BIND_TRANSMITTER },
+	{ "receiver", UPSTREAM_BIND_RECEIVER },
+	{ "pair", UPSTREAM_BIND_PAIR }, { NULL, 0 }
+};
+
+static const struct cfenum upstream_alphabets[] = {
+	{ "gsm7", CONFIG_ALPHABET_GSM }, { "latin1", CONFIG_ALPHABET_LATIN1 },
+	{ "ascii", CONFIG_ALPHABET_ASCII }, { NULL, 0 }
+};
+
+static const struct cfenum upstream_longs[] = {
+	{ "udh", UPSTREAM_LONG_UDH }, { "sar", UPSTREAM_LONG_SAR },
+	{ "payload", UPSTREAM_LONG_PAYLOAD }, { NULL, 0 }
+};
+
+static const struct cfenum upstream_receipt_ids[] = {
+	{ "auto", UPSTREAM_RECEIPT_AUTO }, { "same", UPSTREAM_RECEIPT_SAME },
+	{ "hex", UPSTREAM_RECEIPT_HEX }, { "dec", UPSTREAM_RECEIPT_DEC },
+	{ NULL, 0 }
+};
+
+#define UP_STRING(n, ...) { .name = #n, .type = CFK_STRING,		\
+	FIELD(struct upstream_conf, n), .fn = get_upstream_##n,		\
+	.doc = UP_DOC, __VA_ARGS__ }
+#define UP_UINT(n, lo, hi, d) { .name = #n, .type = CFK_UINT,		\
+	FIELD(struct upstream_conf, n), .min = lo, .max = hi, .def = d,	\
+	.doc = UP_DOC }
+#define UP_ENUM(n, f, names_, d) { .name = n, .type = CFK_ENUM,	\
+	FIELD(struct upstream_conf, f), .names = names_, .def = d,	\
+	.doc = UP_DOC }
+
+static const struct cfkey upstream_keys[] = {
+	UP_STRING(name, .missing = ""),
+	UP_STRING(host, .missing = ""),
+	UP_UINT(port, 1, 65535, 2775),
+	UP_ENUM("bind", bind, upstream_binds, UPSTREAM_BIND_TRANSCEIVER),
+	UP_STRING(system_id, .missing = ""),
+	UP_STRING(password),
+	UP_STRING(system_type),
+	UP_STRING(address_range),
+	UP_UINT(sessions, 1, 64, 1),
+	UP_UINT(window, 1, 1024, 10),
+	UP_UINT(max_tps, 0, 1000000, 0),
+	UP_UINT(enquire_link_interval, 0, 86400, 30),
+	UP_UINT(response_timeout, 1, 3600, 10),
+	UP_UINT(reconnect_min, 1, 3600, 1),
+	UP_UINT(reconnect_max, 1, 86400, 60),
+	UP_UINT(source_ton, 0, 255, 1),
+	UP_UINT(source_npi, 0, 255, 1),
+	UP_UINT(dest_ton, 0, 255, 1),
+	UP_UINT(dest_npi, 0, 255, 1),
+	UP_ENUM("alphabet", alphabet, upstream_alphabets,
+	    CONFIG_ALPHABET_GSM),
+	UP_ENUM("long", long_mode, upstream_longs, UPSTREAM_LONG_UDH),
+	UP_ENUM("receipt_id", receipt_id, upstream_receipt_ids,
+	    UPSTREAM_RECEIPT_AUTO),
+	{ .name = "tls", .type = CFK_GROUP,
+	  GROUP(struct upstream_conf, tls, upstream_tls_group),
+	  BUILT(WITH_TLS), .doc = UP_DOC },
+};
+
+static const struct cfgroup upstream_group = {
+	.name = "upstreams", .what = "upstream",
+	.shape = " { name = ...; host = ...; system_id = ...; }",
+	.keys = upstream_keys, .nkeys = ARRAY_LEN(upstream_keys),
+	.size = sizeof(struct upstream_conf), .enabled = CFK_NONE,
+	.line = offsetof(struct upstream_conf, line),
+	.count = offsetof(struct config, nupstreams),
+	.max_elems = CONFIG_UPSTREAMS_MAX,
+	.finish = upstream_finish, .finish_list = upstreams_finish,
+};
+
 #define SMPP(n, lo, hi, d) { .name = #n, .type = CFK_UINT,		\
 	FIELD(struct smpp_conf, n), .min = lo, .max = hi, .def = d,	\
 	.doc = TOP }
@@ -961,6 +1215,7 @@ static const struct cfkey root_keys[] = {
 	    .change = CONFIG_RESTART_LISTENERS),
 	TOP_GROUP(accounts, CFK_LIST, account_group),
 	TOP_GROUP(routes, CFK_LIST, route_group),
+	TOP_GROUP(upstreams, CFK_LIST, upstream_group),
 	TOP_GROUP(smpp, CFK_GROUP, smpp_group),
 	TOP_GROUP(store, CFK_GROUP, store_group, BUILT(WITH_SQLITE),
 	    .reload = CFK_KEEP, .change = CONFIG_KEPT_STORE_ADDED,

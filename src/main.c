@@ -23,6 +23,7 @@
 #include "service.h"
 #include "store.h"
 #include "systemd.h"
+#include "upstream.h"
 #include "stats.h"
 #include "util.h"
 #include "version.h"
@@ -166,6 +167,7 @@ start_reactors(struct daemon *d)
 		if ((d->rs[i] = reactor_new(i, d->cf)) == NULL)
 			fatal("reactor %u", i);
 		msg_set_id_base(d->rs[i], base);
+		upstream_attach(d->rs[i], d->nrs);
 	}
 	for (unsigned i = 0; i < d->nrs; i++)
 		if (reactor_start(d->rs[i]) < 0)
@@ -320,12 +322,13 @@ free_reactors(struct daemon *d)
 static void
 log_stats(struct daemon *d)
 {
-	char line[1024];
+	char line[4096];
 
 	stats_format(line, sizeof(line), d->rs, d->nrs,
 	    acceptor_counters(d->acc));
 	store_stats_append(line, sizeof(line), false);
 	cluster_stats_append(line, sizeof(line), false);
+	upstream_stats_append(line, sizeof(line), false);
 	log_notice("%s", line);
 }
 
@@ -459,6 +462,7 @@ refresh_status(struct daemon *d, bool force)
 	    &d->last_totals, secs);
 	store_stats_append(status, sizeof(status), true);
 	cluster_stats_append(status, sizeof(status), true);
+	upstream_stats_append(status, sizeof(status), true);
 	systemd_status(status);
 }
 

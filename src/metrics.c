@@ -20,6 +20,7 @@
 #include "reactor.h"
 #include "smpp_pdu.h"
 #include "store.h"
+#include "upstream.h"
 #include "version.h"
 
 #define PREFIX	"echorouterd_"
@@ -267,6 +268,52 @@ bind_line(const char *account, const char *type, unsigned n, void *arg)
 	out_printf(out, "\",type=\"%s\"} %u\n", type, n);
 }
 
+/* The series of family fam (render_upstreams) for one upstream. */
+struct upstream_lines {
+	struct buf *out;
+	unsigned fam;
+};
+
+static void
+upstream_line(const char *name, const struct upstream_counts *n, void *arg)
+{
+	struct upstream_lines *u = arg;
+	static const char *const fam[4] = { "upstream_sessions_bound",
+	    "upstream_reconnects_total", "upstream_bind_failures_total",
+	    "upstream_deliver_refused_total" };
+	const uint64_t v[4] = { n->bound, n->reconnects, n->bind_failures,
+	    n->deliver_refused };
+
+	out_printf(u->out, PREFIX "%s{upstream=\"", fam[u->fam]);
+	out_label_value(u->out, name);
+	out_printf(u->out, "\"} %llu\n", (unsigned long long)v[u->fam]);
+}
+
+/* Per upstream SMS centre: its sessions and how they fared. */
+static void
+render_upstreams(struct buf *out)
+{
+	static const char *const fam[4][3] = {
+		{ PREFIX "upstream_sessions_bound", "gauge",
+		  "Sessions bound to the upstream SMS centre now." },
+		{ PREFIX "upstream_reconnects_total", "counter",
+		  "Connections to the upstream started again after a failure "
+		  "or a close." },
+		{ PREFIX "upstream_bind_failures_total", "counter",
+		  "Binds the upstream refused." },
+		{ PREFIX "upstream_deliver_refused_total", "counter",
+		  "deliver_sm and data_sm from the upstream answered with a "
+		  "temporary error (not routed yet)." },
+	};
+
+	for (unsigned i = 0; i < 4; i++) {
+		struct upstream_lines u = { .out = out, .fam = i };
+
+		out_family(out, fam[i][0], fam[i][1], fam[i][2]);
+		upstream_stats_each(upstream_line, &u);
+	}
+}
+
 static void
 render_store(struct buf *out)
 {
@@ -425,6 +472,7 @@ metrics_render(struct buf *out)
 	out_family(out, PREFIX "smpp_binds", "gauge",
 	    "SMPP binds now, by account and bind type.");
 	smpp_binds_each(bind_line, out);
+	render_upstreams(out);
 	render_store(out);
 	render_cluster(out);
 	out_family(out, PREFIX "config_reloads_total", "counter",

@@ -150,7 +150,8 @@ struct transport_type {
 		    char *err, size_t len);
 	/*
 	 * A client side context: trust tc->ca (required: the peer is
-	 * verified), present tc->certificate and key if set. As prepare;
+	 * verified, unless tc->no_verify),
+	 * present tc->certificate and key if set. As prepare;
 	 * NULL without the client side.
 	 */
 	struct transport_ctx *(*prepare_client)(const struct tls_conf *tc,

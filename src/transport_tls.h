@@ -14,6 +14,8 @@
 #ifndef ECHOROUTERD_TRANSPORT_TLS_H
 #define ECHOROUTERD_TRANSPORT_TLS_H
 
+#include <stdbool.h>
+
 #include "version.h"
 
 struct transport;
@@ -35,9 +37,22 @@ void	tls_log_kernel(void);
  */
 const char *tls_server_name(const struct transport *xp);
 
+/*
+ * Whether xp can carry data now: not TLS, or its handshake is done. The
+ * owning reactor.
+ */
+bool	tls_is_handshaken(const struct transport *xp);
+
 #else
 
 static inline void tls_log_kernel(void) {}
+
+static inline bool
+tls_is_handshaken(const struct transport *xp)
+{
+	(void)xp;
+	return true;
+}
 
 #endif
 

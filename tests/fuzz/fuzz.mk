@@ -7,7 +7,7 @@
 # and replayed, with the seeds, by `make check-fuzz-replay` (part of check).
 
 FUZZ_TARGETS := router smpp_pdu smpp_session config cluster_wire metrics \
-	text_decode text_join
+	text_decode text_join esme_session
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_DIR := build/fuzz

@@ -38,7 +38,8 @@
 	X(text_suite)		\
 	X(text_join_suite)	\
 	X(smpp_long_suite)	\
-	X(transport_suite)
+	X(transport_suite)	\
+	X(upstream_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);
 UNIT_SUITES(UNIT_DECLARE)

@@ -1,0 +1,114 @@
+/* upstream_int.h: one upstream session, shared by upstream.c (its life) and proto_esme.c (its PDUs). */
+#ifndef ECHOROUTERD_UPSTREAM_INT_H
+#define ECHOROUTERD_UPSTREAM_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "reactor.h"
+
+struct conn;
+struct smpp_pdu;
+
+enum upstream_state {
+	UPSTREAM_IDLE,			/* waiting to connect (retry_at) */
+	UPSTREAM_CONNECTING,		/* the TCP connect is under way */
+	UPSTREAM_OPENING,		/* connected: the TLS handshake runs */
+	UPSTREAM_BINDING,		/* bind_* sent */
+	UPSTREAM_BOUND,
+	UPSTREAM_UNBINDING,		/* unbind sent: closes on its answer */
+	UPSTREAM_CLOSING,		/* closes once its output is out */
+};
+
+/* One upstream's counters, shared by the reactors that run its links. */
+struct upstream_stat {
+	char	name[CONFIG_NAME_MAX + 1];
+	atomic_uint users;		/* sessions that count here */
+	_Atomic uint64_t bound, connects, reconnects, bind_failures;
+	_Atomic uint64_t dead_links, unbinds, deliver_refused;
+};
+
+struct upstream_rs;
+
+/*
+ * One link to an SMS centre: a bind of one type, kept open by one
+ * reactor. The session outlives its connections; the connection's pdata
+ * is the session while it has one. Owning reactor only.
+ */
+struct upstream_sess {
+	struct reactor_io io;		/* first: the connect's fd */
+	struct upstream_rs *rs;
+	struct upstream_sess *next;
+	struct config *cf;		/* a reference: uc lives in it */
+	const struct upstream_conf *uc;
+	struct upstream_stat *stat;
+	struct conn *c;			/* from connected to closed */
+	unsigned link;			/* among its upstream's links */
+	uint32_t bind_cmd;		/* SMPP_BIND_* */
+	enum upstream_state state;
+	uint64_t retry_at;		/* ms, IDLE */
+	uint64_t deadline;		/* ms, CONNECTING */
+	unsigned attempt;		/* failures since the last bind */
+	uint32_t rnd;			/* the back-off's jitter */
+	uint32_t seq;			/* the last sequence_number sent */
+	uint32_t pending_seq;		/* a request awaiting its answer */
+	uint32_t pending_cmd;		/* its command_id; 0 none */
+	uint32_t pending_since;		/* reactor seconds */
+	uint32_t last_enquire;		/* reactor seconds */
+	uint32_t logged;		/* the failure this episode logged */
+	bool	is_bound;		/* counted in stat->bound */
+	bool	failed;			/* this close was logged already */
+	bool	removed;		/* free once closed */
+	bool	restart;		/* reconnect at once once closed */
+};
+
+/* Failures that are logged once per episode (upstream_sess_fail). */
+#define UPSTREAM_FAIL_CONNECT	0x10000000u	/* | errno */
+#define UPSTREAM_FAIL_BIND	0x20000000u	/* | command_status */
+#define UPSTREAM_FAIL_DEAD	0x30000000u
+#define UPSTREAM_FAIL_UNBIND	0x40000000u
+#define UPSTREAM_FAIL_CLOSED	0x50000000u	/* | close reason */
+
+extern const struct proto proto_esme;
+
+/*
+ * Logs why s failed, as a warning the first time in an episode (since
+ * the last bind) that this code is seen, at debug after that; counts it.
+ */
+void	upstream_sess_fail(struct upstream_sess *s, uint32_t code,
+	    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* s bound: back-off and episode start over. */
+void	upstream_sess_bound(struct upstream_sess *s);
+
+/* c closed: its session waits to connect again, or goes. */
+void	upstream_conn_closed(struct conn *c);
+
+/*
+ * Makes c, a connection speaking proto_esme that no session made, the
+ * connection of a session of uc of its own, and sends its bind: for the
+ * fuzz target. The session goes when c closes. Owning reactor only.
+ */
+void	upstream_fuzz_attach(struct conn *c, const struct upstream_conf *uc);
+
+/* The bind type's name ("transceiver") of a bind command. */
+const char *upstream_bind_name(uint32_t bind_cmd);
+
+/*
+ * The ESME side (proto_esme.c): sends c's bind once its transport is
+ * ready (esme_open), or an unbind (ends the
+ * session: it closes on the answer or after response_timeout). Owning
+ * reactor only.
+ */
+void	esme_open(struct conn *c);
+void	esme_unbind(struct conn *c);
+
+/*
+ * Handles one decoded PDU from the SMS centre on c (for the fuzz
+ * target: on_message decodes, then calls this). Owning reactor only.
+ */
+void	esme_handle(struct conn *c, const struct smpp_pdu *p);
+
+#endif

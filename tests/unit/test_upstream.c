@@ -1,0 +1,267 @@
+/* test_upstream.c: the upstream sessions' back-off, status names and the upstreams config rows. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "smpp_pdu.h"
+#include "transport.h"
+#include "upstream.h"
+#include "helpers.h"
+#include "suites.h"
+
+#define METRICS								\
+	"listeners = ( { name = \"m\"; address = \"127.0.0.1\"; port = 0; "	\
+	"protocol = \"metrics\"; } );\n"
+
+/* The first wait is reconnect_min, plus at most a half of it again. */
+START_TEST(backoff_first)
+{
+	for (uint32_t rnd = 0; rnd < 5000; rnd += 7) {
+		uint64_t d = upstream_backoff_ms(1, 60, 1, rnd);
+
+		ck_assert_uint_ge(d, 1000);
+		ck_assert_uint_le(d, 1500);
+	}
+	/* Attempt 0 is taken as the first. */
+	ck_assert_uint_eq(upstream_backoff_ms(2, 60, 0, 0), 2000);
+}
+END_TEST
+
+/* Each failure in a row doubles the wait, up to reconnect_max. */
+START_TEST(backoff_doubles_to_max)
+{
+	uint64_t want = 1000;
+
+	for (unsigned a = 1; a <= 12; a++) {
+		uint64_t lo = upstream_backoff_ms(1, 60, a, 0);
+		uint64_t hi = upstream_backoff_ms(1, 60, a, UINT32_MAX);
+
+		ck_assert_uint_eq(lo, want < 60000 ? want : 60000);
+		ck_assert_uint_ge(hi, lo);
+		ck_assert_uint_le(hi, 60000);
+		ck_assert_uint_le(hi, lo + lo / 2);
+		want *= 2;
+	}
+	/* Far past the cap: no overflow, still the cap. */
+	ck_assert_uint_eq(upstream_backoff_ms(1, 60, 4000000000u, 12345),
+	    60000);
+	ck_assert_uint_eq(upstream_backoff_ms(86400, 86400, 99, 7), 86400000);
+}
+END_TEST
+
+/* The jitter spreads sessions that failed together. */
+START_TEST(backoff_jitter_spreads)
+{
+	uint64_t seen[4] = { 0 };
+	unsigned distinct = 0;
+
+	for (uint32_t rnd = 0; rnd < 4; rnd++)
+		seen[rnd] = upstream_backoff_ms(4, 60, 2, rnd * 977);
+	for (unsigned i = 0; i < 4; i++) {
+		bool dup = false;
+
+		for (unsigned j = 0; j < i; j++)
+			dup = dup || seen[i] == seen[j];
+		distinct += !dup;
+		ck_assert_uint_ge(seen[i], 8000);
+		ck_assert_uint_le(seen[i], 12000);
+	}
+	ck_assert_uint_eq(distinct, 4);
+}
+END_TEST
+
+START_TEST(status_named)
+{
+	char buf[96];
+
+	ck_assert_str_eq(upstream_status_text(SMPP_ESME_RINVPASWD, buf,
+	    sizeof(buf)), "ESME_RINVPASWD (invalid password)");
+	ck_assert_str_eq(upstream_status_text(SMPP_ESME_RBINDFAIL, buf,
+	    sizeof(buf)), "ESME_RBINDFAIL (bind failed)");
+	ck_assert_str_eq(upstream_status_text(0x4242, buf, sizeof(buf)),
+	    "command_status 0x00004242");
+}
+END_TEST
+
+/* The stats line's and STATUS='s words for one upstream. */
+START_TEST(counts_appended)
+{
+	struct upstream_counts n = { .bound = 2, .reconnects = 7,
+	    .bind_failures = 3 };
+	char buf[256] = "stats conns=1";
+	char tiny[24] = "x";
+
+	upstream_counts_append(buf, sizeof(buf), "opA", &n, false);
+	ck_assert_str_eq(buf, "stats conns=1 upstream_opA_bound=2 "
+	    "upstream_opA_reconnects=7 upstream_opA_bind_failures=3");
+	snprintf(buf, sizeof(buf), "2 connections");
+	upstream_counts_append(buf, sizeof(buf), "opA", &n, true);
+	ck_assert_str_eq(buf, "2 connections, opA 2 bound");
+	/* Cut short, still a string within its buffer. */
+	upstream_counts_append(tiny, sizeof(tiny), "opA", &n, false);
+	ck_assert_uint_eq(strlen(tiny), sizeof(tiny) - 1);
+	upstream_counts_append(tiny, sizeof(tiny), "opA", &n, false);
+	ck_assert_uint_eq(strlen(tiny), sizeof(tiny) - 1);
+}
+END_TEST
+
+/* A whole upstream: every row read, defaults where none is given. */
+START_TEST(config_upstream_read)
+{
+	struct config *cf = unit_config(METRICS
+	    "upstreams = (\n"
+	    "  { name = \"opA\"; host = \"127.0.0.1\"; port = 2776;\n"
+	    "    bind = \"pair\"; system_id = \"erd\"; password = \"secret\";\n"
+	    "    system_type = \"VMA\"; address_range = \"^351\";\n"
+	    "    sessions = 3; window = 20; max_tps = 50;\n"
+	    "    enquire_link_interval = 5; response_timeout = 3;\n"
+	    "    reconnect_min = 2; reconnect_max = 30;\n"
+	    "    source_ton = 5; source_npi = 0; dest_ton = 1; dest_npi = 1;\n"
+	    "    alphabet = \"latin1\"; long = \"sar\"; receipt_id = \"hex\";"
+	    " },\n"
+	    "  { name = \"opB\"; host = \"::1\"; system_id = \"x\"; }\n"
+	    ");\n");
+	const struct upstream_conf *a, *b;
+
+	ck_assert_ptr_nonnull(cf);
+	ck_assert_uint_eq(cf->nupstreams, 2);
+	a = &cf->upstreams[0];
+	b = &cf->upstreams[1];
+	ck_assert_str_eq(a->name, "opA");
+	ck_assert_str_eq(a->address, "127.0.0.1");
+	ck_assert_uint_eq(a->port, 2776);
+	ck_assert_uint_eq(a->bind, UPSTREAM_BIND_PAIR);
+	ck_assert_str_eq(a->password, "secret");
+	ck_assert_str_eq(a->system_type, "VMA");
+	ck_assert_str_eq(a->address_range, "^351");
+	ck_assert_uint_eq(a->sessions, 3);
+	ck_assert_uint_eq(a->window, 20);
+	ck_assert_uint_eq(a->max_tps, 50);
+	ck_assert_uint_eq(a->enquire_link_interval, 5);
+	ck_assert_uint_eq(a->response_timeout, 3);
+	ck_assert_uint_eq(a->reconnect_min, 2);
+	ck_assert_uint_eq(a->reconnect_max, 30);
+	ck_assert_uint_eq(a->source_ton, 5);
+	ck_assert_uint_eq(a->source_npi, 0);
+	ck_assert_uint_eq(a->alphabet, CONFIG_ALPHABET_LATIN1);
+	ck_assert_uint_eq(a->long_mode, UPSTREAM_LONG_SAR);
+	ck_assert_uint_eq(a->receipt_id, UPSTREAM_RECEIPT_HEX);
+	ck_assert(!a->tls.enabled);
+	ck_assert_ptr_nonnull(a->xp_ctx);
+	ck_assert_str_eq(a->xp_ctx->type->name, "plain");
+	/* The defaults. */
+	ck_assert_str_eq(b->address, "::1");
+	ck_assert_uint_eq(b->port, 2775);
+	ck_assert_uint_eq(b->bind, UPSTREAM_BIND_TRANSCEIVER);
+	ck_assert_str_eq(b->password, "");
+	ck_assert_uint_eq(b->sessions, 1);
+	ck_assert_uint_eq(b->window, 10);
+	ck_assert_uint_eq(b->max_tps, 0);
+	ck_assert_uint_eq(b->enquire_link_interval, 30);
+	ck_assert_uint_eq(b->response_timeout, 10);
+	ck_assert_uint_eq(b->reconnect_min, 1);
+	ck_assert_uint_eq(b->reconnect_max, 60);
+	ck_assert_uint_eq(b->dest_ton, 1);
+	ck_assert_uint_eq(b->alphabet, CONFIG_ALPHABET_GSM);
+	ck_assert_uint_eq(b->long_mode, UPSTREAM_LONG_UDH);
+	ck_assert_uint_eq(b->receipt_id, UPSTREAM_RECEIPT_AUTO);
+	config_unref(cf);
+}
+END_TEST
+
+/* Exactly one error, at line, saying what. */
+static void
+expect_one_error(const char *text, int line, const char *what)
+{
+	char path[600], prefix[700], *errors = NULL;
+	struct config *cf = unit_config_load(text, path, sizeof(path), &errors);
+
+	ck_assert_msg(cf == NULL, "accepted a bad config:\n%s", text);
+	ck_assert_ptr_nonnull(errors);
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
+	ck_assert_msg(strncmp(errors, prefix, strlen(prefix)) == 0,
+	    "expected \"%s...\", got \"%s\"", prefix, errors);
+	ck_assert_msg(strstr(errors, what) != NULL,
+	    "expected \"%s\" in \"%s\"", what, errors);
+	ck_assert_msg(unit_count_lines(errors) == 1, "one error expected: %s",
+	    errors);
+	free(errors);
+}
+
+/* Each bad upstream: one error, on its line, naming what is wrong. */
+START_TEST(config_upstream_errors)
+{
+	static const struct {
+		const char *body, *what;
+	} cases[] = {
+		{ "host = \"127.0.0.1\"; system_id = \"e\";",
+		  "upstream: \"name\" is missing" },
+		{ "name = \"a\"; system_id = \"e\";",
+		  "upstream: \"host\" is missing" },
+		{ "name = \"a\"; host = \"127.0.0.1\";",
+		  "upstream: \"system_id\" is missing" },
+		{ "name = \"a b\"; host = \"127.0.0.1\"; system_id = \"e\";",
+		  "upstream name \"a b\"" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = "
+		  "\"sixteen-chars-xx\";", "upstreams.system_id: 1 to 15" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "password = \"ninechars\";", "upstreams.password: at most 8" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "bind = \"both\";", "bind" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "sessions = 0;", "sessions" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "reconnect_min = 10; reconnect_max = 5;",
+		  "reconnect_min (10) is above reconnect_max (5)" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "receipt_id = \"octal\";", "receipt_id" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "tls = { verify = true; };", "upstreams.tls: \"ca\" is "
+		  "missing" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "tls = { verify = false; certificate = \"/c.pem\"; };",
+		  "\"certificate\" and \"key\" go together" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "tls = { ca = \"/nonexistent/ca.pem\"; };",
+		  "/nonexistent/ca.pem" },
+		{ "name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; "
+		  "colour = 1;", "upstreams.colour: unknown setting" },
+	};
+	char text[1024];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), METRICS "upstreams = (\n"
+		    "  { %s }\n);\n", cases[i].body);
+		expect_one_error(text, 3, cases[i].what);
+	}
+}
+END_TEST
+
+START_TEST(config_upstream_unique)
+{
+	expect_one_error(METRICS "upstreams = (\n"
+	    "  { name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; },\n"
+	    "  { name = \"a\"; host = \"127.0.0.2\"; system_id = \"e\"; }\n"
+	    ");\n", 4, "upstream name \"a\" is already used on line 3");
+}
+END_TEST
+
+Suite *
+upstream_suite(void)
+{
+	Suite *s = suite_create("upstream");
+	TCase *tc = tcase_create("upstream");
+
+	tcase_add_test(tc, backoff_first);
+	tcase_add_test(tc, backoff_doubles_to_max);
+	tcase_add_test(tc, backoff_jitter_spreads);
+	tcase_add_test(tc, status_named);
+	tcase_add_test(tc, counts_appended);
+	tcase_add_test(tc, config_upstream_read);
+	tcase_add_test(tc, config_upstream_errors);
+	tcase_add_test(tc, config_upstream_unique);
+	suite_add_tcase(s, tc);
+	return s;
+}
