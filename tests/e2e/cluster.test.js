@@ -35,7 +35,22 @@ async function startNats(dir) {
 			log: '' });
 	for (const n of ns)
 		startNatsOne(n, ns);
-	await Promise.all(ns.map((n) => waitNatsReady(n)));
+	// A port freePort found free may be taken before the server binds it
+	// (by another program's test): that server exits at once, and starts
+	// again on new ports (its routes to the others form the cluster).
+	for (const n of ns)
+		for (let tries = 1; ; tries++) {
+			await until(() => /Server is ready/.test(n.log) || n.exited,
+				WAIT_MS, `${n.name} ready`);
+			if (!n.exited)
+				break;
+			if (tries === 3)
+				throw new Error(`${n.name} did not start:\n${n.log}`);
+			n.port = await freePort();
+			n.cport = await freePort();
+			n.mport = await freePort();
+			startNatsOne(n, ns);
+		}
 	return ns;
 }
 
