@@ -333,9 +333,9 @@ sess_retry(struct upstream_sess *s)
 static void
 sess_connect_failed(struct upstream_sess *s, int err)
 {
-	reactor_del_io(s->rs->r, &s->io);
-	close(s->io.fd);
-	s->io.fd = -1;
+	reactor_del_io(s->rs->r, &s->dial);
+	close(s->dial.fd);
+	s->dial.fd = -1;
 	upstream_sess_fail(s, UPSTREAM_FAIL_CONNECT | (uint32_t)err,
 	    "cannot connect to %s:%u: %s", s->uc->address, s->uc->port,
 	    strerror(err));
@@ -357,7 +357,7 @@ sess_on_connected(struct reactor *r, struct reactor_io *io, uint32_t ev)
 		return;
 	}
 	reactor_del_io(r, io);
-	s->io.fd = -1;
+	s->dial.fd = -1;
 	xp = uc->xp_ctx->type->connect(uc->xp_ctx, r, fd,
 	    uc->tls.server_name[0] != '\0' ? uc->tls.server_name : uc->host,
 	    r->cf->limits.handshake_timeout);
@@ -403,19 +403,19 @@ sess_connect(struct upstream_sess *s)
 	if (s->attempt > 0)
 		atomic_fetch_add(&s->stat->reconnects, 1);
 	if ((fd = net_connect(uc->address, uc->port)) < 0) {
-		s->io.fd = -1;
+		s->dial.fd = -1;
 		upstream_sess_fail(s, UPSTREAM_FAIL_CONNECT | (uint32_t)errno,
 		    "cannot connect to %s:%u: %s", uc->address, uc->port,
 		    strerror(errno));
 		sess_retry(s);
 		return;
 	}
-	s->io = (struct reactor_io){ .fd = fd, .fn = sess_on_connected };
+	s->dial = (struct reactor_io){ .fd = fd, .fn = sess_on_connected };
 	s->state = UPSTREAM_CONNECTING;
 	s->deadline = r->now_ms + (uint64_t)uc->response_timeout * 1000;
-	if (reactor_add_io(r, &s->io, EPOLLOUT) < 0) {
+	if (reactor_add_io(r, &s->dial, EPOLLOUT) < 0) {
 		close(fd);
-		s->io.fd = -1;
+		s->dial.fd = -1;
 		upstream_sess_fail(s, UPSTREAM_FAIL_CONNECT | (uint32_t)errno,
 		    "cannot watch a socket: %s", strerror(errno));
 		sess_retry(s);
@@ -432,7 +432,7 @@ sess_new(struct upstream_rs *rs, const struct upstream_conf *uc,
 	if (st == NULL)
 		return NULL;
 	s = xcalloc(1, sizeof(*s));
-	s->io.fd = -1;
+	s->dial.fd = -1;
 	s->rs = rs;
 	s->cf = config_ref(rs->r->cf);
 	s->uc = uc;
@@ -468,9 +468,9 @@ sess_end(struct upstream_sess *s, bool removed)
 		}
 		break;
 	case UPSTREAM_CONNECTING:
-		reactor_del_io(s->rs->r, &s->io);
-		close(s->io.fd);
-		s->io.fd = -1;
+		reactor_del_io(s->rs->r, &s->dial);
+		close(s->dial.fd);
+		s->dial.fd = -1;
 		if (removed)
 			sess_free(s);
 		else
@@ -598,9 +598,9 @@ rs_stop(struct reactor *r, void *arg)
 	rs->stopping = true;
 	for (struct upstream_sess *s = rs->head; s != NULL; s = s->next)
 		if (s->state == UPSTREAM_CONNECTING) {
-			reactor_del_io(r, &s->io);
-			close(s->io.fd);
-			s->io.fd = -1;
+			reactor_del_io(r, &s->dial);
+			close(s->dial.fd);
+			s->dial.fd = -1;
 			s->state = UPSTREAM_IDLE;
 		}
 }
@@ -617,8 +617,8 @@ rs_free(struct reactor *r, void *arg)
 
 		if (s->c != NULL)
 			s->c->pdata = NULL;
-		if (s->io.fd >= 0)
-			close(s->io.fd);
+		if (s->dial.fd >= 0)
+			close(s->dial.fd);
 		if (s->is_bound)
 			atomic_fetch_sub(&s->stat->bound, 1);
 		sess_free(s);

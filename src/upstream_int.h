@@ -38,7 +38,7 @@ struct upstream_rs;
  * is the session while it has one. Owning reactor only.
  */
 struct upstream_sess {
-	struct reactor_io io;		/* first: the connect's fd */
+	struct reactor_io dial;		/* first: the socket while it connects */
 	struct upstream_rs *rs;
 	struct upstream_sess *next;
 	struct config *cf;		/* a reference: uc lives in it */
