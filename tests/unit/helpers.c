@@ -107,3 +107,21 @@ unit_guard_free(struct unit_guard *g)
 {
 	munmap(g->map, g->len);
 }
+
+void
+unit_expect_one_error(const char *text, int line, const char *what)
+{
+	char path[600], prefix[700], *errors = NULL;
+	struct config *cf = unit_config_load(text, path, sizeof(path), &errors);
+
+	ck_assert_msg(cf == NULL, "accepted a bad config:\n%s", text);
+	ck_assert_ptr_nonnull(errors);
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
+	ck_assert_msg(strncmp(errors, prefix, strlen(prefix)) == 0,
+	    "expected \"%s...\", got \"%s\"", prefix, errors);
+	ck_assert_msg(strstr(errors, what) != NULL,
+	    "expected \"%s\" in \"%s\"", what, errors);
+	ck_assert_msg(unit_count_lines(errors) == 1, "one error expected: %s",
+	    errors);
+	free(errors);
+}

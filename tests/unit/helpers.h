@@ -41,4 +41,10 @@ void	unit_guard_free(struct unit_guard *g);
 /* Number of lines (LF-terminated) in s; 0 for NULL. */
 size_t	unit_count_lines(const char *s);
 
+/*
+ * Loads text, expects it rejected with exactly one error on line line
+ * whose text contains what.
+ */
+void	unit_expect_one_error(const char *text, int line, const char *what);
+
 #endif

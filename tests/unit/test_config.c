@@ -39,28 +39,6 @@ sample_path(void)
 	return path;
 }
 
-/*
- * Loads text, expects it rejected with exactly one error on line line
- * whose text contains what.
- */
-static void
-expect_one_error(const char *text, int line, const char *what)
-{
-	char path[600], prefix[700], *errors = NULL;
-	struct config *cf = unit_config_load(text, path, sizeof(path), &errors);
-
-	ck_assert_msg(cf == NULL, "accepted a bad config:\n%s", text);
-	ck_assert_ptr_nonnull(errors);
-	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
-	ck_assert_msg(strncmp(errors, prefix, strlen(prefix)) == 0,
-	    "expected \"%s...\", got \"%s\"", prefix, errors);
-	ck_assert_msg(strstr(errors, what) != NULL,
-	    "expected \"%s\" in \"%s\"", what, errors);
-	ck_assert_msg(unit_count_lines(errors) == 1, "one error expected: %s",
-	    errors);
-	free(errors);
-}
-
 static bool
 ends_with(const char *s, const char *end)
 {
@@ -467,7 +445,7 @@ START_TEST(config_bad_case)
 {
 	const struct bad_case *bc = &bad_cases[_i];
 
-	expect_one_error(bc->text, bc->line, bc->what);
+	unit_expect_one_error(bc->text, bc->line, bc->what);
 }
 END_TEST
 
@@ -597,7 +575,7 @@ START_TEST(config_wrong_type_is_not_also_missing)
 	};
 
 	for (size_t i = 0; i < ARRAY_LEN(texts); i++)
-		expect_one_error(texts[i], 2, what[i]);
+		unit_expect_one_error(texts[i], 2, what[i]);
 }
 END_TEST
 
@@ -737,7 +715,7 @@ START_TEST(config_source_addrs)
 			ck_assert_str_eq(a->source_addrs[31], "+131");
 			config_unref(cf);
 		} else {
-			expect_one_error(text, 4,
+			unit_expect_one_error(text, 4,
 			    "source_addrs: give 1 to 32 prefixes");
 		}
 	}
@@ -784,7 +762,7 @@ START_TEST(config_feature_groups)
 	};
 
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
-		expect_one_error(cases[i].text, cases[i].line,
+		unit_expect_one_error(cases[i].text, cases[i].line,
 		    cases[i].built ? cases[i].in : cases[i].out);
 }
 END_TEST
@@ -817,7 +795,7 @@ START_TEST(config_tls_errors)
 		snprintf(text, sizeof(text), "listeners = ( { name = \"e\"; "
 		    "address = \"::1\"; port = 0; protocol = \"echo\";\n"
 		    "  tls = { %s }; } );\n", cases[i].group);
-		expect_one_error(text, 1 + (strstr(cases[i].what, "listener") ==
+		unit_expect_one_error(text, 1 + (strstr(cases[i].what, "listener") ==
 		    NULL), cases[i].what);
 	}
 }
@@ -833,7 +811,7 @@ START_TEST(config_tls_handshake_timeout)
 	cf = unit_config(LISTENER "limits = { handshake_timeout = 3; };\n");
 	ck_assert_uint_eq(cf->limits.handshake_timeout, 3);
 	config_unref(cf);
-	expect_one_error(LISTENER "limits = { handshake_timeout = 0; };\n",
+	unit_expect_one_error(LISTENER "limits = { handshake_timeout = 0; };\n",
 	    2, "handshake_timeout");
 }
 END_TEST
@@ -851,9 +829,9 @@ START_TEST(config_tls_max_handshakes)
 	ck_assert_uint_eq(cf->limits.max_handshakes, 0);
 	ck_assert_uint_eq(cf->limits.max_handshakes_per_ip, 7);
 	config_unref(cf);
-	expect_one_error(LISTENER "limits = { max_handshakes = -1; };\n",
+	unit_expect_one_error(LISTENER "limits = { max_handshakes = -1; };\n",
 	    2, "max_handshakes");
-	expect_one_error(LISTENER "limits = { max_handshakes_per_ip = "
+	unit_expect_one_error(LISTENER "limits = { max_handshakes_per_ip = "
 	    "\"many\"; };\n", 2, "max_handshakes_per_ip");
 }
 END_TEST
@@ -872,9 +850,9 @@ START_TEST(config_socket_buffers)
 	ck_assert_uint_eq(cf->limits.socket_send_buffer, 16384);
 	ck_assert_uint_eq(cf->limits.socket_receive_buffer, 65536);
 	config_unref(cf);
-	expect_one_error(LISTENER "limits = { socket_send_buffer = 100; };\n",
+	unit_expect_one_error(LISTENER "limits = { socket_send_buffer = 100; };\n",
 	    2, "limits.socket_send_buffer: 100; use 0");
-	expect_one_error(LISTENER "limits = { socket_receive_buffer = "
+	unit_expect_one_error(LISTENER "limits = { socket_receive_buffer = "
 	    "100000000; };\n", 2, "socket_receive_buffer");
 }
 END_TEST
@@ -904,7 +882,7 @@ START_TEST(config_byte_sizes_with_units)
 	ck_assert_uint_eq(cf->limits.output_limit, 4294967296ULL);
 	ck_assert_uint_eq(cf->limits.output_high_watermark, 1 << 30);
 	config_unref(cf);
-	expect_one_error(LISTENER "max_connections = 2147483648;\n", 2,
+	unit_expect_one_error(LISTENER "max_connections = 2147483648;\n", 2,
 	    "max_connections: 2147483648 is beyond");
 #if ER_WITH_SQLITE
 	cf = unit_config(LISTENER "store = { path = \"/s.db\";\n"
@@ -982,12 +960,12 @@ START_TEST(config_cluster_credentials_unreadable)
 	snprintf(text, sizeof(text), LISTENER "cluster = { node = \"a\"; "
 	    "servers = ( \"nats://x\" );\n  credentials = \"%s/none.creds\"; "
 	    "};\n", dir);
-	expect_one_error(text, 3, "cluster.credentials: cannot read");
+	unit_expect_one_error(text, 3, "cluster.credentials: cannot read");
 	/* A directory opens, but reads nothing. */
 	snprintf(text, sizeof(text), LISTENER "cluster = { node = \"a\"; "
 	    "servers = ( \"nats://x\" );\n  credentials = \"%s\"; };\n",
 	    dir);
-	expect_one_error(text, 3, "cluster.credentials: cannot read");
+	unit_expect_one_error(text, 3, "cluster.credentials: cannot read");
 	rmdir(dir);
 }
 END_TEST
@@ -1022,7 +1000,7 @@ START_TEST(config_cluster_errors)
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
 		snprintf(text, sizeof(text), LISTENER "cluster = { %s };\n",
 		    cases[i].group);
-		expect_one_error(text, 2, cases[i].what);
+		unit_expect_one_error(text, 2, cases[i].what);
 	}
 }
 END_TEST
@@ -1053,14 +1031,14 @@ START_TEST(config_store_jetstream)
 	ck_assert_uint_eq(cf->store.replicas, 3);
 	config_unref(cf);
 	config_unref(old);
-	expect_one_error(LISTENER "store = { backend = \"jetstream\"; };\n",
+	unit_expect_one_error(LISTENER "store = { backend = \"jetstream\"; };\n",
 	    2, "\"jetstream\" needs a cluster group");
-	expect_one_error(LISTENER CLUSTER_A "store = { backend = \"x\"; "
+	unit_expect_one_error(LISTENER CLUSTER_A "store = { backend = \"x\"; "
 	    "path = \"/a.db\"; };\n", 3, "\"x\" is not one of sqlite, "
 	    "jetstream");
-	expect_one_error(LISTENER CLUSTER_A "store = { backend = "
+	unit_expect_one_error(LISTENER CLUSTER_A "store = { backend = "
 	    "\"sqlite\"; };\n", 3, "\"path\" is missing");
-	expect_one_error(LISTENER CLUSTER_A "store = { backend = "
+	unit_expect_one_error(LISTENER CLUSTER_A "store = { backend = "
 	    "\"jetstream\"; replicas = 6; };\n", 3, "replicas");
 }
 END_TEST
@@ -1239,7 +1217,7 @@ START_TEST(config_store_bad_case)
 {
 	const struct bad_case *bc = &store_bad_cases[_i];
 
-	expect_one_error(bc->text, bc->line, bc->what);
+	unit_expect_one_error(bc->text, bc->line, bc->what);
 }
 END_TEST
 
@@ -1254,7 +1232,7 @@ START_TEST(config_store_path_too_long)
 	p = text + n;
 	memset(p, 'a', 4200);
 	snprintf(p + 4200, 8192 - n - 4200, "\"; };\n");
-	expect_one_error(text, 2, "store.path: longer than 4095 characters");
+	unit_expect_one_error(text, 2, "store.path: longer than 4095 characters");
 	free(text);
 }
 END_TEST

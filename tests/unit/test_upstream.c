@@ -171,25 +171,6 @@ START_TEST(config_upstream_read)
 }
 END_TEST
 
-/* Exactly one error, at line, saying what. */
-static void
-expect_one_error(const char *text, int line, const char *what)
-{
-	char path[600], prefix[700], *errors = NULL;
-	struct config *cf = unit_config_load(text, path, sizeof(path), &errors);
-
-	ck_assert_msg(cf == NULL, "accepted a bad config:\n%s", text);
-	ck_assert_ptr_nonnull(errors);
-	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
-	ck_assert_msg(strncmp(errors, prefix, strlen(prefix)) == 0,
-	    "expected \"%s...\", got \"%s\"", prefix, errors);
-	ck_assert_msg(strstr(errors, what) != NULL,
-	    "expected \"%s\" in \"%s\"", what, errors);
-	ck_assert_msg(unit_count_lines(errors) == 1, "one error expected: %s",
-	    errors);
-	free(errors);
-}
-
 /* Each bad upstream: one error, on its line, naming what is wrong. */
 START_TEST(config_upstream_errors)
 {
@@ -234,14 +215,14 @@ START_TEST(config_upstream_errors)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		snprintf(text, sizeof(text), METRICS "upstreams = (\n"
 		    "  { %s }\n);\n", cases[i].body);
-		expect_one_error(text, 3, cases[i].what);
+		unit_expect_one_error(text, 3, cases[i].what);
 	}
 }
 END_TEST
 
 START_TEST(config_upstream_unique)
 {
-	expect_one_error(METRICS "upstreams = (\n"
+	unit_expect_one_error(METRICS "upstreams = (\n"
 	    "  { name = \"a\"; host = \"127.0.0.1\"; system_id = \"e\"; },\n"
 	    "  { name = \"a\"; host = \"127.0.0.2\"; system_id = \"e\"; }\n"
 	    ");\n", 4, "upstream name \"a\" is already used on line 3");
