@@ -78,17 +78,8 @@ async function withLogs(kannel, fn) {
 // A line client logged in as addr: c.lines, and wait(pred) on them.
 async function line(addr) {
 	const c = await L.lineClient(d.ports.router);
-	c.wait = (pred, what, ms = 20000) => L.withTimeout(new Promise((resolve) => {
-		const check = () => {
-			const hit = c.lines.find(pred);
-			if (hit === undefined)
-				return;
-			c.waiters.splice(c.waiters.indexOf(check), 1);
-			resolve(hit);
-		};
-		c.waiters.push(check);
-		check();
-	}), ms, what);
+	const wait = c.wait;
+	c.wait = (pred, what, ms = 20000) => wait(pred, what, ms);
 	c.sock.write(`LOGIN ${addr} a\n`);
 	await c.wait((l) => l.startsWith('OK LOGIN'), `login ${addr}`);
 	return c;

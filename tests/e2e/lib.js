@@ -276,11 +276,23 @@ async function until(fn, ms, what) {
 }
 
 // A router line client: c.lines are the whole lines received so far;
-// each arrival calls c.waiters (the caller's waits).
+// each arrival calls c.waiters; c.wait(pred, what) waits for a line.
 function lineClient(port, ms = 10000) {
 	return withTimeout(new Promise((resolve, reject) => {
 		const sock = net.connect(port, '127.0.0.1', () => resolve(c));
 		const c = { sock, lines: [], partial: '', waiters: [] };
+		// The first line (read so far or to come) that pred accepts.
+		c.wait = (pred, what, wms = 10000) => withTimeout(new Promise((ok) => {
+			const check = () => {
+				const hit = c.lines.find(pred);
+				if (hit === undefined)
+					return;
+				c.waiters.splice(c.waiters.indexOf(check), 1);
+				ok(hit);
+			};
+			c.waiters.push(check);
+			check();
+		}), wms, what);
 		sock.setEncoding('utf8');
 		sock.on('error', reject);
 		sock.on('data', (d) => {

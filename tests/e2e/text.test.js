@@ -38,17 +38,6 @@ ${extra}`;
 // A line client logged in as addr: c.lines, and wait(pred) on them.
 async function line(port, addr, password) {
 	const c = await L.lineClient(port);
-	c.wait = (pred, what) => L.withTimeout(new Promise((resolve) => {
-		const check = () => {
-			const hit = c.lines.find(pred);
-			if (hit === undefined)
-				return;
-			c.waiters.splice(c.waiters.indexOf(check), 1);
-			resolve(hit);
-		};
-		c.waiters.push(check);
-		check();
-	}), 10000, what);
 	c.sock.write(`LOGIN ${addr} ${password}\n`);
 	await c.wait((l) => l.startsWith('OK LOGIN'), `login ${addr}`);
 	return c;
