@@ -98,6 +98,30 @@ read_until(int fd, const char *want, char *got, size_t cap, bool *eof)
 }
 
 /*
+ * A router session on started reactor r, its client end sv[0], logged in
+ * as addr (the OK read).
+ */
+static void
+router_session(struct reactor *r, int sv[2], const char *addr)
+{
+	char line[128], got[512];
+	bool eof;
+	int n;
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(reactor_start(r), 0);
+	atomic_fetch_add(&conn_live, 1);
+	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
+	n = snprintf(line, sizeof(line), "LOGIN %s\n", addr);
+	ck_assert_int_eq(write(sv[0], line, (size_t)n), n);
+	snprintf(line, sizeof(line), "OK LOGIN %s\n", addr);
+	ck_assert_msg(read_until(sv[0], line, got, sizeof(got), &eof),
+	    "got: %s", got);
+}
+
+/*
  * proto_evict reaches the session on its reactor, and the router says
  * why (ERR 409) before it closes; a stale handle or a reactor that does
  * not exist evicts nobody.
@@ -114,15 +138,7 @@ START_TEST(test_router_evicted_says_409)
 	bool eof;
 	int sv[2];
 
-	ck_assert_ptr_nonnull(r);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0, sv), 0);
-	ck_assert_int_eq(reactor_start(r), 0);
-	atomic_fetch_add(&conn_live, 1);
-	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
-	ck_assert_int_eq(write(sv[0], "LOGIN t-evicted\n", 16), 16);
-	ck_assert_msg(read_until(sv[0], "OK LOGIN t-evicted\n", got,
-	    sizeof(got), &eof), "got: %s", got);
+	router_session(r, sv, "t-evicted");
 	ck_assert(route_lookup("t-evicted", &o));
 	ck_assert_int_eq(o.kind, ROUTE_OWNER_CONN);
 	/* Another generation of the slot: not this session. */
@@ -220,15 +236,7 @@ START_TEST(test_router_joins_parts)
 	bool eof;
 	int sv[2];
 
-	ck_assert_ptr_nonnull(r);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0, sv), 0);
-	ck_assert_int_eq(reactor_start(r), 0);
-	atomic_fetch_add(&conn_live, 1);
-	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
-	ck_assert_int_eq(write(sv[0], "LOGIN t-join\n", 13), 13);
-	ck_assert_msg(read_until(sv[0], "OK LOGIN t-join\n", got,
-	    sizeof(got), &eof), "got: %s", got);
+	router_session(r, sv, "t-join");
 	post_part(r, "t-join", u3, sizeof(u3), "end", 103);
 	post_part(r, "t-join", u1, sizeof(u1), "one, ", 101);
 	ck_assert(join_count_is(r, COUNTER_JOIN_HELD, 2));
