@@ -115,6 +115,7 @@ struct lg_opts {
 	bool	req_set;	/* -q given */
 	bool	line_senders;	/* -g: smpp pairs' senders are line clients */
 	bool	ucs2;		/* -u: their text needs UCS-2 */
+	const char *addr_prefix; /* -A: pair addresses start with it */
 };
 
 static struct lg_opts opt = {
@@ -1966,6 +1967,8 @@ usage(void)
 	    "               SEND) on -p; receivers bind on -r\n"
 	    "  -u           -g: a text that needs UCS-2 (-s characters), the\n"
 	    "               receivers join and check its UDH parts (parts=)\n"
+	    "  -A PREFIX    pair addresses start with PREFIX (a route's prefix,\n"
+	    "               such as +351 for an upstream), not lg<pid>\n"
 	    "  -Y           every connection over TLS (echo and line modes)\n"
 	    "  -m handshake -Y: per thread, connect, handshake, one request\n"
 	    "               (-q/-e, or 16 echoed bytes without -q), close;\n"
@@ -2010,7 +2013,7 @@ parse_opts(int argc, char **argv)
 	int ch;
 
 	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:YZ"
-	    "C:T:L:S:l:K:gu")) != -1) {
+	    "C:T:L:S:l:K:guA:")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
 		case 'h': opt.host = optarg; break;
@@ -2045,6 +2048,7 @@ parse_opts(int argc, char **argv)
 		case 'K': opt.targets = num(optarg, 1, 1000000); break;
 		case 'g': opt.line_senders = true; break;
 		case 'u': opt.ucs2 = true; break;
+		case 'A': opt.addr_prefix = optarg; break;
 		default: usage();
 		}
 	}
@@ -2315,7 +2319,18 @@ main(int argc, char **argv)
 	if (line_req_len >= sizeof(line_req))
 		die("request longer than %zu bytes", sizeof(line_req) - 3);
 	line_expect_len = strlen(opt.expect);
-	snprintf(run_tag, sizeof(run_tag), "lg%ld", (long)getpid());
+	/*
+	 * The pid keeps a run's addresses apart from a previous run's that
+	 * the server may not have dropped yet; a prefix (-A) keeps short
+	 * enough for an SMPP system_id (15).
+	 */
+	if (opt.addr_prefix != NULL) {
+		if (strlen(opt.addr_prefix) > 6)
+			die("-A %s: longer than 6", opt.addr_prefix);
+		snprintf(run_tag, sizeof(run_tag), "%s%ld", opt.addr_prefix,
+		    (long)getpid() % 10000);
+	} else
+		snprintf(run_tag, sizeof(run_tag), "lg%ld", (long)getpid());
 
 	/* Router placement follows connect order: one connect at a time. */
 	tls_init();
