@@ -99,8 +99,13 @@ smpp_long_make(const struct msg *m, const struct smpp_long_opts *o,
 	int k;
 
 	*needed = 0;
-	/* Latin-1 asked for falls back to UCS-2 as auto does to it. */
-	if ((so.coding = text_pick(in, m->len, o->coding)) < 0)
+	/*
+	 * Latin-1 asked for falls back to UCS-2 as auto does to it; auto is
+	 * text_split's own choice, made in the pass that counts the units.
+	 */
+	if (o->coding == TEXT_CODING_AUTO)
+		so.coding = TEXT_CODING_AUTO;
+	else if ((so.coding = text_pick(in, m->len, o->coding)) < 0)
 		return -1;
 	d = msg_new(cap);
 	memcpy(d, m, offsetof(struct msg, len));
@@ -108,7 +113,8 @@ smpp_long_make(const struct msg *m, const struct smpp_long_opts *o,
 		int e = errno;
 
 		if (e == EMSGSIZE && o->how != TEXT_LONG_PAYLOAD)
-			*needed = parts_needed(in, m->len, o, so.coding);
+			*needed = parts_needed(in, m->len, o,
+			    (int)s.coding);
 		free(d);
 		errno = e;
 		return -1;

@@ -302,17 +302,16 @@ text_decode(enum text_coding coding, const uint8_t *in, size_t n, char *out,
 
 /*
  * The units cp takes in coding (septets, octets or UTF-16 units), -1 if
- * the alphabet lacks it.
+ * the alphabet lacks it; *code is its GSM code (gsm_from_cp), so that
+ * char_put does not look it up again.
  */
-static int
-char_units(enum text_coding coding, uint32_t cp)
+static inline int
+char_units(enum text_coding coding, uint32_t cp, int *code)
 {
-	int g;
-
 	switch (coding) {
 	case TEXT_GSM:
-		g = gsm_from_cp(cp);
-		return g < 0 ? -1 : (g & GSM_EXT) ? 2 : 1;
+		*code = gsm_from_cp(cp);
+		return *code < 0 ? -1 : (*code & GSM_EXT) ? 2 : 1;
 	case TEXT_IA5:
 		return cp < 0x80 ? 1 : -1;
 	case TEXT_LATIN1:
@@ -330,24 +329,25 @@ unit_octets(enum text_coding coding)
 	return coding == TEXT_UCS2 ? 2 : 1;
 }
 
-/* Writes cp, units long by char_units, in coding at out[*o]. */
-static int
-char_put(enum text_coding coding, uint32_t cp, int units, uint8_t *out,
-    size_t outsz, size_t *o)
+/*
+ * Writes cp, units long and of GSM code code by char_units, in coding at
+ * out[*o].
+ */
+static inline int
+char_put(enum text_coding coding, uint32_t cp, int code, int units,
+    uint8_t *out, size_t outsz, size_t *o)
 {
 	size_t len = (size_t)units * unit_octets(coding);
 	uint8_t *p = out + *o;
-	int g;
 
 	if (outsz - *o < len) {
 		errno = ENOSPC;
 		return -1;
 	}
 	if (coding == TEXT_GSM) {
-		g = gsm_from_cp(cp);
-		if (g & GSM_EXT)
+		if (code & GSM_EXT)
 			*p++ = TEXT_GSM_ESC;
-		*p = (uint8_t)(g & 0x7F);
+		*p = (uint8_t)(code & 0x7F);
 	} else if (coding != TEXT_UCS2) {
 		*p = (uint8_t)cp;
 	} else if (units == 1) {
@@ -375,16 +375,16 @@ text_encode(enum text_coding coding, const char *in, size_t n, uint8_t *out,
 	const uint8_t *s = (const uint8_t *)in;
 	size_t i = 0, o = 0;
 	uint32_t cp;
-	int u;
+	int u, code = 0;
 
 	if (!coding_known((int)coding))
 		return fail(ENOTSUP);
 	while (i < n) {
 		if (utf8_next(s, n, &i, &cp) < 0)
 			return fail(EILSEQ);
-		if ((u = char_units(coding, cp)) < 0)
+		if ((u = char_units(coding, cp, &code)) < 0)
 			return fail(ERANGE);
-		if (char_put(coding, cp, u, out, outsz, &o) < 0)
+		if (char_put(coding, cp, code, u, out, outsz, &o) < 0)
 			return -1;
 	}
 	return (ssize_t)o;
@@ -397,12 +397,12 @@ units_of(enum text_coding coding, const char *in, size_t n)
 	const uint8_t *s = (const uint8_t *)in;
 	size_t i = 0, total = 0;
 	uint32_t cp;
-	int u;
+	int u, code;
 
 	while (i < n) {
 		if (utf8_next(s, n, &i, &cp) < 0)
 			return fail(EILSEQ);
-		if ((u = char_units(coding, cp)) < 0)
+		if ((u = char_units(coding, cp, &code)) < 0)
 			return fail(ERANGE);
 		total += (size_t)u;
 	}
@@ -467,33 +467,6 @@ limit_part(enum text_coding coding)
 	return coding == TEXT_UCS2 ? 67 : coding == TEXT_LATIN1 ? 134 : 153;
 }
 
-/*
- * Where the part that starts at byte pos of the (valid) UTF-8 text ends:
- * as many whole characters as fit in limit units, so that an escape pair
- * or a surrogate pair is never cut.
- */
-static size_t
-next_cut(enum text_coding coding, const uint8_t *s, size_t n, size_t pos,
-    unsigned limit)
-{
-	size_t i = pos, next;
-	unsigned used = 0;
-	uint32_t cp;
-	int u;
-
-	while (i < n) {
-		next = i;
-		if (utf8_next(s, n, &next, &cp) < 0)
-			break;
-		u = char_units(coding, cp);
-		if (u < 0 || used + (unsigned)u > limit)
-			break;
-		used += (unsigned)u;
-		i = next;
-	}
-	return i;
-}
-
 static int
 split_check(const struct text_split_opts *o)
 {
@@ -506,6 +479,40 @@ split_check(const struct text_split_opts *o)
 }
 
 /*
+ * For TEXT_CODING_AUTO: the units the text takes in GSM if every
+ * character is in it, else in UCS-2, in one pass (*coding says which).
+ * -1 EILSEQ.
+ */
+static ssize_t
+auto_units(const char *in, size_t n, enum text_coding *coding)
+{
+	const uint8_t *s = (const uint8_t *)in;
+	size_t i = 0, gsm = 0, ucs2 = 0;
+	bool in_gsm = true;
+	uint32_t cp;
+	int code;
+
+	while (i < n) {
+		/* ASCII letters and digits: one unit in both. */
+		if (s[i] < 0x80 && (!in_gsm || (s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= 'A' && s[i] <= 'Z') ||
+		    (s[i] >= '0' && s[i] <= '9'))) {
+			ucs2++, gsm++, i++;
+			continue;
+		}
+		if (utf8_next(s, n, &i, &cp) < 0)
+			return fail(EILSEQ);
+		ucs2 += cp > 0xFFFF ? 2 : 1;
+		if (in_gsm && (code = gsm_from_cp(cp)) >= 0)
+			gsm += (code & GSM_EXT) ? 2 : 1;
+		else
+			in_gsm = false;
+	}
+	*coding = in_gsm ? TEXT_GSM : TEXT_UCS2;
+	return (ssize_t)(in_gsm ? gsm : ucs2);
+}
+
+/*
  * The coding of opts, or, when it leaves the choice, GSM if it can; and
  * the units the text takes in it. -1 EILSEQ or ERANGE.
  */
@@ -513,76 +520,118 @@ static ssize_t
 split_coding(const char *in, size_t n, const struct text_split_opts *o,
     enum text_coding *coding)
 {
-	ssize_t units;
-
 	if (o->coding != TEXT_CODING_AUTO) {
 		*coding = (enum text_coding)o->coding;
 		return units_of(*coding, in, n);
 	}
-	*coding = TEXT_GSM;
-	if ((units = units_of(TEXT_GSM, in, n)) >= 0 || errno != ERANGE)
-		return units;
-	*coding = TEXT_UCS2;
-	return units_of(TEXT_UCS2, in, n);
+	return auto_units(in, n, coding);
 }
 
 /*
- * Cuts the text into parts, noting each part's UTF-8 range in s->part
- * (text_split turns them into output ranges). -1 EMSGSIZE over max.
+ * Starts part s->nparts at out[*o], behind a UDH when s->udhi; with out
+ * NULL, only counts.
  */
 static int
-split_plan(const char *in, size_t n, unsigned max, struct text_split *s)
+part_open(struct text_split *s, unsigned max, uint8_t *out, size_t outsz,
+    size_t *o)
 {
-	const uint8_t *p = (const uint8_t *)in;
-	unsigned limit = limit_part(s->coding);
-	size_t pos = 0, end;
+	if (s->nparts == max)
+		return (int)fail(EMSGSIZE);
+	s->part[s->nparts].off = (uint32_t)*o;
+	if (s->udhi) {
+		/* The total is known at the end: split_write fills it in. */
+		const uint8_t udh[6] = { 0x05, 0x00, 0x03, (uint8_t)s->ref,
+		    0, (uint8_t)(s->nparts + 1) };
 
-	s->nparts = 0;
-	while (pos < n) {
-		if (s->nparts == max)
-			return (int)fail(EMSGSIZE);
-		end = next_cut(s->coding, p, n, pos, limit);
-		s->part[s->nparts].off = (uint32_t)pos;
-		s->part[s->nparts].len = (uint32_t)(end - pos);
-		s->nparts++;
-		pos = end;
+		if (out != NULL && outsz - *o < sizeof(udh))
+			return (int)fail(ENOSPC);
+		if (out != NULL)
+			memcpy(out + *o, udh, sizeof(udh));
+		*o += sizeof(udh);
 	}
+	s->nparts++;
 	return 0;
 }
 
-/* Encodes the planned parts, each behind its UDH when s->udhi. */
-static void
-split_write(const char *in, uint8_t *out, size_t outsz, struct text_split *s)
+/*
+ * Cuts the (valid) text into parts of as many whole characters as fit,
+ * so that an escape pair or a surrogate pair is never cut, and encodes
+ * them in the same pass (with out NULL, only counts the parts). -1
+ * EMSGSIZE over max parts, ENOSPC.
+ */
+static int
+split_write(const char *in, size_t n, unsigned max, uint8_t *out,
+    size_t outsz, struct text_split *s)
 {
-	size_t o = 0;
-	ssize_t len;
+	const uint8_t *p = (const uint8_t *)in;
+	const enum text_coding c = s->coding;
+	const unsigned limit = limit_part(c);
+	const size_t uo = unit_octets(c);
+	unsigned used = limit;
+	size_t i = 0, o = 0;
+	uint32_t cp;
+	int u, code = 0;
 
-	for (unsigned k = 0; k < s->nparts; k++) {
-		const char *from = in + s->part[k].off;
-		size_t from_len = s->part[k].len, start = o;
-
-		if (s->udhi) {
-			const uint8_t udh[6] = { 0x05, 0x00, 0x03,
-			    (uint8_t)s->ref, (uint8_t)s->nparts,
-			    (uint8_t)(k + 1) };
-
-			memcpy(out + o, udh, sizeof(udh));
-			o += sizeof(udh);
+	s->nparts = 0;
+	while (i < n) {
+		/* UCS-2 of ASCII, most of such texts, written at once. */
+		if (c == TEXT_UCS2 && p[i] < 0x80 && used < limit &&
+		    out != NULL && outsz - o >= 2) {
+			out[o] = 0, out[o + 1] = p[i];
+			o += 2, i++, used++;
+			continue;
 		}
-		/* Planned and sized by text_split: it cannot fail. */
-		len = text_encode(s->coding, from, from_len, out + o,
-		    outsz - o);
-		o += (size_t)len;
-		s->part[k].off = (uint32_t)start;
-		s->part[k].len = (uint32_t)(o - start);
+		(void)utf8_next(p, n, &i, &cp);
+		u = char_units(c, cp, &code);
+		if (used + (unsigned)u > limit) {
+			if (s->nparts > 0)
+				s->part[s->nparts - 1].len = (uint32_t)(o -
+				    s->part[s->nparts - 1].off);
+			if (part_open(s, max, out, outsz, &o) < 0)
+				return -1;
+			used = 0;
+		}
+		if (out == NULL)
+			o += (size_t)u * uo;
+		else if (char_put(c, cp, code, u, out, outsz, &o) < 0)
+			return -1;
+		used += (unsigned)u;
 	}
+	s->part[s->nparts - 1].len = (uint32_t)(o - s->part[s->nparts - 1].off);
+	for (unsigned k = 0; out != NULL && s->udhi && k < s->nparts; k++)
+		out[s->part[k].off + 4] = (uint8_t)s->nparts;
+	return 0;
+}
+
+/*
+ * Whether a text of units units, cut into parts, may need more than max
+ * parts or more than outsz octets: a part holds limit units, or one less
+ * when a two-unit character (an escape or surrogate pair) would not fit.
+ * Over the bound for sure: -1 (nothing written); maybe: counted first.
+ */
+static int
+split_fits(ssize_t units, unsigned max, size_t outsz, struct text_split *s,
+    const char *in, size_t n)
+{
+	unsigned limit = limit_part(s->coding);
+	size_t least = ((size_t)units + limit - 1) / limit,
+	    most = ((size_t)units + limit - 2) / (limit - 1),
+	    udh = s->udhi ? 6 : 0;
+
+	if (least > max)
+		return (int)fail(EMSGSIZE);
+	if (most > max && split_write(in, n, max, NULL, 0, s) < 0)
+		return -1;
+	if ((size_t)units * unit_octets(s->coding) + udh * least > outsz)
+		return (int)fail(ENOSPC);
+	return 0;
 }
 
 int
 text_split(const char *in, size_t n, const struct text_split_opts *o,
     uint8_t *out, size_t outsz, struct text_split *s)
 {
-	ssize_t units;
+	ssize_t units, len;
 	size_t octets;
 
 	if (split_check(o) < 0 ||
@@ -594,20 +643,21 @@ text_split(const char *in, size_t n, const struct text_split_opts *o,
 	s->payload = false;
 	s->nparts = 1;
 	s->part[0].off = 0;
-	s->part[0].len = (uint32_t)n;
-	if ((size_t)units > limit_single(s->coding)) {
-		if (o->how == TEXT_LONG_PAYLOAD) {
-			if (octets > 65535)
-				return (int)fail(EMSGSIZE);
-			s->payload = true;
-		} else if (split_plan(in, n, o->max_parts, s) < 0) {
-			return -1;
-		} else {
-			s->udhi = o->how == TEXT_LONG_UDH;
-		}
+	if ((size_t)units <= limit_single(s->coding) ||
+	    o->how == TEXT_LONG_PAYLOAD) {
+		if (octets > 65535)
+			return (int)fail(EMSGSIZE);
+		s->payload = (size_t)units > limit_single(s->coding);
+		if (octets > outsz)
+			return (int)fail(ENOSPC);
+		/* Checked by split_coding and sized: it cannot fail. */
+		len = text_encode(s->coding, in, n, out, outsz);
+		s->part[0].len = (uint32_t)len;
+		return 1;
 	}
-	if (octets + (s->udhi ? 6 * (size_t)s->nparts : 0) > outsz)
-		return (int)fail(ENOSPC);
-	split_write(in, out, outsz, s);
+	s->udhi = o->how == TEXT_LONG_UDH;
+	if (split_fits(units, o->max_parts, outsz, s, in, n) < 0 ||
+	    split_write(in, n, o->max_parts, out, outsz, s) < 0)
+		return -1;
 	return (int)s->nparts;
 }

@@ -663,6 +663,27 @@ START_TEST(test_split_max_parts)
 	    &s), 1);
 	ck_assert_int_eq(split(repeat("a", 255 * 153, ""), -1, TEXT_LONG_SAR,
 	    TEXT_PARTS_MAX, &s), 255);
+	/*
+	 * Escape pairs are never cut, so a part may hold 152 septets: 306
+	 * septets of '{' take 3 parts (refused at 2, before anything was
+	 * written), while 'a' and 152 '{' (305) fill exactly 2.
+	 */
+	memset(sout, 0xEE, 4096);
+	errno = 0;
+	ck_assert_int_eq(split(repeat("{", 153, ""), -1, TEXT_LONG_UDH, 2,
+	    &s), -1);
+	ck_assert_int_eq(errno, EMSGSIZE);
+	for (size_t i = 0; i < 4096; i++)
+		ck_assert_int_eq(sout[i], 0xEE);
+	ck_assert_int_eq(split(repeat("{", 153, ""), -1, TEXT_LONG_UDH, 3,
+	    &s), 3);
+	udh_part(&s, 0, 152);
+	udh_part(&s, 2, 2);
+	ck_assert_int_eq(split(repeat("{", 152, "a"), -1, TEXT_LONG_UDH, 2,
+	    &s), 2);
+	udh_part(&s, 0, 152);
+	udh_part(&s, 1, 153);
+	parts_join_to(&s, repeat("{", 152, "a"));
 	errno = 0;
 	ck_assert_int_eq(split("a", -1, TEXT_LONG_UDH, 0, &s), -1);
 	ck_assert_int_eq(errno, EINVAL);
