@@ -165,6 +165,7 @@ esme_unbound(struct conn *c, struct upstream_sess *s,
 	if (!s->removed && !s->restart)
 		upstream_sess_fail(s, UPSTREAM_FAIL_UNBIND, "the SMS centre "
 		    "unbound");
+	upstream_sess_list(s, false);
 	s->state = UPSTREAM_CLOSING;
 	conn_close_after_flush(c, CONN_CLOSE_QUIT);
 }
@@ -264,6 +265,7 @@ esme_on_tick(struct conn *c)
 		upstream_sess_fail(s, UPSTREAM_FAIL_DEAD, "no answer to %s in "
 		    "%us: the link is dead", smpp_command_name(cmd),
 		    s->uc->response_timeout);
+		upstream_sess_list(s, false);
 		s->state = UPSTREAM_CLOSING;
 		conn_close(c, CONN_CLOSE_TIMEOUT);
 		return;

@@ -129,7 +129,12 @@ job_send(struct reactor_batch *b, const struct config *cf,
 {
 	struct reactor *to;
 
-	if (cf == NULL || j->moves >= UPSTREAM_MOVES_MAX || !pick(cf, j) ||
+	/* Sessions up but none could take it (full, or going): busy. */
+	if (j->moves >= UPSTREAM_MOVES_MAX) {
+		job_answer(b, j, MSG_BUSY);
+		return;
+	}
+	if (cf == NULL || !pick(cf, j) ||
 	    (to = reactor_get(upstream_reactor_of(j->upstream, j->link))) ==
 	    NULL) {
 		job_answer(b, j, MSG_UPSTREAM_DOWN);
