@@ -564,6 +564,16 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 		free(m);
 		return MSG_UNAVAILABLE;
 	}
+	/*
+	 * With a store, a message for upstreams is on disk before its sender
+	 * hears OK; the store hands it to them and keeps it until an SMSC
+	 * took it.
+	 */
+	if (held && (unsigned)m->recipient.kind == MSG_KIND_UPSTREAM &&
+	    deliver_kind_on(MSG_KIND_STORE) && !(m->flags & MSG_F_STORED)) {
+		deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
+		return MSG_PENDING;
+	}
 	/* Held by a registered kind of owner (not a connection of ours). */
 	if (held && m->recipient.kind != ROUTE_OWNER_CONN)
 		return deliver_owned(r, m, to);

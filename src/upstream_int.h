@@ -187,6 +187,9 @@ void	upstream_sess_second(struct upstream_sess *s);
 /* The reactor that runs link of upstream name. Any thread. */
 unsigned upstream_reactor_of(const char *name, unsigned link);
 
+/* Reactors in all. Any thread. */
+unsigned upstream_nreactors(void);
+
 /* name's counters (no reference taken), or NULL. Any thread. */
 struct upstream_stat *upstream_stat_find(const char *name);
 
