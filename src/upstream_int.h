@@ -200,6 +200,13 @@ struct upstream_sess *upstream_sess_find(struct reactor *r,
 /* The reactor whose thread this is, or NULL for another thread. */
 struct reactor *upstream_self(void);
 
+/*
+ * Queues a message of text (UTF-8) on c's session, bound, as a route
+ * would (nobody waits for its verdict): for the fuzz target. Owning
+ * reactor only.
+ */
+void	upstream_fuzz_submit(struct conn *c, const char *text);
+
 /* Registers the upstream kind with deliver. Main thread, at start. */
 void	upstream_kind_register(void);
 

@@ -683,6 +683,33 @@ upstream_sess_second(struct upstream_sess *s)
 	upstream_sess_pump(s);
 }
 
+void
+upstream_fuzz_submit(struct conn *c, const char *text)
+{
+	struct upstream_sess *s = c->pdata;
+	struct upstream_job *j;
+	size_t n = strlen(text);
+
+	if (s == NULL || s->state != UPSTREAM_BOUND)
+		return;
+	j = xcalloc(1, sizeof(*j));
+	j->m = msg_new(n);
+	memcpy(j->m->text, text, n);
+	j->m->len = n;
+	j->m->flags = MSG_F_NO_VERDICT | MSG_F_LINE_TEXT;
+	j->m->sender_kind = MSG_KIND_NONE;
+	snprintf(j->m->from, sizeof(j->m->from), "fuzz");
+	snprintf(j->m->to, sizeof(j->m->to), "+351911000000");
+	snprintf(j->upstream, sizeof(j->upstream), "%s", s->uc->name);
+	if (job_encode(s, j) != MSG_OK) {
+		job_free(j);
+		return;
+	}
+	j->since_ms = c->r->now_ms;
+	queue_push(s, j, false);
+	upstream_sess_pump(s);
+}
+
 /* ---- the kind ----------------------------------------------------------- */
 
 static bool
