@@ -703,3 +703,41 @@ test('max_tps paces parts over all sessions of the upstream', async () => {
 		await sim.stop();
 	}
 });
+
+test('SIGTERM with a submit unanswered: the session unbinds, the sender hears a temporary error, exit 0', async () => {
+	const sim = new SmscSim({ submitStatus: () => null });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910000900 never answered\n');
+		await L.until(() => sim.submits.length === 1, WAIT, 'the submit_sm');
+		d.child.kill('SIGTERM');
+		await c.wait((l) => /^ERR 503 \d+ upstream unavailable$/.test(l), 'ERR 503', WAIT);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+	assert.ok(sim.pdus.some((p) => p.command === 'unbind'), 'no unbind');
+});
+
+test('ESME_ROK with an empty or 70-octet message_id: delivered, warned of once, counted', async () => {
+	const sim = new SmscSim({ messageId: (n) => n === 0 ? '' : 'x'.repeat(70) });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910001000 no id\n');
+		c.sock.write('SEND +351910001001 long id\n');
+		await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === 2,
+			WAIT, 'two OKs');
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_bad_message_ids_total{upstream="opA"}'), 2);
+		assert.equal(count(d.log, /without a usable message_id/g), 1);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
