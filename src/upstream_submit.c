@@ -23,7 +23,7 @@
  */
 #define UPSTREAM_QUEUE_MAX	1024
 
-/* Sessions a message is handed to before its sender hears "down". */
+/* Sessions a message is handed to before its sender hears "busy". */
 #define UPSTREAM_MOVES_MAX	4
 
 /* The pause after ESME_RTHROTTLED or ESME_RMSGQFUL, ms. */
