@@ -187,6 +187,12 @@ void	upstream_sess_second(struct upstream_sess *s);
 /* The reactor that runs link of upstream name. Any thread. */
 unsigned upstream_reactor_of(const char *name, unsigned link);
 
+/*
+ * One more part within tps parts a second (a second's worth may go at
+ * once), now (ns, monotonic); *at is the pace, 0 at first. Any thread.
+ */
+bool	upstream_tps_take(_Atomic uint64_t *at, unsigned tps, uint64_t now);
+
 /* Reactors in all. Any thread. */
 unsigned upstream_nreactors(void);
 

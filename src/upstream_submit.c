@@ -320,25 +320,31 @@ job_arrive(void *owner, void *arg, enum mailbox_status st)
 /* ---- the session's window ----------------------------------------------- */
 
 /*
- * One more part within max_tps (parts per second over every session of
- * the upstream; a second's worth may go at once): the generic cell rate
- * algorithm on one atomic, so reactors need no lock.
+ * The generic cell rate algorithm on one atomic, so reactors need no
+ * lock: *at is when the pace allows the next part (ns).
  */
+bool
+upstream_tps_take(_Atomic uint64_t *at, unsigned tps, uint64_t now)
+{
+	uint64_t t = atomic_load(at), next, step = 1000000000u / tps;
+
+	do {
+		next = (t > now ? t : now) + step;
+		if (next > now + 1000000000u)
+			return false;
+	} while (!atomic_compare_exchange_weak(at, &t, next));
+	return true;
+}
+
+/* One more part within the upstream's max_tps, now. */
 static bool
 tps_take(struct upstream_stat *st, unsigned tps)
 {
 	struct timespec ts;
-	uint64_t now, at, next, step = 1000000000u / tps;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	at = atomic_load(&st->tps_at);
-	do {
-		next = (at > now ? at : now) + step;
-		if (next > now + 1000000000u)
-			return false;
-	} while (!atomic_compare_exchange_weak(&st->tps_at, &at, next));
-	return true;
+	return upstream_tps_take(&st->tps_at, tps,
+	    (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
 /*
