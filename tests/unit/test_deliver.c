@@ -377,7 +377,8 @@ upstream_send(struct reactor *r, const char *to, uint32_t flags)
  * A route to upstreams: the upstream kind takes the message, for the
  * route's to; an owner of the very address comes first for a line
  * client's message, the route first for an SMPP one (MSG_F_PREFIX_FIRST);
- * with a store on, the store takes it first, for the same name.
+ * with a store on (not JetStream), the store takes it first, for the same
+ * name.
  */
 START_TEST(test_deliver_upstream_route)
 {
@@ -418,6 +419,11 @@ START_TEST(test_deliver_upstream_route)
 	m = upstream_send(r, "+351911000000", MSG_F_STORED);
 	ck_assert_int_eq(fstore_takes, 1);
 	ck_assert_uint_eq(m->recipient.kind, MSG_KIND_UPSTREAM);
+	free(m);
+	/* A JetStream store, which every node reads: not stored first. */
+	cf->store.jetstream = true;
+	m = upstream_send(r, "+351911000000", 0);
+	ck_assert_int_eq(fstore_takes, 1);
 	free(m);
 
 	deliver_register(MSG_KIND_STORE, NULL);
