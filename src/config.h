@@ -199,6 +199,7 @@ struct upstream_conf {
 	char	address_range[41];
 	unsigned sessions;		/* binds kept open (pairs for "pair") */
 	unsigned window;		/* submit_sm unanswered per session */
+	unsigned queue_limit;		/* waiting for its window, per session */
 	unsigned max_tps;		/* parts per second, all sessions */
 	unsigned enquire_link_interval;	/* s between enquire_links; 0 off */
 	unsigned response_timeout;	/* s for any answer */

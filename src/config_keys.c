@@ -1108,6 +1108,7 @@ static const struct cfkey upstream_keys[] = {
 	UP_STRING(address_range),
 	UP_UINT(sessions, 1, 64, 1),
 	UP_UINT(window, 1, 1024, 10),
+	UP_UINT(queue_limit, 1, 1000000, 1000),
 	UP_UINT(max_tps, 0, 1000000, 0),
 	UP_UINT(enquire_link_interval, 0, 86400, 30),
 	UP_UINT(response_timeout, 1, 3600, 10),

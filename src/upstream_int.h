@@ -26,7 +26,7 @@ enum upstream_state {
 /*
  * One upstream's counters, shared by the reactors that run its links,
  * and what submits share across them: which links can take submit_sm
- * now, the turn among them, a pause after a throttle and the max_tps
+ * now, a pause after a throttle and the max_tps
  * pace.
  */
 struct upstream_stat {
@@ -35,7 +35,6 @@ struct upstream_stat {
 	_Atomic uint64_t bound, connects, reconnects, bind_failures;
 	_Atomic uint64_t dead_links, unbinds, deliver_refused;
 	_Atomic uint64_t links_tx[2];	/* bound links that submit: bit each */
-	atomic_uint turn;		/* the next link to submit on */
 	_Atomic uint64_t paused_until;	/* ms, reactor clock: none before */
 	_Atomic uint64_t tps_at;	/* ns: the max_tps pace (GCRA) */
 	_Atomic uint64_t submits;	/* submit_sm sent (parts) */

@@ -17,12 +17,6 @@
 #include "smpp_pdu.h"
 #include "util.h"
 
-/*
- * A session holds at most this many messages waiting for its window;
- * past it another session, or the sender hears "busy".
- */
-#define UPSTREAM_QUEUE_MAX	1024
-
 /* Sessions a message is handed to before its sender hears "busy". */
 #define UPSTREAM_MOVES_MAX	4
 
@@ -38,9 +32,26 @@ static atomic_uint post_turn;	/* the reactor that picks for the store */
 
 /* ---- the pick ------------------------------------------------------------- */
 
-/* A bound link of st that submits, in turn; false if none. */
+/* FNV-1a of an address. */
+static uint32_t
+addr_hash(const char *a)
+{
+	uint32_t h = 2166136261u;
+
+	while (*a != '\0')
+		h = (h ^ (uint8_t)*a++) * 16777619u;
+	return h;
+}
+
+/*
+ * A bound link of st that submits, for destination to: the same one for
+ * every message to to while the links stay up, so that they keep their
+ * order; after move moves (a link that was full or went), the next ones.
+ * false if none.
+ */
 static bool
-pick_link(struct upstream_stat *st, unsigned *link)
+pick_link(struct upstream_stat *st, const char *to, unsigned move,
+    unsigned *link)
 {
 	uint64_t w[2] = { atomic_load(&st->links_tx[0]),
 	    atomic_load(&st->links_tx[1]) };
@@ -49,7 +60,7 @@ pick_link(struct upstream_stat *st, unsigned *link)
 
 	if (n == 0)
 		return false;
-	k = atomic_fetch_add(&st->turn, 1) % n;
+	k = (addr_hash(to) + move) % n;
 	for (unsigned i = 0; i < 128; i++)
 		if ((w[i / 64] >> (i % 64) & 1) && k-- == 0) {
 			*link = i;
@@ -72,7 +83,7 @@ pick(const struct config *cf, struct upstream_job *j)
 
 	if (j->d != NULL && j->nparts > 1) {
 		st = upstream_stat_find(j->upstream);
-		return st != NULL && pick_link(st, &j->link);
+		return st != NULL && pick_link(st, j->m->to, j->moves, &j->link);
 	}
 	if (rc == NULL || (n = rc->nupstreams) == 0)
 		return false;
@@ -82,7 +93,7 @@ pick(const struct config *cf, struct upstream_job *j)
 		const char *name = rc->upstreams[(start + i) % n];
 
 		if ((st = upstream_stat_find(name)) != NULL &&
-		    pick_link(st, &j->link)) {
+		    pick_link(st, j->m->to, j->moves, &j->link)) {
 			snprintf(j->upstream, sizeof(j->upstream), "%s", name);
 			return true;
 		}
@@ -304,7 +315,7 @@ job_arrive(void *owner, void *arg, enum mailbox_status st)
 	}
 	s = upstream_sess_find(r, j->upstream, j->link);
 	if (s == NULL || s->state != UPSTREAM_BOUND ||
-	    s->qlen >= UPSTREAM_QUEUE_MAX) {
+	    s->qlen >= s->uc->queue_limit) {
 		job_send(&r->batch, r->cf, j);
 		return;
 	}

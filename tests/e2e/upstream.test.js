@@ -469,6 +469,64 @@ test('a window of 2 keeps at most 2 submit_sm unanswered for 10 messages', async
 	}
 });
 
+test('sessions share messages by destination: one number\'s go through one session, in order', async () => {
+	const sim = new SmscSim({ delay: 5 });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'sessions = 4; window = 4;' }]));
+	try {
+		await untilBound(d, 4, 'opA bound four times');
+		const c = await lineLogin(d);
+		const to = ['+351910000700', '+351910000701', '+351910000702', '+351910000703',
+			'+351910000704', '+351910000705', '+351910000706', '+351910000707'];
+		let lines = '';
+		for (let i = 0; i < 20; i++)
+			for (const t of to)
+				lines += `SEND ${t} ${t.slice(-3)} #${i}\n`;
+		c.sock.write(lines);
+		await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === 160,
+			WAIT, '160 OKs');
+		for (const t of to) {
+			const mine = sim.submits.filter((x) => `+${x.pdu.destination_addr}` === t);
+			assert.equal(mine.length, 20, t);
+			assert.equal(new Set(mine.map((x) => x.session)).size, 1, `${t}: one session`);
+			assert.deepEqual(mine.map((x) => smsText(x.pdu)),
+				[...Array(20).keys()].map((i) => `${t.slice(-3)} #${i}`), `${t}: in order`);
+		}
+		assert.ok(new Set(sim.submits.map((x) => x.session)).size > 1,
+			'eight numbers use more than one session');
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('queue_limit bounds the messages waiting for a session\'s window; past it the sender hears busy', async () => {
+	const sim = new SmscSim({ submitStatus: () => null });	// never answers
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'window = 1; queue_limit = 2; response_timeout = 30; enquire_link_interval = 0;' }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		// An ESME: its answers need not wait for the first one's.
+		const { s } = await L.bind(d.ports.smpp, 'bind_transmitter', 'esme1', 'pe');
+		const got = [];
+		for (let i = 0; i < 6; i++)
+			s.submit_sm({ destination_addr: '+351910000800',
+				short_message: `waiting ${i}` }, (r) => got.push(r.command_status));
+		// One in the window, two queued: the other three are busy.
+		await L.until(() => got.length === 3, WAIT, 'three answers');
+		assert.deepEqual(got, [0x14, 0x14, 0x14]);	// ESME_RMSGQFUL
+		await L.sleep(300);
+		assert.equal(got.length, 3);
+		assert.equal(sim.submits.length, 1);
+		s.close();
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
 test('a long UCS-2 text arrives at the upstream as parts with a UDH', async () => {
 	const sim = new SmscSim();
 	const port = await sim.start();
