@@ -28,7 +28,6 @@
 
 static atomic_uint route_turn;	/* round_robin routes take turns */
 static atomic_uint links_up;	/* links that submit, all upstreams */
-static atomic_uint post_turn;	/* the reactor that picks for the store */
 
 /* ---- the pick ------------------------------------------------------------- */
 
@@ -192,7 +191,9 @@ job_send(struct reactor_batch *b, const struct config *cf,
 
 /*
  * The kind's take: on the sender's reactor, in its turn (b); from the
- * store's thread, a reactor in turn picks, with its configuration.
+ * store's thread, a reactor picks, with its configuration: the one the
+ * destination hashes to, so that one number's messages, picked in the
+ * order the store hands them out, reach their session in that order.
  */
 static void
 upstream_take(struct reactor_batch *b, struct msg *m, const char *to)
@@ -206,8 +207,8 @@ upstream_take(struct reactor_batch *b, struct msg *m, const char *to)
 		job_send(b, r->cf, j);
 		return;
 	}
-	if ((r = reactor_get(atomic_fetch_add(&post_turn, 1) %
-	    upstream_nreactors())) == NULL) {
+	if ((r = reactor_get(addr_hash(m->to) % upstream_nreactors())) ==
+	    NULL) {
 		job_answer(b, j, MSG_UPSTREAM_DOWN);
 		return;
 	}

@@ -687,6 +687,82 @@ test('with a store: sent while the upstream is down, acknowledged at once, deliv
 	}
 });
 
+test('with a store: one number\'s messages still reach the upstream in the order sent', { skip: noStore }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-upstore-'));
+	const sim = new SmscSim({ delay: 2 });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'sessions = 4; window = 4;' }], { extra: `store = { path = "${path.join(dir, 'store.db')}"; };` }));
+	try {
+		await untilBound(d, 4, 'opA bound four times');
+		const c = await lineLogin(d);
+		const to = ['+351910000900', '+351910000901', '+351910000902', '+351910000903'];
+		let lines = '';
+		for (let i = 0; i < 30; i++)
+			for (const t of to)
+				lines += `SEND ${t} ${t.slice(-3)} #${i}\n`;
+		c.sock.write(lines);
+		await L.until(() => sim.taken().length === 120, WAIT, '120 delivered');
+		for (const t of to)
+			assert.deepEqual(sim.submits.filter((x) => `+${x.pdu.destination_addr}` === t)
+				.map((x) => smsText(x.pdu)),
+			[...Array(30).keys()].map((i) => `${t.slice(-3)} #${i}`), `${t}: in order`);
+		c.sock.destroy();
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('with a store: senders on every reactor, each to a number of its own, keep their order', { skip: noStore }, async () => {
+	const N = 16, M = 100;
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-upstore-'));
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const senders = [...Array(N).keys()].map((k) => `{ id = "s${k}"; password = "p"; }`);
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'sessions = 2; window = 16;' }], { extra: `store = { path = "${path.join(dir, 'store.db')}"; };` })
+		.replace('{ id = "esme1"; password = "pe"; }',
+			`{ id = "esme1"; password = "pe"; }, ${senders.join(', ')}`));
+	const cs = [];
+	try {
+		await untilBound(d, 2, 'opA bound twice');
+		// Connections spread over the reactors: ids from each come in
+		// their own order, and the store must not pass one over.
+		for (let k = 0; k < N; k++) {
+			const c = await L.lineClient(d.ports.router);
+			c.sock.write(`LOGIN s${k} p\n`);
+			await c.wait((l) => l.startsWith('OK LOGIN'), `login s${k}`);
+			cs.push(c);
+		}
+		// Each keeps 8 SENDs unanswered, the next on each OK, as a
+		// loaded client does: the store writes and hands out meanwhile.
+		for (const [k, c] of cs.entries()) {
+			let sent = 0;
+			const more = () => c.sock.write(`SEND +3519100010${String(k).padStart(2, '0')} s${k} #${sent++}\n`);
+			c.sock.on('data', (b) => {
+				for (const l of b.toString().split('\n'))
+					if (/^OK \d+$/.test(l) && sent < M)
+						more();
+			});
+			for (let i = 0; i < 16; i++)
+				more();
+		}
+		await L.until(() => sim.taken().length === N * M, WAIT, 'all delivered');
+		for (let k = 0; k < N; k++)
+			assert.deepEqual(sim.submits.filter((x) => x.pdu.destination_addr === `3519100010${String(k).padStart(2, '0')}`)
+				.map((x) => smsText(x.pdu)),
+			[...Array(M).keys()].map((i) => `s${k} #${i}`), `s${k}: in order`);
+	} finally {
+		for (const c of cs)
+			c.sock.destroy();
+		await L.stopDaemon(d);
+		await sim.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
 test('with a store: kill -9 with messages waiting for the upstream loses none; after the restart all are delivered', { skip: noStore }, async (t) => {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-upstore-'));
 	const db = path.join(dir, 'store.db');
