@@ -368,6 +368,32 @@ render_submits(struct buf *out)
 	}
 }
 
+/* The series of upstream_oldest_age_seconds for one upstream. */
+static void
+oldest_line(const char *name, const struct upstream_counts *n, void *arg)
+{
+	struct buf *out = arg;
+	double now = wall_now(), age = 0;
+
+	if (n->oldest_at != 0 && now > (double)n->oldest_at)
+		age = now - (double)n->oldest_at;
+	out_printf(out, PREFIX "upstream_oldest_age_seconds{upstream=\"");
+	out_label_value(out, name);
+	out_printf(out, "\"} %.0f\n", age);
+}
+
+/* Per upstream: how long its oldest message in a session has waited. */
+static void
+render_upstream_oldest(struct buf *out)
+{
+	out_family(out, PREFIX "upstream_oldest_age_seconds", "gauge",
+	    "Seconds since the oldest message waiting in the upstream's "
+	    "sessions (queued or unanswered) was submitted; 0 none. "
+	    "Messages waiting in the store count in "
+	    "echorouterd_store_oldest_age_seconds.");
+	upstream_stats_each(oldest_line, out);
+}
+
 static void
 render_store(struct buf *out)
 {
@@ -528,6 +554,7 @@ metrics_render(struct buf *out)
 	smpp_binds_each(bind_line, out);
 	render_upstreams(out);
 	render_submits(out);
+	render_upstream_oldest(out);
 	render_store(out);
 	render_cluster(out);
 	out_family(out, PREFIX "config_reloads_total", "counter",

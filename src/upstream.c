@@ -120,6 +120,12 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 			.bad_ids = atomic_load(&st->bad_ids),
 			.window = (uint64_t)atomic_load(&st->window),
 		};
+		for (size_t k = 0; k < 128; k++) {
+			uint64_t at = atomic_load(&st->oldest_at[k]);
+
+			if (at != 0 && (n.oldest_at == 0 || at < n.oldest_at))
+				n.oldest_at = at;
+		}
 		fn(st->name, &n, arg);
 	}
 	pthread_mutex_unlock(&stats_lock);
@@ -729,6 +735,7 @@ upstream_conn_closed(struct conn *c)
 	if (s == NULL)
 		return;
 	s->c = NULL;
+	atomic_store(&s->stat->oldest_at[s->link], 0);	/* its jobs move */
 	if (s->is_bound)
 		atomic_fetch_sub(&s->stat->bound, 1);
 	s->is_bound = false;

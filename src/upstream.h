@@ -45,6 +45,8 @@ struct upstream_counts {
 	uint64_t throttles;		/* pauses after a throttle */
 	uint64_t bad_ids;		/* ESME_ROK without a usable id */
 	uint64_t window;		/* submit_sm unanswered now */
+	uint64_t oldest_at;		/* wall clock s of the oldest message
+					   waiting in a session; 0 none */
 };
 
 typedef void upstream_stats_fn(const char *name,

@@ -35,6 +35,11 @@ struct upstream_stat {
 	_Atomic uint64_t bound, connects, reconnects, bind_failures;
 	_Atomic uint64_t dead_links, unbinds, deliver_refused;
 	_Atomic uint64_t links_tx[2];	/* bound links that submit: bit each */
+	/*
+	 * Per link, the wall clock s its oldest message waiting (queued or
+	 * unanswered) was submitted; 0 none. Its reactor's, each second.
+	 */
+	_Atomic uint64_t oldest_at[128];
 	_Atomic uint64_t paused_until;	/* ms, reactor clock: none before */
 	_Atomic uint64_t tps_at;	/* ns: the max_tps pace (GCRA) */
 	_Atomic uint64_t submits;	/* submit_sm sent (parts) */

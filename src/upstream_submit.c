@@ -678,6 +678,24 @@ upstream_sess_drop(struct upstream_sess *s, enum upstream_drop how)
 	}
 }
 
+/* For /metrics: when the oldest message waiting on s was submitted. */
+static void
+sess_note_oldest(struct upstream_sess *s)
+{
+	uint64_t oldest = 0;
+
+	for (struct upstream_job *j = s->qhead; j != NULL; j = j->next)
+		if (oldest == 0 || j->m->submitted < oldest)
+			oldest = j->m->submitted;
+	for (unsigned i = 0; i < s->wincap; i++) {
+		const struct upstream_job *j = s->win[i].job;
+
+		if (j != NULL && (oldest == 0 || j->m->submitted < oldest))
+			oldest = j->m->submitted;
+	}
+	atomic_store(&s->stat->oldest_at[s->link], oldest);
+}
+
 void
 upstream_sess_second(struct upstream_sess *s)
 {
@@ -699,6 +717,7 @@ upstream_sess_second(struct upstream_sess *s)
 		}
 	}
 	upstream_sess_pump(s);
+	sess_note_oldest(s);
 }
 
 void

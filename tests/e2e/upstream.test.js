@@ -527,6 +527,38 @@ test('queue_limit bounds the messages waiting for a session\'s window; past it t
 	}
 });
 
+test('/metrics shows how long the oldest message waiting for an upstream has waited', async () => {
+	const sim = new SmscSim({ submitStatus: () => null });	// holds them
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'window = 1; response_timeout = 60; enquire_link_interval = 0;' }]));
+	const age = async () => L.val(await L.scrape(d.ports.metrics),
+		'echorouterd_upstream_oldest_age_seconds{upstream="opA"}');
+	try {
+		await untilBound(d, 1, 'opA bound');
+		assert.equal(await age(), 0);
+		const { s } = await L.bind(d.ports.smpp, 'bind_transmitter', 'esme1', 'pe');
+		const got = [];
+		for (let i = 0; i < 2; i++)
+			s.submit_sm({ destination_addr: '+351910000810',
+				short_message: `old ${i}` }, (r) => got.push(r.command_status));
+		await L.until(async () => await age() >= 3, WAIT, 'an age of 3 s');
+		// Answered: nothing waits any more.
+		for (let k = 0; k < 2; k++) {
+			await L.until(() => sim.held.length > 0, WAIT, 'a submit held');
+			const { s: ss, pdu } = sim.held.shift();
+			ss.send(pdu.response({ message_id: `ok${k}` }));
+		}
+		await L.until(() => got.length === 2, WAIT, 'both answered');
+		assert.deepEqual(got, [0, 0]);
+		await L.until(async () => await age() === 0, WAIT, 'no age once answered');
+		s.close();
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
 test('a long UCS-2 text arrives at the upstream as parts with a UDH', async () => {
 	const sim = new SmscSim();
 	const port = await sim.start();
