@@ -379,6 +379,29 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
  * order, routes first with MSG_F_PREFIX_FIRST) and, when someone holds
  * it, its owner in m->recipient (*held). NULL: no address fits.
  */
+/*
+ * A route to upstreams matches m->to, and no owner of the address itself
+ * comes first (as with a route to an account: with MSG_F_PREFIX_FIRST the
+ * route wins): m goes to the upstream kind (its take picks the upstream),
+ * and the route's "to" is returned. NULL: not for an upstream.
+ */
+static const char *
+deliver_upstream_route(const struct config *cf, struct msg *m)
+{
+	const struct route_conf *rc = route_conf_by_prefix(cf, m->to);
+
+	if (rc == NULL || rc->nupstreams == 0)
+		return NULL;
+	if (!(m->flags & MSG_F_PREFIX_FIRST) &&
+	    route_lookup(m->to, &m->recipient))
+		return m->to;
+	/* No reactor: nothing takes it as a connection's. */
+	m->recipient = (struct route_owner){
+	    .kind = (enum route_owner_kind)MSG_KIND_UPSTREAM,
+	    .conn = { .reactor = UINT32_MAX } };
+	return rc->to;
+}
+
 static const char *
 deliver_target(const struct config *cf, struct msg *m, bool *held)
 {
@@ -389,6 +412,8 @@ deliver_target(const struct config *cf, struct msg *m, bool *held)
 		*held = route_lookup(m->to, &m->recipient);
 		return m->to;
 	}
+	if ((via = deliver_upstream_route(cf, m)) != NULL)
+		return via;
 	if ((via = route_resolve(cf, m->to,
 	    (m->flags & MSG_F_PREFIX_FIRST) != 0, &m->recipient)) != NULL)
 		return via;
@@ -455,6 +480,9 @@ deliver_node_decides(const struct msg *m, const char *to, bool held)
 {
 	if (!deliver_kind_up(MSG_KIND_NODE))
 		return true;
+	/* Each node binds to its upstreams itself. */
+	if (held && (unsigned)m->recipient.kind == MSG_KIND_UPSTREAM)
+		return true;
 	return held && strcmp(to, m->to) == 0 && route_is_claimed(to);
 }
 
@@ -514,6 +542,24 @@ deliver_owned(struct reactor *r, struct msg *m, const char *to)
 }
 
 /*
+ * With a store, a message for upstreams is on disk before its sender
+ * hears OK: the store hands it to them and keeps it until an SMSC took
+ * it. Not a JetStream store: every node reads it, and each would send
+ * the backlog to its own sessions. true: the store took m.
+ */
+static bool
+deliver_upstream_stored(const struct config *cf, struct msg *m,
+    const char *to)
+{
+	if ((unsigned)m->recipient.kind != MSG_KIND_UPSTREAM ||
+	    !deliver_kind_on(MSG_KIND_STORE) || (m->flags & MSG_F_STORED) ||
+	    cf->store.jetstream)
+		return false;
+	deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
+	return true;
+}
+
+/*
  * Delivers m on this reactor, posts it to the recipient's, or gives it to
  * the store. Returns the verdict, or MSG_PENDING once posted.
  */
@@ -536,6 +582,8 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 		free(m);
 		return MSG_UNAVAILABLE;
 	}
+	if (held && deliver_upstream_stored(r->cf, m, to))
+		return MSG_PENDING;
 	/* Held by a registered kind of owner (not a connection of ours). */
 	if (held && m->recipient.kind != ROUTE_OWNER_CONN)
 		return deliver_owned(r, m, to);

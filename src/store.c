@@ -592,6 +592,7 @@ struct pump {
 	unsigned room;
 	bool	offline;
 	bool	remote;		/* through the cluster: nobody here has it */
+	bool	upstream;	/* a route's upstreams ("upstream:NAME") */
 };
 
 static int
@@ -630,6 +631,18 @@ pump_one(struct store_rec *rec, void *arg)
 		a->inflight[a->ninflight++] = m->id;
 		S.ninflight++;
 		deliver_to_kind(MSG_KIND_NODE, NULL, m, a->id);
+		return --p->room == 0;
+	}
+	if (p->upstream) {
+		/* The upstream kind picks a session; the outcome comes back. */
+		rec->m = NULL;
+		m->flags |= MSG_F_STORED | MSG_F_NO_VERDICT;
+		m->sender_kind = MSG_KIND_NONE;
+		m->store_acct = a;
+		m->attempts = rec->attempts;
+		a->inflight[a->ninflight++] = m->id;
+		S.ninflight++;
+		deliver_to_kind(MSG_KIND_UPSTREAM, NULL, m, a->id);
 		return --p->room == 0;
 	}
 	/*
@@ -681,8 +694,15 @@ pump(struct store_acct *a)
 		    S.ninflight >= STORE_INFLIGHT_MAX || a->nunwritten > 0 ||
 		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
 			return;
-		/* Held here, or (in a cluster) perhaps on another node. */
-		p.remote = !route_is_held(a->id);
+		/*
+		 * For upstreams: while any is bound (the kind picks). Held
+		 * here, or (in a cluster) perhaps on another node.
+		 */
+		p.upstream = strncmp(a->id, CONFIG_UPSTREAM_PREFIX,
+		    strlen(CONFIG_UPSTREAM_PREFIX)) == 0;
+		p.remote = !p.upstream && !route_is_held(a->id);
+		if (p.upstream && !deliver_kind_up(MSG_KIND_UPSTREAM))
+			return;
 		if (p.remote && !(a->remote && deliver_kind_up(MSG_KIND_NODE)))
 			return;
 		p.room = STORE_ACCT_INFLIGHT - a->ninflight - a->nmarks;

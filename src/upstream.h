@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct msg;
 struct reactor;
+struct upstream_conf;
 
 /*
  * How long to wait before connecting again after the attempt-th failure
@@ -36,6 +38,15 @@ struct upstream_counts {
 	uint64_t dead_links;		/* no answer within response_timeout */
 	uint64_t unbinds;		/* unbind from the SMS centre */
 	uint64_t deliver_refused;	/* deliver_sm and data_sm not taken */
+	uint64_t submits;		/* submit_sm sent (parts) */
+	uint64_t resp_ok;		/* submit_sm_resp: ESME_ROK */
+	uint64_t resp_throttled;	/* ESME_RTHROTTLED, ESME_RMSGQFUL */
+	uint64_t resp_failed;		/* any other error */
+	uint64_t throttles;		/* pauses after a throttle */
+	uint64_t bad_ids;		/* ESME_ROK without a usable id */
+	uint64_t window;		/* submit_sm unanswered now */
+	uint64_t oldest_at;		/* wall clock s of the oldest message
+					   waiting in a session; 0 none */
 };
 
 typedef void upstream_stats_fn(const char *name,
@@ -67,5 +78,14 @@ void	upstream_stats_append(char *buf, size_t len, bool status);
  * password)"; for one without a name, its hex value. buf holds n bytes.
  */
 const char *upstream_status_text(uint32_t status, char *buf, size_t n);
+
+/*
+ * The SMS centre of up took m (submit_sm_resp ESME_ROK) as smsc_id
+ * (smsc_id_len octets, 1 to 64, not NUL-ended): the one place that
+ * learns which id a receipt will name. For a long text, once per part.
+ * The reactor that runs the session.
+ */
+void	upstream_submitted(const struct upstream_conf *up, const char *smsc_id,
+	    size_t smsc_id_len, const struct msg *m);
 
 #endif
