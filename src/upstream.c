@@ -92,6 +92,10 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 			.dead_links = atomic_load(&st->dead_links),
 			.unbinds = atomic_load(&st->unbinds),
 			.deliver_refused = atomic_load(&st->deliver_refused),
+			.receipts_matched = atomic_load(&st->receipts_matched),
+			.receipts_unmatched =
+			    atomic_load(&st->receipts_unmatched),
+			.mo_routed = atomic_load(&st->mo_routed),
 		};
 		fn(st->name, &n, arg);
 	}

@@ -36,6 +36,9 @@ struct upstream_counts {
 	uint64_t dead_links;		/* no answer within response_timeout */
 	uint64_t unbinds;		/* unbind from the SMS centre */
 	uint64_t deliver_refused;	/* deliver_sm and data_sm not taken */
+	uint64_t receipts_matched;	/* receipts passed to the submitter */
+	uint64_t receipts_unmatched;	/* receipts for no id of ours */
+	uint64_t mo_routed;		/* other messages taken by a recipient */
 };
 
 typedef void upstream_stats_fn(const char *name,

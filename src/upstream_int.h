@@ -10,6 +10,7 @@
 #include "reactor.h"
 
 struct conn;
+struct msg;
 struct smpp_pdu;
 
 enum upstream_state {
@@ -28,6 +29,7 @@ struct upstream_stat {
 	atomic_uint users;		/* sessions that count here */
 	_Atomic uint64_t bound, connects, reconnects, bind_failures;
 	_Atomic uint64_t dead_links, unbinds, deliver_refused;
+	_Atomic uint64_t receipts_matched, receipts_unmatched, mo_routed;
 };
 
 struct upstream_rs;
@@ -58,6 +60,7 @@ struct upstream_sess {
 	uint32_t pending_since;		/* reactor seconds */
 	uint32_t last_enquire;		/* reactor seconds */
 	uint32_t logged;		/* the failure this episode logged */
+	unsigned mo_pending;		/* messages from it awaiting verdicts */
 	bool	is_bound;		/* counted in stat->bound */
 	bool	failed;			/* this close was logged already */
 	bool	removed;		/* free once closed */
@@ -110,5 +113,24 @@ void	esme_unbind(struct conn *c);
  * target: on_message decodes, then calls this). Owning reactor only.
  */
 void	esme_handle(struct conn *c, const struct smpp_pdu *p);
+
+/*
+ * A deliver_sm or data_sm from the SMS centre on c (esme_in.c): a
+ * receipt goes to its submitter with our id, another message is routed
+ * by its destination; answered once handed on. Owning reactor only.
+ */
+void	esme_deliver(struct conn *c, const struct smpp_pdu *p);
+
+/* The verdict on a message from the SMS centre: its answer. */
+void	esme_verdict(struct conn *c, const struct msg *m);
+
+/*
+ * Files the SMS centre's id (len bytes at id, from a submit_sm_resp
+ * ESME_ROK on an upstream of uc) of m, our message, for its receipt,
+ * within cf's upstream_receipts. Any thread.
+ */
+void	esme_receipt_record(const struct config *cf,
+	    const struct upstream_conf *uc, const char *id, size_t len,
+	    const struct msg *m);
 
 #endif

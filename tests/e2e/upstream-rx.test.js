@@ -1,0 +1,155 @@
+// upstream-rx.test.js: what an upstream SMS centre (the simulator in
+// smsc-sim.js) sends echorouterd: messages from the network routed to a
+// line client and to an SMPP ESME, answered by what became of them, and
+// receipts for ids echorouterd never sent, counted and dropped.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const L = require('./lib.js');
+const { SmscSim } = require('./smsc-sim.js');
+
+const WAIT = L.WRAP.length ? 120000 : 20000;
+
+function conf(port, extra = '') {
+	return `dispatchers = 2;
+listeners = (
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; },
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; }
+);
+accounts = (
+  { id = "alice"; password = "pw"; },
+  { id = "esme1"; password = "pw"; }
+);
+routes = (
+  { prefix = "+1555"; to = "alice"; },
+  { prefix = "+1666"; to = "esme1"; }
+);
+upstreams = (
+  { name = "opA"; host = "127.0.0.1"; port = ${port};
+    system_id = "erd"; password = "secret"; ${extra} }
+);
+`;
+}
+
+function metric(m, name) {
+	return L.val(m, `echorouterd_upstream_${name}{upstream="opA"}`);
+}
+
+// A daemon bound to a fresh simulator, and alice logged in on a line.
+async function setup(extra) {
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const d = await L.startDaemon(conf(port, extra));
+	await L.until(async () => metric(await L.scrape(d.ports.metrics),
+		'sessions_bound') === 1, WAIT, 'the upstream bound');
+	const alice = await L.lineClient(d.ports.router);
+	alice.sock.write('LOGIN alice pw\n');
+	await alice.wait((l) => l === 'OK LOGIN alice', 'alice logged in');
+	return { sim, d, alice };
+}
+
+async function teardown(t) {
+	t.alice.sock.destroy();
+	await L.stopDaemon(t.d);
+	await t.sim.stop();
+}
+
+function mo(dest, message, more = {}) {
+	return { source_addr_ton: 1, source_addr_npi: 1,
+		source_addr: '351911000001', dest_addr_ton: 1, dest_addr_npi: 1,
+		destination_addr: dest, data_coding: 0, short_message: message, ...more };
+}
+
+test('an MO reaches the line client its route names, GSM 03.38 decoded; the SMSC hears ESME_ROK', async () => {
+	const t = await setup();
+	try {
+		// "Hi @ é" in GSM 03.38: @ is 0x00, é is 0x05.
+		const r = await t.sim.deliver(mo('15551234',
+			Buffer.from([0x48, 0x69, 0x20, 0x00, 0x20, 0x05])));
+		assert.equal(r.command_status, 0);
+		const line = await t.alice.wait((l) => l.startsWith('MSG '), 'the MO');
+		assert.match(line, /^MSG \d+ \+351911000001 Hi @ é$/);
+		// data_sm with its text in message_payload goes the same way.
+		const r2 = await t.sim.send('data_sm', { source_addr_ton: 1,
+			source_addr: '351911000002', dest_addr_ton: 1,
+			destination_addr: '15551234', data_coding: 0,
+			message_payload: Buffer.from('via data-sm') });
+		assert.equal(r2.command_status, 0);
+		await t.alice.wait((l) => / \+351911000002 via data-sm$/.test(l), 'the data_sm');
+		const m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'mo_routed_total'), 2);
+		assert.equal(metric(m, 'deliver_refused_total'), 0);
+	} finally {
+		await teardown(t);
+	}
+});
+
+test('an MO reaches an SMPP ESME with its octets and data_coding as sent', async () => {
+	const t = await setup();
+	const esme = await L.session(t.d.ports.smpp, 'bind_transceiver', 'esme1', 'pw');
+	try {
+		const ucs2 = Buffer.from([0x00, 0x4f, 0x00, 0x6c, 0x00, 0xe1]);	// "Olá"
+		const r = await t.sim.deliver(mo('16660001', ucs2, { data_coding: 8 }));
+		assert.equal(r.command_status, 0);
+		await L.until(() => esme.got.length === 1, WAIT, 'deliver_sm at the ESME');
+		const p = esme.got[0];
+		assert.equal(p.destination_addr, '16660001');
+		assert.equal(p.source_addr, '351911000001');
+		assert.equal(p.source_addr_ton, 1);
+		assert.equal(p.data_coding, 8);
+		assert.equal(p.esm_class & 0x3c, 0, 'an MO is no receipt');
+		const sm = p.short_message;
+		assert.deepEqual(Buffer.isBuffer(sm) ? sm : Buffer.from(sm.message, 'utf16le').swap16(), ucs2);
+	} finally {
+		esme.s.close();
+		await teardown(t);
+	}
+});
+
+test('an MO with no route is answered ESME_RINVDSTADR: the SMSC keeps it', async () => {
+	const t = await setup();
+	try {
+		const r = await t.sim.deliver(mo('19990000', Buffer.from('nobody')));
+		assert.equal(r.command_status, 0x0b);
+		// A local recipient that is not logged in: no route either.
+		const esme1 = await t.sim.deliver(mo('16660001', Buffer.from('away')));
+		assert.equal(esme1.command_status, 0x0b);
+		const m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'deliver_refused_total'), 2);
+		assert.equal(metric(m, 'mo_routed_total'), 0);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('MSG ')).length, 0);
+	} finally {
+		await teardown(t);
+	}
+});
+
+test('receipts for ids never sent are answered ESME_ROK, counted unmatched, delivered to nobody', async () => {
+	const t = await setup();
+	try {
+		const text = 'id:777 sub:001 dlvrd:001 submit date:2611261830 ' +
+			'done date:2611261831 stat:DELIVRD err:000 text:x';
+		// Marked by esm_class, by the receipted_message_id TLV, and
+		// only by its text: each addressed to alice's route.
+		const rs = [
+			await t.sim.deliver(mo('15551234', Buffer.from(text), { esm_class: 0x04 })),
+			await t.sim.deliver(mo('15551234', Buffer.from(''), { esm_class: 0x04,
+				receipted_message_id: '778', message_state: 2 })),
+			await t.sim.deliver(mo('15551234', Buffer.from(text.replace('777', '779')))),
+		];
+		assert.deepEqual(rs.map((r) => r.command_status), [0, 0, 0]);
+		// An MO after them is the first (and only) line alice gets.
+		await t.sim.deliver(mo('15551234', Buffer.from('after')));
+		const first = await t.alice.wait((l) => l.startsWith('MSG '), 'the MO after');
+		assert.match(first, / after$/);
+		await L.sleep(300);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('MSG ')).length, 1);
+		const m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'receipts_unmatched_total'), 3);
+		assert.equal(metric(m, 'receipts_matched_total'), 0);
+		assert.equal(metric(m, 'mo_routed_total'), 1);
+	} finally {
+		await teardown(t);
+	}
+});
