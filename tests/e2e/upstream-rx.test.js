@@ -153,3 +153,29 @@ test('receipts for ids never sent are answered ESME_ROK, counted unmatched, deli
 		await teardown(t);
 	}
 });
+
+test('a line client that turned RECEIPTS ON gets a RCPT line with the id its SEND got', async () => {
+	const t = await setup();
+	const esme = await L.session(t.d.ports.smpp, 'bind_transceiver', 'esme1', 'pw');
+	try {
+		t.alice.sock.write('SEND esme1 before\n');
+		await t.alice.wait((l) => /^OK \d+$/.test(l), 'the first SEND');
+		t.alice.sock.write('RECEIPTS ON\n');
+		await t.alice.wait((l) => l === 'OK RECEIPTS ON', 'receipts on');
+		t.alice.sock.write('SEND esme1 hello\n');
+		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l) &&
+			t.alice.lines.indexOf(l) > t.alice.lines.indexOf('OK RECEIPTS ON'), 'the SEND');
+		const id = ok.split(' ')[1];
+		// The ESME answered deliver_sm_resp ESME_ROK: delivered.
+		const rcpt = await t.alice.wait((l) => l.startsWith('RCPT '), 'the receipt');
+		assert.match(rcpt, new RegExp(`^RCPT ${id} DELIVRD 000 \\d{10}$`));
+		await L.until(() => esme.got.length === 2, WAIT, 'both at the ESME');
+		await L.sleep(300);
+		// The SEND before RECEIPTS ON asked for none.
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('RCPT ')).length, 1);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('MSG ')).length, 0);
+	} finally {
+		esme.s.close();
+		await teardown(t);
+	}
+});
