@@ -39,6 +39,12 @@ receipts_map(void)
 	return receipts;
 }
 
+size_t
+upstream_receipt_ids(void)
+{
+	return receipt_map_count(receipts_map());
+}
+
 static uint64_t
 receipts_now(void)
 {

@@ -323,6 +323,11 @@ render_upstreams(struct buf *out)
 		out_family(out, fam[i][0], fam[i][1], fam[i][2]);
 		upstream_stats_each(upstream_line, &u);
 	}
+	out_family(out, PREFIX "upstream_receipt_ids", "gauge",
+	    "SMS centres' message ids kept for their receipts "
+	    "(upstream_receipts.limit bounds them).");
+	out_printf(out, PREFIX "upstream_receipt_ids %zu\n",
+	    upstream_receipt_ids());
 }
 
 static void

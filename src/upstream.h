@@ -66,6 +66,12 @@ void	upstream_counts_append(char *buf, size_t len, const char *name,
 void	upstream_stats_append(char *buf, size_t len, bool status);
 
 /*
+ * The SMS centres' message ids kept now for their receipts, of every
+ * upstream (upstream_receipts.limit bounds them). Any thread.
+ */
+size_t	upstream_receipt_ids(void);
+
+/*
  * A command_status as a log names it: "ESME_RINVPASWD (invalid
  * password)"; for one without a name, its hex value. buf holds n bytes.
  */

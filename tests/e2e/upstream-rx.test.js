@@ -149,6 +149,7 @@ test('receipts for ids never sent are answered ESME_ROK, counted unmatched, deli
 		assert.equal(metric(m, 'receipts_unmatched_total'), 3);
 		assert.equal(metric(m, 'receipts_matched_total'), 0);
 		assert.equal(metric(m, 'mo_routed_total'), 1);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
 	} finally {
 		await teardown(t);
 	}
