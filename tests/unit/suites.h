@@ -40,7 +40,8 @@
 	X(smpp_long_suite)	\
 	X(transport_suite)	\
 	X(upstream_suite)	\
-	X(receipt_map_suite)
+	X(receipt_map_suite)	\
+	X(esme_in_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);
 UNIT_SUITES(UNIT_DECLARE)
