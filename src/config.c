@@ -486,3 +486,12 @@ config_find_account(const struct config *cf, const char *id)
 	}
 	return NULL;
 }
+
+const struct upstream_conf *
+config_find_upstream(const struct config *cf, const char *name)
+{
+	for (size_t i = 0; i < cf->nupstreams; i++)
+		if (strcmp(cf->upstreams[i].name, name) == 0)
+			return &cf->upstreams[i];
+	return NULL;
+}

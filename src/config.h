@@ -134,10 +134,26 @@ struct account_conf {
 	int	line;
 };
 
-/* Messages to addresses starting with prefix go to the owner of to. */
+/* Upstreams one route may name, and how it picks among them. */
+#define CONFIG_ROUTE_UPSTREAMS_MAX	8
+#define CONFIG_UPSTREAM_PREFIX		"upstream:"
+
+enum route_mode {
+	ROUTE_MODE_FAILOVER,		/* the first upstream that is up */
+	ROUTE_MODE_ROUND_ROBIN,		/* each upstream that is up in turn */
+};
+
+/*
+ * Messages to addresses starting with prefix go to the owner of to, or,
+ * when the route names upstreams ("upstream:NAME", to is then the first
+ * of them as written), to an upstream SMS centre of upstreams.
+ */
 struct route_conf {
 	char	prefix[CONFIG_ADDR_MAX + 1];
 	char	to[CONFIG_ADDR_MAX + 1];
+	char	upstreams[CONFIG_ROUTE_UPSTREAMS_MAX][CONFIG_NAME_MAX + 1];
+	unsigned nupstreams;		/* 0: an address or account route */
+	unsigned mode;			/* enum route_mode */
 	int	line;
 };
 
@@ -352,5 +368,9 @@ const struct listener_conf *config_find_listener(const struct config *cf,
 /* The account with this id, or NULL. */
 const struct account_conf *config_find_account(const struct config *cf,
 	    const char *id);
+
+/* The upstream named name, or NULL. */
+const struct upstream_conf *config_find_upstream(const struct config *cf,
+	    const char *name);
 
 #endif

@@ -419,12 +419,69 @@ get_route_prefix(struct walk *w, const config_setting_t *k, void *base)
 	get_addr(w->e, k, "route prefix", r->prefix, sizeof(r->prefix));
 }
 
+/* One target of a route: an address, or "upstream:NAME" (upstreams). */
+static bool
+get_route_target(struct walk *w, const config_setting_t *k,
+    struct route_conf *r, bool first)
+{
+	const char *v = cferr_string(w->e, k);
+	size_t n = strlen(CONFIG_UPSTREAM_PREFIX);
+
+	if (v == NULL)
+		return false;
+	if (strncmp(v, CONFIG_UPSTREAM_PREFIX, n) != 0) {
+		if (!first || r->nupstreams > 0) {
+			cferr_add(w->e, k, "route to: a list names upstreams "
+			    "only (\"upstream:NAME\"), not \"%s\"", v);
+			return false;
+		}
+		return get_addr(w->e, k, "route to", r->to, sizeof(r->to));
+	}
+	if (!valid_name(v + n)) {
+		cferr_add(w->e, k, "route to \"%s\": an upstream name is 1-%d "
+		    "of A-Z a-z 0-9 _ . -", v, CONFIG_NAME_MAX);
+		return false;
+	}
+	if (r->nupstreams == 0)
+		snprintf(r->to, sizeof(r->to), "%.*s", CONFIG_ADDR_MAX, v);
+	snprintf(r->upstreams[r->nupstreams++], sizeof(r->upstreams[0]), "%s",
+	    v + n);
+	return true;
+}
+
+/* to: an address, "upstream:NAME", or a list of "upstream:NAME". */
 static void
 get_route_to(struct walk *w, const config_setting_t *k, void *base)
 {
 	struct route_conf *r = base;
+	int n;
 
-	get_addr(w->e, k, "route to", r->to, sizeof(r->to));
+	if (!config_setting_is_array(k) && !config_setting_is_list(k)) {
+		get_route_target(w, k, r, true);
+		return;
+	}
+	n = config_setting_length(k);
+	if (n == 0 || n > CONFIG_ROUTE_UPSTREAMS_MAX) {
+		cferr_add(w->e, k, "route to: a list of 1 to %d upstreams",
+		    CONFIG_ROUTE_UPSTREAMS_MAX);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		if (!get_route_target(w, config_setting_get_elem(k,
+		    (unsigned)i), r, false))
+			return;
+}
+
+/* A mode picks among upstreams: a route to an address has none. */
+static void
+route_finish(struct walk *w, const config_setting_t *s, void *base)
+{
+	const struct route_conf *r = base;
+
+	if (r->nupstreams == 0 && r->to[0] != '\0' &&
+	    config_walk_seen(w, "mode"))
+		cferr_add(w->e, s, "route \"%s\": mode picks among upstreams; "
+		    "this route goes to \"%s\"", r->prefix, r->to);
 }
 
 static void
@@ -959,12 +1016,19 @@ static const struct cfgroup account_group = {
 	.finish_list = accounts_finish,
 };
 
+static const struct cfenum route_modes[] = {
+	{ "failover", ROUTE_MODE_FAILOVER },
+	{ "round_robin", ROUTE_MODE_ROUND_ROBIN }, { NULL, 0 }
+};
+
 static const struct cfkey route_keys[] = {
 	{ .name = "prefix", .type = CFK_STRING,
 	  FIELD(struct route_conf, prefix), .fn = get_route_prefix,
 	  .missing = "", .doc = TOP },
-	{ .name = "to", .type = CFK_STRING, FIELD(struct route_conf, to),
-	  .fn = get_route_to, .missing = "", .doc = TOP },
+	{ .name = "to", .type = CFK_FN, FIELD(struct route_conf, to),
+	  .fn = get_route_to, .shown = "", .missing = "", .doc = TOP },
+	{ .name = "mode", .type = CFK_ENUM, FIELD(struct route_conf, mode),
+	  .names = route_modes, .def = ROUTE_MODE_FAILOVER, .doc = TOP },
 };
 
 static const struct cfgroup route_group = {
@@ -972,7 +1036,7 @@ static const struct cfgroup route_group = {
 	.nkeys = ARRAY_LEN(route_keys), .size = sizeof(struct route_conf),
 	.enabled = CFK_NONE, .line = offsetof(struct route_conf, line),
 	.count = offsetof(struct config, nroutes),
-	.finish_list = routes_finish,
+	.finish = route_finish, .finish_list = routes_finish,
 };
 
 #define UP_DOC		"Upstream SMS centres"
@@ -1244,8 +1308,29 @@ static const struct cfkey root_keys[] = {
 	    .gone = CONFIG_KEPT_CLUSTER_REMOVED),
 };
 
+/*
+ * Checks across groups: a route's upstreams must be defined, wherever in
+ * the file the upstreams list is.
+ */
+static void
+root_finish(struct walk *w, const config_setting_t *s, void *base)
+{
+	const struct config *cf = base;
+
+	(void)s;
+	for (size_t i = 0; i < cf->nroutes; i++) {
+		const struct route_conf *r = &cf->routes[i];
+
+		for (unsigned j = 0; j < r->nupstreams; j++)
+			if (config_find_upstream(cf, r->upstreams[j]) == NULL)
+				cferr_at(w->e, cf->path, r->line, "route \"%s\": "
+				    "no upstream named \"%s\" (define it in "
+				    "upstreams)", r->prefix, r->upstreams[j]);
+	}
+}
+
 const struct cfgroup config_root_group = {
 	.name = "", .shape = "", .keys = root_keys,
 	.nkeys = ARRAY_LEN(root_keys), .size = sizeof(struct config),
-	.enabled = CFK_NONE, .line = CFK_NONE,
+	.enabled = CFK_NONE, .line = CFK_NONE, .finish = root_finish,
 };

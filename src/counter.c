@@ -88,6 +88,7 @@ static const struct counter_info table[COUNTER_N] = {
 	[COUNTER_ERR_404] = ERR(404),
 	[COUNTER_ERR_409] = ERR(409),
 	[COUNTER_ERR_413] = ERR(413),
+	[COUNTER_ERR_502] = ERR(502),
 	[COUNTER_ERR_503] = ERR(503),
 	[COUNTER_ACCEPTED] = REACTOR_COUNTER("accepted_total", NULL,
 	    "Connections reactors took on from the acceptor."),

@@ -42,6 +42,7 @@ enum counter_id {
 	COUNTER_ERR_404,
 	COUNTER_ERR_409,
 	COUNTER_ERR_413,
+	COUNTER_ERR_502,
 	COUNTER_ERR_503,
 	COUNTER_ACCEPTED,		/* reactors: connections taken on */
 	COUNTER_LOOPS,			/* reactors: loop turns (watchdog) */

@@ -379,6 +379,29 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
  * order, routes first with MSG_F_PREFIX_FIRST) and, when someone holds
  * it, its owner in m->recipient (*held). NULL: no address fits.
  */
+/*
+ * A route to upstreams matches m->to, and no owner of the address itself
+ * comes first (as with a route to an account: with MSG_F_PREFIX_FIRST the
+ * route wins): m goes to the upstream kind (its take picks the upstream),
+ * and the route's "to" is returned. NULL: not for an upstream.
+ */
+static const char *
+deliver_upstream_route(const struct config *cf, struct msg *m)
+{
+	const struct route_conf *rc = route_conf_by_prefix(cf, m->to);
+
+	if (rc == NULL || rc->nupstreams == 0)
+		return NULL;
+	if (!(m->flags & MSG_F_PREFIX_FIRST) &&
+	    route_lookup(m->to, &m->recipient))
+		return m->to;
+	/* No reactor: nothing takes it as a connection's. */
+	m->recipient = (struct route_owner){
+	    .kind = (enum route_owner_kind)MSG_KIND_UPSTREAM,
+	    .conn = { .reactor = UINT32_MAX } };
+	return rc->to;
+}
+
 static const char *
 deliver_target(const struct config *cf, struct msg *m, bool *held)
 {
@@ -389,6 +412,8 @@ deliver_target(const struct config *cf, struct msg *m, bool *held)
 		*held = route_lookup(m->to, &m->recipient);
 		return m->to;
 	}
+	if ((via = deliver_upstream_route(cf, m)) != NULL)
+		return via;
 	if ((via = route_resolve(cf, m->to,
 	    (m->flags & MSG_F_PREFIX_FIRST) != 0, &m->recipient)) != NULL)
 		return via;
@@ -454,6 +479,9 @@ static bool
 deliver_node_decides(const struct msg *m, const char *to, bool held)
 {
 	if (!deliver_kind_up(MSG_KIND_NODE))
+		return true;
+	/* Each node binds to its upstreams itself. */
+	if (held && (unsigned)m->recipient.kind == MSG_KIND_UPSTREAM)
 		return true;
 	return held && strcmp(to, m->to) == 0 && route_is_claimed(to);
 }

@@ -330,6 +330,60 @@ render_upstreams(struct buf *out)
 	    upstream_receipt_ids());
 }
 
+/* The series of family fam (render_submits) for one upstream. */
+static void
+submit_line(const char *name, const struct upstream_counts *n, void *arg)
+{
+	struct upstream_lines *u = arg;
+	static const char *const fam[4] = { "upstream_submits_total",
+	    "upstream_throttles_total", "upstream_window",
+	    "upstream_bad_message_ids_total" };
+	const uint64_t v[4] = { n->submits, n->throttles, n->window,
+	    n->bad_ids };
+	const char *const st[3] = { "ok", "throttled", "error" };
+	const uint64_t r[3] = { n->resp_ok, n->resp_throttled, n->resp_failed };
+
+	for (unsigned i = 0; i < (u->fam == 4 ? 3u : 1u); i++) {
+		out_printf(u->out, PREFIX "%s{upstream=\"", u->fam == 4 ?
+		    "upstream_responses_total" : fam[u->fam]);
+		out_label_value(u->out, name);
+		if (u->fam == 4)
+			out_printf(u->out, "\",status=\"%s\"} %llu\n", st[i],
+			    (unsigned long long)r[i]);
+		else
+			out_printf(u->out, "\"} %llu\n",
+			    (unsigned long long)v[u->fam]);
+	}
+}
+
+/* Per upstream: the messages submitted to it and its answers. */
+static void
+render_submits(struct buf *out)
+{
+	static const char *const fam[5][3] = {
+		{ PREFIX "upstream_submits_total", "counter",
+		  "submit_sm sent to the upstream (one per part)." },
+		{ PREFIX "upstream_throttles_total", "counter",
+		  "Pauses of the upstream's submits after ESME_RTHROTTLED or "
+		  "ESME_RMSGQFUL." },
+		{ PREFIX "upstream_window", "gauge",
+		  "submit_sm sent to the upstream and not answered yet." },
+		{ PREFIX "upstream_bad_message_ids_total", "counter",
+		  "submit_sm_resp ESME_ROK with an empty or over-long "
+		  "message_id." },
+		{ PREFIX "upstream_responses_total", "counter",
+		  "submit_sm_resp from the upstream, by status: ok, throttled "
+		  "(ESME_RTHROTTLED, ESME_RMSGQFUL), error (any other)." },
+	};
+
+	for (unsigned i = 0; i < 5; i++) {
+		struct upstream_lines u = { .out = out, .fam = i };
+
+		out_family(out, fam[i][0], fam[i][1], fam[i][2]);
+		upstream_stats_each(submit_line, &u);
+	}
+}
+
 static void
 render_store(struct buf *out)
 {
@@ -489,6 +543,7 @@ metrics_render(struct buf *out)
 	    "SMPP binds now, by account and bind type.");
 	smpp_binds_each(bind_line, out);
 	render_upstreams(out);
+	render_submits(out);
 	render_store(out);
 	render_cluster(out);
 	out_family(out, PREFIX "config_reloads_total", "counter",

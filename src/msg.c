@@ -120,6 +120,10 @@ msg_verdict_name(enum msg_verdict v)
 		return "held";
 	case MSG_TOO_LONG:
 		return "too many parts";
+	case MSG_REJECTED:
+		return "refused by the upstream";
+	case MSG_UPSTREAM_DOWN:
+		return "upstream unavailable";
 	}
 	return "?";
 }

@@ -53,6 +53,17 @@ enum msg_verdict {
 	 * allows: refused, as MSG_UNFIT is, with its own reason.
 	 */
 	MSG_TOO_LONG,
+	/*
+	 * An upstream SMS centre refused it for good: its command_status is
+	 * the message's status.
+	 */
+	MSG_REJECTED,
+	/*
+	 * It is for an upstream that has no session to take it now (none
+	 * bound, or the message waited past response_timeout): a temporary
+	 * error.
+	 */
+	MSG_UPSTREAM_DOWN,
 };
 
 /* A message's flags (struct msg's flags; deliver_send reads most). */
@@ -93,7 +104,8 @@ enum msg_kind {
 	MSG_KIND_NONE,		/* nobody waits for a verdict */
 	MSG_KIND_STORE,		/* this node's store: store_acct */
 	MSG_KIND_NODE,		/* another node: remote_node, remote_req */
-	MSG_KIND_MAX = 8,	/* room for kinds to come (upstream binds) */
+	MSG_KIND_UPSTREAM,	/* an upstream SMS centre (upstream.h) */
+	MSG_KIND_MAX = 8,	/* room for kinds to come */
 };
 
 /*
@@ -178,6 +190,7 @@ struct msg {
 	uint32_t attempts;		/* MSG_F_STORED: failures so far */
 	uint64_t remote_req;		/* MSG_KIND_NODE: its request */
 	uint64_t read_ns;		/* turn_ns of the turn that read it; 0 none */
+	uint32_t status;		/* MSG_REJECTED: the SMSC's status */
 	/* SMPP details, carried through untouched; zero from line clients. */
 	uint8_t	src_ton, src_npi;
 	uint8_t	dst_ton, dst_npi;

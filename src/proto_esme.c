@@ -92,6 +92,8 @@ esme_unbind(struct conn *c)
 	struct upstream_sess *s = c->pdata;
 	struct smpp_pdu p = { .command_id = SMPP_UNBIND };
 
+	/* Submits go to other sessions from now; answers still come. */
+	upstream_sess_list(s, false);
 	s->state = UPSTREAM_UNBINDING;
 	esme_request(c, s, &p);
 }
@@ -125,6 +127,11 @@ esme_response(struct conn *c, struct upstream_sess *s,
 {
 	uint32_t req = p->command_id & ~SMPP_RESP;
 
+	if ((p->command_id == (SMPP_SUBMIT_SM | SMPP_RESP) ||
+	    p->command_id == SMPP_GENERIC_NACK) &&
+	    upstream_sess_answer(s, p->sequence_number, p->command_status,
+	    p->message_id))
+		return;
 	if (s->pending_cmd == 0 || p->sequence_number != s->pending_seq ||
 	    (req != s->pending_cmd && p->command_id != SMPP_GENERIC_NACK)) {
 		log_debug("upstream %s: link %u: %s for sequence %u, which "
@@ -159,6 +166,7 @@ esme_unbound(struct conn *c, struct upstream_sess *s,
 	if (!s->removed && !s->restart)
 		upstream_sess_fail(s, UPSTREAM_FAIL_UNBIND, "the SMS centre "
 		    "unbound");
+	upstream_sess_list(s, false);
 	s->state = UPSTREAM_CLOSING;
 	conn_close_after_flush(c, CONN_CLOSE_QUIT);
 }
@@ -203,7 +211,13 @@ esme_on_message(struct conn *c, const uint8_t *msg, size_t len)
 		return 0;
 	memset(&p, 0, sizeof(p));
 	st = smpp_decode(msg, len, &p);
-	/* An answer's header is all we read of it: a refused bind has no body. */
+	/*
+	 * An answer's header is all we read of it: a refused bind has no
+	 * body. A submit_sm_resp whose message_id did not decode (over 64
+	 * octets) has none.
+	 */
+	if (st != SMPP_ESME_ROK && p.command_id == (SMPP_SUBMIT_SM | SMPP_RESP))
+		p.message_id[0] = '\0';
 	if (st == SMPP_ESME_ROK || (p.command_id & SMPP_RESP)) {
 		esme_handle(c, &p);
 		return 0;
@@ -231,13 +245,19 @@ esme_on_tick(struct conn *c)
 			esme_bind(c);
 		return;
 	}
-	if (s->pending_cmd != 0 &&
-	    now - s->pending_since >= s->uc->response_timeout) {
-		if (s->pending_cmd == SMPP_ENQUIRE_LINK)
+	if ((s->pending_cmd != 0 &&
+	    now - s->pending_since >= s->uc->response_timeout) ||
+	    upstream_sess_overdue(s, now)) {
+		uint32_t cmd = s->pending_cmd != 0 &&
+		    now - s->pending_since >= s->uc->response_timeout ?
+		    s->pending_cmd : SMPP_SUBMIT_SM;
+
+		if (cmd == SMPP_ENQUIRE_LINK || cmd == SMPP_SUBMIT_SM)
 			atomic_fetch_add(&s->stat->dead_links, 1);
 		upstream_sess_fail(s, UPSTREAM_FAIL_DEAD, "no answer to %s in "
-		    "%us: the link is dead", smpp_command_name(s->pending_cmd),
+		    "%us: the link is dead", smpp_command_name(cmd),
 		    s->uc->response_timeout);
+		upstream_sess_list(s, false);
 		s->state = UPSTREAM_CLOSING;
 		conn_close(c, CONN_CLOSE_TIMEOUT);
 		return;

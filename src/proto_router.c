@@ -191,8 +191,8 @@ sess_drain(struct conn *c, struct router_sess *s)
 
 /* "OK <id>" or the error, for a SEND's verdict. */
 static int
-verdict_text(struct conn *c, enum msg_verdict v, uint64_t id, char *buf,
-    size_t len)
+verdict_text(struct conn *c, enum msg_verdict v, uint64_t id,
+    uint32_t status, char *buf, size_t len)
 {
 	size_t n;
 
@@ -224,6 +224,14 @@ verdict_text(struct conn *c, enum msg_verdict v, uint64_t id, char *buf,
 		count_err(c, COUNTER_ERR_400);
 		return snprintf(buf, len, "ERR 400 %llu recipient cannot take "
 		    "this text\n", (unsigned long long)id);
+	case MSG_UPSTREAM_DOWN:
+		count_err(c, COUNTER_ERR_503);
+		return snprintf(buf, len, "ERR 503 %llu upstream unavailable\n",
+		    (unsigned long long)id);
+	case MSG_REJECTED:
+		count_err(c, COUNTER_ERR_502);
+		return snprintf(buf, len, "ERR 502 %llu upstream refused "
+		    "0x%08x\n", (unsigned long long)id, status);
 	case MSG_TOO_LONG:
 		count_err(c, COUNTER_ERR_400);
 		/* 60 bytes with a 20-digit id: a verdict has 64. */
@@ -513,7 +521,7 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 	}
 	uint64_t id = m->id;
 	if ((v = deliver_send(c, m)) != MSG_PENDING) {
-		int n = verdict_text(c, v, id, buf, sizeof(buf));
+		int n = verdict_text(c, v, id, 0, buf, sizeof(buf));
 
 		reply_emit(c, buf, (size_t)n);
 		return;
@@ -932,7 +940,7 @@ router_on_verdict(struct conn *c, const struct msg *m)
 			break;
 	if (rp == NULL)
 		return;
-	n = verdict_text(c, m->verdict, m->id, rp->text, 64);
+	n = verdict_text(c, m->verdict, m->id, m->status, rp->text, 64);
 	/* snprintf says what it would have written: a line cut short
 	 * still ends with its LF, never past the 64 bytes. */
 	if (n < 0 || n >= 64) {

@@ -327,6 +327,7 @@ verdict_status(enum msg_verdict v, uint8_t dc)
 	case MSG_TOO_LONG:
 		return SMPP_ESME_RSUBMITFAIL;
 	case MSG_UNAVAILABLE:
+	case MSG_UPSTREAM_DOWN:
 		return SMPP_ESME_RTHROTTLED;	/* try again later */
 	case MSG_STORE_LOST:
 		return SMPP_ESME_RSYSERR;	/* not until a restart */
@@ -1174,8 +1175,17 @@ smpp_on_verdict(struct conn *c, const struct msg *m)
 
 	if (s == NULL)
 		return;
-	submit_answer(c, m->sender_cmd, m->sender_ref, m->id, m->verdict,
-	    m->data_coding);
+	/* An upstream's refusal reaches the submitter as the SMSC said it. */
+	if (m->verdict == MSG_REJECTED) {
+		char mid[24];
+
+		snprintf(mid, sizeof(mid), "%llu", (unsigned long long)m->id);
+		smpp_respond(c, m->sender_cmd | SMPP_RESP, m->status,
+		    m->sender_ref, mid);
+	} else {
+		submit_answer(c, m->sender_cmd, m->sender_ref, m->id,
+		    m->verdict, m->data_coding);
+	}
 	s->npending--;
 	sess_update_hold(c, s);
 	sess_maybe_done(c, s);

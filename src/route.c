@@ -327,8 +327,8 @@ route_is_claimed(const char *addr)
 	return claimed;
 }
 
-const char *
-route_by_prefix(const struct config *cf, const char *addr)
+const struct route_conf *
+route_conf_by_prefix(const struct config *cf, const char *addr)
 {
 	const struct route_conf *best = NULL;
 	size_t best_len = 0;
@@ -342,6 +342,14 @@ route_by_prefix(const struct config *cf, const char *addr)
 			best_len = n;
 		}
 	}
+	return best;
+}
+
+const char *
+route_by_prefix(const struct config *cf, const char *addr)
+{
+	const struct route_conf *best = route_conf_by_prefix(cf, addr);
+
 	return best != NULL ? best->to : NULL;
 }
 

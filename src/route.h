@@ -12,6 +12,7 @@
 #define ROUTE_ADDR_MAX	64
 
 struct config;
+struct route_conf;
 
 /* Kinds of owner; a cluster adds one for another node. */
 enum route_owner_kind {
@@ -103,6 +104,10 @@ bool	route_is_claimed(const char *addr);
  * NULL if none matches. Any thread.
  */
 const char *route_by_prefix(const struct config *cf, const char *addr);
+
+/* The longest prefix route in cf matching addr, or NULL. Any thread. */
+const struct route_conf *route_conf_by_prefix(const struct config *cf,
+	    const char *addr);
 
 /*
  * The address a message to addr goes to, and its owner: the owner of addr

@@ -29,6 +29,12 @@ struct upstream_rs {
 					   its session */
 };
 
+/* Reactors in all: where each link runs (upstream_reactor_of). */
+static unsigned nreactors = 1;
+
+/* The reactor's sessions, on its own thread: the kind's take finds them. */
+static _Thread_local struct upstream_rs *self_rs;
+
 /* ---- counters ------------------------------------------------------------ */
 
 /*
@@ -66,6 +72,20 @@ stat_get(const char *name)
 	return st;
 }
 
+struct upstream_stat *
+upstream_stat_find(const char *name)
+{
+	struct upstream_stat *st = NULL;
+
+	pthread_mutex_lock(&stats_lock);
+	for (size_t i = 0; i < UPSTREAM_STATS_MAX && st == NULL; i++)
+		if (atomic_load(&stats[i].users) > 0 &&
+		    strcmp(stats[i].name, name) == 0)
+			st = &stats[i];
+	pthread_mutex_unlock(&stats_lock);
+	return st;
+}
+
 static void
 stat_put(struct upstream_stat *st)
 {
@@ -96,6 +116,13 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 			.receipts_unmatched =
 			    atomic_load(&st->receipts_unmatched),
 			.mo_routed = atomic_load(&st->mo_routed),
+			.submits = atomic_load(&st->submits),
+			.resp_ok = atomic_load(&st->resp_ok),
+			.resp_throttled = atomic_load(&st->resp_throttled),
+			.resp_failed = atomic_load(&st->resp_failed),
+			.throttles = atomic_load(&st->throttles),
+			.bad_ids = atomic_load(&st->bad_ids),
+			.window = (uint64_t)atomic_load(&st->window),
 		};
 		fn(st->name, &n, arg);
 	}
@@ -255,6 +282,12 @@ reactor_of(const char *name, unsigned link, unsigned n)
 	return (unsigned)((h + link) % n);
 }
 
+unsigned
+upstream_reactor_of(const char *name, unsigned link)
+{
+	return reactor_of(name, link, nreactors);
+}
+
 static const struct upstream_conf *
 find_conf(const struct config *cf, const char *name)
 {
@@ -297,6 +330,8 @@ upstream_sess_bound(struct upstream_sess *s)
 	log_notice("upstream %s: link %u bound as %s to %s:%u", s->uc->name,
 	    s->link, upstream_bind_name(s->bind_cmd), s->uc->host,
 	    s->uc->port);
+	if (s->bind_cmd != SMPP_BIND_RECEIVER)
+		upstream_sess_list(s, true);
 }
 
 static void
@@ -307,6 +342,10 @@ sess_free(struct upstream_sess *s)
 	while (*pp != s)
 		pp = &(*pp)->next;
 	*pp = s->next;
+	upstream_sess_list(s, false);
+	upstream_sess_drop(s, s->rs->stopping ? UPSTREAM_DROP_FREE :
+	    UPSTREAM_DROP_MOVE);
+	free(s->win);
 	stat_put(s->stat);
 	config_unref(s->cf);
 	if (s->rs->detached && s->rs->head == NULL)
@@ -438,6 +477,7 @@ sess_new(struct upstream_rs *rs, const struct upstream_conf *uc,
 	s = xcalloc(1, sizeof(*s));
 	s->dial.fd = -1;
 	s->rs = rs;
+	s->r = rs->r;
 	s->cf = config_ref(rs->r->cf);
 	s->uc = uc;
 	s->stat = st;
@@ -579,7 +619,9 @@ rs_every_second(struct reactor *r, void *arg)
 	rs_follow(rs);
 	for (s = rs->head; s != NULL; s = next) {
 		next = s->next;
-		if (s->state == UPSTREAM_IDLE && s->retry_at <= r->now_ms)
+		if (s->state == UPSTREAM_BOUND)
+			upstream_sess_second(s);
+		else if (s->state == UPSTREAM_IDLE && s->retry_at <= r->now_ms)
 			sess_connect(s);
 		else if (s->state == UPSTREAM_CONNECTING &&
 		    s->deadline <= r->now_ms)
@@ -590,6 +632,7 @@ rs_every_second(struct reactor *r, void *arg)
 static void
 rs_start(struct reactor *r, void *arg)
 {
+	self_rs = arg;
 	rs_every_second(r, arg);
 }
 
@@ -616,6 +659,8 @@ rs_free(struct reactor *r, void *arg)
 	struct upstream_rs *rs = arg;
 
 	(void)r;
+	/* Nobody is left to answer: what the sessions hold is freed. */
+	rs->stopping = true;
 	while (rs->head != NULL) {
 		struct upstream_sess *s = rs->head;
 
@@ -644,10 +689,32 @@ upstream_attach(struct reactor *r, unsigned n)
 
 	rs->r = r;
 	rs->n = n;
+	nreactors = n;
+	upstream_kind_register();
 	/* Hooked after the connection set, so freed before it. */
 	(void)conn_set_of(r);
 	if (reactor_hook_add(r, &upstream_hooks, rs) < 0)
 		fatal("reactor=%u cannot hook in its upstream sessions", r->id);
+}
+
+struct upstream_sess *
+upstream_sess_find(struct reactor *r, const char *name, unsigned link)
+{
+	struct upstream_rs *rs = reactor_hook_arg(r, &upstream_hooks);
+
+	if (rs == NULL)
+		return NULL;
+	for (struct upstream_sess *s = rs->head; s != NULL; s = s->next)
+		if (!s->removed && s->link == link &&
+		    strcmp(s->uc->name, name) == 0)
+			return s;
+	return NULL;
+}
+
+struct reactor *
+upstream_self(void)
+{
+	return self_rs != NULL ? self_rs->r : NULL;
 }
 
 /* ---- from the connection (proto_esme.c) ----------------------------------- */
@@ -663,6 +730,9 @@ upstream_conn_closed(struct conn *c)
 	if (s->is_bound)
 		atomic_fetch_sub(&s->stat->bound, 1);
 	s->is_bound = false;
+	upstream_sess_list(s, false);
+	upstream_sess_drop(s, s->rs->stopping ? UPSTREAM_DROP_ANSWER :
+	    UPSTREAM_DROP_MOVE);
 	if (!s->failed && !s->removed && !s->restart && !s->rs->stopping)
 		upstream_sess_fail(s, UPSTREAM_FAIL_CLOSED | c->close_reason,
 		    "connection closed (%s)",

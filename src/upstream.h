@@ -6,7 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct config;
+struct msg;
 struct reactor;
+struct upstream_conf;
 
 /*
  * How long to wait before connecting again after the attempt-th failure
@@ -39,6 +42,13 @@ struct upstream_counts {
 	uint64_t receipts_matched;	/* receipts passed to the submitter */
 	uint64_t receipts_unmatched;	/* receipts for no id of ours */
 	uint64_t mo_routed;		/* other messages taken by a recipient */
+	uint64_t submits;		/* submit_sm sent (parts) */
+	uint64_t resp_ok;		/* submit_sm_resp: ESME_ROK */
+	uint64_t resp_throttled;	/* ESME_RTHROTTLED, ESME_RMSGQFUL */
+	uint64_t resp_failed;		/* any other error */
+	uint64_t throttles;		/* pauses after a throttle */
+	uint64_t bad_ids;		/* ESME_ROK without a usable id */
+	uint64_t window;		/* submit_sm unanswered now */
 };
 
 typedef void upstream_stats_fn(const char *name,
@@ -76,5 +86,15 @@ size_t	upstream_receipt_ids(void);
  * password)"; for one without a name, its hex value. buf holds n bytes.
  */
 const char *upstream_status_text(uint32_t status, char *buf, size_t n);
+
+/*
+ * The SMS centre of up (in cf) took m (submit_sm_resp ESME_ROK) as
+ * smsc_id (smsc_id_len octets, 1 to 64, not NUL-ended): the one place
+ * that learns which id a receipt will name, filed for it in the receipt
+ * map. For a long text, once per part. The reactor that runs the session.
+ */
+void	upstream_submitted(const struct config *cf,
+	    const struct upstream_conf *up, const char *smsc_id,
+	    size_t smsc_id_len, const struct msg *m);
 
 #endif

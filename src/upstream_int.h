@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "reactor.h"
+#include "text.h"
 
 struct conn;
 struct msg;
@@ -23,13 +24,60 @@ enum upstream_state {
 	UPSTREAM_CLOSING,		/* closes once its output is out */
 };
 
-/* One upstream's counters, shared by the reactors that run its links. */
+/*
+ * One upstream's counters, shared by the reactors that run its links,
+ * and what submits share across them: which links can take submit_sm
+ * now, the turn among them, a pause after a throttle and the max_tps
+ * pace.
+ */
 struct upstream_stat {
 	char	name[CONFIG_NAME_MAX + 1];
 	atomic_uint users;		/* sessions that count here */
 	_Atomic uint64_t bound, connects, reconnects, bind_failures;
 	_Atomic uint64_t dead_links, unbinds, deliver_refused;
 	_Atomic uint64_t receipts_matched, receipts_unmatched, mo_routed;
+	_Atomic uint64_t links_tx[2];	/* bound links that submit: bit each */
+	atomic_uint turn;		/* the next link to submit on */
+	_Atomic uint64_t paused_until;	/* ms, reactor clock: none before */
+	_Atomic uint64_t tps_at;	/* ns: the max_tps pace (GCRA) */
+	_Atomic uint64_t submits;	/* submit_sm sent (parts) */
+	_Atomic uint64_t resp_ok, resp_throttled, resp_failed;
+	_Atomic uint64_t throttles;	/* pauses after a throttle */
+	_Atomic uint64_t bad_ids;	/* ESME_ROK with no usable message_id */
+	_Atomic int64_t window;		/* submit_sm unanswered now */
+};
+
+/* A part's state in a job. */
+enum { UPJ_WAIT, UPJ_SENT, UPJ_DONE };
+
+/*
+ * A message on its way to an upstream: it moves between reactors (task)
+ * until a bound session of the route's upstreams takes it, which encodes
+ * it for that upstream and sends its parts as submit_sm. Owned by
+ * whoever holds it: a mailbox, or one session.
+ */
+struct upstream_job {
+	struct mailbox_task task;
+	struct upstream_job *next;	/* in a session's queue */
+	struct msg *m;			/* its verdict goes back in m */
+	struct msg *d;			/* m for this upstream; NULL not yet */
+	struct smpp_long *lp;		/* d's parts; NULL: one */
+	char	upstream[CONFIG_NAME_MAX + 1];
+	unsigned link;
+	unsigned nparts;
+	unsigned moves;			/* sessions it was handed to */
+	uint32_t status;		/* the first permanent error, 0 none */
+	uint64_t since_ms;		/* when its session took it */
+	bool	queued;
+	uint8_t	part[TEXT_PARTS_MAX];	/* UPJ_* */
+};
+
+/* A submit_sm sent and not answered yet. */
+struct upstream_slot {
+	struct upstream_job *job;	/* NULL: free */
+	uint32_t seq;
+	uint32_t sent_at;		/* reactor seconds */
+	unsigned part;
 };
 
 struct upstream_rs;
@@ -42,6 +90,7 @@ struct upstream_rs;
 struct upstream_sess {
 	struct reactor_io dial;		/* first: the socket while it connects */
 	struct upstream_rs *rs;
+	struct reactor *r;		/* its reactor */
 	struct upstream_sess *next;
 	struct config *cf;		/* a reference: uc lives in it */
 	const struct upstream_conf *uc;
@@ -61,6 +110,13 @@ struct upstream_sess {
 	uint32_t last_enquire;		/* reactor seconds */
 	uint32_t logged;		/* the failure this episode logged */
 	unsigned mo_pending;		/* messages from it awaiting verdicts */
+	struct upstream_job *qhead, *qtail;	/* waiting to be sent */
+	unsigned qlen;
+	struct upstream_slot *win;	/* wincap slots */
+	unsigned wincap;
+	unsigned inflight;		/* slots in use */
+	uint16_t next_ref;		/* the next long text's reference */
+	bool	listed;			/* in stat->links_tx */
 	bool	is_bound;		/* counted in stat->bound */
 	bool	failed;			/* this close was logged already */
 	bool	removed;		/* free once closed */
@@ -95,6 +151,57 @@ void	upstream_conn_closed(struct conn *c);
  * fuzz target. The session goes when c closes. Owning reactor only.
  */
 void	upstream_fuzz_attach(struct conn *c, const struct upstream_conf *uc);
+
+/*
+ * The submit path (upstream_submit.c). Owning reactor of s, except where
+ * said.
+ */
+
+/* s bound, or stopped taking submits: in or out of stat->links_tx. */
+void	upstream_sess_list(struct upstream_sess *s, bool on);
+
+/* Sends what s's window, the upstream's pause and max_tps allow. */
+void	upstream_sess_pump(struct upstream_sess *s);
+
+/*
+ * A submit_sm_resp (or a generic_nack) for seq: false when no submit of
+ * s has that sequence number. id: its message_id, "" when it had none
+ * or none that decoded.
+ */
+bool	upstream_sess_answer(struct upstream_sess *s, uint32_t seq,
+	    uint32_t status, const char *id);
+
+/* A submit unanswered for response_timeout: the link is dead. */
+bool	upstream_sess_overdue(const struct upstream_sess *s, uint32_t now);
+
+/* What becomes of a session's jobs when its link goes. */
+enum upstream_drop {
+	UPSTREAM_DROP_MOVE,	/* to another session (or back, none up) */
+	UPSTREAM_DROP_ANSWER,	/* back to their senders: stopping */
+	UPSTREAM_DROP_FREE,	/* freed unanswered: the reactors are gone */
+};
+
+/* s's link is gone (closed, or its session freed): its jobs go. */
+void	upstream_sess_drop(struct upstream_sess *s, enum upstream_drop how);
+
+/* Each second: jobs waiting past response_timeout go back; pumps. */
+void	upstream_sess_second(struct upstream_sess *s);
+
+/* The reactor that runs link of upstream name. Any thread. */
+unsigned upstream_reactor_of(const char *name, unsigned link);
+
+/* name's counters (no reference taken), or NULL. Any thread. */
+struct upstream_stat *upstream_stat_find(const char *name);
+
+/* The session of name's link on r, or NULL. Owning reactor only. */
+struct upstream_sess *upstream_sess_find(struct reactor *r,
+	    const char *name, unsigned link);
+
+/* The reactor whose thread this is, or NULL for another thread. */
+struct reactor *upstream_self(void);
+
+/* Registers the upstream kind with deliver. Main thread, at start. */
+void	upstream_kind_register(void);
 
 /* The bind type's name ("transceiver") of a bind command. */
 const char *upstream_bind_name(uint32_t bind_cmd);

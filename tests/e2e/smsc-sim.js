@@ -3,7 +3,10 @@
 // type against one system_id and password, or refuses them with a given
 // status, answers enquire_link unless told to stay silent, sends unbind on
 // demand, sends deliver_sm (MOs, receipts) and data_sm on demand, and
-// records every bind, connection and PDU.
+// records every bind, connection and PDU. It takes submit_sm:
+// each is answered with the status its submitStatus(pdu, n) gives (0 by
+// default; null: left unanswered, held in sim.held), after delay ms, with
+// a message_id of its own; the highest count unanswered at once is kept.
 'use strict';
 
 const smpp = require('smpp');
@@ -21,6 +24,16 @@ class SmscSim {
 		this.pdus = [];		// every PDU received, in order
 		this.sessions = new Set();	// open and bound
 		this.closed = 0;
+		this.submits = [];	// { pdu, status, id, at, session }
+		this.held = [];		// submit_sm left unanswered: { s, pdu }
+		this.unanswered = 0;	// submit_sm not answered now
+		this.maxUnanswered = 0;
+		this.nextId = 1000;
+		// submitStatus(pdu, n): n counts from 0; delay: ms before
+		// answering; messageId(n): the id to give.
+		this.submitStatus = opts.submitStatus || (() => 0);
+		this.delay = opts.delay || 0;
+		this.messageId = opts.messageId || ((n) => `sim${n + this.nextId}`);
 	}
 
 	// Listens on port (0: any free one); resolves with the port.
@@ -48,6 +61,8 @@ class SmscSim {
 				s.send(pdu.response());
 			else if (pdu.command === 'unbind')
 				s.send(pdu.response(), () => s.close());
+			else if (pdu.command === 'submit_sm')
+				this._submit(s, pdu);
 		});
 		// Over TLS the first PDU may come with the handshake's last
 		// flight, before the package listens for 'readable': read it.
@@ -95,6 +110,33 @@ class SmscSim {
 
 	deliver(fields, ms) {
 		return this.send('deliver_sm', fields, ms);
+	}
+
+	_submit(s, pdu) {
+		const n = this.submits.length;
+		const status = this.submitStatus(pdu, n);
+		const id = this.messageId(n);
+		this.submits.push({ pdu, status, id, at: Date.now(), session: s });
+		this.unanswered++;
+		this.maxUnanswered = Math.max(this.maxUnanswered, this.unanswered);
+		if (status === null) {
+			this.held.push({ s, pdu });
+			return;
+		}
+		const answer = () => {
+			this.unanswered--;
+			s.send(pdu.response({ command_status: status,
+				message_id: status === 0 ? id : '' }));
+		};
+		if (this.delay > 0)
+			setTimeout(answer, this.delay);
+		else
+			answer();
+	}
+
+	// submit_sm whose status was 0: the messages taken.
+	taken() {
+		return this.submits.filter((x) => x.status === 0);
 	}
 
 	// Binds taken (status 0), of one command or of all.

@@ -1,6 +1,8 @@
 // upstream-rx.test.js: what an upstream SMS centre (the simulator in
 // smsc-sim.js) sends echorouterd: messages from the network routed to a
-// line client and to an SMPP ESME, answered by what became of them, and
+// line client and to an SMPP ESME, answered by what became of them;
+// receipts for messages sent to it, named in another form of the SMSC's
+// id, reaching a line client and an ESME with echorouterd's ids; and
 // receipts for ids echorouterd never sent, counted and dropped.
 'use strict';
 
@@ -23,6 +25,7 @@ accounts = (
   { id = "esme1"; password = "pw"; }
 );
 routes = (
+  { prefix = "+351"; to = "upstream:opA"; },
   { prefix = "+1555"; to = "alice"; },
   { prefix = "+1666"; to = "esme1"; }
 );
@@ -38,8 +41,8 @@ function metric(m, name) {
 }
 
 // A daemon bound to a fresh simulator, and alice logged in on a line.
-async function setup(extra) {
-	const sim = new SmscSim();
+async function setup(extra, simOpts) {
+	const sim = new SmscSim(simOpts);
 	const port = await sim.start();
 	const d = await L.startDaemon(conf(port, extra));
 	await L.until(async () => metric(await L.scrape(d.ports.metrics),
@@ -175,6 +178,62 @@ test('a line client that turned RECEIPTS ON gets a RCPT line with the id its SEN
 		// The SEND before RECEIPTS ON asked for none.
 		assert.equal(t.alice.lines.filter((l) => l.startsWith('RCPT ')).length, 1);
 		assert.equal(t.alice.lines.filter((l) => l.startsWith('MSG ')).length, 0);
+	} finally {
+		esme.s.close();
+		await teardown(t);
+	}
+});
+
+// A receipt from the SMSC for its message id, in the text SMSCs write.
+function receipt(id, stat, err, more = {}) {
+	return mo('1555000', Buffer.from(`id:${id} sub:001 dlvrd:001 submit date:2611261830 ` +
+		`done date:2611261832 stat:${stat} err:${err} text:hi`), { esm_class: 0x04, ...more });
+}
+
+test('receipts in another form of the SMSC id reach a line client and an ESME with echorouterd\'s ids', async () => {
+	// The SMSC calls the first message "3039" (hex of 12345), the second
+	// "0000012346"; its receipts say 12345 and 303A.
+	const t = await setup('', { messageId: (n) => ['3039', '0000012346'][n] || `x${n}` });
+	const esme = await L.session(t.d.ports.smpp, 'bind_transceiver', 'esme1', 'pw');
+	try {
+		t.alice.sock.write('RECEIPTS ON\nSEND +351910000001 hello\n');
+		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND to the SMSC');
+		const lineId = ok.split(' ')[1];
+		const r = await L.call(esme.s, 'submit_sm', { source_addr: 'esme1',
+			dest_addr_ton: 1, dest_addr_npi: 1, destination_addr: '351910000002',
+			registered_delivery: 1, short_message: 'hi there' });
+		assert.equal(r.command_status, 0);
+		const esmeId = r.message_id;
+		assert.equal(t.sim.submits.length, 2);
+		assert.equal(t.sim.submits[0].pdu.registered_delivery & 1, 1,
+			'RECEIPTS ON asks the SMSC for a receipt');
+		let m = await L.scrape(t.d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 2);
+		// An intermediate receipt first: nobody hears of it.
+		assert.equal((await t.sim.deliver(receipt('12345', 'ENROUTE', '000'))).command_status, 0);
+		assert.equal((await t.sim.deliver(receipt('12345', 'DELIVRD', '000'))).command_status, 0);
+		assert.equal((await t.sim.deliver(receipt('303A', 'UNDELIV', '012', {
+			receipted_message_id: '303A', message_state: 5 }))).command_status, 0);
+		const rcpt = await t.alice.wait((l) => l.startsWith('RCPT '), 'the line receipt');
+		assert.equal(rcpt, `RCPT ${lineId} DELIVRD 000 2611261832`);
+		await L.until(() => esme.got.length === 1, WAIT, 'the ESME\'s receipt');
+		const p = esme.got[0];
+		assert.equal(p.esm_class & 0x3c, 0x04);
+		assert.equal(p.receipted_message_id, esmeId);
+		assert.equal(p.message_state, 5);
+		const text = L.text(p);
+		assert.match(text, new RegExp(`^id:${esmeId} `));
+		assert.match(text, / stat:UNDELIV err:012 /);
+		assert.match(text, / done date:2611261832 /);
+		// The final receipts took their entries: once more, unmatched.
+		assert.equal((await t.sim.deliver(receipt('12345', 'DELIVRD', '000'))).command_status, 0);
+		m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'receipts_matched_total'), 3);
+		assert.equal(metric(m, 'receipts_unmatched_total'), 1);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
+		await L.sleep(300);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('RCPT ')).length, 1);
+		assert.equal(esme.got.length, 1);
 	} finally {
 		esme.s.close();
 		await teardown(t);

@@ -287,3 +287,302 @@ test('a reload applies new credentials, and one without the upstream closes its 
 		await sim.stop();
 	}
 });
+
+// ---- routing messages to upstreams and submitting them ----------------------
+
+// A daemon with a line listener, an SMPP listener and routes: +351 to
+// the upstreams of ups (opA first), as mode asks.
+function routeConf(ups, { mode = 'failover', to, extra = '' } = {}) {
+	const names = to || ups.map((u) => `"upstream:${u.name}"`).join(', ');
+	return `dispatchers = 2;
+idle_timeout = 0;
+listeners = (
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; },
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; }
+);
+accounts = (
+  { id = "alice"; password = "pa"; },
+  { id = "esme1"; password = "pe"; }
+);
+routes = (
+  { prefix = "+351"; to = [ ${names} ]; mode = "${mode}"; }
+);
+upstreams = (
+${ups.map((u) => `  { name = "${u.name}"; host = "127.0.0.1"; port = ${u.port};
+    system_id = "erd"; password = "secret"; source_ton = 5; source_npi = 0;
+    dest_ton = 1; dest_npi = 1; reconnect_min = 1; reconnect_max = 2; ${u.extra || ''} }`).join(',\n')}
+);
+${extra}`;
+}
+
+async function lineLogin(d, addr = 'alice', password = 'pa') {
+	const c = await L.lineClient(d.ports.router);
+	c.sock.write(`LOGIN ${addr} ${password}\n`);
+	await c.wait((l) => l.startsWith('OK LOGIN'), `login ${addr}`);
+	return c;
+}
+
+// The npm package decodes short_message by data_coding (and takes a UDH
+// apart): the text it read, and the UDH's information elements.
+function smsText(pdu) {
+	return L.text(pdu);
+}
+
+function smsUdh(pdu) {
+	const sm = pdu.short_message;
+	return sm && sm.udh ? sm.udh.map((ie) => [...ie]) : [];
+}
+
+test('a line SEND to +351 goes to the upstream as submit_sm; OK only after its submit_sm_resp', async () => {
+	const sim = new SmscSim({ delay: 1500 });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }],
+		{ extra: 'log = { level = "debug"; };' }));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		const sent = Date.now();
+		c.sock.write('SEND +351910000001 hello @ home\n');
+		await L.until(() => sim.submits.length === 1, WAIT, 'the submit_sm');
+		// Not answered yet: the sender waits for the SMS centre.
+		assert.ok(!c.lines.some((l) => /^OK \d+$/.test(l)), c.lines.join('|'));
+		const ok = await c.wait((l) => /^OK \d+$/.test(l), 'OK', WAIT);
+		assert.ok(Date.now() - sent >= 1400, 'OK before the submit_sm_resp');
+		const p = sim.submits[0].pdu;
+		assert.equal(p.destination_addr, '351910000001');
+		assert.equal(p.dest_addr_ton, 1);
+		assert.equal(p.dest_addr_npi, 1);
+		assert.equal(p.source_addr, 'alice');
+		assert.equal(p.source_addr_ton, 5);
+		assert.equal(p.source_addr_npi, 0);
+		assert.equal(p.data_coding, 0);
+		// GSM 03.38 septets: '@' is 0x00, which reads back as '@' in
+		// GSM only (0x40, ASCII's '@', is GSM's inverted '!').
+		assert.equal(smsText(p), 'hello @ home');
+		// The SMS centre's id is logged against ours (for receipts).
+		const id = ok.split(' ')[1];
+		await L.until(() => new RegExp(`upstream opA: message ${id} is SMSC id sim1000`).test(d.log),
+			WAIT, 'the id log line');
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_submits_total{upstream="opA"}'), 1);
+		assert.equal(L.val(m, 'echorouterd_upstream_responses_total{upstream="opA",status="ok"}'), 1);
+		assert.equal(L.val(m, 'echorouterd_upstream_window{upstream="opA"}'), 0);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('an SMPP submit_sm to +351 is passed through; its submit_sm_resp follows the upstream\'s', async () => {
+	const sim = new SmscSim({ delay: 1000 });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const { s } = await L.bind(d.ports.smpp, 'bind_transmitter', 'esme1', 'pe');
+		const sent = Date.now();
+		const r = await L.call(s, 'submit_sm', { destination_addr: '+351910000002',
+			source_addr: '12345', data_coding: 8,
+			short_message: Buffer.from('00e9004120ac', 'hex') });
+		assert.equal(r.command_status, 0);
+		assert.ok(Date.now() - sent >= 900, 'answered before the upstream');
+		assert.equal(sim.submits.length, 1);
+		const p = sim.submits[0].pdu;
+		assert.equal(p.data_coding, 8);
+		assert.equal(smsText(p), '\u00e9A\u20ac');
+		assert.equal(smsUdh(p).length, 0);
+		assert.equal(p.destination_addr, '351910000002');
+		assert.equal(p.source_addr, '12345');
+		s.close();
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('a permanent error from the upstream reaches the sender: SMPP with its status, a line client as ERR', async () => {
+	const sim = new SmscSim({ submitStatus: () => 0x0b });	// ESME_RINVDSTADR
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910000003 nope\n');
+		await c.wait((l) => /^ERR 502 \d+ upstream refused 0x0000000b$/.test(l), 'ERR 502', WAIT);
+		const { s } = await L.bind(d.ports.smpp, 'bind_transmitter', 'esme1', 'pe');
+		const r = await L.call(s, 'submit_sm', { destination_addr: '+351910000004',
+			short_message: 'nope' });
+		assert.equal(r.command_status, 0x0b);
+		// Once each: a refusal is not retried.
+		assert.equal(sim.submits.length, 2);
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_responses_total{upstream="opA",status="error"}'), 2);
+		s.close();
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('ESME_RTHROTTLED pauses the upstream and the message goes again: delivered once', async () => {
+	const sim = new SmscSim({ submitStatus: (p, n) => n === 0 ? 0x58 : 0 });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910000005 again\n');
+		await c.wait((l) => /^OK \d+$/.test(l), 'OK', WAIT);
+		assert.equal(sim.submits.length, 2);
+		assert.equal(sim.taken().length, 1);
+		// After a pause, not at once.
+		assert.ok(sim.submits[1].at - sim.submits[0].at >= 500,
+			`${sim.submits[1].at - sim.submits[0].at} ms`);
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_throttles_total{upstream="opA"}'), 1);
+		assert.equal(L.val(m, 'echorouterd_upstream_responses_total{upstream="opA",status="throttled"}'), 1);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('a window of 2 keeps at most 2 submit_sm unanswered for 10 messages', async () => {
+	const sim = new SmscSim({ delay: 150 });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port, extra: 'window = 2;' }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		for (let i = 0; i < 10; i++)
+			c.sock.write(`SEND +35191000010${i} message ${i}\n`);
+		await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === 10,
+			WAIT, 'ten OKs');
+		assert.equal(sim.taken().length, 10);
+		assert.equal(sim.maxUnanswered, 2);
+		const texts = sim.submits.map((x) => smsText(x.pdu)).sort();
+		assert.deepEqual(texts, [...Array(10).keys()].map((i) => `message ${i}`).sort());
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('a long UCS-2 text arrives at the upstream as parts with a UDH', async () => {
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		const text = 'Привет мир '.repeat(10).trim();	// 109 UCS-2 units
+		c.sock.write(`SEND +351910000200 ${text}\n`);
+		await c.wait((l) => /^OK \d+$/.test(l), 'OK', WAIT);
+		assert.equal(sim.submits.length, 2);
+		let joined = '';
+		const ref = smsUdh(sim.submits[0].pdu)[0][2];
+		sim.submits.forEach((x, i) => {
+			const p = x.pdu;
+			assert.equal(p.data_coding, 8);
+			assert.equal(p.esm_class & 0x40, 0x40);
+			assert.deepEqual(smsUdh(p), [[0x00, 0x03, ref, 2, i + 1]]);
+			joined += smsText(p);
+		});
+		assert.equal(joined, text);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('failover: with opA down opB gets the message; round_robin alternates', async () => {
+	const simB = new SmscSim();
+	const portB = await simB.start();
+	const portA = await L.freePort();	// nobody listens: opA stays down
+	let d = await L.startDaemon(routeConf([{ name: 'opA', port: portA },
+		{ name: 'opB', port: portB }]));
+	try {
+		await L.until(async () => bound(await L.scrape(d.ports.metrics), 'opB') === 1,
+			WAIT, 'opB bound');
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910000300 to B\n');
+		await c.wait((l) => /^OK \d+$/.test(l), 'OK', WAIT);
+		assert.equal(simB.submits.length, 1);
+	} finally {
+		await L.stopDaemon(d);
+	}
+	const simA = new SmscSim();
+	const pA = await simA.start();
+	d = await L.startDaemon(routeConf([{ name: 'opA', port: pA },
+		{ name: 'opB', port: portB }], { mode: 'round_robin' }));
+	try {
+		await L.until(async () => {
+			const m = await L.scrape(d.ports.metrics);
+			return bound(m, 'opA') === 1 && bound(m, 'opB') === 1;
+		}, WAIT, 'both bound');
+		const before = simB.submits.length;
+		const c = await lineLogin(d);
+		for (let i = 0; i < 4; i++) {
+			c.sock.write(`SEND +35191000040${i} rr ${i}\n`);
+			await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === i + 1,
+				WAIT, `OK ${i}`);
+		}
+		assert.equal(simA.submits.length, 2);
+		assert.equal(simB.submits.length - before, 2);
+	} finally {
+		await L.stopDaemon(d);
+		await simA.stop();
+		await simB.stop();
+	}
+});
+
+test('no upstream of the route bound: the sender hears a temporary error at once', async () => {
+	const port = await L.freePort();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910000500 nobody\n');
+		await c.wait((l) => /^ERR 503 \d+ upstream unavailable$/.test(l), 'ERR 503', WAIT);
+		const { s } = await L.bind(d.ports.smpp, 'bind_transmitter', 'esme1', 'pe');
+		const r = await L.call(s, 'submit_sm', { destination_addr: '+351910000501',
+			short_message: 'x' });
+		assert.equal(r.command_status, 0x58);	// ESME_RTHROTTLED: later
+		s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
+test('a submit left unanswered kills the link; the message goes again on the next session', async () => {
+	const sim = new SmscSim({ submitStatus: (p, n) => n === 0 ? null : 0 });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'sessions = 2; response_timeout = 2; enquire_link_interval = 0;' }]));
+	try {
+		await untilBound(d, 2, 'opA bound twice');
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910000600 retried\n');
+		await c.wait((l) => /^OK \d+$/.test(l), 'OK', WAIT);
+		assert.equal(sim.submits.length, 2);
+		assert.equal(sim.taken().length, 1);
+		assert.match(d.log, /no answer to submit_sm in 2s: the link is dead/);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('-t names a route\'s unknown upstream with its line', () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-route-'));
+	const file = path.join(dir, 'echorouterd.conf');
+	fs.writeFileSync(file, routeConf([{ name: 'opA', port: 2775 }],
+		{ to: '"upstream:opA", "upstream:opX"' }));
+	const line = fs.readFileSync(file, 'utf8').split('\n')
+		.findIndex((l) => l.includes('prefix = "+351"')) + 1;
+	const r = spawnSync(BIN, ['-t', '-c', file]);
+	fs.rmSync(dir, { recursive: true, force: true });
+	assert.equal(r.status, 1);
+	assert.ok(r.stderr.toString().includes(`echorouterd.conf:${line}: route "+351": no upstream named "opX"`),
+		r.stderr.toString());
+});

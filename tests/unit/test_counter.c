@@ -192,7 +192,7 @@ START_TEST(test_stats_line_text)
 	    "bytes_in=2000 bytes_out=4000 routed_local=6 routed_remote=4 "
 	    "routed_stored=0 routed_node=0 "
 	    "err_400=2 err_401=0 err_403=0 err_404=0 err_409=0 err_413=0 "
-	    "err_503=1 smpp_long=0 smpp_parts=0 tls_ok=0 tls_bad=0 "
+	    "err_502=0 err_503=1 smpp_long=0 smpp_parts=0 tls_ok=0 tls_bad=0 "
 	    "tls_certificate=0 tls_timeout=0 "
 	    "tls_handshaking=0 tls_ktls_send=0 tls_ktls_receive=0");
 	/* Truncated, still a string. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "route.h"
 #include "smpp_pdu.h"
 #include "transport.h"
 #include "upstream.h"
@@ -229,6 +230,90 @@ START_TEST(config_upstream_unique)
 }
 END_TEST
 
+#define TWO_UPSTREAMS							\
+	"upstreams = (\n"						\
+	"  { name = \"opA\"; host = \"127.0.0.1\"; system_id = \"e\"; },\n" \
+	"  { name = \"opB\"; host = \"127.0.0.1\"; system_id = \"e\"; }\n" \
+	");\n"
+
+/*
+ * Routes name upstreams as a list or one string, with a mode; the
+ * upstreams may come after the routes in the file.
+ */
+START_TEST(config_route_upstreams_read)
+{
+	struct config *cf = unit_config(METRICS
+	    "routes = (\n"
+	    "  { prefix = \"+351\"; to = [ \"upstream:opA\", "
+	    "\"upstream:opB\" ];\n"
+	    "    mode = \"round_robin\"; },\n"
+	    "  { prefix = \"+44\"; to = \"upstream:opB\"; },\n"
+	    "  { prefix = \"+3519\"; to = \"esme1\"; }\n"
+	    ");\n" TWO_UPSTREAMS);
+	const struct route_conf *r;
+
+	ck_assert_ptr_nonnull(cf);
+	ck_assert_uint_eq(cf->nroutes, 3);
+	r = &cf->routes[0];
+	ck_assert_uint_eq(r->nupstreams, 2);
+	ck_assert_str_eq(r->upstreams[0], "opA");
+	ck_assert_str_eq(r->upstreams[1], "opB");
+	ck_assert_str_eq(r->to, "upstream:opA");
+	ck_assert_uint_eq(r->mode, ROUTE_MODE_ROUND_ROBIN);
+	r = &cf->routes[1];
+	ck_assert_uint_eq(r->nupstreams, 1);
+	ck_assert_str_eq(r->upstreams[0], "opB");
+	ck_assert_uint_eq(r->mode, ROUTE_MODE_FAILOVER);
+	ck_assert_uint_eq(cf->routes[2].nupstreams, 0);
+	ck_assert_str_eq(cf->routes[2].to, "esme1");
+	/* The longest prefix wins: an address route inside an upstream one. */
+	ck_assert_ptr_eq(route_conf_by_prefix(cf, "+351912345678"),
+	    &cf->routes[2]);
+	ck_assert_ptr_eq(route_conf_by_prefix(cf, "+351212345678"),
+	    &cf->routes[0]);
+	ck_assert_ptr_eq(route_conf_by_prefix(cf, "+447700900000"),
+	    &cf->routes[1]);
+	ck_assert_ptr_null(route_conf_by_prefix(cf, "+1555"));
+	ck_assert_ptr_eq(config_find_upstream(cf, "opB"), &cf->upstreams[1]);
+	ck_assert_ptr_null(config_find_upstream(cf, "opC"));
+	config_unref(cf);
+}
+END_TEST
+
+/* Each bad route to upstreams: one error, on the route's line. */
+START_TEST(config_route_upstreams_errors)
+{
+	static const struct {
+		const char *route, *what;
+	} cases[] = {
+		{ "to = [ \"upstream:opA\", \"upstream:opX\" ];",
+		  "route \"+351\": no upstream named \"opX\" (define it" },
+		{ "to = \"upstream:nope\";", "no upstream named \"nope\"" },
+		{ "to = [ \"upstream:opA\", \"esme1\" ];",
+		  "a list names upstreams only (\"upstream:NAME\"), not "
+		  "\"esme1\"" },
+		{ "to = [ ];", "route to: a list of 1 to 8 upstreams" },
+		{ "to = [ \"upstream:opA\", \"upstream:opA\", \"upstream:opA\","
+		  " \"upstream:opA\", \"upstream:opA\", \"upstream:opA\","
+		  " \"upstream:opA\", \"upstream:opA\", \"upstream:opA\" ];",
+		  "route to: a list of 1 to 8 upstreams" },
+		{ "to = \"upstream:\";", "an upstream name is 1-64 of" },
+		{ "to = \"esme1\"; mode = \"round_robin\";",
+		  "mode picks among upstreams; this route goes to \"esme1\"" },
+		{ "to = \"upstream:opA\"; mode = \"random\";", "mode" },
+		{ "to = [ 5 ];", "expected a string" },
+	};
+	char text[1024];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), METRICS TWO_UPSTREAMS
+		    "routes = (\n  { prefix = \"+351\"; %s }\n);\n",
+		    cases[i].route);
+		unit_expect_one_error(text, 7, cases[i].what);
+	}
+}
+END_TEST
+
 Suite *
 upstream_suite(void)
 {
@@ -243,6 +328,8 @@ upstream_suite(void)
 	tcase_add_test(tc, config_upstream_read);
 	tcase_add_test(tc, config_upstream_errors);
 	tcase_add_test(tc, config_upstream_unique);
+	tcase_add_test(tc, config_route_upstreams_read);
+	tcase_add_test(tc, config_route_upstreams_errors);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,658 @@
+/* upstream_submit.c: messages routed to upstream SMS centres: the route's pick, each session's queue, window and pace, and the verdict from submit_sm_resp. */
+#include "upstream.h"
+#include "upstream_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+#include "deliver.h"
+#include "log.h"
+#include "msg.h"
+#include "route.h"
+#include "smpp_long.h"
+#include "smpp_pdu.h"
+#include "util.h"
+
+/*
+ * A session holds at most this many messages waiting for its window;
+ * past it another session, or the sender hears "busy".
+ */
+#define UPSTREAM_QUEUE_MAX	1024
+
+/* Sessions a message is handed to before its sender hears "down". */
+#define UPSTREAM_MOVES_MAX	4
+
+/* The pause after ESME_RTHROTTLED or ESME_RMSGQFUL, ms. */
+#define UPSTREAM_PAUSE_MS	1000
+
+/* The longest message_id an SMSC may give (SMPP 3.4: 65 with the NUL). */
+#define UPSTREAM_ID_MAX		64
+
+static atomic_uint route_turn;	/* round_robin routes take turns */
+
+/* ---- the pick ------------------------------------------------------------- */
+
+/* A bound link of st that submits, in turn; false if none. */
+static bool
+pick_link(struct upstream_stat *st, unsigned *link)
+{
+	uint64_t w[2] = { atomic_load(&st->links_tx[0]),
+	    atomic_load(&st->links_tx[1]) };
+	unsigned n = (unsigned)(__builtin_popcountll(w[0]) +
+	    __builtin_popcountll(w[1])), k;
+
+	if (n == 0)
+		return false;
+	k = atomic_fetch_add(&st->turn, 1) % n;
+	for (unsigned i = 0; i < 128; i++)
+		if ((w[i / 64] >> (i % 64) & 1) && k-- == 0) {
+			*link = i;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Where j goes now, by its route in cf: the first upstream with a bound
+ * link (failover) or the next in turn that has one (round_robin). A job
+ * with parts already taken stays with its upstream. false: none is up.
+ */
+static bool
+pick(const struct config *cf, struct upstream_job *j)
+{
+	const struct route_conf *rc = route_conf_by_prefix(cf, j->m->to);
+	struct upstream_stat *st;
+	unsigned n, start = 0;
+
+	if (j->d != NULL && j->nparts > 1) {
+		st = upstream_stat_find(j->upstream);
+		return st != NULL && pick_link(st, &j->link);
+	}
+	if (rc == NULL || (n = rc->nupstreams) == 0)
+		return false;
+	if (rc->mode == ROUTE_MODE_ROUND_ROBIN)
+		start = atomic_fetch_add(&route_turn, 1) % n;
+	for (unsigned i = 0; i < n; i++) {
+		const char *name = rc->upstreams[(start + i) % n];
+
+		if ((st = upstream_stat_find(name)) != NULL &&
+		    pick_link(st, &j->link)) {
+			snprintf(j->upstream, sizeof(j->upstream), "%s", name);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- a job's life ----------------------------------------------------------- */
+
+static void
+job_free(struct upstream_job *j)
+{
+	smpp_long_free(j->lp);
+	free(j->d);
+	free(j->m);
+	free(j);
+}
+
+/* The sender hears v (m goes back with it); j is freed. b: staged. */
+static void
+job_answer(struct reactor_batch *b, struct upstream_job *j,
+    enum msg_verdict v)
+{
+	struct msg *m = j->m;
+
+	m->verdict = v;
+	m->status = j->status;
+	j->m = NULL;
+	job_free(j);
+	if (b != NULL)
+		deliver_answer_in(b, m);
+	else
+		deliver_answer(m);
+}
+
+static void job_arrive(void *owner, void *arg, enum mailbox_status st);
+
+/*
+ * Hands j to the session pick chose, through its reactor's mailbox (the
+ * batch b of the reactor that sends, or a post of its own); or answers
+ * its sender when no upstream of its route is up.
+ */
+static void
+job_send(struct reactor_batch *b, const struct config *cf,
+    struct upstream_job *j)
+{
+	struct reactor *to;
+
+	/* Sessions up but none could take it (full, or going): busy. */
+	if (j->moves >= UPSTREAM_MOVES_MAX) {
+		job_answer(b, j, MSG_BUSY);
+		return;
+	}
+	if (cf == NULL || !pick(cf, j) ||
+	    (to = reactor_get(upstream_reactor_of(j->upstream, j->link))) ==
+	    NULL) {
+		job_answer(b, j, MSG_UPSTREAM_DOWN);
+		return;
+	}
+	j->moves++;
+	j->task.fn = job_arrive;
+	j->task.arg = j;
+	if (b != NULL)
+		reactor_batch_add(b, to, &j->task);
+	else
+		reactor_post_task(to, &j->task);
+}
+
+/* The kind's take: on the sender's reactor, in its turn (b). */
+static void
+upstream_take(struct reactor_batch *b, struct msg *m, const char *to)
+{
+	struct reactor *r = upstream_self();
+	struct upstream_job *j = xcalloc(1, sizeof(*j));
+
+	(void)to;
+	j->m = m;
+	job_send(b, r != NULL ? r->cf : NULL, j);
+}
+
+/*
+ * m's text as this upstream takes it: an SMPP client's octets and
+ * data_coding as they are; a line client's UTF-8 in the upstream's
+ * alphabet (GSM 03.38 when it fits, for "gsm7"; Latin-1, said as
+ * data_coding 3, for "latin1" and "ascii"; else UCS-2), split as its
+ * long says. MSG_OK, or why it cannot go.
+ */
+static enum msg_verdict
+job_encode(struct upstream_sess *s, struct upstream_job *j)
+{
+	const struct upstream_conf *uc = s->uc;
+	static const enum text_long how[] = {
+		[UPSTREAM_LONG_UDH] = TEXT_LONG_UDH,
+		[UPSTREAM_LONG_SAR] = TEXT_LONG_SAR,
+		[UPSTREAM_LONG_PAYLOAD] = TEXT_LONG_PAYLOAD,
+	};
+	struct smpp_long_opts o = { .how = how[uc->long_mode],
+	    .max_parts = TEXT_PARTS_MAX, .ref = s->next_ref };
+	unsigned needed;
+
+	j->nparts = 1;
+	if (j->m->flags & MSG_F_CODED) {
+		j->d = msg_dup(j->m);
+		return MSG_OK;
+	}
+	o.coding = uc->alphabet == CONFIG_ALPHABET_GSM ? TEXT_CODING_AUTO :
+	    TEXT_LATIN1;
+	if (smpp_long_make(j->m, &o, &j->d, &j->lp, &needed) < 0)
+		return errno == EMSGSIZE ? MSG_TOO_LONG : MSG_UNFIT;
+	if (j->lp != NULL) {
+		j->nparts = j->lp->nparts;
+		if (!j->lp->payload)
+			s->next_ref++;
+	}
+	return MSG_OK;
+}
+
+static void
+queue_push(struct upstream_sess *s, struct upstream_job *j, bool head)
+{
+	j->queued = true;
+	s->qlen++;
+	if (head) {
+		j->next = s->qhead;
+		s->qhead = j;
+		if (s->qtail == NULL)
+			s->qtail = j;
+		return;
+	}
+	j->next = NULL;
+	if (s->qtail != NULL)
+		s->qtail->next = j;
+	else
+		s->qhead = j;
+	s->qtail = j;
+}
+
+static void
+queue_del(struct upstream_sess *s, struct upstream_job *j)
+{
+	struct upstream_job **pp = &s->qhead, *prev = NULL;
+
+	while (*pp != NULL && *pp != j) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	if (*pp == NULL)
+		return;
+	*pp = j->next;
+	if (s->qtail == j)
+		s->qtail = prev;
+	j->next = NULL;
+	j->queued = false;
+	s->qlen--;
+}
+
+/* On the chosen session's reactor: it takes j, or j moves on. */
+static void
+job_arrive(void *owner, void *arg, enum mailbox_status st)
+{
+	struct reactor *r = owner;
+	struct upstream_job *j = arg;
+	struct upstream_sess *s;
+	enum msg_verdict v;
+
+	if (st == MAILBOX_CANCELLED) {
+		job_free(j);	/* exiting: nobody is left to answer */
+		return;
+	}
+	s = upstream_sess_find(r, j->upstream, j->link);
+	if (s == NULL || s->state != UPSTREAM_BOUND ||
+	    s->qlen >= UPSTREAM_QUEUE_MAX) {
+		job_send(&r->batch, r->cf, j);
+		return;
+	}
+	if (j->d == NULL && (v = job_encode(s, j)) != MSG_OK) {
+		job_answer(&r->batch, j, v);
+		return;
+	}
+	j->since_ms = r->now_ms;
+	queue_push(s, j, false);
+	upstream_sess_pump(s);
+}
+
+/* ---- the session's window ----------------------------------------------- */
+
+/*
+ * One more part within max_tps (parts per second over every session of
+ * the upstream; a second's worth may go at once): the generic cell rate
+ * algorithm on one atomic, so reactors need no lock.
+ */
+static bool
+tps_take(struct upstream_stat *st, unsigned tps)
+{
+	struct timespec ts;
+	uint64_t now, at, next, step = 1000000000u / tps;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	at = atomic_load(&st->tps_at);
+	do {
+		next = (at > now ? at : now) + step;
+		if (next > now + 1000000000u)
+			return false;
+	} while (!atomic_compare_exchange_weak(&st->tps_at, &at, next));
+	return true;
+}
+
+/*
+ * One address of a submit_sm: as an SMPP sender wrote it, else ours;
+ * without a leading '+', which the upstream's TON says instead.
+ */
+static void
+submit_addr(const char *raw, const char *addr, char *out)
+{
+	if (raw[0] == '\0')
+		raw = addr;
+	if (raw[0] == '+')
+		raw++;
+	snprintf(out, 21, "%.20s", raw);
+}
+
+/* The text fields of part i of j (as the SMPP recipient edge fills). */
+static void
+submit_text(const struct upstream_job *j, unsigned i, struct smpp_pdu *p)
+{
+	const struct msg *d = j->d;
+
+	if (j->lp != NULL) {
+		smpp_long_part(j->lp, i, p);
+		return;
+	}
+	p->esm_class = d->esm_class;
+	p->data_coding = d->data_coding;
+	if (d->len <= 254) {
+		p->sm_length = (uint8_t)d->len;
+		p->short_message = d->text;
+	} else {
+		p->tlvs |= SMPP_TLV_MESSAGE_PAYLOAD;
+		p->message_payload = d->text;
+		p->message_payload_len = (uint16_t)d->len;
+	}
+	if (d->flags & MSG_F_SAR) {
+		p->tlvs |= SMPP_TLV_SAR;
+		p->sar_msg_ref_num = d->sar_ref;
+		p->sar_total_segments = d->sar_total;
+		p->sar_segment_seqnum = d->sar_seq;
+	}
+}
+
+/* Sends part i of j as a submit_sm in slot. */
+static void
+submit_part(struct upstream_sess *s, struct upstream_slot *slot,
+    struct upstream_job *j, unsigned i)
+{
+	const struct upstream_conf *uc = s->uc;
+	const struct msg *d = j->d;
+	struct smpp_pdu p = { .command_id = SMPP_SUBMIT_SM };
+	size_t cap = 1024 + d->len;
+	uint8_t *buf = xmalloc(cap);
+	ssize_t n;
+
+	s->seq = s->seq >= 0x7fffffffu ? 1 : s->seq + 1;
+	p.sequence_number = s->seq;
+	p.source_addr_ton = (uint8_t)uc->source_ton;
+	p.source_addr_npi = (uint8_t)uc->source_npi;
+	submit_addr(d->src_addr, d->from, p.source_addr);
+	p.dest_addr_ton = (uint8_t)uc->dest_ton;
+	p.dest_addr_npi = (uint8_t)uc->dest_npi;
+	submit_addr(d->dst_addr, d->to, p.destination_addr);
+	p.registered_delivery = d->registered_delivery;
+	submit_text(j, i, &p);
+	if ((n = smpp_encode(&p, buf, cap)) > 0)
+		conn_write(s->c, buf, (size_t)n);
+	free(buf);
+	*slot = (struct upstream_slot){ .job = j, .seq = p.sequence_number,
+	    .sent_at = s->c->r->now, .part = i };
+	j->part[i] = UPJ_SENT;
+	s->inflight++;
+	atomic_fetch_add(&s->stat->submits, 1);
+	atomic_fetch_add(&s->stat->window, 1);
+}
+
+/* A free slot, the window grown to the upstream's window if need be. */
+static struct upstream_slot *
+slot_free(struct upstream_sess *s)
+{
+	unsigned want = s->uc->window;
+
+	if (s->wincap < want) {
+		s->win = xrealloc(s->win, want * sizeof(*s->win));
+		memset(s->win + s->wincap, 0,
+		    (want - s->wincap) * sizeof(*s->win));
+		s->wincap = want;
+	}
+	for (unsigned i = 0; i < s->wincap; i++)
+		if (s->win[i].job == NULL)
+			return &s->win[i];
+	return NULL;
+}
+
+/* The first part of j still to send; j->nparts when none is. */
+static unsigned
+job_next_part(const struct upstream_job *j)
+{
+	unsigned i = 0;
+
+	while (i < j->nparts && j->part[i] != UPJ_WAIT)
+		i++;
+	return i;
+}
+
+void
+upstream_sess_pump(struct upstream_sess *s)
+{
+	struct upstream_slot *slot;
+
+	while (s->state == UPSTREAM_BOUND && s->qhead != NULL &&
+	    s->inflight < s->uc->window && !conn_is_closing(s->c) &&
+	    atomic_load(&s->stat->paused_until) <= s->c->r->now_ms) {
+		struct upstream_job *j = s->qhead;
+		unsigned i = job_next_part(j);
+
+		if (i == j->nparts) {
+			queue_del(s, j);	/* every part is out */
+			continue;
+		}
+		if ((slot = slot_free(s)) == NULL || (s->uc->max_tps > 0 &&
+		    !tps_take(s->stat, s->uc->max_tps)))
+			break;
+		submit_part(s, slot, j, i);
+		if (job_next_part(j) == j->nparts)
+			queue_del(s, j);
+	}
+}
+
+void
+upstream_sess_list(struct upstream_sess *s, bool on)
+{
+	uint64_t bit = 1ull << (s->link % 64);
+
+	if (s->listed == on || s->link >= 128)
+		return;
+	s->listed = on;
+	if (on)
+		atomic_fetch_or(&s->stat->links_tx[s->link / 64], bit);
+	else
+		atomic_fetch_and(&s->stat->links_tx[s->link / 64], ~bit);
+}
+
+/* Whether any part of j is still out. */
+static bool
+job_has_sent(const struct upstream_job *j)
+{
+	for (unsigned i = 0; i < j->nparts; i++)
+		if (j->part[i] == UPJ_SENT)
+			return true;
+	return false;
+}
+
+/*
+ * j's part answered: done when nothing of it is left to send or to hear
+ * about; the sender hears OK, or the refusal.
+ */
+static void
+job_settle(struct upstream_sess *s, struct upstream_job *j)
+{
+	if (job_has_sent(j) || (j->status == 0 &&
+	    job_next_part(j) < j->nparts))
+		return;
+	if (j->queued)
+		queue_del(s, j);
+	job_answer(&s->c->r->batch, j, j->status == 0 ? MSG_OK :
+	    MSG_REJECTED);
+}
+
+/* A temporary refusal: the upstream pauses, the part goes again. */
+static void
+answer_throttled(struct upstream_sess *s, struct upstream_job *j,
+    unsigned part)
+{
+	uint64_t until = s->c->r->now_ms + UPSTREAM_PAUSE_MS;
+
+	atomic_fetch_add(&s->stat->resp_throttled, 1);
+	if (atomic_exchange(&s->stat->paused_until, until) <
+	    s->c->r->now_ms) {
+		atomic_fetch_add(&s->stat->throttles, 1);
+		log_info("upstream %s: link %u: throttled by the SMS centre: "
+		    "pausing its submits for %ums", s->uc->name, s->link,
+		    UPSTREAM_PAUSE_MS);
+	}
+	j->part[part] = UPJ_WAIT;
+	if (!j->queued)
+		queue_push(s, j, true);
+}
+
+/* A message_id the receipts can be matched by: warned of once. */
+static bool
+answer_id_ok(struct upstream_sess *s, const struct upstream_job *j,
+    const char *id)
+{
+	static atomic_bool warned;
+	size_t n = strlen(id);
+
+	if (n > 0 && n <= UPSTREAM_ID_MAX)
+		return true;
+	atomic_fetch_add(&s->stat->bad_ids, 1);
+	if (!atomic_exchange(&warned, true))
+		log_warnx("upstream %s: link %u: submit_sm_resp ESME_ROK for "
+		    "message %llu without a usable message_id (empty, or over "
+		    "%d octets): delivered, but its receipts cannot be "
+		    "matched (told once)", s->uc->name, s->link,
+		    (unsigned long long)j->m->id, UPSTREAM_ID_MAX);
+	return false;
+}
+
+bool
+upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
+    const char *id)
+{
+	struct upstream_slot *slot = NULL;
+	struct upstream_job *j;
+	unsigned part;
+
+	for (unsigned i = 0; i < s->wincap && slot == NULL; i++)
+		if (s->win[i].job != NULL && s->win[i].seq == seq)
+			slot = &s->win[i];
+	if (slot == NULL)
+		return false;
+	j = slot->job;
+	part = slot->part;
+	slot->job = NULL;
+	s->inflight--;
+	atomic_fetch_sub(&s->stat->window, 1);
+	if (status == SMPP_ESME_ROK) {
+		atomic_fetch_add(&s->stat->resp_ok, 1);
+		j->part[part] = UPJ_DONE;
+		if (answer_id_ok(s, j, id))
+			upstream_submitted(s->cf, s->uc, id, strlen(id), j->m);
+	} else if (status == SMPP_ESME_RTHROTTLED ||
+	    status == SMPP_ESME_RMSGQFUL) {
+		answer_throttled(s, j, part);
+	} else {
+		atomic_fetch_add(&s->stat->resp_failed, 1);
+		j->part[part] = UPJ_DONE;
+		if (j->status == 0)
+			j->status = status;
+		/* Refused for good: the parts not sent yet do not go. */
+		for (unsigned i = 0; i < j->nparts; i++)
+			if (j->part[i] == UPJ_WAIT)
+				j->part[i] = UPJ_DONE;
+	}
+	job_settle(s, j);
+	upstream_sess_pump(s);
+	return true;
+}
+
+bool
+upstream_sess_overdue(const struct upstream_sess *s, uint32_t now)
+{
+	for (unsigned i = 0; i < s->wincap; i++)
+		if (s->win[i].job != NULL &&
+		    now - s->win[i].sent_at >= s->uc->response_timeout)
+			return true;
+	return false;
+}
+
+/* Whether any part of j was taken already. */
+static bool
+job_has_done(const struct upstream_job *j)
+{
+	for (unsigned i = 0; i < j->nparts; i++)
+		if (j->part[i] == UPJ_DONE)
+			return true;
+	return false;
+}
+
+/* Takes j off s (queue and window); its parts out go again. */
+static void
+job_detach(struct upstream_sess *s, struct upstream_job *j)
+{
+	if (j->queued)
+		queue_del(s, j);
+	for (unsigned i = 0; i < s->wincap; i++)
+		if (s->win[i].job == j) {
+			s->win[i].job = NULL;
+			s->inflight--;
+			atomic_fetch_sub(&s->stat->window, 1);
+		}
+	for (unsigned i = 0; i < j->nparts; i++)
+		if (j->part[i] == UPJ_SENT)
+			j->part[i] = UPJ_WAIT;
+	/* Nothing of it taken: another upstream may encode it anew. */
+	if (job_next_part(j) == 0 && !job_has_done(j)) {
+		smpp_long_free(j->lp);
+		free(j->d);
+		j->lp = NULL;
+		j->d = NULL;
+	}
+}
+
+void
+upstream_sess_drop(struct upstream_sess *s, enum upstream_drop how)
+{
+	struct reactor *r = s->r;
+
+	for (;;) {
+		struct upstream_job *j = s->qhead;
+
+		for (unsigned i = 0; j == NULL && i < s->wincap; i++)
+			j = s->win[i].job;
+		if (j == NULL)
+			break;
+		job_detach(s, j);
+		if (how == UPSTREAM_DROP_FREE)
+			job_free(j);
+		else if (how == UPSTREAM_DROP_ANSWER)
+			job_answer(&r->batch, j, MSG_UPSTREAM_DOWN);
+		else
+			job_send(&r->batch, r->cf, j);
+	}
+}
+
+void
+upstream_sess_second(struct upstream_sess *s)
+{
+	struct reactor *r = s->r;
+	uint64_t limit = (uint64_t)s->uc->response_timeout * 1000;
+	struct upstream_job *j, *next;
+
+	/*
+	 * A sender waits for its answer no longer than response_timeout
+	 * for a session to start on its message: not for a pause or a
+	 * pace that will not end soon.
+	 */
+	for (j = s->qhead; j != NULL; j = next) {
+		next = j->next;
+		if (r->now_ms - j->since_ms >= limit && !job_has_sent(j) &&
+		    !job_has_done(j)) {
+			queue_del(s, j);
+			job_answer(&r->batch, j, MSG_BUSY);
+		}
+	}
+	upstream_sess_pump(s);
+}
+
+/* ---- the kind ----------------------------------------------------------- */
+
+static bool
+upstream_kind_on(void)
+{
+	return true;
+}
+
+static const struct deliver_kind_ops upstream_kind = {
+	.name = "upstream",
+	.on = upstream_kind_on,
+	.take = upstream_take,
+};
+
+void
+upstream_kind_register(void)
+{
+	if (deliver_register(MSG_KIND_UPSTREAM, &upstream_kind) < 0)
+		fatal("cannot register the upstream kind");
+}
+
+void
+upstream_submitted(const struct config *cf, const struct upstream_conf *up,
+    const char *smsc_id, size_t smsc_id_len, const struct msg *m)
+{
+	log_debug("upstream %s: message %llu is SMSC id %.*s", up->name,
+	    (unsigned long long)m->id, (int)smsc_id_len, smsc_id);
+	esme_receipt_record(cf, up, smsc_id, smsc_id_len, m);
+}
