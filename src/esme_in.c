@@ -5,11 +5,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "conn.h"
 #include "deliver.h"
 #include "log.h"
 #include "msg.h"
+#include "reactor.h"
 #include "receipt_map.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
@@ -192,30 +194,118 @@ receipt_wanted(const struct receipt_orig *o, uint8_t state)
 	return rd == 1 || (rd == 2 && state != SMPP_STATE_DELIVERED);
 }
 
-/* A receipt: to its submitter with our id, or counted as unmatched. */
+/* Counted, and said at debug: a receipt for none of our messages. */
+static void
+receipt_unmatched(const char *upstream, const char *id, const char *why)
+{
+	struct upstream_stat *st = upstream_stat_find(upstream);
+
+	if (st != NULL)
+		atomic_fetch_add(&st->receipts_unmatched, 1);
+	log_debug("upstream %s: receipt for \"%s\", an id of no message of "
+	    "ours%s: dropped", upstream, id, why);
+}
+
+/* The cluster thread: what the other nodes said of a receipt we asked. */
+static void
+receipt_cluster_done(const char *upstream, const char *id, bool matched)
+{
+	if (!matched)
+		receipt_unmatched(upstream, id, " on any node");
+}
+
+/*
+ * Looks the receipt's id up in the map, in the upstream's receipt_id
+ * form (r's configuration bounds the map) and, matched, relays it to the
+ * submitter; true if it was ours.
+ */
+static bool
+receipt_match(struct reactor *r, const char *upstream, unsigned form,
+    const char *id, uint8_t state, const struct smpp_receipt_text *f)
+{
+	struct receipt_limits lim = receipts_limits(r->cf);
+	struct upstream_stat *st;
+	struct receipt_orig o;
+
+	if (!receipt_map_find(receipts_map(), upstream, form, id, strlen(id),
+	    smpp_receipt_final(state), receipts_now(), &lim, &o))
+		return false;
+	if ((st = upstream_stat_find(upstream)) != NULL)
+		atomic_fetch_add(&st->receipts_matched, 1);
+	if (receipt_wanted(&o, state))
+		deliver_forward(r, receipt_relay(r, &o, f, state));
+	return true;
+}
+
+/*
+ * A receipt: to its submitter with our id; one that matches nothing here
+ * is asked of the other nodes of a cluster, else counted as unmatched.
+ */
 static void
 esme_receipt(struct conn *c, struct upstream_sess *s,
     const struct smpp_pdu *p, const struct smpp_receipt_text *f)
 {
-	struct receipt_limits lim = receipts_limits(c->r->cf);
 	const char *id = (p->tlvs & SMPP_TLV_RECEIPTED_MESSAGE_ID) ?
 	    p->receipted_message_id : f->id;
 	uint8_t state = (p->tlvs & SMPP_TLV_MESSAGE_STATE) ?
 	    p->message_state_tlv : smpp_receipt_state(f->stat);
-	struct receipt_orig o;
+	const uint8_t *text;
+	size_t len;
 
-	if (!receipt_map_find(receipts_map(), s->uc->name, s->uc->receipt_id,
-	    id, strlen(id), smpp_receipt_final(state), receipts_now(), &lim,
-	    &o)) {
-		atomic_fetch_add(&s->stat->receipts_unmatched, 1);
-		log_debug("upstream %s: link %u: receipt for \"%s\" (stat %s), "
-		    "an id of no message of ours: dropped", s->uc->name,
-		    s->link, id, f->stat[0] ? f->stat : "none");
+	if (receipt_match(c->r, s->uc->name, s->uc->receipt_id, id, state, f))
+		return;
+	text = pdu_text(p, &len);
+	if (cluster_receipt_ask(s->uc->name, id, strlen(id), state, text, len,
+	    receipt_cluster_done)) {
+		log_debug("upstream %s: link %u: receipt for \"%s\" matches "
+		    "nothing here: asking the other nodes", s->uc->name,
+		    s->link, id);
 		return;
 	}
-	atomic_fetch_add(&s->stat->receipts_matched, 1);
-	if (receipt_wanted(&o, state))
-		deliver_forward(c->r, receipt_relay(c->r, &o, f, state));
+	receipt_unmatched(s->uc->name, id, "");
+}
+
+/* A reactor: another node's question, looked up here (q is the cluster's). */
+static void
+question_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct cluster_receipt_q *q = arg;
+	struct reactor *r = owner;
+	struct smpp_receipt_text f;
+	bool matched = false;
+
+	if (st == MAILBOX_RUN) {
+		if (smpp_receipt_parse(q->text, q->len, &f) < 0)
+			memset(&f, 0, sizeof(f));
+		/* An upstream this node does not have has no ids here. */
+		for (size_t i = 0; i < r->cf->nupstreams && !matched; i++)
+			if (strcmp(r->cf->upstreams[i].name, q->upstream) == 0)
+				matched = receipt_match(r, q->upstream,
+				    r->cf->upstreams[i].receipt_id, q->id,
+				    q->state, &f);
+	}
+	cluster_receipt_answer(q, matched);
+}
+
+/* The cluster thread: another node's question goes to a reactor. */
+static void
+receipt_question(struct cluster_receipt_q *q)
+{
+	struct reactor *r = reactor_get(0);
+
+	if (r == NULL) {
+		cluster_receipt_answer(q, false);
+		return;
+	}
+	q->task.fn = question_task;
+	q->task.arg = q;
+	reactor_post_task(r, &q->task);
+}
+
+void
+esme_receipts_attach(void)
+{
+	cluster_receipt_matcher(receipt_question);
 }
 
 /* The status that answers a message from the centre, by its verdict. */

@@ -691,6 +691,7 @@ upstream_attach(struct reactor *r, unsigned n)
 	rs->n = n;
 	nreactors = n;
 	upstream_kind_register();
+	esme_receipts_attach();
 	/* Hooked after the connection set, so freed before it. */
 	(void)conn_set_of(r);
 	if (reactor_hook_add(r, &upstream_hooks, rs) < 0)

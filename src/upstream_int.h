@@ -227,6 +227,8 @@ void	esme_handle(struct conn *c, const struct smpp_pdu *p);
  * by its destination; answered once handed on. Owning reactor only.
  */
 void	esme_deliver(struct conn *c, const struct smpp_pdu *p);
+/* Lets the cluster ask this node about receipts other nodes got. */
+void	esme_receipts_attach(void);
 
 /* The verdict on a message from the SMS centre: its answer. */
 void	esme_verdict(struct conn *c, const struct msg *m);

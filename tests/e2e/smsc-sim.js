@@ -94,9 +94,9 @@ class SmscSim {
 	}
 
 	// Sends command (deliver_sm, data_sm) with fields on a receiving
-	// session; resolves with the response PDU, or rejects after ms.
-	send(command, fields, ms = 10000) {
-		const s = this.receiving();
+	// session (or on s); resolves with the response PDU, or rejects
+	// after ms.
+	send(command, fields, ms = 10000, s = this.receiving()) {
 		if (s === undefined)
 			return Promise.reject(new Error('no receiving session bound'));
 		return new Promise((resolve, reject) => {
@@ -108,8 +108,8 @@ class SmscSim {
 		});
 	}
 
-	deliver(fields, ms) {
-		return this.send('deliver_sm', fields, ms);
+	deliver(fields, ms, s) {
+		return this.send('deliver_sm', fields, ms, s);
 	}
 
 	_submit(s, pdu) {
