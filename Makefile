@@ -298,7 +298,7 @@ lint: $(BIN)
 		tests/system/check-dist.sh --units-only
 
 # End to end under a real systemd (root; not part of make check).
-check-system: deps $(BIN)
+check-system: deps node-deps $(BIN)
 	$(Q)SYSTEM_DEPS="$(SYSTEM_DEPS)" MAKE="$(MAKE)" BUILD="$(BUILD)" \
 		BIN="$(BIN)" tests/system/check-system.sh
 

@@ -75,6 +75,7 @@ struct smpp_conf {
 	size_t	reassembly_bytes;
 	unsigned long_how;		/* enum config_long (key "long") */
 	unsigned max_parts;		/* parts of one line text, 1..255 */
+	unsigned max_binds;		/* per system_id without accounts */
 };
 
 /* A listener's tls group: files resolved against the config's dir. */

@@ -1179,6 +1179,7 @@ static const struct cfkey smpp_keys[] = {
 	{ .name = "long", .type = CFK_ENUM, FIELD(struct smpp_conf, long_how),
 	  .def = CONFIG_LONG_UDH, .names = longs, .doc = TOP },
 	SMPP(max_parts, 1, TEXT_PARTS_MAX, 16),
+	SMPP(max_binds, 1, 1024, 4),
 };
 
 static const struct cfgroup smpp_group = {

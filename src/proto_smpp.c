@@ -168,7 +168,7 @@ bind_check(const struct config *cf, const struct smpp_pdu *pdu,
 {
 	const struct account_conf *acct;
 
-	*max_binds = 4;
+	*max_binds = cf->smpp.max_binds;
 	if (!route_addr_valid(pdu->system_id, strlen(pdu->system_id)))
 		return SMPP_ESME_RINVSYSID;
 	if (cf->naccounts == 0)

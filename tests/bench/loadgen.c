@@ -115,6 +115,8 @@ struct lg_opts {
 	bool	req_set;	/* -q given */
 	bool	line_senders;	/* -g: smpp pairs' senders are line clients */
 	bool	ucs2;		/* -u: their text needs UCS-2 */
+	const char *addr_prefix; /* -A: pair addresses start with it */
+	bool	receipts;	/* -E: line senders ask for RCPT lines */
 };
 
 static struct lg_opts opt = {
@@ -168,6 +170,7 @@ struct lg_thread {
 	atomic_uint_fast64_t errors;
 	atomic_uint_fast64_t parts;	/* smpp: deliver_sm with a UDH */
 	atomic_uint_fast64_t joined;	/* and the texts they made */
+	atomic_uint_fast64_t rcpts;	/* -E: RCPT lines while measuring */
 	atomic_uint nready;
 	atomic_bool finished;
 	char	first_error[160];
@@ -994,6 +997,28 @@ pair_deliver(struct lg_thread *t, struct lg_conn *c, const char *text,
 	complete(t, s);
 }
 
+/*
+ * -E: a sender's "OK RECEIPTS ON" and "RCPT <id> DELIVRD <err> <done>"
+ * lines, counted while measuring; true if l was one.
+ */
+static bool
+sender_receipt(struct lg_thread *t, struct lg_conn *c, const char *l)
+{
+	const char *stat;
+
+	if (strcmp(l, "OK RECEIPTS ON") == 0)
+		return true;
+	if (strncmp(l, "RCPT ", 5) != 0)
+		return false;
+	stat = strchr(l + 5, ' ');
+	if (stat == NULL || strncmp(stat + 1, "DELIVRD ", 8) != 0)
+		lg_error(t, "pair %u: receipt not DELIVRD: %.80s", c->id, l);
+	else if (atomic_load_explicit(&phase, memory_order_relaxed) ==
+	    PH_MEASURE)
+		atomic_fetch_add_explicit(&t->rcpts, 1, memory_order_relaxed);
+	return true;
+}
+
 static void
 router_line(struct lg_thread *t, struct lg_conn *c, char *l, size_t n)
 {
@@ -1010,6 +1035,8 @@ router_line(struct lg_thread *t, struct lg_conn *c, char *l, size_t n)
 			setup_done(t, c);
 		return;
 	}
+	if (c->role == LG_SENDER && opt.receipts && sender_receipt(t, c, l))
+		return;
 	if (c->role == LG_SENDER && strncmp(l, "OK ", 3) == 0) {
 		if (++c->acked > c->sent)
 			lg_error(t, "pair %u: OK nobody asked for", c->id);
@@ -1333,7 +1360,8 @@ conn_setup(struct lg_thread *t, struct lg_conn *c)
 	case LG_SMPP:
 		if (opt.line_senders && c->role == LG_SENDER) {
 			pair_addr(addr, sizeof(addr), c);
-			n = snprintf(buf, sizeof(buf), "LOGIN %s\n", addr);
+			n = snprintf(buf, sizeof(buf), "LOGIN %s\n%s", addr,
+			    opt.receipts ? "RECEIPTS ON\n" : "");
 			break;
 		}
 		n = (int)smpp_bind(buf, c);
@@ -1844,6 +1872,14 @@ report(unsigned total, uint64_t msgs, double secs, uint64_t lost)
 		printf(" parts=%" PRIu64 " parts_per_msg=%.2f", parts,
 		    joined > 0 ? (double)parts / (double)joined : 0.0);
 	}
+	if (opt.receipts) {
+		uint64_t r = 0;
+
+		for (unsigned i = 0; i < opt.threads; i++)
+			r += atomic_load(&thr[i].rcpts);
+		printf(" receipts=%" PRIu64 " receipt_rate=%.0f", r,
+		    secs > 0 ? (double)r / secs : 0.0);
+	}
 	/* -S: one field more, the server's CPU over the measured period
 	 * (-1 when its /proc/PID/stat could not be read). */
 	if (opt.srv_pid > 0 && opt.hold == 0)
@@ -1966,6 +2002,10 @@ usage(void)
 	    "               SEND) on -p; receivers bind on -r\n"
 	    "  -u           -g: a text that needs UCS-2 (-s characters), the\n"
 	    "               receivers join and check its UDH parts (parts=)\n"
+	    "  -E           -g: senders send RECEIPTS ON and count RCPT lines\n"
+	    "               (receipts=, receipt_rate=; each must be DELIVRD)\n"
+	    "  -A PREFIX    pair addresses start with PREFIX (a route's prefix,\n"
+	    "               such as +351 for an upstream), not lg<pid>\n"
 	    "  -Y           every connection over TLS (echo and line modes)\n"
 	    "  -m handshake -Y: per thread, connect, handshake, one request\n"
 	    "               (-q/-e, or 16 echoed bytes without -q), close;\n"
@@ -2010,7 +2050,7 @@ parse_opts(int argc, char **argv)
 	int ch;
 
 	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:YZ"
-	    "C:T:L:S:l:K:gu")) != -1) {
+	    "C:T:L:S:l:K:guA:E")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
 		case 'h': opt.host = optarg; break;
@@ -2045,6 +2085,8 @@ parse_opts(int argc, char **argv)
 		case 'K': opt.targets = num(optarg, 1, 1000000); break;
 		case 'g': opt.line_senders = true; break;
 		case 'u': opt.ucs2 = true; break;
+		case 'A': opt.addr_prefix = optarg; break;
+		case 'E': opt.receipts = true; break;
 		default: usage();
 		}
 	}
@@ -2063,6 +2105,8 @@ parse_opts(int argc, char **argv)
 		die("-g works with -m smpp -x cross -r PORT only");
 	if (opt.ucs2 && !opt.line_senders)
 		die("-u works with -g only");
+	if (opt.receipts && !opt.line_senders)
+		die("-E works with -g only");
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && opt.same &&
 	    opt.pairs % opt.reactors)
 		die("same-reactor pairs: -P must be a multiple of -R");
@@ -2315,7 +2359,18 @@ main(int argc, char **argv)
 	if (line_req_len >= sizeof(line_req))
 		die("request longer than %zu bytes", sizeof(line_req) - 3);
 	line_expect_len = strlen(opt.expect);
-	snprintf(run_tag, sizeof(run_tag), "lg%ld", (long)getpid());
+	/*
+	 * The pid keeps a run's addresses apart from a previous run's that
+	 * the server may not have dropped yet; a prefix (-A) keeps short
+	 * enough for an SMPP system_id (15).
+	 */
+	if (opt.addr_prefix != NULL) {
+		if (strlen(opt.addr_prefix) > 6)
+			die("-A %s: longer than 6", opt.addr_prefix);
+		snprintf(run_tag, sizeof(run_tag), "%s%ld", opt.addr_prefix,
+		    (long)getpid() % 10000);
+	} else
+		snprintf(run_tag, sizeof(run_tag), "lg%ld", (long)getpid());
 
 	/* Router placement follows connect order: one connect at a time. */
 	tls_init();

@@ -202,6 +202,33 @@ test('smpp -u: parts that do not join (SAR, no UDH) fail the run', async () => {
 	}
 });
 
+test('-A: pair addresses start with the prefix (a route to an upstream)', async () => {
+	const froms = new Set();
+	const srv = await fakeRouter((to, line) => {
+		froms.add(line.split(' ')[2]);
+		to.write(line);
+	});
+	const d = await L.startDaemon(DAEMON_CONF);
+	try {
+		// What a server sees: every sender's address carries the prefix.
+		assertClean(await loadgen(['-m', 'router', '-p', srv.port,
+			'-A', '+44', '-P', '2', '-d', '1', ...SHORT]));
+		assert.equal(froms.size, 2, [...froms].join(','));
+		for (const a of froms)
+			assert.match(a, /^\+44[0-9]{1,4}s[0-9]+$/);
+		// And the real daemon routes between such addresses.
+		assertClean(await loadgen(['-m', 'router', '-p', d.ports.router,
+			'-A', '+44', '-P', '4', '-d', '2', ...SHORT]));
+		// Too long for a system_id (15) with the pid and role after it.
+		const bad = await loadgen(['-m', 'router', '-p', d.ports.router,
+			'-A', '+4412345', '-P', '1', ...SHORT]);
+		assert.equal(bad.code, 2, bad.err);
+	} finally {
+		await srv.close();
+		await L.stopDaemon(d);
+	}
+});
+
 test('a corrupted echo byte fails the run and names the byte', async () => {
 	// Connection 0's byte 500 comes back changed.
 	const srv = await fakeEcho((b, off, id) => {

@@ -82,6 +82,33 @@ test('binds are checked against the accounts', async () => {
 	}
 });
 
+// Without accounts a system_id may bind smpp.max_binds times (4 unless
+// set): an SMSC-side daemon takes an upstream's 8 sessions with 8.
+test('without accounts, binds per system_id are limited by smpp.max_binds', async () => {
+	for (const [extra, max] of [['', 4], ['smpp = { max_binds = 8; };', 8]]) {
+		const d = await L.startDaemon(conf(extra));
+		const held = [];
+		try {
+			for (let i = 0; i < max; i++) {
+				const b = await L.bind(d.ports.smpp, 'bind_transceiver', 'open1', '');
+				held.push(b);
+				assert.equal(b.status, 0, `bind ${i + 1} of ${max}`);
+			}
+			const over = await L.bind(d.ports.smpp, 'bind_transmitter', 'open1', '');
+			held.push(over);
+			assert.equal(over.status, L.smpp.ESME_RBINDFAIL);
+			// Another system_id has its own count.
+			const other = await L.bind(d.ports.smpp, 'bind_transmitter', 'open2', '');
+			held.push(other);
+			assert.equal(other.status, 0);
+		} finally {
+			for (const x of held)
+				x.s.destroy();
+			await L.stopDaemon(d);
+		}
+	}
+});
+
 test('bind state: nothing before a bind, no submit on a receiver', async () => {
 	const d = await L.startDaemon(conf(ACCOUNTS));
 	const port = d.ports.smpp;

@@ -12,8 +12,9 @@
 #     systemd-nspawn --register=no --keep-unit (sharing the host network), and
 #  4. checks the service: direct and socket-activated start, STATUS text,
 #     echo from the host over loopback, reload keeping the main PID, a bad
-#     reload, a stalled reactor ending in a watchdog restart, stop, and
-#     journal lines with priorities.
+#     reload, a stored message across a restart, an upstream SMS centre
+#     (the tests' simulator, node, on the host), a stalled reactor ending
+#     in a watchdog restart, stop, and journal lines with priorities.
 # Every wait is bounded. Skips (exit 0) when not root or the tools are
 # missing; exits 1 if a check fails. KEEP=1 keeps the container's copy.
 set -u
@@ -24,6 +25,7 @@ BUILD=${BUILD:-build/default}
 BIN=${BIN:-$BUILD/echorouterd}
 SYSTEM_DEPS=${SYSTEM_DEPS:-systemd-container debootstrap}
 CACHE=${CHECK_SYSTEM_CACHE:-$PWD/.cache/check-system}
+SRCDIR=$PWD
 # What the image holds besides the packages of the libraries $BIN loads
 # (image_pkgs); a different set makes a new image.
 BASE_PKGS="systemd systemd-sysv procps"
@@ -414,6 +416,54 @@ test_store() {
 	sctl restart echorouterd.service
 }
 
+# An upstream SMS centre (the tests' simulator, run on the host: the
+# container shares its loopback): the installed service binds to it, shows
+# it in STATUS= and /metrics, and a line client's SEND to +351... reaches
+# it as a submit_sm with the text.
+test_upstream() {
+	local conf=/etc/echorouterd/echorouterd.conf out sim_pid simport \
+	    log="$run/smsc.log"
+	if ! command -v node >/dev/null ||
+	    [ ! -d "$SRCDIR/tests/e2e/node_modules/smpp" ]; then
+		fail "upstream: needs node and tests/e2e/node_modules (make node-deps)"
+		return
+	fi
+	node "$SRCDIR/tests/system/smsc-sim-run.js" "$log" 120 \
+	    >"$run/smsc.out" 2>&1 &
+	sim_pid=$!
+	for _ in $(seq 1 100); do
+		simport=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$run/smsc.out")
+		[ -n "$simport" ] && break
+		sleep 0.1
+	done
+	if [ -z "$simport" ]; then
+		fail "upstream: the simulator did not start"
+		cat "$run/smsc.out"
+		kill "$sim_pid" 2>/dev/null
+		return
+	fi
+	in_ct 10 cp "$conf" "$conf.noup"
+	in_ct 10 sh -c "printf '%s\\n' 'upstreams = ( { name = \"sim\"; host = \"127.0.0.1\"; port = $simport; system_id = \"erd\"; password = \"secret\"; } );' 'routes = ( { prefix = \"+351\"; to = \"upstream:sim\"; } );' >>$conf"
+	expect "restart with an upstream" sctl restart echorouterd.service
+	expect "journal: bound to the upstream" \
+	    wait_for 15 journal_has "upstream sim: link 0 bound as transceiver"
+	expect "metrics: one session bound to upstream sim" \
+	    wait_for 10 metrics_has "$METRICS_PORT" \
+	    '^echorouterd_upstream_sessions_bound{upstream="sim"} 1$'
+	expect "systemctl status shows the upstream" \
+	    wait_for 15 status_has 'sim 1 bound'
+	out=$(router_talk "$ROUTER_PORT" "LOGIN alice" \
+	    "SEND +351911000111 hello-network")
+	expect "SEND to +351911000111 answered OK <id>" \
+	    eval 'printf "%s\n" "$out" | grep -q "^OK [0-9][0-9]*$"'
+	expect "the SMS centre got it as submit_sm, with the text" \
+	    wait_for 10 grep -q '"command":"submit_sm","source_addr":"alice","destination_addr":"+351911000111","text":"hello-network"' "$log"
+	kill "$sim_pid" 2>/dev/null
+	wait "$sim_pid" 2>/dev/null
+	in_ct 10 mv "$conf.noup" "$conf"
+	sctl restart echorouterd.service
+}
+
 test_stop() {
 	expect "systemctl stop" sctl stop echorouterd.service
 	expect "service is inactive" is_inactive echorouterd.service
@@ -530,6 +580,7 @@ main() {
 	test_direct_start
 	test_reload
 	test_store
+	test_upstream
 	test_stop
 	test_socket_activation
 	test_watchdog
