@@ -37,7 +37,7 @@ SQLITE_SRCS := src/store_sqlite.c
 NATS_PKG    := libnats
 NATS_DEB    := libnats-dev
 NATS_SRCS   := src/store_jetstream.c src/cluster.c src/cluster_kv.c \
-	src/cluster_send.c src/nats_link.c
+	src/cluster_send.c src/cluster_receipt.c src/nats_link.c
 TLS_PKG     := openssl
 TLS_DEB     := libssl-dev
 TLS_SRCS    := src/transport_tls%.c

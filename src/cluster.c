@@ -839,6 +839,7 @@ resubscribe_all(void)
 	    on_notice, NULL)) != NATS_OK)
 		cluster_note_error("subscribe to notices", s);
 	name_subscribe();
+	cluster_receipt_subscribe();
 	for (size_t i = 0; i < SUB_BUCKETS; i++)
 		for (struct csub *cs = C.subs[i]; cs != NULL; cs = cs->next) {
 			cluster_unsubscribe(cs->sub);
@@ -901,6 +902,7 @@ cluster_tick(struct service *s, void *arg)
 	(void)s;
 	(void)arg;
 	cluster_send_expire(mono_ms());
+	cluster_receipt_expire(mono_ms());
 	reactor_batch_publish(&C.answers, s);
 }
 
@@ -912,6 +914,8 @@ cluster_stop(struct service *s, void *arg)
 	atomic_store(&C.stopping, true);
 	atomic_store(&C.up, false);
 	cluster_send_stop();
+	cluster_receipt_expire(mono_ms());
+	cluster_receipt_unsubscribe();
 	reactor_batch_publish(&C.answers, s);
 	reactor_batch_fini(&C.answers);
 	for (size_t i = 0; i < SUB_BUCKETS; i++)

@@ -36,6 +36,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "handle.h"
@@ -56,6 +57,31 @@ struct cluster_stats {
 	uint64_t from_nodes;	/* messages from other nodes */
 	uint64_t errors;
 };
+
+/*
+ * Receipts from an upstream SMS centre, cluster-wide: a receipt may come
+ * back on any node's session, but only the node that submitted the
+ * message has its SMSC id. A question about one, from another node, is
+ * handed to the matcher (the receipts' module sets it before the cluster
+ * starts) on the cluster thread; the matcher owns q and, on any thread,
+ * ends it with cluster_receipt_answer: matched (it relayed the receipt
+ * to its submitter) or not. task is the matcher's to use meanwhile (to
+ * post q to a reactor). done hears, on the cluster thread, whether some
+ * node matched a receipt this node asked about.
+ */
+struct cluster_receipt_q {
+	struct mailbox_task task;
+	uint8_t	state;			/* message_state, 0 if none */
+	char	upstream[65];
+	char	id[65];			/* the SMSC's id, as the receipt has it */
+	char	reply[192];		/* the cluster's: where to answer */
+	uint64_t seq;			/* the cluster's */
+	size_t	len;
+	uint8_t	text[];			/* the receipt's text */
+};
+typedef void (*cluster_receipt_match_fn)(struct cluster_receipt_q *q);
+typedef void (*cluster_receipt_done_fn)(const char *upstream,
+	    const char *id, bool matched);
 
 #if ER_WITH_NATS
 
@@ -105,6 +131,21 @@ void	cluster_send(struct reactor_batch *b, struct msg *m);
  */
 void	cluster_answer(struct reactor_batch *b, struct msg *m);
 
+void	cluster_receipt_matcher(cluster_receipt_match_fn fn);
+/* Ends another node's question q (matched: it was ours). Any thread. */
+void	cluster_receipt_answer(struct cluster_receipt_q *q, bool matched);
+
+/*
+ * Asks the other nodes about a receipt (its upstream, the id it names,
+ * its message_state, its text) that matched nothing here; done hears the
+ * outcome within two seconds. false: no cluster, or the receipt cannot
+ * be asked about (an id over 64 characters, a text over 1 KiB): it is
+ * unmatched now. Any thread.
+ */
+bool	cluster_receipt_ask(const char *upstream, const char *id,
+	    size_t idlen, uint8_t state, const uint8_t *text, size_t len,
+	    cluster_receipt_done_fn done);
+
 #else
 
 static inline int
@@ -150,6 +191,35 @@ cluster_answer(struct reactor_batch *b, struct msg *m)
 {
 	(void)b;
 	free(m);
+}
+
+static inline void
+cluster_receipt_matcher(cluster_receipt_match_fn fn)
+{
+	(void)fn;
+}
+
+/* Never called without a cluster: no question comes. */
+static inline void
+cluster_receipt_answer(struct cluster_receipt_q *q, bool matched)
+{
+	(void)matched;
+	free(q);
+}
+
+static inline bool
+cluster_receipt_ask(const char *upstream, const char *id, size_t idlen,
+    uint8_t state, const uint8_t *text, size_t len,
+    cluster_receipt_done_fn done)
+{
+	(void)upstream;
+	(void)id;
+	(void)idlen;
+	(void)state;
+	(void)text;
+	(void)len;
+	(void)done;
+	return false;
 }
 
 #endif

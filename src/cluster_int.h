@@ -196,6 +196,13 @@ void	cluster_send_stop(void);
 /* Forgets who claimed what (a new claims' bucket tells anew). */
 void	cluster_owners_clear(void);
 
+/* cluster_receipt.c: the cluster thread's. */
+/* Questions about receipts past their wait end unmatched. */
+void	cluster_receipt_expire(uint64_t now);
+/* Subscribes to questions and our answers (a new prefix too), or stops. */
+void	cluster_receipt_subscribe(void);
+void	cluster_receipt_unsubscribe(void);
+
 /* cluster_kv.c */
 struct service_hooks;
 /* The key-value thread's loop: its batches, ticks and stop. */

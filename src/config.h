@@ -216,6 +216,15 @@ struct upstream_conf {
 };
 
 /*
+ * The map from upstreams' message ids to ours, for their receipts
+ * (upstream_receipts): at most limit entries, none older than expiry s.
+ */
+struct upstream_receipts_conf {
+	uint64_t limit;
+	unsigned expiry;
+};
+
+/*
  * The store (store-and-forward): messages for an account with no session
  * wait here. path and sync_full take effect at start only; the rest
  * reloads.
@@ -280,6 +289,7 @@ struct config {
 	size_t	nroutes;
 	struct upstream_conf *upstreams;
 	size_t	nupstreams;
+	struct upstream_receipts_conf upstream_receipts;
 	struct smpp_conf smpp;
 	struct store_conf store;
 	struct cluster_conf cluster;

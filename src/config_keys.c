@@ -1139,6 +1139,22 @@ static const struct cfgroup upstream_group = {
 	.finish = upstream_finish, .finish_list = upstreams_finish,
 };
 
+/* The receipt id map's bounds; a reload applies them on its next use. */
+static const struct cfkey upstream_receipts_keys[] = {
+	{ .name = "limit", .type = CFK_UINT,
+	  FIELD(struct upstream_receipts_conf, limit), .min = 1,
+	  .max = 100000000, .def = 1000000, .doc = UP_DOC },
+	{ .name = "expiry", .type = CFK_UINT,
+	  FIELD(struct upstream_receipts_conf, expiry), .min = 0,
+	  .max = 31536000, .def = 172800, .doc = UP_DOC },
+};
+
+static const struct cfgroup upstream_receipts_group = {
+	.name = "upstream_receipts", .shape = "", .keys = upstream_receipts_keys,
+	.nkeys = ARRAY_LEN(upstream_receipts_keys), .enabled = CFK_NONE,
+	.line = CFK_NONE,
+};
+
 #define SMPP(n, lo, hi, d) { .name = #n, .type = CFK_UINT,		\
 	FIELD(struct smpp_conf, n), .min = lo, .max = hi, .def = d,	\
 	.doc = TOP }
@@ -1282,6 +1298,9 @@ static const struct cfkey root_keys[] = {
 	TOP_GROUP(accounts, CFK_LIST, account_group),
 	TOP_GROUP(routes, CFK_LIST, route_group),
 	TOP_GROUP(upstreams, CFK_LIST, upstream_group),
+	{ .name = "upstream_receipts", .type = CFK_GROUP,
+	  GROUP(struct config, upstream_receipts, upstream_receipts_group),
+	  .doc = UP_DOC },
 	TOP_GROUP(smpp, CFK_GROUP, smpp_group),
 	TOP_GROUP(store, CFK_GROUP, store_group, BUILT(WITH_SQLITE),
 	    .reload = CFK_KEEP, .change = CONFIG_KEPT_STORE_ADDED,

@@ -278,11 +278,14 @@ static void
 upstream_line(const char *name, const struct upstream_counts *n, void *arg)
 {
 	struct upstream_lines *u = arg;
-	static const char *const fam[4] = { "upstream_sessions_bound",
+	static const char *const fam[7] = { "upstream_sessions_bound",
 	    "upstream_reconnects_total", "upstream_bind_failures_total",
-	    "upstream_deliver_refused_total" };
-	const uint64_t v[4] = { n->bound, n->reconnects, n->bind_failures,
-	    n->deliver_refused };
+	    "upstream_deliver_refused_total", "upstream_mo_routed_total",
+	    "upstream_receipts_matched_total",
+	    "upstream_receipts_unmatched_total" };
+	const uint64_t v[7] = { n->bound, n->reconnects, n->bind_failures,
+	    n->deliver_refused, n->mo_routed, n->receipts_matched,
+	    n->receipts_unmatched };
 
 	out_printf(u->out, PREFIX "%s{upstream=\"", fam[u->fam]);
 	out_label_value(u->out, name);
@@ -293,7 +296,7 @@ upstream_line(const char *name, const struct upstream_counts *n, void *arg)
 static void
 render_upstreams(struct buf *out)
 {
-	static const char *const fam[4][3] = {
+	static const char *const fam[7][3] = {
 		{ PREFIX "upstream_sessions_bound", "gauge",
 		  "Sessions bound to the upstream SMS centre now." },
 		{ PREFIX "upstream_reconnects_total", "counter",
@@ -302,16 +305,29 @@ render_upstreams(struct buf *out)
 		{ PREFIX "upstream_bind_failures_total", "counter",
 		  "Binds the upstream refused." },
 		{ PREFIX "upstream_deliver_refused_total", "counter",
-		  "deliver_sm and data_sm from the upstream answered with a "
-		  "temporary error (not routed yet)." },
+		  "Messages (deliver_sm, data_sm) from the upstream answered "
+		  "with an error: no route, or the recipient could not take "
+		  "them." },
+		{ PREFIX "upstream_mo_routed_total", "counter",
+		  "Messages from the upstream that their recipient took." },
+		{ PREFIX "upstream_receipts_matched_total", "counter",
+		  "Receipts from the upstream matched to a message of ours." },
+		{ PREFIX "upstream_receipts_unmatched_total", "counter",
+		  "Receipts from the upstream for no message of ours "
+		  "(dropped)." },
 	};
 
-	for (unsigned i = 0; i < 4; i++) {
+	for (unsigned i = 0; i < 7; i++) {
 		struct upstream_lines u = { .out = out, .fam = i };
 
 		out_family(out, fam[i][0], fam[i][1], fam[i][2]);
 		upstream_stats_each(upstream_line, &u);
 	}
+	out_family(out, PREFIX "upstream_receipt_ids", "gauge",
+	    "SMS centres' message ids kept for their receipts "
+	    "(upstream_receipts.limit bounds them).");
+	out_printf(out, PREFIX "upstream_receipt_ids %zu\n",
+	    upstream_receipt_ids());
 }
 
 /* The series of family fam (render_submits) for one upstream. */

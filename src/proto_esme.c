@@ -1,4 +1,4 @@
-/* proto_esme.c: the ESME side of SMPP on an upstream session: bind, enquire_link, unbind, and answers to the SMS centre. */
+/* proto_esme.c: the ESME side of SMPP on an upstream session: bind, enquire_link, unbind, and answers to the SMS centre (what it delivers: esme_in.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -81,6 +81,7 @@ esme_open(struct conn *c)
 	struct upstream_sess *s = c->pdata;
 
 	s->state = UPSTREAM_OPENING;
+	s->mo_pending = 0;
 	if (tls_is_handshaken(c->xp))
 		esme_bind(c);
 }
@@ -191,16 +192,7 @@ esme_handle(struct conn *c, const struct smpp_pdu *p)
 		break;
 	case SMPP_DELIVER_SM:
 	case SMPP_DATA_SM:
-		/*
-		 * Messages from the network are not routed yet: a temporary
-		 * error keeps the SMS centre holding them for a later try.
-		 */
-		atomic_fetch_add(&s->stat->deliver_refused, 1);
-		log_debug("upstream %s: link %u: %s refused: messages from "
-		    "upstreams are not routed yet", s->uc->name, s->link,
-		    smpp_command_name(p->command_id));
-		esme_answer(c, p->command_id | SMPP_RESP, SMPP_ESME_RX_T_APPN,
-		    p->sequence_number);
+		esme_deliver(c, p);
 		break;
 	default:
 		esme_answer(c, SMPP_GENERIC_NACK, SMPP_ESME_RINVCMDID,
@@ -303,4 +295,5 @@ const struct proto proto_esme = {
 	.on_tick = esme_on_tick,
 	.on_stop = esme_on_stop,
 	.on_close = esme_on_close,
+	.on_verdict = esme_verdict,
 };

@@ -1,4 +1,4 @@
-/* proto_router.c: the router line protocol (LOGIN, SEND, MSG, PING, QUIT). */
+/* proto_router.c: the router line protocol (LOGIN, SEND, MSG, RECEIPTS, RCPT, PING, QUIT). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "proto.h"
 #include "route.h"
 #include "router_join.h"
+#include "smpp_receipt.h"
 #include "text.h"
 #include "util.h"
 
@@ -49,6 +50,7 @@ struct router_sess {
 	bool	quitting;
 	bool	eof;		/* the client half-closed: close when answered */
 	bool	claiming;	/* LOGIN: the cluster is asked for addr */
+	bool	receipts;	/* RECEIPTS ON: SENDs ask for RCPT lines */
 	struct reply *head;
 	struct reply *tail;
 	unsigned npending;
@@ -513,6 +515,10 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 	memcpy(m->to, to, tolen + 1);
 	memcpy(m->text, args, len);
 	m->len = len;
+	if (s->receipts) {
+		memcpy(m->reply_to, s->addr, s->addrlen + 1);
+		m->registered_delivery = 1;
+	}
 	uint64_t id = m->id;
 	if ((v = deliver_send(c, m)) != MSG_PENDING) {
 		int n = verdict_text(c, v, id, 0, buf, sizeof(buf));
@@ -541,6 +547,22 @@ sess_logout(struct router_sess *s)
 	if (route_wide_on())
 		route_wide_release(s->addr);
 	s->logged_in = s->claiming = false;
+}
+
+/* RECEIPTS ON|OFF: whether this session's SENDs ask for receipts. */
+static void
+cmd_receipts(struct conn *c, struct router_sess *s, char *args)
+{
+	char *how = next_word(&args);
+
+	if (how == NULL || next_word(&args) != NULL ||
+	    (strcasecmp(how, "ON") != 0 && strcasecmp(how, "OFF") != 0)) {
+		count_err(c, COUNTER_ERR_400);
+		reply_printf(c, "ERR 400 usage: RECEIPTS ON|OFF");
+		return;
+	}
+	s->receipts = strcasecmp(how, "ON") == 0;
+	reply_printf(c, "OK RECEIPTS %s", s->receipts ? "ON" : "OFF");
 }
 
 static int
@@ -580,6 +602,8 @@ router_command(struct conn *c, struct router_sess *s, char *line)
 			reply_printf(c, "PONG");
 	} else if (strcasecmp(verb, "LOGIN") == 0)
 		cmd_login(c, s, args);
+	else if (strcasecmp(verb, "RECEIPTS") == 0)
+		cmd_receipts(c, s, args);
 	else if (strcasecmp(verb, "QUIT") == 0)
 		return cmd_quit(c, s);
 	else {
@@ -835,6 +859,45 @@ static const struct router_join_ops router_join_ops = {
 	.durable = router_durable,
 };
 
+/* A receipt's field for a RCPT line: letters and digits only, else "-". */
+static const char *
+rcpt_field(const char *v)
+{
+	if (v[0] == '\0')
+		return "-";
+	for (const char *p = v; *p != '\0'; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= 'a' && *p <= 'z')))
+			return "-";
+	return v;
+}
+
+/*
+ * A receipt for a session that asked for them: "RCPT <id> <stat> <err>
+ * <done date>", the id that SEND's OK gave.
+ */
+static int
+router_put_receipt(struct conn *c, struct router_sess *s, const struct msg *m)
+{
+	struct smpp_receipt_text f;
+	char line[160];
+	int n;
+
+	if (s->quitting)
+		return MSG_NO_ROUTE;
+	if (s->claiming)
+		return MSG_BUSY;
+	smpp_receipt_parse(m->text, m->len, &f);
+	n = snprintf(line, sizeof(line), "RCPT %s %s %s %s\n",
+	    rcpt_field(m->receipted_id), rcpt_field(f.stat), rcpt_field(f.err),
+	    rcpt_field(f.done_date));
+	if (!conn_write(c, line, (size_t)n))
+		return MSG_NO_ROUTE;
+	if (m->flags & MSG_F_STORED)
+		stored_wait_add(c, s, m);
+	return MSG_OK;
+}
+
 /*
  * Converted once, here at the recipient's edge: an SMPP client's text
  * (receipts are made as text) becomes UTF-8, or the message is unfit.
@@ -843,6 +906,10 @@ static const struct router_join_ops router_join_ops = {
 static int
 router_on_deliver(struct conn *c, const struct msg *m)
 {
+	struct router_sess *s = c->pdata;
+
+	if ((m->flags & MSG_F_RECEIPT) && s != NULL && s->receipts)
+		return router_put_receipt(c, s, m);
 	if (!(m->flags & MSG_F_CODED) || (m->flags & MSG_F_RECEIPT))
 		return router_put(c, m);
 	if (router_join_wants(m))

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "msg.h"
@@ -18,6 +19,17 @@ receipt_date(uint64_t t, char *buf, size_t len)
 	strftime(buf, len, "%y%m%d%H%M", &tm);
 }
 
+static const char *const stats[] = {
+	[SMPP_STATE_ENROUTE] = "ENROUTE",
+	[SMPP_STATE_DELIVERED] = "DELIVRD",
+	[SMPP_STATE_EXPIRED] = "EXPIRED",
+	[SMPP_STATE_DELETED] = "DELETED",
+	[SMPP_STATE_UNDELIVERABLE] = "UNDELIV",
+	[SMPP_STATE_ACCEPTED] = "ACCEPTD",
+	[SMPP_STATE_UNKNOWN] = "UNKNOWN",
+	[SMPP_STATE_REJECTED] = "REJECTD",
+};
+
 static const char *
 state_stat(uint8_t state)
 {
@@ -31,6 +43,84 @@ state_stat(uint8_t state)
 	default:
 		return "UNDELIV";
 	}
+}
+
+const char *
+smpp_receipt_stat(uint8_t state)
+{
+	if (state < sizeof(stats) / sizeof(stats[0]) && stats[state] != NULL)
+		return stats[state];
+	return "UNKNOWN";
+}
+
+uint8_t
+smpp_receipt_state(const char *stat)
+{
+	for (size_t i = 0; i < sizeof(stats) / sizeof(stats[0]); i++)
+		if (stats[i] != NULL && strcasecmp(stat, stats[i]) == 0)
+			return (uint8_t)i;
+	/* Some centres spell them out. */
+	if (strcasecmp(stat, "DELIVERED") == 0)
+		return SMPP_STATE_DELIVERED;
+	if (strcasecmp(stat, "UNDELIVERABLE") == 0)
+		return SMPP_STATE_UNDELIVERABLE;
+	return 0;
+}
+
+bool
+smpp_receipt_final(uint8_t state)
+{
+	return state != SMPP_STATE_ENROUTE && state != SMPP_STATE_ACCEPTED &&
+	    state != SMPP_STATE_UNKNOWN && state != 0;
+}
+
+/*
+ * The value after label in t[0..n) (at the start, or after a space),
+ * into out (cap bytes): up to the next space, or, rest, to the end.
+ * false when the label is absent or its value does not fit.
+ */
+static bool
+field_get(const uint8_t *t, size_t n, const char *label, bool rest,
+    char *out, size_t cap)
+{
+	size_t ll = strlen(label), i, v;
+
+	for (i = 0; i + ll <= n; i++) {
+		if ((i > 0 && t[i - 1] != ' ') ||
+		    strncasecmp((const char *)t + i, label, ll) != 0)
+			continue;
+		i += ll;
+		for (v = i; v < n && (rest || t[v] != ' ') && t[v] != '\0'; v++)
+			;
+		if (v - i >= cap) {
+			if (!rest)
+				return false;
+			v = i + cap - 1;
+		}
+		memcpy(out, t + i, v - i);
+		out[v - i] = '\0';
+		return true;
+	}
+	return false;
+}
+
+int
+smpp_receipt_parse(const uint8_t *t, size_t n, struct smpp_receipt_text *f)
+{
+	memset(f, 0, sizeof(*f));
+	field_get(t, n, "sub:", false, f->sub, sizeof(f->sub));
+	field_get(t, n, "dlvrd:", false, f->dlvrd, sizeof(f->dlvrd));
+	field_get(t, n, "submit date:", false, f->submit_date,
+	    sizeof(f->submit_date));
+	field_get(t, n, "done date:", false, f->done_date,
+	    sizeof(f->done_date));
+	field_get(t, n, "stat:", false, f->stat, sizeof(f->stat));
+	field_get(t, n, "err:", false, f->err, sizeof(f->err));
+	field_get(t, n, "text:", true, f->text, sizeof(f->text));
+	if (!field_get(t, n, "id:", false, f->id, sizeof(f->id)) ||
+	    f->id[0] == '\0')
+		return -1;
+	return 0;
 }
 
 struct msg *

@@ -2,6 +2,8 @@
 #ifndef ECHOROUTERD_SMPP_RECEIPT_H
 #define ECHOROUTERD_SMPP_RECEIPT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct msg;
@@ -11,6 +13,10 @@ struct msg;
 #define SMPP_STATE_EXPIRED	3
 #define SMPP_STATE_DELETED	4
 #define SMPP_STATE_UNDELIVERABLE 5
+#define SMPP_STATE_ENROUTE	1
+#define SMPP_STATE_ACCEPTED	6
+#define SMPP_STATE_UNKNOWN	7
+#define SMPP_STATE_REJECTED	8
 
 /*
  * The delivery receipt for orig in state (SMPP message_state), with id,
@@ -19,5 +25,43 @@ struct msg;
  */
 struct msg *smpp_receipt_make(const struct msg *orig,
 	    uint8_t state, uint64_t id, uint64_t done_at);
+
+/*
+ * The fields of a receipt's text, as SMS centres write it ("id:IIII
+ * sub:001 dlvrd:001 submit date:YYMMDDhhmm done date:YYMMDDhhmm
+ * stat:DDDDDDD err:EEE text:..."), each "" where absent or too long.
+ */
+struct smpp_receipt_text {
+	char	id[65];
+	char	sub[4];
+	char	dlvrd[4];
+	char	submit_date[13];	/* YYMMDDhhmm[ss] */
+	char	done_date[13];
+	char	stat[8];
+	char	err[4];
+	char	text[21];
+};
+
+/*
+ * Reads the fields of a receipt's text t[0..n) into f; labels in any
+ * case. 0, or -1 when it has no id. Pure.
+ */
+int	smpp_receipt_parse(const uint8_t *t, size_t n,
+	    struct smpp_receipt_text *f);
+
+/*
+ * A stat field's SMPP message_state ("DELIVRD": 2); 0 for one it does
+ * not know. Pure.
+ */
+uint8_t	smpp_receipt_state(const char *stat);
+
+/* The stat field of a message_state: "DELIVRD", ..., "UNKNOWN". Pure. */
+const char *smpp_receipt_stat(uint8_t state);
+
+/*
+ * Whether a receipt in state is the last one for its message: not while
+ * it is en route, accepted or unknown (more may follow). Pure.
+ */
+bool	smpp_receipt_final(uint8_t state);
 
 #endif

@@ -112,6 +112,10 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 			.dead_links = atomic_load(&st->dead_links),
 			.unbinds = atomic_load(&st->unbinds),
 			.deliver_refused = atomic_load(&st->deliver_refused),
+			.receipts_matched = atomic_load(&st->receipts_matched),
+			.receipts_unmatched =
+			    atomic_load(&st->receipts_unmatched),
+			.mo_routed = atomic_load(&st->mo_routed),
 			.submits = atomic_load(&st->submits),
 			.resp_ok = atomic_load(&st->resp_ok),
 			.resp_throttled = atomic_load(&st->resp_throttled),
@@ -699,6 +703,7 @@ upstream_attach(struct reactor *r, unsigned n)
 	rs->n = n;
 	nreactors = n;
 	upstream_kind_register();
+	esme_receipts_attach();
 	/* Hooked after the connection set, so freed before it. */
 	(void)conn_set_of(r);
 	if (reactor_hook_add(r, &upstream_hooks, rs) < 0)

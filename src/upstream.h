@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct config;
 struct msg;
 struct reactor;
 struct upstream_conf;
@@ -38,6 +39,9 @@ struct upstream_counts {
 	uint64_t dead_links;		/* no answer within response_timeout */
 	uint64_t unbinds;		/* unbind from the SMS centre */
 	uint64_t deliver_refused;	/* deliver_sm and data_sm not taken */
+	uint64_t receipts_matched;	/* receipts passed to the submitter */
+	uint64_t receipts_unmatched;	/* receipts for no id of ours */
+	uint64_t mo_routed;		/* other messages taken by a recipient */
 	uint64_t submits;		/* submit_sm sent (parts) */
 	uint64_t resp_ok;		/* submit_sm_resp: ESME_ROK */
 	uint64_t resp_throttled;	/* ESME_RTHROTTLED, ESME_RMSGQFUL */
@@ -74,18 +78,25 @@ void	upstream_counts_append(char *buf, size_t len, const char *name,
 void	upstream_stats_append(char *buf, size_t len, bool status);
 
 /*
+ * The SMS centres' message ids kept now for their receipts, of every
+ * upstream (upstream_receipts.limit bounds them). Any thread.
+ */
+size_t	upstream_receipt_ids(void);
+
+/*
  * A command_status as a log names it: "ESME_RINVPASWD (invalid
  * password)"; for one without a name, its hex value. buf holds n bytes.
  */
 const char *upstream_status_text(uint32_t status, char *buf, size_t n);
 
 /*
- * The SMS centre of up took m (submit_sm_resp ESME_ROK) as smsc_id
- * (smsc_id_len octets, 1 to 64, not NUL-ended): the one place that
- * learns which id a receipt will name. For a long text, once per part.
- * The reactor that runs the session.
+ * The SMS centre of up (in cf) took m (submit_sm_resp ESME_ROK) as
+ * smsc_id (smsc_id_len octets, 1 to 64, not NUL-ended): the one place
+ * that learns which id a receipt will name, filed for it in the receipt
+ * map. For a long text, once per part. The reactor that runs the session.
  */
-void	upstream_submitted(const struct upstream_conf *up, const char *smsc_id,
+void	upstream_submitted(const struct config *cf,
+	    const struct upstream_conf *up, const char *smsc_id,
 	    size_t smsc_id_len, const struct msg *m);
 
 #endif

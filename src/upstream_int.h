@@ -11,6 +11,7 @@
 #include "text.h"
 
 struct conn;
+struct msg;
 struct smpp_pdu;
 
 enum upstream_state {
@@ -34,6 +35,7 @@ struct upstream_stat {
 	atomic_uint users;		/* sessions that count here */
 	_Atomic uint64_t bound, connects, reconnects, bind_failures;
 	_Atomic uint64_t dead_links, unbinds, deliver_refused;
+	_Atomic uint64_t receipts_matched, receipts_unmatched, mo_routed;
 	_Atomic uint64_t links_tx[2];	/* bound links that submit: bit each */
 	/*
 	 * Per link, the wall clock s its oldest message waiting (queued or
@@ -111,6 +113,7 @@ struct upstream_sess {
 	uint32_t pending_since;		/* reactor seconds */
 	uint32_t last_enquire;		/* reactor seconds */
 	uint32_t logged;		/* the failure this episode logged */
+	unsigned mo_pending;		/* messages from it awaiting verdicts */
 	struct upstream_job *qhead, *qtail;	/* waiting to be sent */
 	unsigned qlen;
 	struct upstream_slot *win;	/* wincap slots */
@@ -237,5 +240,26 @@ void	esme_unbind(struct conn *c);
  * target: on_message decodes, then calls this). Owning reactor only.
  */
 void	esme_handle(struct conn *c, const struct smpp_pdu *p);
+
+/*
+ * A deliver_sm or data_sm from the SMS centre on c (esme_in.c): a
+ * receipt goes to its submitter with our id, another message is routed
+ * by its destination; answered once handed on. Owning reactor only.
+ */
+void	esme_deliver(struct conn *c, const struct smpp_pdu *p);
+/* Lets the cluster ask this node about receipts other nodes got. */
+void	esme_receipts_attach(void);
+
+/* The verdict on a message from the SMS centre: its answer. */
+void	esme_verdict(struct conn *c, const struct msg *m);
+
+/*
+ * Files the SMS centre's id (len bytes at id, from a submit_sm_resp
+ * ESME_ROK on an upstream of uc) of m, our message, for its receipt,
+ * within cf's upstream_receipts. Any thread.
+ */
+void	esme_receipt_record(const struct config *cf,
+	    const struct upstream_conf *uc, const char *id, size_t len,
+	    const struct msg *m);
 
 #endif

@@ -593,7 +593,7 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 		atomic_fetch_add(&s->stat->resp_ok, 1);
 		j->part[part] = UPJ_DONE;
 		if (answer_id_ok(s, j, id))
-			upstream_submitted(s->uc, id, strlen(id), j->m);
+			upstream_submitted(s->cf, s->uc, id, strlen(id), j->m);
 	} else if (status == SMPP_ESME_RTHROTTLED ||
 	    status == SMPP_ESME_RMSGQFUL) {
 		answer_throttled(s, j, part);
@@ -777,9 +777,10 @@ upstream_kind_register(void)
 }
 
 void
-upstream_submitted(const struct upstream_conf *up, const char *smsc_id,
-    size_t smsc_id_len, const struct msg *m)
+upstream_submitted(const struct config *cf, const struct upstream_conf *up,
+    const char *smsc_id, size_t smsc_id_len, const struct msg *m)
 {
 	log_debug("upstream %s: message %llu is SMSC id %.*s", up->name,
 	    (unsigned long long)m->id, (int)smsc_id_len, smsc_id);
+	esme_receipt_record(cf, up, smsc_id, smsc_id_len, m);
 }

@@ -93,3 +93,62 @@ test('the README\'s text tour: alice\'s olá € ☃ and @A€ hi reach bob.js, 
 		await L.stopDaemon(d);
 	}
 });
+
+// Ids and dates differ from run to run.
+function noIdsOrDates(l) {
+	return noIds(l).replace(/^RCPT \d+ (\S+) (\d+) \d{10}$/, 'RCPT <id> $1 $2 <date>');
+}
+
+test('the README\'s upstream tour: the simulator gets the SEND, its receipt and its message reach alice, as shown', async () => {
+	const [confBlock, term1, term2] = sectionBlocks('An SMS centre upstream');
+	const cli = path.join(__dirname, 'smsc-cli.js');
+	assert.match(term1.lines[0], /^\$ NODE_PATH=tests\/e2e\/node_modules node tests\/e2e\/smsc-cli\.js$/);
+	const sim = spawn(process.execPath, [cli, '0'], { stdio: ['pipe', 'pipe', 'inherit'],
+		env: { ...process.env, NODE_PATH: path.join(__dirname, 'node_modules') } });
+	let out = '', d = null, c = null;
+	sim.stdout.setEncoding('utf8');
+	sim.stdout.on('data', (s) => { out += s; });
+	try {
+		await L.until(() => / on 127\.0\.0\.1:\d+,/.test(out), 15000, 'the simulator');
+		const port = / on 127\.0\.0\.1:(\d+),/.exec(out)[1];
+		assert.match(confBlock.text, /port = 2776;/);
+		d = await L.startDaemon(`${sampleConf()}\n${confBlock.text.replace('port = 2776;', `port = ${port};`)}\n`);
+		await L.until(() => out.includes('bound: '), 15000, 'the daemon bound');
+		const shown2 = term2.lines.filter((l) => !l.startsWith('$ '));
+		const replies = /^(OK|MSG|RCPT) /;
+		c = await L.lineClient(d.ports.router);
+		// Typed in terminal 2, and the replies before the next line typed
+		// (the MSG comes after terminal 1's line).
+		const typed = shown2.filter((l) => !replies.test(l));
+		const mo = term1.lines.find((l) => /^\+\d+ alice /.test(l));
+		assert.ok(mo, 'terminal 1 types a message from the network');
+		for (const t of typed) {
+			const i = shown2.indexOf(t);
+			let j = i + 1;
+			while (j < shown2.length && replies.test(shown2[j]) && !shown2[j].startsWith('MSG '))
+				j++;
+			const want = c.lines.length + j - i - 1;
+			c.sock.write(`${t}\n`);
+			await L.until(() => c.lines.length >= want, 15000, `the replies to ${t}`);
+		}
+		sim.stdin.write(`${mo}\n`);
+		await L.until(() => c.lines.length >= shown2.length - typed.length, 15000, 'the MSG');
+		assert.deepEqual(c.lines.map(noIdsOrDates),
+		    shown2.filter((l) => !typed.includes(l)).map(noIdsOrDates));
+		const rcpt = c.lines.find((l) => l.startsWith('RCPT '));
+		assert.equal(rcpt.split(' ')[1], c.lines.find((l) => /^OK \d+$/.test(l)).split(' ')[1]);
+		const shown1 = term1.lines.filter((l) => !l.startsWith('$ ') && l !== mo)
+			.map((l) => l.replace(/:2776,/, `:${port},`));
+		await L.until(() => out.trimEnd().split('\n').length >= shown1.length, 15000,
+		    'the simulator\'s output');
+		assert.deepEqual(out.trimEnd().split('\n'), shown1);
+	} finally {
+		if (c)
+			c.sock.destroy();
+		if (d)
+			await L.stopDaemon(d);
+		const gone = new Promise((r) => sim.once('exit', r));
+		sim.kill('SIGTERM');
+		await L.withTimeout(gone, 10000, 'the simulator\'s exit');
+	}
+});

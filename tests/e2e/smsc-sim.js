@@ -2,7 +2,8 @@
 // product part), on the npm smpp package's server: it takes binds of each
 // type against one system_id and password, or refuses them with a given
 // status, answers enquire_link unless told to stay silent, sends unbind on
-// demand, and records every bind, connection and PDU. It takes submit_sm:
+// demand, sends deliver_sm (MOs, receipts) and data_sm on demand, and
+// records every bind, connection and PDU. It takes submit_sm:
 // each is answered with the status its submitStatus(pdu, n) gives (0 by
 // default; null: left unanswered, held in sim.held), after delay ms, with
 // a message_id of its own; the highest count unanswered at once is kept.
@@ -81,8 +82,34 @@ class SmscSim {
 			password: pdu.password, system_type: pdu.system_type, status,
 			at: Date.now() });
 		s.send(pdu.response({ command_status: status, system_id: 'sim' }));
-		if (status === 0)
+		if (status === 0) {
+			s.bindCommand = pdu.command;
 			this.sessions.add(s);
+		}
+	}
+
+	// A bound session that may be sent messages (transceiver, receiver).
+	receiving() {
+		return [...this.sessions].find((s) => s.bindCommand !== 'bind_transmitter');
+	}
+
+	// Sends command (deliver_sm, data_sm) with fields on a receiving
+	// session (or on s); resolves with the response PDU, or rejects
+	// after ms.
+	send(command, fields, ms = 10000, s = this.receiving()) {
+		if (s === undefined)
+			return Promise.reject(new Error('no receiving session bound'));
+		return new Promise((resolve, reject) => {
+			const timer = setTimeout(() => reject(new Error(`no ${command}_resp in ${ms} ms`)), ms);
+			s[command](fields, (resp) => {
+				clearTimeout(timer);
+				resolve(resp);
+			});
+		});
+	}
+
+	deliver(fields, ms, s) {
+		return this.send('deliver_sm', fields, ms, s);
 	}
 
 	_submit(s, pdu) {

@@ -419,20 +419,22 @@ test_store() {
 # An upstream SMS centre (the tests' simulator, run on the host: the
 # container shares its loopback): the installed service binds to it, shows
 # it in STATUS= and /metrics, and a line client's SEND to +351... reaches
-# it as a submit_sm with the text.
+# it as a submit_sm with the text, and the centre's receipt comes back as RCPT.
 test_upstream() {
-	local conf=/etc/echorouterd/echorouterd.conf out sim_pid simport \
+	local conf=/etc/echorouterd/echorouterd.conf out id sim_pid simport \
 	    log="$run/smsc.log"
 	if ! command -v node >/dev/null ||
 	    [ ! -d "$SRCDIR/tests/e2e/node_modules/smpp" ]; then
 		fail "upstream: needs node and tests/e2e/node_modules (make node-deps)"
 		return
 	fi
-	node "$SRCDIR/tests/system/smsc-sim-run.js" "$log" 120 \
-	    >"$run/smsc.out" 2>&1 &
+	NODE_PATH="$SRCDIR/tests/e2e/node_modules" \
+	    node "$SRCDIR/tests/e2e/smsc-cli.js" 0 --log "$log" --for 120 \
+	    </dev/null >"$run/smsc.out" 2>&1 &
 	sim_pid=$!
 	for _ in $(seq 1 100); do
-		simport=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$run/smsc.out")
+		simport=$(sed -n 's/.* on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' \
+		    "$run/smsc.out")
 		[ -n "$simport" ] && break
 		sleep 0.1
 	done
@@ -452,12 +454,14 @@ test_upstream() {
 	    '^echorouterd_upstream_sessions_bound{upstream="sim"} 1$'
 	expect "systemctl status shows the upstream" \
 	    wait_for 15 status_has 'sim 1 bound'
-	out=$(router_talk "$ROUTER_PORT" "LOGIN alice" \
+	out=$(router_talk "$ROUTER_PORT" "LOGIN alice" "RECEIPTS ON" \
 	    "SEND +351911000111 hello-network")
-	expect "SEND to +351911000111 answered OK <id>" \
-	    eval 'printf "%s\n" "$out" | grep -q "^OK [0-9][0-9]*$"'
+	id=$(printf '%s\n' "$out" | sed -n 's/^OK \([0-9][0-9]*\)$/\1/p')
+	expect "SEND to +351911000111 answered OK <id>" [ -n "$id" ]
+	expect "the centre's receipt came back as RCPT <id> DELIVRD" \
+	    eval 'printf "%s\n" "$out" | grep -q "^RCPT $id DELIVRD "'
 	expect "the SMS centre got it as submit_sm, with the text" \
-	    wait_for 10 grep -q '"command":"submit_sm","source_addr":"alice","destination_addr":"+351911000111","text":"hello-network"' "$log"
+	    wait_for 10 grep -q '"command":"submit_sm","source_addr":"alice","destination_addr":"351911000111","text":"hello-network"' "$log"
 	kill "$sim_pid" 2>/dev/null
 	wait "$sim_pid" 2>/dev/null
 	in_ct 10 mv "$conf.noup" "$conf"

@@ -39,7 +39,9 @@
 	X(text_join_suite)	\
 	X(smpp_long_suite)	\
 	X(transport_suite)	\
-	X(upstream_suite)
+	X(upstream_suite)	\
+	X(receipt_map_suite)	\
+	X(esme_in_suite)
 
 #define UNIT_DECLARE(name) Suite *name(void);
 UNIT_SUITES(UNIT_DECLARE)

@@ -1,4 +1,4 @@
-/* test_proto_router.c: the router protocol's line framer, at a guard page; eviction; SMPP parts joined. */
+/* test_proto_router.c: the router protocol's line framer, at a guard page; eviction; SMPP parts joined; RECEIPTS and RCPT lines. */
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
@@ -273,6 +273,67 @@ START_TEST(test_router_joins_parts)
 }
 END_TEST
 
+/* A receipt for our message 42 to address to on r, as an SMSC's relayed. */
+static void
+post_receipt(struct reactor *r, const char *to, const char *stat)
+{
+	char text[160];
+	int n = snprintf(text, sizeof(text), "id:42 sub:001 dlvrd:001 submit "
+	    "date:2611261830 done date:2611261831 stat:%s err:000 text:", stat);
+	struct msg *m = msg_new((size_t)n);
+
+	memcpy(m->text, text, (size_t)n);
+	m->len = (size_t)n;
+	m->id = 900;
+	m->flags = MSG_F_EXACT | MSG_F_RECEIPT;
+	m->esm_class = 0x04;
+	snprintf(m->receipted_id, sizeof(m->receipted_id), "42");
+	snprintf(m->from, sizeof(m->from), "+351911");
+	snprintf(m->to, sizeof(m->to), "%s", to);
+	reactor_post(r, forward_task, m);
+}
+
+/*
+ * RECEIPTS ON makes receipts RCPT lines (a stat that is not a word
+ * shows as "-"); OFF, they come as before, as MSG lines; anything but
+ * ON or OFF is a usage error.
+ */
+START_TEST(test_router_receipts_lines)
+{
+	struct config *cf = unit_config("shutdown_timeout = 1;\n"
+	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; "
+	    "port = 0; protocol = \"router\"; } );\n");
+	struct reactor *r = reactor_new(0, cf);
+	char got[512];
+	bool eof;
+	int sv[2];
+
+	router_session(r, sv, "t-rcpt");
+	ck_assert_int_eq(write(sv[0], "RECEIPTS maybe\nreceipts on\n", 27), 27);
+	ck_assert_msg(read_until(sv[0], "ERR 400 usage: RECEIPTS ON|OFF\n"
+	    "OK RECEIPTS ON\n", got, sizeof(got), &eof), "got: %s", got);
+	post_receipt(r, "t-rcpt", "DELIVRD");
+	ck_assert_msg(read_until(sv[0], "RCPT 42 DELIVRD 000 2611261831\n", got,
+	    sizeof(got), &eof), "got: %s", got);
+	post_receipt(r, "t-rcpt", "UND\001LV");
+	ck_assert_msg(read_until(sv[0], "RCPT 42 - 000 2611261831\n", got,
+	    sizeof(got), &eof), "got: %s", got);
+	ck_assert_int_eq(write(sv[0], "RECEIPTS OFF\n", 13), 13);
+	ck_assert_msg(read_until(sv[0], "OK RECEIPTS OFF\n", got, sizeof(got),
+	    &eof), "got: %s", got);
+	post_receipt(r, "t-rcpt", "DELIVRD");
+	ck_assert_msg(read_until(sv[0], "MSG 900 +351911 id:42 ", got,
+	    sizeof(got), &eof), "got: %s", got);
+	close(sv[0]);
+	for (int i = 0; i < 500 && atomic_load(&conn_live) != 0; i++)
+		unit_sleep_ms(10);
+	reactor_stop(r);
+	reactor_join(r);
+	reactor_free(r);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 proto_router_suite(void)
 {
@@ -287,6 +348,7 @@ proto_router_suite(void)
 	tcase_set_timeout(ev, 30);
 	tcase_add_test(ev, test_router_evicted_says_409);
 	tcase_add_test(ev, test_router_joins_parts);
+	tcase_add_test(ev, test_router_receipts_lines);
 	suite_add_tcase(s, ev);
 	return s;
 }

@@ -1,0 +1,477 @@
+/* esme_in.c: what an upstream SMS centre sends us: receipts, matched to our ids and passed to their submitters, and messages from the network, routed like a local submit. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster.h"
+#include "config.h"
+#include "conn.h"
+#include "deliver.h"
+#include "log.h"
+#include "msg.h"
+#include "reactor.h"
+#include "receipt_map.h"
+#include "smpp_pdu.h"
+#include "smpp_receipt.h"
+#include "upstream.h"
+#include "upstream_int.h"
+#include "util.h"
+
+/* esm_class's message type bits, and those that mark a receipt. */
+#define ESM_TYPE_MASK		0x3C
+#define ESM_SME_ACK		0x08
+#define ESM_INTERMEDIATE	0x20
+
+/* One map for every upstream: a receipt may come back on any session. */
+static struct receipt_map *receipts;
+static pthread_once_t receipts_once = PTHREAD_ONCE_INIT;
+
+static void
+receipts_init(void)
+{
+	receipts = receipt_map_new();
+}
+
+static struct receipt_map *
+receipts_map(void)
+{
+	pthread_once(&receipts_once, receipts_init);
+	return receipts;
+}
+
+size_t
+upstream_receipt_ids(void)
+{
+	return receipt_map_count(receipts_map());
+}
+
+static uint64_t
+receipts_now(void)
+{
+	return mono_ms() / 1000;
+}
+
+static struct receipt_limits
+receipts_limits(const struct config *cf)
+{
+	return (struct receipt_limits){ .limit = cf->upstream_receipts.limit,
+	    .expiry = cf->upstream_receipts.expiry };
+}
+
+void
+esme_receipt_record(const struct config *cf, const struct upstream_conf *uc,
+    const char *id, size_t len, const struct msg *m)
+{
+	struct receipt_limits lim = receipts_limits(cf);
+	struct receipt_orig o = { .id = m->id, .submitted = m->submitted,
+	    .registered_delivery = m->registered_delivery,
+	    .src_ton = m->src_ton, .src_npi = m->src_npi,
+	    .dst_ton = m->dst_ton, .dst_npi = m->dst_npi };
+
+	snprintf(o.reply_to, sizeof(o.reply_to), "%s", m->reply_to);
+	snprintf(o.to, sizeof(o.to), "%s", m->to);
+	memcpy(o.src_addr, m->src_addr, sizeof(o.src_addr));
+	memcpy(o.dst_addr, m->dst_addr, sizeof(o.dst_addr));
+	if (receipt_map_add(receipts_map(), uc->name, uc->receipt_id, id, len,
+	    &o, receipts_now(), &lim) < 0)
+		log_debug("upstream %s: message %llu: no receipt can match "
+		    "its id \"%.*s\"", uc->name, (unsigned long long)m->id,
+		    (int)(len > RECEIPT_ID_MAX ? RECEIPT_ID_MAX : len), id);
+}
+
+static void
+esme_answer_deliver(struct conn *c, uint32_t cmd, uint32_t status,
+    uint32_t seq)
+{
+	struct smpp_pdu p = { .command_id = cmd | SMPP_RESP,
+	    .command_status = status, .sequence_number = seq };
+	uint8_t buf[64];
+	ssize_t n = smpp_encode(&p, buf, sizeof(buf));
+
+	if (n > 0)
+		conn_write(c, buf, (size_t)n);
+}
+
+/* The text of a message from the centre: short_message or the payload. */
+static const uint8_t *
+pdu_text(const struct smpp_pdu *p, size_t *len)
+{
+	if (p->tlvs & SMPP_TLV_MESSAGE_PAYLOAD) {
+		*len = p->message_payload_len;
+		return p->message_payload;
+	}
+	*len = p->sm_length;
+	return p->short_message;
+}
+
+/*
+ * Whether p is a receipt: esm_class says so (a centre's receipt, an
+ * SME's acknowledgement, an intermediate notification), it names the
+ * message it is about, or its text is a receipt's ("id:... stat:...").
+ */
+static bool
+pdu_is_receipt(const struct smpp_pdu *p, struct smpp_receipt_text *f)
+{
+	unsigned type = p->esm_class & ESM_TYPE_MASK;
+	size_t len;
+	const uint8_t *t = pdu_text(p, &len);
+	bool parsed = smpp_receipt_parse(t, len, f) == 0;
+
+	if (type == SMPP_ESM_RECEIPT || type == ESM_SME_ACK ||
+	    type == ESM_INTERMEDIATE)
+		return true;
+	if (p->tlvs & SMPP_TLV_RECEIPTED_MESSAGE_ID)
+		return true;
+	return parsed && len >= 3 && memcmp(t, "id:", 3) == 0 &&
+	    f->stat[0] != '\0';
+}
+
+/* "YYMMDDhhmm" in UTC, as receipts write dates. */
+static void
+receipt_date(uint64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, "%y%m%d%H%M", &tm);
+}
+
+/*
+ * The centre's receipt as ours to the submitter: our id in its text and
+ * receipted_message_id, the centre's stat, err and dates kept.
+ */
+static struct msg *
+receipt_relay(struct reactor *r, const struct receipt_orig *o,
+    const struct smpp_receipt_text *f, uint8_t state)
+{
+	char sub[16], done[16], text[200];
+	bool ok = state == SMPP_STATE_DELIVERED;
+	struct msg *m;
+	int n;
+
+	receipt_date(o->submitted, sub, sizeof(sub));
+	receipt_date((uint64_t)time(NULL), done, sizeof(done));
+	n = snprintf(text, sizeof(text), "id:%llu sub:%s dlvrd:%s submit "
+	    "date:%s done date:%s stat:%s err:%s text:%s",
+	    (unsigned long long)o->id, f->sub[0] ? f->sub : "001",
+	    f->dlvrd[0] ? f->dlvrd : ok ? "001" : "000",
+	    f->submit_date[0] ? f->submit_date : sub,
+	    f->done_date[0] ? f->done_date : done,
+	    f->stat[0] ? f->stat : smpp_receipt_stat(state),
+	    f->err[0] ? f->err : ok ? "000" : "001", f->text);
+	m = msg_new((size_t)n);
+	memcpy(m->text, text, (size_t)n);
+	m->len = (size_t)n;
+	m->id = msg_next_id(r);
+	m->submitted = (uint64_t)time(NULL);
+	m->flags = MSG_F_EXACT | MSG_F_RECEIPT;
+	m->esm_class = SMPP_ESM_RECEIPT;
+	m->message_state = state;
+	snprintf(m->receipted_id, sizeof(m->receipted_id), "%llu",
+	    (unsigned long long)o->id);
+	snprintf(m->from, sizeof(m->from), "%s", o->to);
+	snprintf(m->to, sizeof(m->to), "%s", o->reply_to);
+	memcpy(m->src_addr, o->dst_addr, sizeof(m->src_addr));
+	memcpy(m->dst_addr, o->src_addr, sizeof(m->dst_addr));
+	m->src_ton = o->dst_ton;
+	m->src_npi = o->dst_npi;
+	m->dst_ton = o->src_ton;
+	m->dst_npi = o->src_npi;
+	return m;
+}
+
+/* Whether the submitter asked for a receipt in this state. */
+static bool
+receipt_wanted(const struct receipt_orig *o, uint8_t state)
+{
+	unsigned rd = o->registered_delivery & 0x03;
+
+	if (o->reply_to[0] == '\0' || !smpp_receipt_final(state))
+		return false;
+	return rd == 1 || (rd == 2 && state != SMPP_STATE_DELIVERED);
+}
+
+/* Counted, and said at debug: a receipt for none of our messages. */
+static void
+receipt_unmatched(const char *upstream, const char *id, const char *why)
+{
+	struct upstream_stat *st = upstream_stat_find(upstream);
+
+	if (st != NULL)
+		atomic_fetch_add(&st->receipts_unmatched, 1);
+	log_debug("upstream %s: receipt for \"%s\", an id of no message of "
+	    "ours%s: dropped", upstream, id, why);
+}
+
+/* The cluster thread: what the other nodes said of a receipt we asked. */
+static void
+receipt_cluster_done(const char *upstream, const char *id, bool matched)
+{
+	if (!matched)
+		receipt_unmatched(upstream, id, " on any node");
+}
+
+/*
+ * Looks the receipt's id up in the map, in the upstream's receipt_id
+ * form (r's configuration bounds the map) and, matched, relays it to the
+ * submitter; true if it was ours.
+ */
+static bool
+receipt_match(struct reactor *r, const char *upstream, unsigned form,
+    const char *id, uint8_t state, const struct smpp_receipt_text *f)
+{
+	struct receipt_limits lim = receipts_limits(r->cf);
+	struct upstream_stat *st;
+	struct receipt_orig o;
+
+	if (!receipt_map_find(receipts_map(), upstream, form, id, strlen(id),
+	    smpp_receipt_final(state), receipts_now(), &lim, &o))
+		return false;
+	if ((st = upstream_stat_find(upstream)) != NULL)
+		atomic_fetch_add(&st->receipts_matched, 1);
+	if (receipt_wanted(&o, state))
+		deliver_forward(r, receipt_relay(r, &o, f, state));
+	return true;
+}
+
+/*
+ * A receipt: to its submitter with our id; one that matches nothing here
+ * is asked of the other nodes of a cluster, else counted as unmatched.
+ */
+static void
+esme_receipt(struct conn *c, struct upstream_sess *s,
+    const struct smpp_pdu *p, const struct smpp_receipt_text *f)
+{
+	const char *id = (p->tlvs & SMPP_TLV_RECEIPTED_MESSAGE_ID) ?
+	    p->receipted_message_id : f->id;
+	uint8_t state = (p->tlvs & SMPP_TLV_MESSAGE_STATE) ?
+	    p->message_state_tlv : smpp_receipt_state(f->stat);
+	const uint8_t *text;
+	size_t len;
+
+	if (receipt_match(c->r, s->uc->name, s->uc->receipt_id, id, state, f))
+		return;
+	text = pdu_text(p, &len);
+	if (cluster_receipt_ask(s->uc->name, id, strlen(id), state, text, len,
+	    receipt_cluster_done)) {
+		log_debug("upstream %s: link %u: receipt for \"%s\" matches "
+		    "nothing here: asking the other nodes", s->uc->name,
+		    s->link, id);
+		return;
+	}
+	receipt_unmatched(s->uc->name, id, "");
+}
+
+/* A reactor: another node's question, looked up here (q is the cluster's). */
+static void
+question_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct cluster_receipt_q *q = arg;
+	struct reactor *r = owner;
+	struct smpp_receipt_text f;
+	bool matched = false;
+
+	if (st == MAILBOX_RUN) {
+		if (smpp_receipt_parse(q->text, q->len, &f) < 0)
+			memset(&f, 0, sizeof(f));
+		/* An upstream this node does not have has no ids here. */
+		for (size_t i = 0; i < r->cf->nupstreams && !matched; i++)
+			if (strcmp(r->cf->upstreams[i].name, q->upstream) == 0)
+				matched = receipt_match(r, q->upstream,
+				    r->cf->upstreams[i].receipt_id, q->id,
+				    q->state, &f);
+	}
+	cluster_receipt_answer(q, matched);
+}
+
+/* The cluster thread: another node's question goes to a reactor. */
+static void
+receipt_question(struct cluster_receipt_q *q)
+{
+	struct reactor *r = reactor_get(0);
+
+	if (r == NULL) {
+		cluster_receipt_answer(q, false);
+		return;
+	}
+	q->task.fn = question_task;
+	q->task.arg = q;
+	reactor_post_task(r, &q->task);
+}
+
+void
+esme_receipts_attach(void)
+{
+	cluster_receipt_matcher(receipt_question);
+}
+
+/* The status that answers a message from the centre, by its verdict. */
+static uint32_t
+mo_status(enum msg_verdict v)
+{
+	switch (v) {
+	case MSG_OK:
+		return SMPP_ESME_ROK;
+	case MSG_NO_ROUTE:
+		return SMPP_ESME_RINVDSTADR;
+	case MSG_UNFIT:
+	case MSG_TOO_LONG:
+		return SMPP_ESME_RSUBMITFAIL;
+	case MSG_BUSY:
+	case MSG_REFUSED:
+	case MSG_FULL:
+		return SMPP_ESME_RMSGQFUL;
+	default:
+		return SMPP_ESME_RX_T_APPN;	/* try again later */
+	}
+}
+
+/* An SMPP address as the route table knows it: TON 1 gets its '+'. */
+static bool
+mo_addr(const char *addr, uint8_t ton, char *out, size_t len)
+{
+	if (ton == 1 && addr[0] != '+')
+		snprintf(out, len, "+%s", addr);
+	else
+		snprintf(out, len, "%s", addr);
+	return route_addr_valid(out, strlen(out));
+}
+
+/* How a line client reads data_coding 0 from this centre. */
+static uint32_t
+mo_coding_flags(const struct upstream_conf *uc)
+{
+	switch (uc->alphabet) {
+	case CONFIG_ALPHABET_LATIN1:
+		return MSG_F_CODED | MSG_F_DC0_LATIN1;
+	case CONFIG_ALPHABET_ASCII:
+		return MSG_F_CODED | MSG_F_DC0_IA5;
+	default:
+		return MSG_F_CODED;
+	}
+}
+
+static struct msg *
+mo_msg(struct conn *c, struct upstream_sess *s, const struct smpp_pdu *p,
+    const char *from, const char *to)
+{
+	size_t len;
+	const uint8_t *t = pdu_text(p, &len);
+	struct msg *m = msg_new(len);
+
+	if (len > 0)
+		memcpy(m->text, t, len);
+	m->len = len;
+	m->id = msg_next_id(c->r);
+	m->read_ns = c->r->turn_ns;
+	m->flags = MSG_F_PREFIX_FIRST | mo_coding_flags(s->uc);
+	m->sender_ref = p->sequence_number;
+	m->sender_cmd = p->command_id;
+	m->submitted = (uint64_t)time(NULL);
+	m->src_ton = p->source_addr_ton;
+	m->src_npi = p->source_addr_npi;
+	m->dst_ton = p->dest_addr_ton;
+	m->dst_npi = p->dest_addr_npi;
+	m->esm_class = p->esm_class & 0xC0;	/* UDH indicator, reply path */
+	m->data_coding = p->data_coding;
+	snprintf(m->src_addr, sizeof(m->src_addr), "%.20s", p->source_addr);
+	snprintf(m->dst_addr, sizeof(m->dst_addr), "%.20s",
+	    p->destination_addr);
+	snprintf(m->from, sizeof(m->from), "%.64s", from);
+	snprintf(m->to, sizeof(m->to), "%.64s", to);
+	if (p->tlvs & SMPP_TLV_SAR) {
+		m->flags |= MSG_F_SAR;
+		m->sar_ref = p->sar_msg_ref_num;
+		m->sar_total = p->sar_total_segments;
+		m->sar_seq = p->sar_segment_seqnum;
+	}
+	return m;
+}
+
+/*
+ * Input waits while a window of messages awaits verdicts: a flood from
+ * the centre is bounded by what it may leave unanswered.
+ */
+static void
+mo_update_hold(struct conn *c, struct upstream_sess *s)
+{
+	if (s->mo_pending >= s->uc->window)
+		conn_hold(c);
+	else if (s->mo_pending <= s->uc->window / 2)
+		conn_release(c);
+}
+
+static void
+mo_answer(struct conn *c, struct upstream_sess *s, uint32_t cmd,
+    uint32_t seq, enum msg_verdict v)
+{
+	uint32_t status = mo_status(v);
+
+	if (status == SMPP_ESME_ROK)
+		atomic_fetch_add(&s->stat->mo_routed, 1);
+	else {
+		atomic_fetch_add(&s->stat->deliver_refused, 1);
+		log_debug("upstream %s: link %u: %s refused: %s", s->uc->name,
+		    s->link, smpp_command_name(cmd), msg_verdict_name(v));
+	}
+	esme_answer_deliver(c, cmd, status, seq);
+}
+
+/* A message from the network: routed by its destination. */
+static void
+esme_mo(struct conn *c, struct upstream_sess *s, const struct smpp_pdu *p)
+{
+	char from[ROUTE_ADDR_MAX + 2], to[ROUTE_ADDR_MAX + 2];
+	enum msg_verdict v;
+
+	if (!mo_addr(p->destination_addr, p->dest_addr_ton, to, sizeof(to))) {
+		mo_answer(c, s, p->command_id, p->sequence_number,
+		    MSG_NO_ROUTE);
+		return;
+	}
+	if (!mo_addr(p->source_addr, p->source_addr_ton, from, sizeof(from))) {
+		atomic_fetch_add(&s->stat->deliver_refused, 1);
+		esme_answer_deliver(c, p->command_id, SMPP_ESME_RINVSRCADR,
+		    p->sequence_number);
+		return;
+	}
+	v = deliver_send(c, mo_msg(c, s, p, from, to));
+	if (v != MSG_PENDING) {
+		mo_answer(c, s, p->command_id, p->sequence_number, v);
+		return;
+	}
+	s->mo_pending++;
+	mo_update_hold(c, s);
+}
+
+void
+esme_verdict(struct conn *c, const struct msg *m)
+{
+	struct upstream_sess *s = c->pdata;
+
+	if (s == NULL || s->mo_pending == 0)
+		return;
+	s->mo_pending--;
+	if (s->state != UPSTREAM_CLOSING)
+		mo_answer(c, s, m->sender_cmd, m->sender_ref, m->verdict);
+	mo_update_hold(c, s);
+}
+
+void
+esme_deliver(struct conn *c, const struct smpp_pdu *p)
+{
+	struct upstream_sess *s = c->pdata;
+	struct smpp_receipt_text f;
+
+	if (pdu_is_receipt(p, &f)) {
+		/* Handed on or dropped: either way the centre is done. */
+		esme_receipt(c, s, p, &f);
+		esme_answer_deliver(c, p->command_id, SMPP_ESME_ROK,
+		    p->sequence_number);
+		return;
+	}
+	esme_mo(c, s, p);
+}

@@ -1,0 +1,382 @@
+/* receipt_map.c: SMS centres' message ids as keys, and the bounded map from them to what our submits left for their receipts. */
+#include "receipt_map.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Entries looked at past their expiry per call: a bounded step. */
+#define RECEIPT_EXPIRE_STEP	64
+#define RECEIPT_BUCKETS_MIN	1024
+
+/* The value of a decimal id, leading zeros aside; false if none fits. */
+static bool
+id_dec(const char *id, size_t len, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	if (len == 0)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned d = (unsigned char)id[i] - '0';
+
+		if (d > 9 || x > (UINT64_MAX - d) / 10)
+			return false;
+		x = x * 10 + d;
+	}
+	*v = x;
+	return true;
+}
+
+/* The value of a hexadecimal id, in either case; false if none fits. */
+static bool
+id_hex(const char *id, size_t len, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	if (len == 0)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		int c = (unsigned char)id[i];
+		unsigned d;
+
+		if (!isxdigit(c) || x >> 60 != 0)
+			return false;
+		d = isdigit(c) ? (unsigned)(c - '0') :
+		    (unsigned)(tolower(c) - 'a' + 10);
+		x = x << 4 | d;
+	}
+	*v = x;
+	return true;
+}
+
+static unsigned
+key_str(struct receipt_key *k, const char *id, size_t len, bool lower)
+{
+	k->kind = RECEIPT_KEY_STR;
+	k->len = len;
+	for (size_t i = 0; i < len; i++)
+		k->str[i] = lower ? (char)tolower((unsigned char)id[i]) : id[i];
+	k->str[len] = '\0';
+	return 1;
+}
+
+/* Adds value v as a key unless one of the n before has it already. */
+static unsigned
+key_val(struct receipt_key *keys, unsigned n, bool ok, uint64_t v)
+{
+	if (!ok)
+		return 0;
+	for (unsigned i = 0; i < n; i++)
+		if (keys[i].kind == RECEIPT_KEY_VAL && keys[i].val == v)
+			return 0;
+	keys[n].kind = RECEIPT_KEY_VAL;
+	keys[n].val = v;
+	keys[n].len = 0;
+	keys[n].str[0] = '\0';
+	return 1;
+}
+
+unsigned
+receipt_id_keys(unsigned form, bool receipt, const char *id, size_t len,
+    struct receipt_key *keys)
+{
+	uint64_t v = 0;
+	unsigned n = 0;
+	bool ok;
+
+	if (len == 0 || len > RECEIPT_ID_MAX)
+		return 0;
+	switch (form) {
+	case UPSTREAM_RECEIPT_SAME:
+		return key_str(&keys[0], id, len, false);
+	case UPSTREAM_RECEIPT_HEX:
+	case UPSTREAM_RECEIPT_DEC:
+		/* hex: a receipt has the hex of the decimal id we got. */
+		ok = (form == UPSTREAM_RECEIPT_HEX) == receipt ?
+		    id_hex(id, len, &v) : id_dec(id, len, &v);
+		if (ok)
+			return key_val(keys, 0, true, v);
+		return key_str(&keys[0], id, len, false);
+	default:
+		n = key_str(&keys[0], id, len, true);
+		ok = id_dec(id, len, &v);
+		n += key_val(keys, n, ok, v);
+		ok = id_hex(id, len, &v);
+		n += key_val(keys, n, ok, v);
+		return n;
+	}
+}
+
+/* One key of an entry, in its hash chain. */
+struct receipt_node {
+	struct receipt_node *next;
+	struct receipt_entry *e;
+	uint64_t hash;
+	uint64_t val;
+	enum receipt_key_kind kind;
+};
+
+struct receipt_entry {
+	struct receipt_entry *older, *newer;	/* in the age list */
+	uint64_t added;
+	unsigned nnodes;
+	struct receipt_node nodes[RECEIPT_KEYS_MAX];
+	char	upstream[CONFIG_NAME_MAX + 1];
+	size_t	len;
+	char	str[RECEIPT_ID_MAX + 1];	/* the STR key's text */
+	struct receipt_orig o;
+};
+
+/*
+ * One lock for the whole map: every operation is a few hash probes, so
+ * it is held for well under a microsecond, and a receipt may arrive on
+ * any reactor's session, not the one whose submit filed it.
+ */
+struct receipt_map {
+	pthread_mutex_t lock;
+	struct receipt_node **buckets;
+	size_t	nbuckets;		/* a power of two */
+	size_t	nnodes;
+	size_t	count;
+	struct receipt_entry *oldest, *newest;
+};
+
+struct receipt_map *
+receipt_map_new(void)
+{
+	struct receipt_map *map = xcalloc(1, sizeof(*map));
+
+	pthread_mutex_init(&map->lock, NULL);
+	map->nbuckets = RECEIPT_BUCKETS_MIN;
+	map->buckets = xcalloc(map->nbuckets, sizeof(*map->buckets));
+	return map;
+}
+
+void
+receipt_map_free(struct receipt_map *map)
+{
+	struct receipt_entry *e, *next;
+
+	if (map == NULL)
+		return;
+	for (e = map->oldest; e != NULL; e = next) {
+		next = e->newer;
+		free(e);
+	}
+	free(map->buckets);
+	pthread_mutex_destroy(&map->lock);
+	free(map);
+}
+
+/* FNV-1a over the upstream's name and the key. */
+static uint64_t
+key_hash(const char *upstream, const struct receipt_key *k)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	const unsigned char *p;
+	size_t n;
+
+	for (p = (const unsigned char *)upstream; *p != '\0'; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	h = (h ^ (unsigned)k->kind) * 0x100000001b3ull;
+	p = k->kind == RECEIPT_KEY_STR ? (const unsigned char *)k->str :
+	    (const unsigned char *)&k->val;
+	n = k->kind == RECEIPT_KEY_STR ? k->len : sizeof(k->val);
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h ^ h >> 29;
+}
+
+static void
+map_grow_locked(struct receipt_map *map)
+{
+	size_t nb = map->nbuckets * 2;
+	struct receipt_node **b = xcalloc(nb, sizeof(*b));
+
+	for (size_t i = 0; i < map->nbuckets; i++) {
+		struct receipt_node *n, *next;
+
+		for (n = map->buckets[i]; n != NULL; n = next) {
+			next = n->next;
+			n->next = b[n->hash & (nb - 1)];
+			b[n->hash & (nb - 1)] = n;
+		}
+	}
+	free(map->buckets);
+	map->buckets = b;
+	map->nbuckets = nb;
+}
+
+/* Takes e out of the chains and the age list, and frees it. */
+static void
+entry_drop_locked(struct receipt_map *map, struct receipt_entry *e)
+{
+	for (unsigned i = 0; i < e->nnodes; i++) {
+		struct receipt_node **pp =
+		    &map->buckets[e->nodes[i].hash & (map->nbuckets - 1)];
+
+		while (*pp != &e->nodes[i])
+			pp = &(*pp)->next;
+		*pp = e->nodes[i].next;
+		map->nnodes--;
+	}
+	if (e->older != NULL)
+		e->older->newer = e->newer;
+	else
+		map->oldest = e->newer;
+	if (e->newer != NULL)
+		e->newer->older = e->older;
+	else
+		map->newest = e->older;
+	map->count--;
+	free(e);
+}
+
+static bool
+entry_expired(const struct receipt_entry *e, uint64_t now,
+    const struct receipt_limits *lim)
+{
+	return lim->expiry > 0 && now >= e->added + lim->expiry;
+}
+
+/* Drops expired entries (a bounded step) and, past limit, the oldest. */
+static void
+map_trim_locked(struct receipt_map *map, uint64_t now,
+    const struct receipt_limits *lim, size_t room)
+{
+	unsigned step = 0;
+
+	while (map->oldest != NULL && step++ < RECEIPT_EXPIRE_STEP &&
+	    entry_expired(map->oldest, now, lim))
+		entry_drop_locked(map, map->oldest);
+	while (map->oldest != NULL && map->count + room > lim->limit)
+		entry_drop_locked(map, map->oldest);
+}
+
+static void
+entry_link_locked(struct receipt_map *map, struct receipt_entry *e)
+{
+	for (unsigned i = 0; i < e->nnodes; i++) {
+		struct receipt_node *n = &e->nodes[i];
+		struct receipt_node **b = &map->buckets[n->hash &
+		    (map->nbuckets - 1)];
+
+		/* At the chain's head: the newest entry of a key wins. */
+		n->next = *b;
+		*b = n;
+		map->nnodes++;
+	}
+	e->older = map->newest;
+	e->newer = NULL;
+	if (map->newest != NULL)
+		map->newest->newer = e;
+	else
+		map->oldest = e;
+	map->newest = e;
+	map->count++;
+}
+
+int
+receipt_map_add(struct receipt_map *map, const char *upstream, unsigned form,
+    const char *id, size_t len, const struct receipt_orig *o, uint64_t now,
+    const struct receipt_limits *lim)
+{
+	struct receipt_key keys[RECEIPT_KEYS_MAX];
+	unsigned n = receipt_id_keys(form, false, id, len, keys);
+	struct receipt_entry *e;
+
+	if (n == 0 || lim->limit == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	e = xcalloc(1, sizeof(*e));
+	e->added = now;
+	e->nnodes = n;
+	snprintf(e->upstream, sizeof(e->upstream), "%s", upstream);
+	e->o = *o;
+	for (unsigned i = 0; i < n; i++) {
+		e->nodes[i] = (struct receipt_node){ .e = e,
+		    .hash = key_hash(upstream, &keys[i]), .val = keys[i].val,
+		    .kind = keys[i].kind };
+		if (keys[i].kind == RECEIPT_KEY_STR) {
+			memcpy(e->str, keys[i].str, keys[i].len + 1);
+			e->len = keys[i].len;
+		}
+	}
+	pthread_mutex_lock(&map->lock);
+	map_trim_locked(map, now, lim, 1);
+	while (map->nnodes + n > map->nbuckets)
+		map_grow_locked(map);
+	entry_link_locked(map, e);
+	pthread_mutex_unlock(&map->lock);
+	return 0;
+}
+
+static bool
+node_matches(const struct receipt_node *n, const char *upstream,
+    const struct receipt_key *k, uint64_t hash)
+{
+	if (n->hash != hash || n->kind != k->kind)
+		return false;
+	if (k->kind == RECEIPT_KEY_VAL ? n->val != k->val :
+	    n->e->len != k->len || memcmp(n->e->str, k->str, k->len) != 0)
+		return false;
+	return strcmp(n->e->upstream, upstream) == 0;
+}
+
+static struct receipt_entry *
+map_lookup_locked(struct receipt_map *map, const char *upstream,
+    const struct receipt_key *keys, unsigned nkeys, uint64_t now,
+    const struct receipt_limits *lim)
+{
+	for (unsigned i = 0; i < nkeys; i++) {
+		uint64_t h = key_hash(upstream, &keys[i]);
+		struct receipt_node *n = map->buckets[h & (map->nbuckets - 1)];
+
+		for (; n != NULL; n = n->next)
+			if (node_matches(n, upstream, &keys[i], h) &&
+			    !entry_expired(n->e, now, lim))
+				return n->e;
+	}
+	return NULL;
+}
+
+bool
+receipt_map_find(struct receipt_map *map, const char *upstream,
+    unsigned form, const char *id, size_t len, bool final, uint64_t now,
+    const struct receipt_limits *lim, struct receipt_orig *o)
+{
+	struct receipt_key keys[RECEIPT_KEYS_MAX];
+	unsigned n = receipt_id_keys(form, true, id, len, keys);
+	struct receipt_entry *e;
+
+	if (n == 0)
+		return false;
+	pthread_mutex_lock(&map->lock);
+	map_trim_locked(map, now, lim, 0);
+	e = map_lookup_locked(map, upstream, keys, n, now, lim);
+	if (e != NULL) {
+		*o = e->o;
+		if (final)
+			entry_drop_locked(map, e);
+	}
+	pthread_mutex_unlock(&map->lock);
+	return e != NULL;
+}
+
+size_t
+receipt_map_count(struct receipt_map *map)
+{
+	size_t n;
+
+	pthread_mutex_lock(&map->lock);
+	n = map->count;
+	pthread_mutex_unlock(&map->lock);
+	return n;
+}

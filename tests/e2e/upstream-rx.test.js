@@ -1,0 +1,241 @@
+// upstream-rx.test.js: what an upstream SMS centre (the simulator in
+// smsc-sim.js) sends echorouterd: messages from the network routed to a
+// line client and to an SMPP ESME, answered by what became of them;
+// receipts for messages sent to it, named in another form of the SMSC's
+// id, reaching a line client and an ESME with echorouterd's ids; and
+// receipts for ids echorouterd never sent, counted and dropped.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const L = require('./lib.js');
+const { SmscSim } = require('./smsc-sim.js');
+
+const WAIT = L.WRAP.length ? 120000 : 20000;
+
+function conf(port, extra = '') {
+	return `dispatchers = 2;
+listeners = (
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; },
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; }
+);
+accounts = (
+  { id = "alice"; password = "pw"; },
+  { id = "esme1"; password = "pw"; }
+);
+routes = (
+  { prefix = "+351"; to = "upstream:opA"; },
+  { prefix = "+1555"; to = "alice"; },
+  { prefix = "+1666"; to = "esme1"; }
+);
+upstreams = (
+  { name = "opA"; host = "127.0.0.1"; port = ${port};
+    system_id = "erd"; password = "secret"; ${extra} }
+);
+`;
+}
+
+function metric(m, name) {
+	return L.val(m, `echorouterd_upstream_${name}{upstream="opA"}`);
+}
+
+// A daemon bound to a fresh simulator, and alice logged in on a line.
+async function setup(extra, simOpts) {
+	const sim = new SmscSim(simOpts);
+	const port = await sim.start();
+	const d = await L.startDaemon(conf(port, extra));
+	await L.until(async () => metric(await L.scrape(d.ports.metrics),
+		'sessions_bound') === 1, WAIT, 'the upstream bound');
+	const alice = await L.lineClient(d.ports.router);
+	alice.sock.write('LOGIN alice pw\n');
+	await alice.wait((l) => l === 'OK LOGIN alice', 'alice logged in');
+	return { sim, d, alice };
+}
+
+async function teardown(t) {
+	t.alice.sock.destroy();
+	await L.stopDaemon(t.d);
+	await t.sim.stop();
+}
+
+function mo(dest, message, more = {}) {
+	return { source_addr_ton: 1, source_addr_npi: 1,
+		source_addr: '351911000001', dest_addr_ton: 1, dest_addr_npi: 1,
+		destination_addr: dest, data_coding: 0, short_message: message, ...more };
+}
+
+test('an MO reaches the line client its route names, GSM 03.38 decoded; the SMSC hears ESME_ROK', async () => {
+	const t = await setup();
+	try {
+		// "Hi @ é" in GSM 03.38: @ is 0x00, é is 0x05.
+		const r = await t.sim.deliver(mo('15551234',
+			Buffer.from([0x48, 0x69, 0x20, 0x00, 0x20, 0x05])));
+		assert.equal(r.command_status, 0);
+		const line = await t.alice.wait((l) => l.startsWith('MSG '), 'the MO');
+		assert.match(line, /^MSG \d+ \+351911000001 Hi @ é$/);
+		// data_sm with its text in message_payload goes the same way.
+		const r2 = await t.sim.send('data_sm', { source_addr_ton: 1,
+			source_addr: '351911000002', dest_addr_ton: 1,
+			destination_addr: '15551234', data_coding: 0,
+			message_payload: Buffer.from('via data-sm') });
+		assert.equal(r2.command_status, 0);
+		await t.alice.wait((l) => / \+351911000002 via data-sm$/.test(l), 'the data_sm');
+		const m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'mo_routed_total'), 2);
+		assert.equal(metric(m, 'deliver_refused_total'), 0);
+	} finally {
+		await teardown(t);
+	}
+});
+
+test('an MO reaches an SMPP ESME with its octets and data_coding as sent', async () => {
+	const t = await setup();
+	const esme = await L.session(t.d.ports.smpp, 'bind_transceiver', 'esme1', 'pw');
+	try {
+		const ucs2 = Buffer.from([0x00, 0x4f, 0x00, 0x6c, 0x00, 0xe1]);	// "Olá"
+		const r = await t.sim.deliver(mo('16660001', ucs2, { data_coding: 8 }));
+		assert.equal(r.command_status, 0);
+		await L.until(() => esme.got.length === 1, WAIT, 'deliver_sm at the ESME');
+		const p = esme.got[0];
+		assert.equal(p.destination_addr, '16660001');
+		assert.equal(p.source_addr, '351911000001');
+		assert.equal(p.source_addr_ton, 1);
+		assert.equal(p.data_coding, 8);
+		assert.equal(p.esm_class & 0x3c, 0, 'an MO is no receipt');
+		const sm = p.short_message;
+		assert.deepEqual(Buffer.isBuffer(sm) ? sm : Buffer.from(sm.message, 'utf16le').swap16(), ucs2);
+	} finally {
+		esme.s.close();
+		await teardown(t);
+	}
+});
+
+test('an MO with no route is answered ESME_RINVDSTADR: the SMSC keeps it', async () => {
+	const t = await setup();
+	try {
+		const r = await t.sim.deliver(mo('19990000', Buffer.from('nobody')));
+		assert.equal(r.command_status, 0x0b);
+		// A local recipient that is not logged in: no route either.
+		const esme1 = await t.sim.deliver(mo('16660001', Buffer.from('away')));
+		assert.equal(esme1.command_status, 0x0b);
+		const m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'deliver_refused_total'), 2);
+		assert.equal(metric(m, 'mo_routed_total'), 0);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('MSG ')).length, 0);
+	} finally {
+		await teardown(t);
+	}
+});
+
+test('receipts for ids never sent are answered ESME_ROK, counted unmatched, delivered to nobody', async () => {
+	const t = await setup();
+	try {
+		const text = 'id:777 sub:001 dlvrd:001 submit date:2611261830 ' +
+			'done date:2611261831 stat:DELIVRD err:000 text:x';
+		// Marked by esm_class, by the receipted_message_id TLV, and
+		// only by its text: each addressed to alice's route.
+		const rs = [
+			await t.sim.deliver(mo('15551234', Buffer.from(text), { esm_class: 0x04 })),
+			await t.sim.deliver(mo('15551234', Buffer.from(''), { esm_class: 0x04,
+				receipted_message_id: '778', message_state: 2 })),
+			await t.sim.deliver(mo('15551234', Buffer.from(text.replace('777', '779')))),
+		];
+		assert.deepEqual(rs.map((r) => r.command_status), [0, 0, 0]);
+		// An MO after them is the first (and only) line alice gets.
+		await t.sim.deliver(mo('15551234', Buffer.from('after')));
+		const first = await t.alice.wait((l) => l.startsWith('MSG '), 'the MO after');
+		assert.match(first, / after$/);
+		await L.sleep(300);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('MSG ')).length, 1);
+		const m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'receipts_unmatched_total'), 3);
+		assert.equal(metric(m, 'receipts_matched_total'), 0);
+		assert.equal(metric(m, 'mo_routed_total'), 1);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
+	} finally {
+		await teardown(t);
+	}
+});
+
+test('a line client that turned RECEIPTS ON gets a RCPT line with the id its SEND got', async () => {
+	const t = await setup();
+	const esme = await L.session(t.d.ports.smpp, 'bind_transceiver', 'esme1', 'pw');
+	try {
+		t.alice.sock.write('SEND esme1 before\n');
+		await t.alice.wait((l) => /^OK \d+$/.test(l), 'the first SEND');
+		t.alice.sock.write('RECEIPTS ON\n');
+		await t.alice.wait((l) => l === 'OK RECEIPTS ON', 'receipts on');
+		t.alice.sock.write('SEND esme1 hello\n');
+		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l) &&
+			t.alice.lines.indexOf(l) > t.alice.lines.indexOf('OK RECEIPTS ON'), 'the SEND');
+		const id = ok.split(' ')[1];
+		// The ESME answered deliver_sm_resp ESME_ROK: delivered.
+		const rcpt = await t.alice.wait((l) => l.startsWith('RCPT '), 'the receipt');
+		assert.match(rcpt, new RegExp(`^RCPT ${id} DELIVRD 000 \\d{10}$`));
+		await L.until(() => esme.got.length === 2, WAIT, 'both at the ESME');
+		await L.sleep(300);
+		// The SEND before RECEIPTS ON asked for none.
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('RCPT ')).length, 1);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('MSG ')).length, 0);
+	} finally {
+		esme.s.close();
+		await teardown(t);
+	}
+});
+
+// A receipt from the SMSC for its message id, in the text SMSCs write.
+function receipt(id, stat, err, more = {}) {
+	return mo('1555000', Buffer.from(`id:${id} sub:001 dlvrd:001 submit date:2611261830 ` +
+		`done date:2611261832 stat:${stat} err:${err} text:hi`), { esm_class: 0x04, ...more });
+}
+
+test('receipts in another form of the SMSC id reach a line client and an ESME with echorouterd\'s ids', async () => {
+	// The SMSC calls the first message "3039" (hex of 12345), the second
+	// "0000012346"; its receipts say 12345 and 303A.
+	const t = await setup('', { messageId: (n) => ['3039', '0000012346'][n] || `x${n}` });
+	const esme = await L.session(t.d.ports.smpp, 'bind_transceiver', 'esme1', 'pw');
+	try {
+		t.alice.sock.write('RECEIPTS ON\nSEND +351910000001 hello\n');
+		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND to the SMSC');
+		const lineId = ok.split(' ')[1];
+		const r = await L.call(esme.s, 'submit_sm', { source_addr: 'esme1',
+			dest_addr_ton: 1, dest_addr_npi: 1, destination_addr: '351910000002',
+			registered_delivery: 1, short_message: 'hi there' });
+		assert.equal(r.command_status, 0);
+		const esmeId = r.message_id;
+		assert.equal(t.sim.submits.length, 2);
+		assert.equal(t.sim.submits[0].pdu.registered_delivery & 1, 1,
+			'RECEIPTS ON asks the SMSC for a receipt');
+		let m = await L.scrape(t.d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 2);
+		// An intermediate receipt first: nobody hears of it.
+		assert.equal((await t.sim.deliver(receipt('12345', 'ENROUTE', '000'))).command_status, 0);
+		assert.equal((await t.sim.deliver(receipt('12345', 'DELIVRD', '000'))).command_status, 0);
+		assert.equal((await t.sim.deliver(receipt('303A', 'UNDELIV', '012', {
+			receipted_message_id: '303A', message_state: 5 }))).command_status, 0);
+		const rcpt = await t.alice.wait((l) => l.startsWith('RCPT '), 'the line receipt');
+		assert.equal(rcpt, `RCPT ${lineId} DELIVRD 000 2611261832`);
+		await L.until(() => esme.got.length === 1, WAIT, 'the ESME\'s receipt');
+		const p = esme.got[0];
+		assert.equal(p.esm_class & 0x3c, 0x04);
+		assert.equal(p.receipted_message_id, esmeId);
+		assert.equal(p.message_state, 5);
+		const text = L.text(p);
+		assert.match(text, new RegExp(`^id:${esmeId} `));
+		assert.match(text, / stat:UNDELIV err:012 /);
+		assert.match(text, / done date:2611261832 /);
+		// The final receipts took their entries: once more, unmatched.
+		assert.equal((await t.sim.deliver(receipt('12345', 'DELIVRD', '000'))).command_status, 0);
+		m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'receipts_matched_total'), 3);
+		assert.equal(metric(m, 'receipts_unmatched_total'), 1);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
+		await L.sleep(300);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('RCPT ')).length, 1);
+		assert.equal(esme.got.length, 1);
+	} finally {
+		esme.s.close();
+		await teardown(t);
+	}
+});

@@ -1,0 +1,275 @@
+/* test_esme_in.c: what an upstream session takes from the SMS centre: a flood of MOs read a window at a time, a receipt matched and relayed with our id. */
+#include <check.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "mailbox.h"
+#include "msg.h"
+#include "proto.h"
+#include "reactor.h"
+#include "route.h"
+#include "smpp_pdu.h"
+#include "upstream.h"
+#include "upstream_int.h"
+#include "helpers.h"
+#include "suites.h"
+
+#define METRICS_ONLY							\
+	"listeners = ( { name = \"m\"; address = \"127.0.0.1\"; "		\
+	"port = 0; protocol = \"metrics\"; } );\n"
+#define MO_WINDOW	3
+#define MO_COUNT	10
+
+static struct upstream_conf uc = {
+	.name = "opT", .host = "127.0.0.1", .address = "127.0.0.1",
+	.port = 2775, .bind = UPSTREAM_BIND_TRANSCEIVER, .system_id = "erd",
+	.password = "secret", .sessions = 1, .window = MO_WINDOW,
+	.enquire_link_interval = 30, .response_timeout = 10,
+	.reconnect_min = 1, .reconnect_max = 60,
+	.receipt_id = UPSTREAM_RECEIPT_AUTO,
+};
+
+static struct proto esme;
+
+static void
+esme_test_open(struct conn *c)
+{
+	upstream_fuzz_attach(c, &uc);
+}
+
+static void
+put_pdu(int fd, const struct smpp_pdu *p)
+{
+	uint8_t buf[512];
+	ssize_t n = smpp_encode(p, buf, sizeof(buf));
+
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(write(fd, buf, (size_t)n), n);
+}
+
+static void
+put_deliver(int fd, uint32_t seq, const char *dst, uint8_t esm,
+    const char *text)
+{
+	struct smpp_pdu p = { .command_id = SMPP_DELIVER_SM,
+	    .sequence_number = seq, .source_addr_ton = 1, .dest_addr_ton = 1,
+	    .esm_class = esm, .sm_length = (uint8_t)strlen(text),
+	    .short_message = (const uint8_t *)text };
+
+	snprintf(p.source_addr, sizeof(p.source_addr), "351911");
+	snprintf(p.destination_addr, sizeof(p.destination_addr), "%s", dst);
+	put_pdu(fd, &p);
+}
+
+/*
+ * The PDUs the session sent that fd has now (after the bind), as
+ * command_id and status pairs in cmds and sts; how many.
+ */
+static unsigned
+read_answers(int fd, uint32_t *cmds, uint32_t *sts, unsigned max)
+{
+	static uint8_t buf[65536];
+	static size_t have;
+	unsigned n = 0;
+	ssize_t r;
+
+	while ((r = read(fd, buf + have, sizeof(buf) - have)) > 0)
+		have += (size_t)r;
+	while (have >= 16 && n < max) {
+		uint32_t len, id, st, seq;
+
+		smpp_peek_header(buf, &len, &id, &st, &seq);
+		if (len > have)
+			break;
+		if (id != SMPP_BIND_TRANSCEIVER) {
+			cmds[n] = id;
+			sts[n++] = st;
+		}
+		memmove(buf, buf + len, have - len);
+		have -= len;
+	}
+	return n;
+}
+
+static void
+turns(struct reactor *r, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		reactor_run_once(r, 0);
+}
+
+/* The session, bound, on r (driven by this thread); its peer end *peer. */
+static struct conn *
+esme_session(struct reactor *r, int *peer)
+{
+	struct smpp_pdu bresp = { .command_id = SMPP_BIND_TRANSCEIVER |
+	    SMPP_RESP, .sequence_number = 1 };
+	int sv[2];
+	struct conn *c;
+
+	esme = proto_esme;
+	esme.on_open = esme_test_open;
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, sv), 0);
+	atomic_fetch_add(&conn_live, 1);
+	c = conn_new(r, sv[0], &esme);
+	ck_assert_ptr_nonnull(c);
+	snprintf(bresp.system_id, sizeof(bresp.system_id), "sim");
+	put_pdu(sv[1], &bresp);
+	turns(r, 5);
+	*peer = sv[1];
+	return c;
+}
+
+static void
+esme_session_end(struct reactor *r, int peer)
+{
+	close(peer);
+	for (int i = 0; i < 1000 && conn_count(r) > 0; i++)
+		reactor_run_once(r, 0);
+	if (conn_count(r) > 0)
+		conn_close_all(r);
+	ck_assert_uint_eq(conn_count(r), 0);
+}
+
+/*
+ * MOs for a recipient on another reactor wait there for their verdicts:
+ * the session reads no more than its window of them meanwhile, and each
+ * is answered by its verdict (no route: the recipient is not there).
+ */
+START_TEST(mo_flood_read_a_window_at_a_time)
+{
+	struct config *cf = unit_config(METRICS_ONLY);
+	struct reactor *r0 = reactor_new(0, cf), *r1 = reactor_new(1, cf);
+	struct route_owner far = route_owner_conn((struct conn_handle){
+	    .reactor = 1, .slot = 7, .gen = 1 });
+	uint32_t cmds[MO_COUNT + 1], sts[MO_COUNT + 1];
+	unsigned posted = 0, answered = 0, n;
+	int peer;
+
+	ck_assert_int_eq(route_claim("+15551", &far), 0);
+	esme_session(r0, &peer);
+	for (uint32_t i = 0; i < MO_COUNT; i++)
+		put_deliver(peer, 10 + i, "15551", 0, "flood");
+	for (int round = 0; round < 50 && answered < MO_COUNT; round++) {
+		turns(r0, 5);
+		/* What reached the recipient's reactor: a window at most. */
+		n = mailbox_drain(&r1->mb, r1, MAILBOX_RUN);
+		ck_assert_uint_le(n, MO_WINDOW);
+		posted += n;
+		reactor_publish(r1);
+		turns(r0, 5);
+		n = read_answers(peer, cmds + answered, sts + answered,
+		    MO_COUNT + 1 - answered);
+		for (unsigned i = 0; i < n; i++) {
+			ck_assert_uint_eq(cmds[answered + i],
+			    SMPP_DELIVER_SM | SMPP_RESP);
+			ck_assert_uint_eq(sts[answered + i],
+			    SMPP_ESME_RINVDSTADR);
+		}
+		answered += n;
+		ck_assert_uint_le(answered, posted);
+	}
+	ck_assert_uint_eq(posted, MO_COUNT);
+	ck_assert_uint_eq(answered, MO_COUNT);
+	esme_session_end(r0, peer);
+	route_release("+15551", &far);
+	reactor_free(r1);
+	reactor_free(r0);
+	config_unref(cf);
+}
+END_TEST
+
+/* Reads what fd has until want came, driving r, for up to 5 s. */
+static bool
+line_until(struct reactor *r, int fd, const char *want, char *got,
+    size_t cap)
+{
+	size_t have = strlen(got);
+	uint64_t deadline = unit_now_ms() + 5000;
+	ssize_t n;
+
+	while (strstr(got, want) == NULL && unit_now_ms() < deadline) {
+		reactor_run_once(r, 10);
+		if ((n = read(fd, got + have, cap - 1 - have)) > 0)
+			have += (size_t)n;
+		got[have] = '\0';
+	}
+	return strstr(got, want) != NULL;
+}
+
+/*
+ * A receipt naming the SMSC's id in another form than its submit_sm_resp
+ * gave reaches the submitter (a line client with RECEIPTS ON) as a RCPT
+ * line with our id and the centre's stat, err and date; an intermediate
+ * one is not passed on, and once the final one took the entry the same
+ * receipt again matches nothing. Each is answered ESME_ROK.
+ */
+START_TEST(receipt_matched_to_line_client)
+{
+	struct config *cf = unit_config(METRICS_ONLY);
+	struct reactor *r0 = reactor_new(0, cf);
+	const char *fmt = "id:%s sub:001 dlvrd:001 submit date:2611261830 "
+	    "done date:2611261831 stat:%s err:%s text:hi";
+	struct msg *m = msg_new(2);
+	uint32_t cmds[4], sts[4];
+	char got[1024] = "", text[160];
+	int peer, lv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, lv), 0);
+	atomic_fetch_add(&conn_live, 1);
+	ck_assert_ptr_nonnull(conn_new(r0, lv[0], &proto_router));
+	ck_assert_int_eq(write(lv[1], "LOGIN alice\nRECEIPTS ON\n", 24), 24);
+	ck_assert_msg(line_until(r0, lv[1], "OK RECEIPTS ON\n", got,
+	    sizeof(got)), "got: %s", got);
+	/* Message 42 went to opT, which called it "3039". */
+	m->id = 42;
+	m->registered_delivery = 1;
+	snprintf(m->reply_to, sizeof(m->reply_to), "alice");
+	snprintf(m->to, sizeof(m->to), "+351911");
+	esme_receipt_record(cf, &uc, "3039", 4, m);
+	free(m);
+	esme_session(r0, &peer);
+	snprintf(text, sizeof(text), fmt, "12345", "ENROUTE", "000");
+	put_deliver(peer, 20, "alice", 0x04, text);
+	snprintf(text, sizeof(text), fmt, "0000012345", "DELIVRD", "000");
+	put_deliver(peer, 21, "alice", 0x04, text);
+	ck_assert_msg(line_until(r0, lv[1], "RCPT 42 DELIVRD 000 2611261831\n",
+	    got, sizeof(got)), "got: %s", got);
+	put_deliver(peer, 22, "alice", 0x04, text);
+	turns(r0, 20);
+	ck_assert_uint_eq(read_answers(peer, cmds, sts, 4), 3);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert(cmds[i] == (SMPP_DELIVER_SM | SMPP_RESP) &&
+		    sts[i] == SMPP_ESME_ROK);
+	/* One RCPT line only: not the ENROUTE, not the unmatched repeat. */
+	ck_assert_ptr_null(strstr(strstr(got, "RCPT") + 4, "RCPT"));
+	ck_assert_ptr_null(strstr(got, "MSG"));
+	ck_assert_uint_eq(upstream_receipt_ids(), 0);
+	close(lv[1]);
+	esme_session_end(r0, peer);
+	reactor_free(r0);
+	config_unref(cf);
+}
+END_TEST
+
+Suite *
+esme_in_suite(void)
+{
+	Suite *s = suite_create("esme_in");
+	TCase *tc = tcase_create("esme_in");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, mo_flood_read_a_window_at_a_time);
+	tcase_add_test(tc, receipt_matched_to_line_client);
+	suite_add_tcase(s, tc);
+	return s;
+}

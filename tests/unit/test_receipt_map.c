@@ -1,0 +1,368 @@
+/* test_receipt_map.c: SMS centres' message ids in their forms, the receipt id map's bounds, and receipt texts read. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "receipt_map.h"
+#include "smpp_receipt.h"
+#include "helpers.h"
+#include "suites.h"
+
+#define METRICS								\
+	"listeners = ( { name = \"m\"; address = \"127.0.0.1\"; port = 0; "	\
+	"protocol = \"metrics\"; } );\n"
+
+static const struct receipt_limits big = { .limit = 1000, .expiry = 0 };
+
+/* Files id as from a submit_sm_resp, for our message our. */
+static void
+file(struct receipt_map *map, const char *up, unsigned form, const char *id,
+    uint64_t our, uint64_t now, const struct receipt_limits *lim)
+{
+	struct receipt_orig o = { .id = our };
+
+	snprintf(o.reply_to, sizeof(o.reply_to), "sub%llu",
+	    (unsigned long long)our);
+	ck_assert_int_eq(receipt_map_add(map, up, form, id, strlen(id), &o,
+	    now, lim), 0);
+}
+
+/* Our id the receipt naming id finds, or 0; an intermediate lookup. */
+static uint64_t
+peek(struct receipt_map *map, const char *up, unsigned form, const char *id,
+    uint64_t now, const struct receipt_limits *lim)
+{
+	struct receipt_orig o;
+
+	if (!receipt_map_find(map, up, form, id, strlen(id), false, now, lim,
+	    &o))
+		return 0;
+	return o.id;
+}
+
+/* Whether a receipt with rid finds the message filed under sid in form. */
+static bool
+matches(unsigned form, const char *sid, const char *rid)
+{
+	struct receipt_map *map = receipt_map_new();
+	uint64_t got;
+
+	file(map, "opA", form, sid, 42, 1, &big);
+	got = peek(map, "opA", form, rid, 1, &big);
+	receipt_map_free(map);
+	return got == 42;
+}
+
+/* "auto" matches every form a centre uses for the same id. */
+START_TEST(auto_matches_every_form)
+{
+	/* The same string; zero-padded; hex of the decimal id. */
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "12345", "12345"));
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "12345", "0000012345"));
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "12345", "3039"));
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "0000012345", "3039"));
+	/* Decimal of a hex id, either case of its digits. */
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "3039", "12345"));
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "ABCDEF", "abcdef"));
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "abcdef", "00ABCDEF"));
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "ABCDEF", "11259375"));
+	/* Ids that are no number match as text, case aside. */
+	ck_assert(matches(UPSTREAM_RECEIPT_AUTO, "msg-7Qz", "MSG-7qz"));
+	ck_assert(!matches(UPSTREAM_RECEIPT_AUTO, "msg-7Qz", "msg-7Q"));
+	ck_assert(!matches(UPSTREAM_RECEIPT_AUTO, "12345", "12346"));
+}
+END_TEST
+
+/* A fixed form matches its own relation only. */
+START_TEST(fixed_forms)
+{
+	ck_assert(matches(UPSTREAM_RECEIPT_SAME, "AbC123", "AbC123"));
+	ck_assert(!matches(UPSTREAM_RECEIPT_SAME, "AbC123", "abc123"));
+	ck_assert(!matches(UPSTREAM_RECEIPT_SAME, "12345", "0000012345"));
+	ck_assert(!matches(UPSTREAM_RECEIPT_SAME, "12345", "3039"));
+
+	ck_assert(matches(UPSTREAM_RECEIPT_HEX, "12345", "3039"));
+	ck_assert(matches(UPSTREAM_RECEIPT_HEX, "0000012345", "00003039"));
+	ck_assert(matches(UPSTREAM_RECEIPT_HEX, "255", "FF"));
+	ck_assert(matches(UPSTREAM_RECEIPT_HEX, "255", "ff"));
+	ck_assert(!matches(UPSTREAM_RECEIPT_HEX, "12345", "12345"));
+
+	ck_assert(matches(UPSTREAM_RECEIPT_DEC, "3039", "12345"));
+	ck_assert(matches(UPSTREAM_RECEIPT_DEC, "3039", "0012345"));
+	ck_assert(matches(UPSTREAM_RECEIPT_DEC, "ff", "255"));
+	ck_assert(matches(UPSTREAM_RECEIPT_DEC, "FF", "255"));
+	ck_assert(!matches(UPSTREAM_RECEIPT_DEC, "3039", "3039"));
+
+	/* An id with no value in the form's sense falls back to its text. */
+	ck_assert(matches(UPSTREAM_RECEIPT_HEX, "x-1", "x-1"));
+	ck_assert(matches(UPSTREAM_RECEIPT_DEC, "x-1", "x-1"));
+}
+END_TEST
+
+/* The keys themselves: values within 64 bits, text up to 64 characters. */
+START_TEST(keys_bounds)
+{
+	struct receipt_key k[RECEIPT_KEYS_MAX];
+	char long_id[RECEIPT_ID_MAX + 2];
+
+	ck_assert_uint_eq(receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "", 0,
+	    k), 0);
+	memset(long_id, '7', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	ck_assert_uint_eq(receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false,
+	    long_id, RECEIPT_ID_MAX + 1, k), 0);
+	/* 64 digits: text only (no value fits 64 bits). */
+	ck_assert_uint_eq(receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false,
+	    long_id, RECEIPT_ID_MAX, k), 1);
+	ck_assert_int_eq(k[0].kind, RECEIPT_KEY_STR);
+	/* The largest values fit; one more digit does not. */
+	ck_assert_uint_eq(receipt_id_keys(UPSTREAM_RECEIPT_DEC, true,
+	    "18446744073709551615", 20, k), 1);
+	ck_assert_int_eq(k[0].kind, RECEIPT_KEY_VAL);
+	ck_assert(k[0].val == UINT64_MAX);
+	ck_assert_uint_eq(receipt_id_keys(UPSTREAM_RECEIPT_DEC, true,
+	    "18446744073709551616", 20, k), 1);
+	ck_assert_int_eq(k[0].kind, RECEIPT_KEY_STR);
+	ck_assert_uint_eq(receipt_id_keys(UPSTREAM_RECEIPT_HEX, true,
+	    "0000FFFFFFFFFFFFFFFF", 20, k), 1);
+	ck_assert(k[0].kind == RECEIPT_KEY_VAL && k[0].val == UINT64_MAX);
+	ck_assert_uint_eq(receipt_id_keys(UPSTREAM_RECEIPT_HEX, true,
+	    "1FFFFFFFFFFFFFFFF", 17, k), 1);
+	ck_assert_int_eq(k[0].kind, RECEIPT_KEY_STR);
+	/* "0" is the same value in both bases: one value key. */
+	ck_assert_uint_eq(receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "0", 1,
+	    k), 2);
+}
+END_TEST
+
+/* An upstream's ids are its own: another's same id is another message. */
+START_TEST(map_per_upstream)
+{
+	struct receipt_map *map = receipt_map_new();
+
+	file(map, "opA", UPSTREAM_RECEIPT_AUTO, "100", 1, 1, &big);
+	file(map, "opB", UPSTREAM_RECEIPT_AUTO, "100", 2, 1, &big);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "100", 1,
+	    &big), 1);
+	ck_assert_uint_eq(peek(map, "opB", UPSTREAM_RECEIPT_AUTO, "0100", 1,
+	    &big), 2);
+	ck_assert_uint_eq(peek(map, "opC", UPSTREAM_RECEIPT_AUTO, "100", 1,
+	    &big), 0);
+	receipt_map_free(map);
+}
+END_TEST
+
+/* A final receipt takes the entry; an intermediate one leaves it. */
+START_TEST(map_final_takes)
+{
+	struct receipt_map *map = receipt_map_new();
+	struct receipt_orig o;
+
+	file(map, "opA", UPSTREAM_RECEIPT_AUTO, "3039", 7, 1, &big);
+	ck_assert(receipt_map_find(map, "opA", UPSTREAM_RECEIPT_AUTO, "12345",
+	    5, false, 1, &big, &o));
+	ck_assert_uint_eq(o.id, 7);
+	ck_assert_str_eq(o.reply_to, "sub7");
+	ck_assert_uint_eq(receipt_map_count(map), 1);
+	ck_assert(receipt_map_find(map, "opA", UPSTREAM_RECEIPT_AUTO, "3039",
+	    4, true, 1, &big, &o));
+	ck_assert_uint_eq(receipt_map_count(map), 0);
+	/* Each of its keys went with it. */
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "12345", 1,
+	    &big), 0);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "3039", 1,
+	    &big), 0);
+	receipt_map_free(map);
+}
+END_TEST
+
+/* Past limit the oldest go first; the count never passes limit. */
+START_TEST(map_limit_evicts_oldest)
+{
+	struct receipt_map *map = receipt_map_new();
+	const struct receipt_limits lim = { .limit = 100, .expiry = 0 };
+	char id[32];
+
+	for (unsigned i = 1; i <= 250; i++) {
+		snprintf(id, sizeof(id), "%u", 1000 + i);
+		file(map, "opA", UPSTREAM_RECEIPT_AUTO, id, i, 1, &lim);
+		ck_assert_uint_le(receipt_map_count(map), 100);
+	}
+	ck_assert_uint_eq(receipt_map_count(map), 100);
+	/* 1..150 were evicted, 151..250 are there. */
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "1150", 1,
+	    &lim), 0);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "1151", 1,
+	    &lim), 151);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "1250", 1,
+	    &lim), 250);
+	receipt_map_free(map);
+}
+END_TEST
+
+/* Entries older than expiry are not found, and go as time passes. */
+START_TEST(map_expiry)
+{
+	struct receipt_map *map = receipt_map_new();
+	const struct receipt_limits lim = { .limit = 1000, .expiry = 60 };
+
+	file(map, "opA", UPSTREAM_RECEIPT_AUTO, "1", 1, 100, &lim);
+	file(map, "opA", UPSTREAM_RECEIPT_AUTO, "2", 2, 130, &lim);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "1", 159,
+	    &lim), 1);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "1", 160,
+	    &lim), 0);
+	ck_assert_uint_eq(receipt_map_count(map), 1);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "2", 160,
+	    &lim), 2);
+	/* Adding drops the expired too. */
+	file(map, "opA", UPSTREAM_RECEIPT_AUTO, "3", 3, 500, &lim);
+	ck_assert_uint_eq(receipt_map_count(map), 1);
+	receipt_map_free(map);
+}
+END_TEST
+
+/* The newest of two entries with one key is found, and many keys hash apart. */
+START_TEST(map_many)
+{
+	struct receipt_map *map = receipt_map_new();
+	const struct receipt_limits lim = { .limit = 50000, .expiry = 0 };
+	char id[32];
+
+	for (unsigned i = 1; i <= 50000; i++) {
+		snprintf(id, sizeof(id), "%x", i * 7919);
+		file(map, "opA", UPSTREAM_RECEIPT_DEC, id, i, 1, &lim);
+	}
+	for (unsigned i = 1; i <= 50000; i += 97) {
+		snprintf(id, sizeof(id), "%u", i * 7919);
+		ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_DEC, id,
+		    1, &lim), i);
+	}
+	file(map, "opA", UPSTREAM_RECEIPT_DEC, "a", 99, 1, &lim);
+	file(map, "opA", UPSTREAM_RECEIPT_DEC, "A", 100, 1, &lim);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_DEC, "10", 1,
+	    &lim), 100);
+	receipt_map_free(map);
+}
+END_TEST
+
+/* A receipt's text: its fields in any case, whatever is absent empty. */
+START_TEST(receipt_text_parsed)
+{
+	const char *t = "id:0000012345 sub:001 dlvrd:001 "
+	    "submit date:2611261830 done date:2611261831 stat:DELIVRD err:000 text:Hello there";
+	struct smpp_receipt_text f;
+
+	ck_assert_int_eq(smpp_receipt_parse((const uint8_t *)t, strlen(t), &f),
+	    0);
+	ck_assert_str_eq(f.id, "0000012345");
+	ck_assert_str_eq(f.sub, "001");
+	ck_assert_str_eq(f.dlvrd, "001");
+	ck_assert_str_eq(f.submit_date, "2611261830");
+	ck_assert_str_eq(f.done_date, "2611261831");
+	ck_assert_str_eq(f.stat, "DELIVRD");
+	ck_assert_str_eq(f.err, "000");
+	ck_assert_str_eq(f.text, "Hello there");
+	t = "ID:3039 STAT:UNDELIV ERR:012";
+	ck_assert_int_eq(smpp_receipt_parse((const uint8_t *)t, strlen(t), &f),
+	    0);
+	ck_assert_str_eq(f.id, "3039");
+	ck_assert_str_eq(f.stat, "UNDELIV");
+	ck_assert_str_eq(f.err, "012");
+	ck_assert_str_eq(f.done_date, "");
+	/* No id, an empty one, or "id:" inside a word: none. */
+	t = "stat:DELIVRD err:000";
+	ck_assert_int_eq(smpp_receipt_parse((const uint8_t *)t, strlen(t), &f),
+	    -1);
+	t = "id: stat:DELIVRD";
+	ck_assert_int_eq(smpp_receipt_parse((const uint8_t *)t, strlen(t), &f),
+	    -1);
+	t = "valid:7 stat:DELIVRD";
+	ck_assert_int_eq(smpp_receipt_parse((const uint8_t *)t, strlen(t), &f),
+	    -1);
+	/* A field too long for its place is left out. */
+	t = "id:1 stat:DELIVEREDXX err:000";
+	ck_assert_int_eq(smpp_receipt_parse((const uint8_t *)t, strlen(t), &f),
+	    0);
+	ck_assert_str_eq(f.stat, "");
+}
+END_TEST
+
+/* Parsing never reads past the text (it ends at a PROT_NONE page). */
+START_TEST(receipt_text_bounded)
+{
+	const char *t = "id:12 stat:DELIVRD err:0";
+	struct unit_guard g;
+	struct smpp_receipt_text f;
+
+	for (size_t n = 0; n <= strlen(t); n++) {
+		uint8_t *p = unit_guarded(t, n, &g);
+
+		smpp_receipt_parse(p, n, &f);
+		unit_guard_free(&g);
+	}
+	ck_assert_str_eq(f.err, "0");
+}
+END_TEST
+
+START_TEST(receipt_states)
+{
+	ck_assert_uint_eq(smpp_receipt_state("DELIVRD"), SMPP_STATE_DELIVERED);
+	ck_assert_uint_eq(smpp_receipt_state("undeliv"),
+	    SMPP_STATE_UNDELIVERABLE);
+	ck_assert_uint_eq(smpp_receipt_state("REJECTD"), SMPP_STATE_REJECTED);
+	ck_assert_uint_eq(smpp_receipt_state("ENROUTE"), SMPP_STATE_ENROUTE);
+	ck_assert_uint_eq(smpp_receipt_state("bogus"), 0);
+	ck_assert_str_eq(smpp_receipt_stat(SMPP_STATE_EXPIRED), "EXPIRED");
+	ck_assert_str_eq(smpp_receipt_stat(200), "UNKNOWN");
+	ck_assert(smpp_receipt_final(SMPP_STATE_DELIVERED));
+	ck_assert(smpp_receipt_final(SMPP_STATE_REJECTED));
+	ck_assert(!smpp_receipt_final(SMPP_STATE_ENROUTE));
+	ck_assert(!smpp_receipt_final(SMPP_STATE_ACCEPTED));
+	ck_assert(!smpp_receipt_final(0));
+}
+END_TEST
+
+/* upstream_receipts: its defaults, values and bounds. */
+START_TEST(config_receipts)
+{
+	struct config *cf = unit_config(METRICS
+	    "upstream_receipts = { limit = 10; expiry = 0; };\n");
+
+	ck_assert_uint_eq(cf->upstream_receipts.limit, 10);
+	ck_assert_uint_eq(cf->upstream_receipts.expiry, 0);
+	config_unref(cf);
+	cf = unit_config(METRICS);
+	ck_assert_uint_eq(cf->upstream_receipts.limit, 1000000);
+	ck_assert_uint_eq(cf->upstream_receipts.expiry, 172800);
+	config_unref(cf);
+	unit_expect_one_error(METRICS
+	    "upstream_receipts = { limit = 0; };\n", 2, "limit");
+	unit_expect_one_error(METRICS
+	    "upstream_receipts = { expiry = -1; };\n", 2, "expiry");
+}
+END_TEST
+
+Suite *
+receipt_map_suite(void)
+{
+	Suite *s = suite_create("receipt_map");
+	TCase *tc = tcase_create("receipt_map");
+
+	tcase_add_test(tc, auto_matches_every_form);
+	tcase_add_test(tc, fixed_forms);
+	tcase_add_test(tc, keys_bounds);
+	tcase_add_test(tc, map_per_upstream);
+	tcase_add_test(tc, map_final_takes);
+	tcase_add_test(tc, map_limit_evicts_oldest);
+	tcase_add_test(tc, map_expiry);
+	tcase_add_test(tc, map_many);
+	tcase_add_test(tc, receipt_text_parsed);
+	tcase_add_test(tc, receipt_text_bounded);
+	tcase_add_test(tc, receipt_states);
+	tcase_add_test(tc, config_receipts);
+	suite_add_tcase(s, tc);
+	return s;
+}
