@@ -13,6 +13,7 @@
 #include "receipt_map.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
+#include "store.h"
 #include "upstream.h"
 #include "upstream_int.h"
 #include "util.h"
@@ -67,11 +68,17 @@ esme_receipt_record(const struct config *cf, const struct upstream_conf *uc,
 	    .registered_delivery = m->registered_delivery,
 	    .src_ton = m->src_ton, .src_npi = m->src_npi,
 	    .dst_ton = m->dst_ton, .dst_npi = m->dst_npi };
+	struct receipt_key keys[RECEIPT_KEYS_MAX];
+	unsigned n = receipt_id_keys(uc->receipt_id, false, id, len, keys);
 
 	snprintf(o.reply_to, sizeof(o.reply_to), "%s", m->reply_to);
 	snprintf(o.to, sizeof(o.to), "%s", m->to);
 	memcpy(o.src_addr, m->src_addr, sizeof(o.src_addr));
 	memcpy(o.dst_addr, m->dst_addr, sizeof(o.dst_addr));
+
+	/* With a store, a restart or an evicted entry loses no receipt. */
+	if (n > 0 && store_rcpt_on())
+		store_rcpt_file(uc->name, keys, n, &o);
 	if (receipt_map_add(receipts_map(), uc->name, uc->receipt_id, id, len,
 	    &o, receipts_now(), &lim) < 0)
 		log_debug("upstream %s: message %llu: no receipt can match "
@@ -192,8 +199,98 @@ receipt_wanted(const struct receipt_orig *o, uint8_t state)
 	return rd == 1 || (rd == 2 && state != SMPP_STATE_DELIVERED);
 }
 
-/* A receipt: to its submitter with our id, or counted as unmatched. */
+static void mo_update_hold(struct conn *c, struct upstream_sess *s);
+
+/* A receipt matched (or not) to o: counted, and relayed if asked for. */
 static void
+receipt_settle(struct reactor *r, struct upstream_sess *s, const char *id,
+    const struct smpp_receipt_text *f, uint8_t state,
+    const struct receipt_orig *o)
+{
+	if (o == NULL) {
+		atomic_fetch_add(&s->stat->receipts_unmatched, 1);
+		log_debug("upstream %s: link %u: receipt for \"%s\" (stat %s), "
+		    "an id of no message of ours: dropped", s->uc->name,
+		    s->link, id, f->stat[0] ? f->stat : "none");
+		return;
+	}
+	atomic_fetch_add(&s->stat->receipts_matched, 1);
+	if (receipt_wanted(o, state))
+		deliver_forward(r, receipt_relay(r, o, f, state));
+}
+
+/* A receipt looked up in the store: what it needs when the answer comes. */
+struct rcpt_wait {
+	struct store_rcpt_req q;	/* first: the store's part */
+	struct conn_handle conn;
+	uint32_t cmd, seq;
+	uint8_t	state;
+	char	id[RECEIPT_ID_MAX + 1];
+	struct smpp_receipt_text f;
+	struct receipt_key keys[RECEIPT_KEYS_MAX];
+	struct receipt_orig o;
+};
+
+/*
+ * The store's answer, on the session's reactor: settled and answered as
+ * at once from memory. A session gone meanwhile answers nothing: the
+ * centre sends the receipt again.
+ */
+static void
+rcpt_found(void *owner, void *arg, enum mailbox_status st)
+{
+	struct rcpt_wait *w = arg;
+	struct conn *c;
+	struct upstream_sess *s;
+
+	if (st == MAILBOX_RUN && (c = conn_resolve(owner, &w->conn)) != NULL &&
+	    (s = c->pdata) != NULL && s->mo_pending > 0) {
+		s->mo_pending--;
+		if (s->state != UPSTREAM_CLOSING) {
+			receipt_settle(c->r, s, w->id, &w->f, w->state,
+			    w->q.found ? &w->o : NULL);
+			esme_answer_deliver(c, w->cmd, SMPP_ESME_ROK, w->seq);
+		}
+		mo_update_hold(c, s);
+	}
+	free(w);
+}
+
+/*
+ * Not in memory (evicted, or filed before a restart): the store is asked,
+ * and the answer waits; the window bounds such waits as it bounds MOs.
+ */
+static void
+receipt_ask_store(struct conn *c, struct upstream_sess *s,
+    const struct smpp_pdu *p, const char *id,
+    const struct smpp_receipt_text *f, uint8_t state)
+{
+	struct rcpt_wait *w = xcalloc(1, sizeof(*w));
+
+	w->q.done = rcpt_found;
+	w->q.reactor = c->r->id;
+	snprintf(w->q.upstream, sizeof(w->q.upstream), "%s", s->uc->name);
+	w->q.nkeys = receipt_id_keys(s->uc->receipt_id, true, id, strlen(id),
+	    w->keys);
+	w->q.keys = w->keys;
+	w->q.take = smpp_receipt_final(state);
+	w->q.o = &w->o;
+	w->conn = conn_handle(c);
+	w->cmd = p->command_id;
+	w->seq = p->sequence_number;
+	w->state = state;
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->f = *f;
+	s->mo_pending++;
+	mo_update_hold(c, s);
+	store_rcpt_find(&w->q);
+}
+
+/*
+ * A receipt: to its submitter with our id, or counted as unmatched.
+ * false: it waits for the store, which answers the centre later.
+ */
+static bool
 esme_receipt(struct conn *c, struct upstream_sess *s,
     const struct smpp_pdu *p, const struct smpp_receipt_text *f)
 {
@@ -202,20 +299,22 @@ esme_receipt(struct conn *c, struct upstream_sess *s,
 	    p->receipted_message_id : f->id;
 	uint8_t state = (p->tlvs & SMPP_TLV_MESSAGE_STATE) ?
 	    p->message_state_tlv : smpp_receipt_state(f->stat);
+	bool final = smpp_receipt_final(state);
 	struct receipt_orig o;
 
-	if (!receipt_map_find(receipts_map(), s->uc->name, s->uc->receipt_id,
-	    id, strlen(id), smpp_receipt_final(state), receipts_now(), &lim,
-	    &o)) {
-		atomic_fetch_add(&s->stat->receipts_unmatched, 1);
-		log_debug("upstream %s: link %u: receipt for \"%s\" (stat %s), "
-		    "an id of no message of ours: dropped", s->uc->name,
-		    s->link, id, f->stat[0] ? f->stat : "none");
-		return;
+	if (receipt_map_find(receipts_map(), s->uc->name, s->uc->receipt_id,
+	    id, strlen(id), final, receipts_now(), &lim, &o)) {
+		if (final && store_rcpt_on())
+			store_rcpt_forget(o.id);
+		receipt_settle(c->r, s, id, f, state, &o);
+		return true;
 	}
-	atomic_fetch_add(&s->stat->receipts_matched, 1);
-	if (receipt_wanted(&o, state))
-		deliver_forward(c->r, receipt_relay(c->r, &o, f, state));
+	if (store_rcpt_on() && id[0] != '\0') {
+		receipt_ask_store(c, s, p, id, f, state);
+		return false;
+	}
+	receipt_settle(c->r, s, id, f, state, NULL);
+	return true;
 }
 
 /* The status that answers a message from the centre, by its verdict. */
@@ -378,9 +477,9 @@ esme_deliver(struct conn *c, const struct smpp_pdu *p)
 
 	if (pdu_is_receipt(p, &f)) {
 		/* Handed on or dropped: either way the centre is done. */
-		esme_receipt(c, s, p, &f);
-		esme_answer_deliver(c, p->command_id, SMPP_ESME_ROK,
-		    p->sequence_number);
+		if (esme_receipt(c, s, p, &f))
+			esme_answer_deliver(c, p->command_id, SMPP_ESME_ROK,
+			    p->sequence_number);
 		return;
 	}
 	esme_mo(c, s, p);

@@ -1121,6 +1121,7 @@ tick(struct service *svc, void *arg)
 		}
 		publish_stats();
 		store_purge_old(now);
+		store_rcpt_purge(now);
 	}
 	marks_retry();
 	store_group_commit();
