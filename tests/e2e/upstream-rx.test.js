@@ -162,6 +162,11 @@ test('receipts for ids never sent are answered ESME_ROK, counted unmatched, deli
 		const m = await L.scrape(t.d.ports.metrics);
 		assert.equal(metric(m, 'receipts_unmatched_total'), 3);
 		assert.equal(metric(m, 'receipts_matched_total'), 0);
+		// The stats line (SIGUSR1) counts them too.
+		const before = t.d.log.length;
+		t.d.child.kill('SIGUSR1');
+		await L.until(() => / upstream_opA_receipts_matched=0 upstream_opA_receipts_unmatched=3/
+			.test(t.d.log.slice(before)), WAIT, 'stats line');
 		assert.equal(metric(m, 'mo_routed_total'), 1);
 		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
 	} finally {
