@@ -542,6 +542,24 @@ deliver_owned(struct reactor *r, struct msg *m, const char *to)
 }
 
 /*
+ * With a store, a message for upstreams is on disk before its sender
+ * hears OK: the store hands it to them and keeps it until an SMSC took
+ * it. Not a JetStream store: every node reads it, and each would send
+ * the backlog to its own sessions. true: the store took m.
+ */
+static bool
+deliver_upstream_stored(const struct config *cf, struct msg *m,
+    const char *to)
+{
+	if ((unsigned)m->recipient.kind != MSG_KIND_UPSTREAM ||
+	    !deliver_kind_on(MSG_KIND_STORE) || (m->flags & MSG_F_STORED) ||
+	    cf->store.jetstream)
+		return false;
+	deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
+	return true;
+}
+
+/*
  * Delivers m on this reactor, posts it to the recipient's, or gives it to
  * the store. Returns the verdict, or MSG_PENDING once posted.
  */
@@ -564,6 +582,8 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 		free(m);
 		return MSG_UNAVAILABLE;
 	}
+	if (held && deliver_upstream_stored(r->cf, m, to))
+		return MSG_PENDING;
 	/* Held by a registered kind of owner (not a connection of ours). */
 	if (held && m->recipient.kind != ROUTE_OWNER_CONN)
 		return deliver_owned(r, m, to);

@@ -585,6 +585,14 @@ store_put(struct msg *m, const char *account)
 	service_post(S.svc, &m->task);
 }
 
+/* Whether a's backlog is for a route's upstreams ("upstream:NAME"). */
+static bool
+acct_is_upstream(const struct store_acct *a)
+{
+	return strncmp(a->id, CONFIG_UPSTREAM_PREFIX,
+	    strlen(CONFIG_UPSTREAM_PREFIX)) == 0;
+}
+
 /* Hands messages of a to its sessions while there is room. */
 struct pump {
 	struct store_acct *a;
@@ -592,6 +600,7 @@ struct pump {
 	unsigned room;
 	bool	offline;
 	bool	remote;		/* through the cluster: nobody here has it */
+	bool	upstream;	/* a route's upstreams ("upstream:NAME") */
 };
 
 static int
@@ -630,6 +639,18 @@ pump_one(struct store_rec *rec, void *arg)
 		a->inflight[a->ninflight++] = m->id;
 		S.ninflight++;
 		deliver_to_kind(MSG_KIND_NODE, NULL, m, a->id);
+		return --p->room == 0;
+	}
+	if (p->upstream) {
+		/* The upstream kind picks a session; the outcome comes back. */
+		rec->m = NULL;
+		m->flags |= MSG_F_STORED | MSG_F_NO_VERDICT;
+		m->sender_kind = MSG_KIND_NONE;
+		m->store_acct = a;
+		m->attempts = rec->attempts;
+		a->inflight[a->ninflight++] = m->id;
+		S.ninflight++;
+		deliver_to_kind(MSG_KIND_UPSTREAM, NULL, m, a->id);
 		return --p->room == 0;
 	}
 	/*
@@ -681,8 +702,14 @@ pump(struct store_acct *a)
 		    S.ninflight >= STORE_INFLIGHT_MAX || a->nunwritten > 0 ||
 		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
 			return;
-		/* Held here, or (in a cluster) perhaps on another node. */
-		p.remote = !route_is_held(a->id);
+		/*
+		 * For upstreams: while any is bound (the kind picks). Held
+		 * here, or (in a cluster) perhaps on another node.
+		 */
+		p.upstream = acct_is_upstream(a);
+		p.remote = !p.upstream && !route_is_held(a->id);
+		if (p.upstream && !deliver_kind_up(MSG_KIND_UPSTREAM))
+			return;
 		if (p.remote && !(a->remote && deliver_kind_up(MSG_KIND_NODE)))
 			return;
 		p.room = STORE_ACCT_INFLIGHT - a->ninflight - a->nmarks;
@@ -756,7 +783,8 @@ backoff(uint32_t attempts)
 }
 
 /*
- * Writes k's final state into the open group (and the receipt it makes).
+ * Writes k's final state into the open group (and the receipt it makes:
+ * not for a message an SMSC took, whose receipt is the SMSC's to give).
  * false: it failed, and the account stays paused.
  */
 static bool
@@ -774,7 +802,8 @@ mark_write(struct store_acct *a, struct store_mark *k)
 	a->nunwritten--;
 	store_acct_leave(a, m);
 	store_final_add(a->id, m);
-	if (!(m->flags & MSG_F_VIA_NODE))
+	if (!(m->flags & MSG_F_VIA_NODE) && !(acct_is_upstream(a) &&
+	    k->state == MSG_STATE_DELIVERED))
 		store_receipt(m, k->state == MSG_STATE_DELIVERED ?
 		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
 	return true;

@@ -292,6 +292,12 @@ upstream_reactor_of(const char *name, unsigned link)
 	return reactor_of(name, link, nreactors);
 }
 
+unsigned
+upstream_nreactors(void)
+{
+	return nreactors;
+}
+
 static const struct upstream_conf *
 find_conf(const struct config *cf, const char *name)
 {

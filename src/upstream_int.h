@@ -190,6 +190,15 @@ void	upstream_sess_second(struct upstream_sess *s);
 /* The reactor that runs link of upstream name. Any thread. */
 unsigned upstream_reactor_of(const char *name, unsigned link);
 
+/*
+ * One more part within tps parts a second (a second's worth may go at
+ * once), now (ns, monotonic); *at is the pace, 0 at first. Any thread.
+ */
+bool	upstream_tps_take(_Atomic uint64_t *at, unsigned tps, uint64_t now);
+
+/* Reactors in all. Any thread. */
+unsigned upstream_nreactors(void);
+
 /* name's counters (no reference taken), or NULL. Any thread. */
 struct upstream_stat *upstream_stat_find(const char *name);
 
@@ -199,6 +208,13 @@ struct upstream_sess *upstream_sess_find(struct reactor *r,
 
 /* The reactor whose thread this is, or NULL for another thread. */
 struct reactor *upstream_self(void);
+
+/*
+ * Queues a message of text (UTF-8) on c's session, bound, as a route
+ * would (nobody waits for its verdict): for the fuzz target. Owning
+ * reactor only.
+ */
+void	upstream_fuzz_submit(struct conn *c, const char *text);
 
 /* Registers the upstream kind with deliver. Main thread, at start. */
 void	upstream_kind_register(void);

@@ -23,7 +23,7 @@
  */
 #define UPSTREAM_QUEUE_MAX	1024
 
-/* Sessions a message is handed to before its sender hears "down". */
+/* Sessions a message is handed to before its sender hears "busy". */
 #define UPSTREAM_MOVES_MAX	4
 
 /* The pause after ESME_RTHROTTLED or ESME_RMSGQFUL, ms. */
@@ -33,6 +33,8 @@
 #define UPSTREAM_ID_MAX		64
 
 static atomic_uint route_turn;	/* round_robin routes take turns */
+static atomic_uint links_up;	/* links that submit, all upstreams */
+static atomic_uint post_turn;	/* the reactor that picks for the store */
 
 /* ---- the pick ------------------------------------------------------------- */
 
@@ -99,17 +101,45 @@ job_free(struct upstream_job *j)
 	free(j);
 }
 
-/* The sender hears v (m goes back with it); j is freed. b: staged. */
+/*
+ * A stored message's outcome: taken or refused for good, it leaves the
+ * store; anything else, it waits there for another try.
+ */
+static enum msg_outcome
+job_outcome(enum msg_verdict v)
+{
+	switch (v) {
+	case MSG_OK:
+		return MSG_OUT_DELIVERED;
+	case MSG_REJECTED:
+	case MSG_UNFIT:
+	case MSG_TOO_LONG:
+		return MSG_OUT_FAILED;
+	default:
+		return MSG_OUT_RETURNED;
+	}
+}
+
+/*
+ * The sender hears v (m goes back with it), or the store what became of
+ * its message; j is freed. b: staged.
+ */
 static void
 job_answer(struct reactor_batch *b, struct upstream_job *j,
     enum msg_verdict v)
 {
 	struct msg *m = j->m;
 
-	m->verdict = v;
 	m->status = j->status;
 	j->m = NULL;
 	job_free(j);
+	if (m->flags & MSG_F_STORED) {
+		/* "Busy" makes the store pause before it tries again. */
+		m->verdict = v == MSG_OK ? MSG_OK : MSG_BUSY;
+		deliver_outcome(m, job_outcome(v));
+		return;
+	}
+	m->verdict = v;
 	if (b != NULL)
 		deliver_answer_in(b, m);
 	else
@@ -149,7 +179,10 @@ job_send(struct reactor_batch *b, const struct config *cf,
 		reactor_post_task(to, &j->task);
 }
 
-/* The kind's take: on the sender's reactor, in its turn (b). */
+/*
+ * The kind's take: on the sender's reactor, in its turn (b); from the
+ * store's thread, a reactor in turn picks, with its configuration.
+ */
 static void
 upstream_take(struct reactor_batch *b, struct msg *m, const char *to)
 {
@@ -158,7 +191,21 @@ upstream_take(struct reactor_batch *b, struct msg *m, const char *to)
 
 	(void)to;
 	j->m = m;
-	job_send(b, r != NULL ? r->cf : NULL, j);
+	if (r != NULL) {
+		job_send(b, r->cf, j);
+		return;
+	}
+	if ((r = reactor_get(atomic_fetch_add(&post_turn, 1) %
+	    upstream_nreactors())) == NULL) {
+		job_answer(b, j, MSG_UPSTREAM_DOWN);
+		return;
+	}
+	j->task.fn = job_arrive;
+	j->task.arg = j;
+	if (b != NULL)
+		reactor_batch_add(b, r, &j->task);
+	else
+		reactor_post_task(r, &j->task);
 }
 
 /*
@@ -250,6 +297,11 @@ job_arrive(void *owner, void *arg, enum mailbox_status st)
 		job_free(j);	/* exiting: nobody is left to answer */
 		return;
 	}
+	/* Not picked yet (from the store): this reactor picks. */
+	if (j->upstream[0] == '\0') {
+		job_send(&r->batch, r->cf, j);
+		return;
+	}
 	s = upstream_sess_find(r, j->upstream, j->link);
 	if (s == NULL || s->state != UPSTREAM_BOUND ||
 	    s->qlen >= UPSTREAM_QUEUE_MAX) {
@@ -268,25 +320,31 @@ job_arrive(void *owner, void *arg, enum mailbox_status st)
 /* ---- the session's window ----------------------------------------------- */
 
 /*
- * One more part within max_tps (parts per second over every session of
- * the upstream; a second's worth may go at once): the generic cell rate
- * algorithm on one atomic, so reactors need no lock.
+ * The generic cell rate algorithm on one atomic, so reactors need no
+ * lock: *at is when the pace allows the next part (ns).
  */
+bool
+upstream_tps_take(_Atomic uint64_t *at, unsigned tps, uint64_t now)
+{
+	uint64_t t = atomic_load(at), next, step = 1000000000u / tps;
+
+	do {
+		next = (t > now ? t : now) + step;
+		if (next > now + 1000000000u)
+			return false;
+	} while (!atomic_compare_exchange_weak(at, &t, next));
+	return true;
+}
+
+/* One more part within the upstream's max_tps, now. */
 static bool
 tps_take(struct upstream_stat *st, unsigned tps)
 {
 	struct timespec ts;
-	uint64_t now, at, next, step = 1000000000u / tps;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	at = atomic_load(&st->tps_at);
-	do {
-		next = (at > now ? at : now) + step;
-		if (next > now + 1000000000u)
-			return false;
-	} while (!atomic_compare_exchange_weak(&st->tps_at, &at, next));
-	return true;
+	return upstream_tps_take(&st->tps_at, tps,
+	    (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
 /*
@@ -425,6 +483,10 @@ upstream_sess_list(struct upstream_sess *s, bool on)
 	if (s->listed == on || s->link >= 128)
 		return;
 	s->listed = on;
+	if (on)
+		atomic_fetch_add(&links_up, 1);
+	else
+		atomic_fetch_sub(&links_up, 1);
 	if (on)
 		atomic_fetch_or(&s->stat->links_tx[s->link / 64], bit);
 	else
@@ -627,6 +689,33 @@ upstream_sess_second(struct upstream_sess *s)
 	upstream_sess_pump(s);
 }
 
+void
+upstream_fuzz_submit(struct conn *c, const char *text)
+{
+	struct upstream_sess *s = c->pdata;
+	struct upstream_job *j;
+	size_t n = strlen(text);
+
+	if (s == NULL || s->state != UPSTREAM_BOUND)
+		return;
+	j = xcalloc(1, sizeof(*j));
+	j->m = msg_new(n);
+	memcpy(j->m->text, text, n);
+	j->m->len = n;
+	j->m->flags = MSG_F_NO_VERDICT | MSG_F_LINE_TEXT;
+	j->m->sender_kind = MSG_KIND_NONE;
+	snprintf(j->m->from, sizeof(j->m->from), "fuzz");
+	snprintf(j->m->to, sizeof(j->m->to), "+351911000000");
+	snprintf(j->upstream, sizeof(j->upstream), "%s", s->uc->name);
+	if (job_encode(s, j) != MSG_OK) {
+		job_free(j);
+		return;
+	}
+	j->since_ms = c->r->now_ms;
+	queue_push(s, j, false);
+	upstream_sess_pump(s);
+}
+
 /* ---- the kind ----------------------------------------------------------- */
 
 static bool
@@ -635,9 +724,17 @@ upstream_kind_on(void)
 	return true;
 }
 
+/* Whether any upstream has a link that submits (the store waits else). */
+static bool
+upstream_kind_up(void)
+{
+	return atomic_load(&links_up) > 0;
+}
+
 static const struct deliver_kind_ops upstream_kind = {
 	.name = "upstream",
 	.on = upstream_kind_on,
+	.up = upstream_kind_up,
 	.take = upstream_take,
 };
 

@@ -265,6 +265,9 @@ test('with a store, a receipt matches after a restart: the SMSC id was kept on d
 		t.alice.sock.write('RECEIPTS ON\nSEND +351910000001 kept\n');
 		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
 		const id = ok.split(' ')[1];
+		// Stored first, then submitted: the SMSC's answer files its id.
+		await L.until(async () => L.val(await L.scrape(t.d.ports.metrics),
+			'echorouterd_upstream_receipt_ids') === 1, WAIT, 'the SMSC id filed');
 		t.alice.sock.destroy();
 		await L.stopDaemon(t.d);
 		t.d = null;

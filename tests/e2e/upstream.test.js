@@ -586,3 +586,185 @@ test('-t names a route\'s unknown upstream with its line', () => {
 	assert.ok(r.stderr.toString().includes(`echorouterd.conf:${line}: route "+351": no upstream named "opX"`),
 		r.stderr.toString());
 });
+
+// ---- store first: with a store, messages for upstreams wait on disk ---------
+
+const noStore = !/sqlite: yes/.test(execFileSync(BIN, ['-V']).toString()) &&
+	'built without SQLite (WITH_SQLITE=no)';
+
+function storeConf(port, db) {
+	return routeConf([{ name: 'opA', port, extra: 'response_timeout = 3;' }],
+		{ extra: `store = { path = "${db}"; sync = "full"; };` });
+}
+
+async function sendAll(d, n, tag) {
+	const c = await lineLogin(d);
+	for (let i = 0; i < n; i++)
+		c.sock.write(`SEND +35191000070${i} ${tag} ${i}\n`);
+	await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === n,
+		WAIT, `${n} OKs`);
+	c.sock.destroy();
+}
+
+test('with a store: sent while the upstream is down, acknowledged at once, delivered once when it is up', { skip: noStore }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-upstore-'));
+	const port = await L.freePort();
+	const d = await L.startDaemon(storeConf(port, path.join(dir, 'store.db')));
+	const sim = new SmscSim();
+	try {
+		// Nobody listens: the OKs mean "on disk".
+		await sendAll(d, 5, 'stored');
+		await sim.start(port);
+		await L.until(() => sim.taken().length === 5, WAIT, 'five delivered');
+		await L.sleep(1500);
+		const texts = sim.submits.map((x) => smsText(x.pdu)).sort();
+		assert.deepEqual(texts, [0, 1, 2, 3, 4].map((i) => `stored ${i}`));
+		// Gone from the store once the SMSC took them.
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_store_messages') === 0, WAIT, 'an empty store');
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('with a store: kill -9 with messages waiting for the upstream loses none; after the restart all are delivered', { skip: noStore }, async (t) => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-upstore-'));
+	const db = path.join(dir, 'store.db');
+	const port = await L.freePort();
+	// The SMSC takes the first two and never answers them: they are in
+	// flight when the daemon dies, and go again after the restart.
+	const sim = new SmscSim({ submitStatus: (p, n) => n < 2 ? null : 0 });
+	let d = await L.startDaemon(storeConf(port, db));
+	try {
+		await sendAll(d, 6, 'crash');
+		await sim.start(port);
+		// Four taken and gone from the store, two in flight.
+		await L.until(async () => sim.taken().length === 4 &&
+			L.val(await L.scrape(d.ports.metrics), 'echorouterd_store_messages') === 2,
+			WAIT, 'four delivered, two in flight');
+		d.child.kill('SIGKILL');
+		await L.until(() => d.exited !== null, WAIT, 'the kill');
+		fs.rmSync(d.dir, { recursive: true, force: true });
+		d = null;
+		await sim.stop();
+		const sim2 = new SmscSim();
+		await sim2.start(port);
+		d = await L.startDaemon(storeConf(port, db));
+		try {
+			// Taken before the kill, or after the restart: all six.
+			const taken = () => new Set([...sim.taken(), ...sim2.taken()]
+				.map((x) => smsText(x.pdu)));
+			await L.until(() => taken().size === 6, WAIT, 'all six after the restart');
+			// The two left unanswered went again.
+			assert.ok(sim2.taken().length >= 2, `${sim2.taken().length} after the restart`);
+			await L.sleep(1500);
+			const all = [...sim.submits, ...sim2.submits].map((x) => smsText(x.pdu));
+			const dups = all.length - new Set(all).size;
+			// At least once: what was in flight at the kill goes again,
+			// what the SMSC took (and the store recorded) does not.
+			t.diagnostic(`${all.length} submit_sm for 6 messages: ${dups} duplicates`);
+			assert.equal(dups, 2);
+			assert.equal(sim2.taken().length, 2);
+			assert.equal(new Set(sim2.taken().map((x) => smsText(x.pdu))).size, sim2.taken().length,
+				'none twice after the restart');
+		} finally {
+			await L.stopDaemon(d);
+			await sim2.stop();
+		}
+	} finally {
+		if (d && d.exited === null)
+			await L.stopDaemon(d).catch(() => {});
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('max_tps paces parts over all sessions of the upstream', async () => {
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'sessions = 2; max_tps = 2;' }]));
+	try {
+		await untilBound(d, 2, 'two sessions');
+		const c = await lineLogin(d);
+		for (let i = 0; i < 6; i++)
+			c.sock.write(`SEND +35191000080${i} paced ${i}\n`);
+		await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === 6,
+			WAIT, 'six OKs');
+		assert.equal(sim.taken().length, 6);
+		// A second's burst (2), then 2 a second: the sixth no sooner
+		// than about 2 s after the first, whichever session sent it.
+		const at = sim.submits.map((x) => x.at);
+		const span = Math.max(...at) - Math.min(...at);
+		assert.ok(span >= 1500, `six parts in ${span} ms`);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('SIGTERM with a submit unanswered: the session unbinds, the sender hears a temporary error, exit 0', async () => {
+	const sim = new SmscSim({ submitStatus: () => null });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910000900 never answered\n');
+		await L.until(() => sim.submits.length === 1, WAIT, 'the submit_sm');
+		d.child.kill('SIGTERM');
+		await c.wait((l) => /^ERR 503 \d+ upstream unavailable$/.test(l), 'ERR 503', WAIT);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+	assert.ok(sim.pdus.some((p) => p.command === 'unbind'), 'no unbind');
+});
+
+test('ESME_ROK with an empty or 70-octet message_id: delivered, warned of once, counted', async () => {
+	const sim = new SmscSim({ messageId: (n) => n === 0 ? '' : 'x'.repeat(70) });
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		c.sock.write('SEND +351910001000 no id\n');
+		c.sock.write('SEND +351910001001 long id\n');
+		await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === 2,
+			WAIT, 'two OKs');
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_bad_message_ids_total{upstream="opA"}'), 2);
+		assert.equal(count(d.log, /without a usable message_id/g), 1);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
+test('with a store: an SMPP submit with registered_delivery gets no DELIVRD receipt from the store when the SMSC takes it', { skip: noStore }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-upstore-'));
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const d = await L.startDaemon(storeConf(port, path.join(dir, 'store.db')));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const { s } = await L.bind(d.ports.smpp, 'bind_transceiver', 'esme1', 'pe');
+		const got = [];
+		s.on('deliver_sm', (pdu) => { got.push(pdu); s.send(pdu.response()); });
+		const r = await L.call(s, 'submit_sm', { destination_addr: '+351910001100',
+			short_message: 'receipt?', registered_delivery: 1 });
+		assert.equal(r.command_status, 0);
+		await L.until(() => sim.taken().length === 1, WAIT, 'the SMSC took it');
+		assert.equal(sim.submits[0].pdu.registered_delivery, 1);
+		// The SMSC's receipt is the one to come (not matched yet):
+		// the store makes none of its own for a message it handed on.
+		await L.sleep(1500);
+		assert.equal(got.length, 0, got.map((p) => L.text(p)).join('|'));
+		s.close();
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});

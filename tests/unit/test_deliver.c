@@ -288,10 +288,20 @@ fstore_request(struct msg_req *q)
 	fstore.req = q;
 }
 
+/* The fake store's take: counted apart from the fake kind's. */
+static int fstore_takes;
+
+static void
+fstore_take(struct reactor_batch *b, struct msg *m, const char *to)
+{
+	fstore_takes++;
+	fake_take(b, m, to);
+}
+
 static const struct deliver_kind_ops fstore_ops = {
 	.name = "fake store",
 	.on = fstore_on,
-	.take = fake_take,
+	.take = fstore_take,
 	.outcome = fstore_outcome,
 	.wake = fstore_wake,
 	.request = fstore_request,
@@ -337,6 +347,93 @@ START_TEST(test_deliver_store_seam)
 }
 END_TEST
 
+static const char *const upstream_conf =
+    "dispatchers = 1;\n"
+    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = 0;"
+    " protocol = \"router\"; } );\n"
+    "routes = ( { prefix = \"+351\"; to = [ \"upstream:opA\","
+    " \"upstream:opB\" ]; } );\n"
+    "upstreams = (\n"
+    "  { name = \"opA\"; host = \"127.0.0.1\"; system_id = \"e\"; },\n"
+    "  { name = \"opB\"; host = \"127.0.0.1\"; system_id = \"e\"; }\n"
+    ");\n";
+
+/* Sends a message to "to" from the fake kind; the one its take got. */
+static struct msg *
+upstream_send(struct reactor *r, const char *to, uint32_t flags)
+{
+	struct msg *m = fake_msg(to);
+
+	m->flags |= flags;
+	fake.takes = 0;
+	fake.taken = NULL;
+	ck_assert_int_eq(deliver_from(r, m), MSG_PENDING);
+	ck_assert_int_eq(fake.takes, 1);
+	ck_assert_ptr_eq(fake.taken, m);
+	return m;
+}
+
+/*
+ * A route to upstreams: the upstream kind takes the message, for the
+ * route's to; an owner of the very address comes first for a line
+ * client's message, the route first for an SMPP one (MSG_F_PREFIX_FIRST);
+ * with a store on (not JetStream), the store takes it first, for the same
+ * name.
+ */
+START_TEST(test_deliver_upstream_route)
+{
+	struct config *cf = unit_config(upstream_conf);
+	struct reactor *r = reactor_new(0, cf);
+	struct route_owner owner = {
+		.kind = (enum route_owner_kind)FAKE_KIND, .conn = { 1, 2, 3 },
+	};
+	struct msg *m;
+
+	memset(&fake, 0, sizeof(fake));
+	memset(&fstore, 0, sizeof(fstore));
+	ck_assert_int_eq(deliver_register(MSG_KIND_UPSTREAM, &fake_ops), 0);
+	ck_assert_int_eq(deliver_register(FAKE_KIND, &fake_ops), 0);
+	m = upstream_send(r, "+351911000000", 0);
+	ck_assert_uint_eq(m->recipient.kind, MSG_KIND_UPSTREAM);
+	ck_assert_str_eq(fake.taken_to, "upstream:opA");
+	free(m);
+
+	ck_assert_int_eq(route_claim("+351922000000", &owner), 0);
+	m = upstream_send(r, "+351922000000", 0);
+	ck_assert_uint_eq(m->recipient.kind, FAKE_KIND);
+	ck_assert_str_eq(fake.taken_to, "+351922000000");
+	free(m);
+	m = upstream_send(r, "+351922000000", MSG_F_PREFIX_FIRST);
+	ck_assert_uint_eq(m->recipient.kind, MSG_KIND_UPSTREAM);
+	free(m);
+	route_release("+351922000000", &owner);
+
+	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &fstore_ops), 0);
+	fstore.on = true;
+	fstore_takes = 0;
+	m = upstream_send(r, "+351911000000", 0);
+	ck_assert_int_eq(fstore_takes, 1);
+	ck_assert_str_eq(fake.taken_to, "upstream:opA");
+	free(m);
+	/* What the store hands out goes to the upstreams themselves. */
+	m = upstream_send(r, "+351911000000", MSG_F_STORED);
+	ck_assert_int_eq(fstore_takes, 1);
+	ck_assert_uint_eq(m->recipient.kind, MSG_KIND_UPSTREAM);
+	free(m);
+	/* A JetStream store, which every node reads: not stored first. */
+	cf->store.jetstream = true;
+	m = upstream_send(r, "+351911000000", 0);
+	ck_assert_int_eq(fstore_takes, 1);
+	free(m);
+
+	deliver_register(MSG_KIND_STORE, NULL);
+	deliver_register(MSG_KIND_UPSTREAM, NULL);
+	deliver_register(FAKE_KIND, NULL);
+	reactor_free(r);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 deliver_suite(void)
 {
@@ -352,6 +449,7 @@ deliver_suite(void)
 	tcase_add_test(tc, test_deliver_registered_kind);
 	tcase_add_test(tc, test_deliver_unregistered_kind);
 	tcase_add_test(tc, test_deliver_store_seam);
+	tcase_add_test(tc, test_deliver_upstream_route);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -9,6 +9,7 @@
 #include "smpp_pdu.h"
 #include "transport.h"
 #include "upstream.h"
+#include "upstream_int.h"
 #include "helpers.h"
 #include "suites.h"
 
@@ -317,6 +318,34 @@ START_TEST(config_route_upstreams_errors)
 }
 END_TEST
 
+/*
+ * max_tps: a second's worth at once, then one part every 1/tps second;
+ * an idle while saves up no more than a second's worth.
+ */
+START_TEST(tps_paces)
+{
+	_Atomic uint64_t at = 0;
+	const uint64_t s = 1000000000u, t0 = 100 * s;
+	unsigned n = 0;
+
+	ck_assert(upstream_tps_take(&at, 2, t0));
+	ck_assert(upstream_tps_take(&at, 2, t0));
+	ck_assert(!upstream_tps_take(&at, 2, t0));
+	ck_assert(!upstream_tps_take(&at, 2, t0 + s / 2 - 1));
+	ck_assert(upstream_tps_take(&at, 2, t0 + s / 2));
+	ck_assert(!upstream_tps_take(&at, 2, t0 + s / 2));
+	/* Idle a while: the burst is a second's, not more. */
+	for (int i = 0; i < 10; i++)
+		n += upstream_tps_take(&at, 2, t0 + 60 * s);
+	ck_assert_uint_eq(n, 2);
+	at = 0;
+	n = 0;
+	for (int i = 0; i < 5000; i++)
+		n += upstream_tps_take(&at, 1000, t0);
+	ck_assert_uint_eq(n, 1000);
+}
+END_TEST
+
 Suite *
 upstream_suite(void)
 {
@@ -333,6 +362,7 @@ upstream_suite(void)
 	tcase_add_test(tc, config_upstream_unique);
 	tcase_add_test(tc, config_route_upstreams_read);
 	tcase_add_test(tc, config_route_upstreams_errors);
+	tcase_add_test(tc, tps_paces);
 	suite_add_tcase(s, tc);
 	return s;
 }
