@@ -1143,7 +1143,7 @@ static const struct cfgroup upstream_group = {
 static const struct cfkey upstream_receipts_keys[] = {
 	{ .name = "limit", .type = CFK_UINT,
 	  FIELD(struct upstream_receipts_conf, limit), .min = 1,
-	  .max = 100000000, .def = 1000000, .doc = UP_DOC },
+	  .max = 100000000, .def = 200000, .doc = UP_DOC },
 	{ .name = "expiry", .type = CFK_UINT,
 	  FIELD(struct upstream_receipts_conf, expiry), .min = 0,
 	  .max = 31536000, .def = 172800, .doc = UP_DOC },

@@ -15,6 +15,7 @@
 #include "receipt_map.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
+#include "store.h"
 #include "upstream.h"
 #include "upstream_int.h"
 #include "util.h"
@@ -69,11 +70,17 @@ esme_receipt_record(const struct config *cf, const struct upstream_conf *uc,
 	    .registered_delivery = m->registered_delivery,
 	    .src_ton = m->src_ton, .src_npi = m->src_npi,
 	    .dst_ton = m->dst_ton, .dst_npi = m->dst_npi };
+	struct receipt_key keys[RECEIPT_KEYS_MAX];
+	unsigned n = receipt_id_keys(uc->receipt_id, false, id, len, keys);
 
 	snprintf(o.reply_to, sizeof(o.reply_to), "%s", m->reply_to);
 	snprintf(o.to, sizeof(o.to), "%s", m->to);
 	memcpy(o.src_addr, m->src_addr, sizeof(o.src_addr));
 	memcpy(o.dst_addr, m->dst_addr, sizeof(o.dst_addr));
+
+	/* With a store, a restart or an evicted entry loses no receipt. */
+	if (n > 0 && store_rcpt_on())
+		store_rcpt_file(uc->name, keys, n, &o);
 	if (receipt_map_add(receipts_map(), uc->name, uc->receipt_id, id, len,
 	    &o, receipts_now(), &lim) < 0)
 		log_debug("upstream %s: message %llu: no receipt can match "
@@ -194,6 +201,8 @@ receipt_wanted(const struct receipt_orig *o, uint8_t state)
 	return rd == 1 || (rd == 2 && state != SMPP_STATE_DELIVERED);
 }
 
+static void mo_update_hold(struct conn *c, struct upstream_sess *s);
+
 /* Counted, and said at debug: a receipt for none of our messages. */
 static void
 receipt_unmatched(const char *upstream, const char *id, const char *why)
@@ -215,33 +224,148 @@ receipt_cluster_done(const char *upstream, const char *id, bool matched)
 }
 
 /*
- * Looks the receipt's id up in the map, in the upstream's receipt_id
- * form (r's configuration bounds the map) and, matched, relays it to the
- * submitter; true if it was ours.
+ * A receipt that matches nothing on this node (memory, store): asked of
+ * the other nodes of a cluster, which may have submitted its message;
+ * else unmatched.
+ */
+static void
+receipt_elsewhere(const struct upstream_sess *s, const char *id,
+    uint8_t state, const uint8_t *text, size_t len)
+{
+	if (cluster_receipt_ask(s->uc->name, id, strlen(id), state, text, len,
+	    receipt_cluster_done)) {
+		log_debug("upstream %s: link %u: receipt for \"%s\" matches "
+		    "nothing here: asking the other nodes", s->uc->name,
+		    s->link, id);
+		return;
+	}
+	receipt_unmatched(s->uc->name, id, "");
+}
+
+/* A receipt matched to o: counted, and relayed if asked for. */
+static void
+receipt_settle(struct reactor *r, const char *upstream,
+    const struct smpp_receipt_text *f, uint8_t state,
+    const struct receipt_orig *o)
+{
+	struct upstream_stat *st = upstream_stat_find(upstream);
+
+	if (st != NULL)
+		atomic_fetch_add(&st->receipts_matched, 1);
+	if (receipt_wanted(o, state))
+		deliver_forward(r, receipt_relay(r, o, f, state));
+}
+
+/*
+ * Looks the receipt's id up in memory, in the upstream's receipt_id form
+ * (r's configuration bounds the map) and, matched, settles it; true if it
+ * was there.
  */
 static bool
 receipt_match(struct reactor *r, const char *upstream, unsigned form,
     const char *id, uint8_t state, const struct smpp_receipt_text *f)
 {
 	struct receipt_limits lim = receipts_limits(r->cf);
-	struct upstream_stat *st;
+	bool final = smpp_receipt_final(state);
 	struct receipt_orig o;
 
 	if (!receipt_map_find(receipts_map(), upstream, form, id, strlen(id),
-	    smpp_receipt_final(state), receipts_now(), &lim, &o))
+	    final, receipts_now(), &lim, &o))
 		return false;
-	if ((st = upstream_stat_find(upstream)) != NULL)
-		atomic_fetch_add(&st->receipts_matched, 1);
-	if (receipt_wanted(&o, state))
-		deliver_forward(r, receipt_relay(r, &o, f, state));
+	if (final && store_rcpt_on())
+		store_rcpt_forget(o.id);
+	receipt_settle(r, upstream, f, state, &o);
 	return true;
+}
+
+/* A receipt looked up in the store: what it needs when the answer comes. */
+struct rcpt_wait {
+	struct store_rcpt_req q;	/* first: the store's part */
+	struct conn_handle conn;
+	uint32_t cmd, seq;
+	uint8_t	state;
+	char	id[RECEIPT_ID_MAX + 1];
+	struct smpp_receipt_text f;
+	struct receipt_key keys[RECEIPT_KEYS_MAX];
+	struct receipt_orig o;
+	size_t	len;			/* the receipt's text, for the cluster */
+	uint8_t	text[];
+};
+
+/*
+ * The store's answer, on the session's reactor: settled and answered as
+ * at once from memory (not there either: asked of the cluster). A
+ * session gone meanwhile answers nothing: the centre sends the receipt
+ * again.
+ */
+static void
+rcpt_found(void *owner, void *arg, enum mailbox_status st)
+{
+	struct rcpt_wait *w = arg;
+	struct conn *c;
+	struct upstream_sess *s;
+
+	if (st == MAILBOX_RUN && (c = conn_resolve(owner, &w->conn)) != NULL &&
+	    (s = c->pdata) != NULL && s->mo_pending > 0) {
+		s->mo_pending--;
+		if (s->state != UPSTREAM_CLOSING) {
+			if (w->q.found)
+				receipt_settle(c->r, s->uc->name, &w->f,
+				    w->state, &w->o);
+			else
+				receipt_elsewhere(s, w->id, w->state, w->text,
+				    w->len);
+			esme_answer_deliver(c, w->cmd, SMPP_ESME_ROK, w->seq);
+		}
+		mo_update_hold(c, s);
+	}
+	free(w);
+}
+
+/*
+ * Not in memory (evicted, or filed before a restart): the store is asked,
+ * and the answer waits; the window bounds such waits as it bounds MOs.
+ */
+static void
+receipt_ask_store(struct conn *c, struct upstream_sess *s,
+    const struct smpp_pdu *p, const char *id,
+    const struct smpp_receipt_text *f, uint8_t state)
+{
+	size_t len;
+	const uint8_t *text = pdu_text(p, &len);
+	struct rcpt_wait *w;
+
+	if (len > 1024)
+		len = 0;	/* too long to ask the cluster about */
+	w = xcalloc(1, sizeof(*w) + len);
+	memcpy(w->text, text, len);
+	w->len = len;
+	w->q.done = rcpt_found;
+	w->q.reactor = c->r->id;
+	snprintf(w->q.upstream, sizeof(w->q.upstream), "%s", s->uc->name);
+	w->q.nkeys = receipt_id_keys(s->uc->receipt_id, true, id, strlen(id),
+	    w->keys);
+	w->q.keys = w->keys;
+	w->q.take = smpp_receipt_final(state);
+	w->q.o = &w->o;
+	w->conn = conn_handle(c);
+	w->cmd = p->command_id;
+	w->seq = p->sequence_number;
+	w->state = state;
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->f = *f;
+	s->mo_pending++;
+	mo_update_hold(c, s);
+	store_rcpt_find(&w->q);
 }
 
 /*
  * A receipt: to its submitter with our id; one that matches nothing here
- * is asked of the other nodes of a cluster, else counted as unmatched.
+ * is looked up in the store, then asked of the other nodes of a cluster,
+ * else counted as unmatched. false: it waits for the store, which
+ * answers the centre later.
  */
-static void
+static bool
 esme_receipt(struct conn *c, struct upstream_sess *s,
     const struct smpp_pdu *p, const struct smpp_receipt_text *f)
 {
@@ -253,16 +377,14 @@ esme_receipt(struct conn *c, struct upstream_sess *s,
 	size_t len;
 
 	if (receipt_match(c->r, s->uc->name, s->uc->receipt_id, id, state, f))
-		return;
-	text = pdu_text(p, &len);
-	if (cluster_receipt_ask(s->uc->name, id, strlen(id), state, text, len,
-	    receipt_cluster_done)) {
-		log_debug("upstream %s: link %u: receipt for \"%s\" matches "
-		    "nothing here: asking the other nodes", s->uc->name,
-		    s->link, id);
-		return;
+		return true;
+	if (store_rcpt_on() && id[0] != '\0') {
+		receipt_ask_store(c, s, p, id, f, state);
+		return false;
 	}
-	receipt_unmatched(s->uc->name, id, "");
+	text = pdu_text(p, &len);
+	receipt_elsewhere(s, id, state, text, len);
+	return true;
 }
 
 /* A reactor: another node's question, looked up here (q is the cluster's). */
@@ -468,9 +590,9 @@ esme_deliver(struct conn *c, const struct smpp_pdu *p)
 
 	if (pdu_is_receipt(p, &f)) {
 		/* Handed on or dropped: either way the centre is done. */
-		esme_receipt(c, s, p, &f);
-		esme_answer_deliver(c, p->command_id, SMPP_ESME_ROK,
-		    p->sequence_number);
+		if (esme_receipt(c, s, p, &f))
+			esme_answer_deliver(c, p->command_id, SMPP_ESME_ROK,
+			    p->sequence_number);
 		return;
 	}
 	esme_mo(c, s, p);

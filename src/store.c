@@ -585,6 +585,14 @@ store_put(struct msg *m, const char *account)
 	service_post(S.svc, &m->task);
 }
 
+/* Whether a's backlog is for a route's upstreams ("upstream:NAME"). */
+static bool
+acct_is_upstream(const struct store_acct *a)
+{
+	return strncmp(a->id, CONFIG_UPSTREAM_PREFIX,
+	    strlen(CONFIG_UPSTREAM_PREFIX)) == 0;
+}
+
 /* Hands messages of a to its sessions while there is room. */
 struct pump {
 	struct store_acct *a;
@@ -698,8 +706,7 @@ pump(struct store_acct *a)
 		 * For upstreams: while any is bound (the kind picks). Held
 		 * here, or (in a cluster) perhaps on another node.
 		 */
-		p.upstream = strncmp(a->id, CONFIG_UPSTREAM_PREFIX,
-		    strlen(CONFIG_UPSTREAM_PREFIX)) == 0;
+		p.upstream = acct_is_upstream(a);
 		p.remote = !p.upstream && !route_is_held(a->id);
 		if (p.upstream && !deliver_kind_up(MSG_KIND_UPSTREAM))
 			return;
@@ -776,7 +783,8 @@ backoff(uint32_t attempts)
 }
 
 /*
- * Writes k's final state into the open group (and the receipt it makes).
+ * Writes k's final state into the open group (and the receipt it makes:
+ * not for a message an SMSC took, whose receipt is the SMSC's to give).
  * false: it failed, and the account stays paused.
  */
 static bool
@@ -794,7 +802,8 @@ mark_write(struct store_acct *a, struct store_mark *k)
 	a->nunwritten--;
 	store_acct_leave(a, m);
 	store_final_add(a->id, m);
-	if (!(m->flags & MSG_F_VIA_NODE))
+	if (!(m->flags & MSG_F_VIA_NODE) && !(acct_is_upstream(a) &&
+	    k->state == MSG_STATE_DELIVERED))
 		store_receipt(m, k->state == MSG_STATE_DELIVERED ?
 		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
 	return true;
@@ -1141,6 +1150,7 @@ tick(struct service *svc, void *arg)
 		}
 		publish_stats();
 		store_purge_old(now);
+		store_rcpt_purge(now);
 	}
 	marks_retry();
 	store_group_commit();

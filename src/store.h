@@ -117,4 +117,45 @@ void	store_held_elsewhere(const char *account);
 /* Posts q to the store. Takes q until it comes back. Any reactor. */
 void	store_request(struct msg_req *q);
 
+struct receipt_key;
+struct receipt_orig;
+
+/*
+ * Whether the store keeps the receipt id map (receipt_map.h) durably:
+ * its backend can (SQLite). Any thread.
+ */
+bool	store_rcpt_on(void);
+
+/*
+ * Files o under upstream's keys (n of them, receipt_id_keys) in the
+ * store, in its next group; nobody hears back. Any thread.
+ */
+void	store_rcpt_file(const char *upstream, const struct receipt_key *keys,
+	    unsigned n, const struct receipt_orig *o);
+
+/* Drops what was filed for our message id (its final receipt came). */
+void	store_rcpt_forget(uint64_t id);
+
+/*
+ * A lookup of the receipt id map in the store: the first of keys that
+ * is filed for upstream, its record in o (found); take drops it. The
+ * store posts it back to reactor, where done(reactor, q, status) runs
+ * and frees it (MAILBOX_CANCELLED: at exit; free only). The caller
+ * allocates it, with room after it for its own.
+ */
+struct store_rcpt_req {
+	struct mailbox_task task;
+	mailbox_task_fn *done;
+	unsigned reactor;
+	char	upstream[65];
+	unsigned nkeys;
+	struct receipt_key *keys;	/* the caller's, with q */
+	bool	take;
+	bool	found;
+	struct receipt_orig *o;		/* the caller's, with q */
+};
+
+/* Posts q to the store. Takes q until it comes back. Any thread. */
+void	store_rcpt_find(struct store_rcpt_req *q);
+
 #endif

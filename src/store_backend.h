@@ -18,6 +18,8 @@
 #include "msg.h"
 
 struct config;
+struct receipt_key;
+struct receipt_orig;
 struct store_backend;
 
 /* One stored message: its message and what the store keeps beside it. */
@@ -130,6 +132,20 @@ struct store_backend_ops {
 	 * the cluster ends the NATS library). Every write fails after it.
 	 */
 	void	(*quiesce)(struct store_backend *b);
+	/*
+	 * Optional: the receipt id map (receipt_map.h), kept durably: files
+	 * o under upstream's key k, written at wall clock added; looks up
+	 * k (1 and *o, 0 none, -1); drops every key of our message id; and
+	 * drops up to n keys written before before (the count, or -1).
+	 */
+	int	(*rcpt_put)(struct store_backend *b, const char *upstream,
+		    const struct receipt_key *k, const struct receipt_orig *o,
+		    uint64_t added);
+	int	(*rcpt_get)(struct store_backend *b, const char *upstream,
+		    const struct receipt_key *k, struct receipt_orig *o);
+	int	(*rcpt_del)(struct store_backend *b, uint64_t id);
+	int	(*rcpt_purge)(struct store_backend *b, uint64_t before,
+		    unsigned n);
 };
 
 extern const struct store_backend_ops store_sqlite_ops;

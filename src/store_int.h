@@ -159,4 +159,7 @@ void	store_group_commit(void);
 void	store_expire(uint64_t now);
 void	store_purge_old(uint64_t now);
 
+/* store_rcpt.c: receipt ids older than upstream_receipts.expiry go. */
+void	store_rcpt_purge(uint64_t now);
+
 #endif

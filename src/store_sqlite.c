@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "msg.h"
+#include "receipt_map.h"
 #include "store.h"
 #include "store_backend.h"
 #include "util.h"
@@ -135,6 +136,7 @@ static const char *const sql[ST_N] = {
 struct store_backend {
 	sqlite3	*db;
 	sqlite3_stmt *st[ST_N];
+	sqlite3_stmt *rc[4];		/* the receipt ids' (RC_*) */
 	bool	sync_full;		/* the configured sync */
 	int	synchronous;		/* what the connection has now */
 	char	path[4096];
@@ -429,6 +431,8 @@ sqlite_close(struct store_backend *b)
 		return;
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(b->st[i]);
+	for (int i = 0; i < 4; i++)
+		sqlite3_finalize(b->rc[i]);
 	sqlite3_close(b->db);
 	if (b->reserve_fd >= 0)
 		close(b->reserve_fd);
@@ -548,6 +552,8 @@ fin_ensure(struct store_backend *b)
 	return why;
 }
 
+static const char *rcpt_ensure(struct store_backend *b);
+
 static struct store_backend *
 sqlite_open(const struct config *config, bool check_only, char **err)
 {
@@ -608,7 +614,7 @@ sqlite_open(const struct config *config, bool check_only, char **err)
 		return NULL;
 	}
 	b->synchronous = 2;
-	if ((why = fin_ensure(b)) != NULL) {
+	if ((why = fin_ensure(b)) != NULL || (why = rcpt_ensure(b)) != NULL) {
 		*err = open_error(cf->path, "%s", why);
 		sqlite_close(b);
 		return NULL;
@@ -968,6 +974,149 @@ sqlite_max_id(struct store_backend *b, uint64_t *id)
 	return rc == SQLITE_ROW ? 0 : -1;
 }
 
+/*
+ * The receipt id map (receipt_map.h): one row per key of an upstream's
+ * message id, beside our id and what its receipt needs. Added to any
+ * store file on open; an older daemon ignores the table.
+ */
+static const char rcpt_schema[] =
+    "CREATE TABLE IF NOT EXISTS rcpt ("
+    " upstream TEXT NOT NULL,"
+    " kind INTEGER NOT NULL,"		/* enum receipt_key_kind */
+    " k BLOB NOT NULL,"			/* the text, or the value (8 bytes) */
+    " id INTEGER NOT NULL,"		/* ours */
+    " added INTEGER NOT NULL,"		/* unix time */
+    " submitted INTEGER NOT NULL,"
+    " submitter TEXT NOT NULL,"
+    " dst TEXT NOT NULL,"
+    " src_addr TEXT NOT NULL,"
+    " dst_addr TEXT NOT NULL,"
+    " addr_bits INTEGER NOT NULL,"	/* the four TON/NPI, a byte each */
+    " rd INTEGER NOT NULL,"		/* registered_delivery */
+    " PRIMARY KEY (upstream, kind, k)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS rcpt_id ON rcpt(id);"
+    "CREATE INDEX IF NOT EXISTS rcpt_added ON rcpt(added);";
+
+enum { RC_PUT, RC_GET, RC_DEL, RC_PURGE };
+
+static const char *const rcpt_sql[4] = {
+	[RC_PUT] = "INSERT OR REPLACE INTO rcpt VALUES (?1, ?2, ?3, ?4, ?5,"
+	    " ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+	[RC_GET] = "SELECT id, submitted, submitter, dst, src_addr, dst_addr,"
+	    " addr_bits, rd FROM rcpt WHERE upstream = ?1 AND kind = ?2 AND"
+	    " k = ?3",
+	[RC_DEL] = "DELETE FROM rcpt WHERE id = ?1",
+	[RC_PURGE] = "DELETE FROM rcpt WHERE (upstream, kind, k) IN (SELECT"
+	    " upstream, kind, k FROM rcpt WHERE added < ?1 LIMIT ?2)",
+};
+
+static const char *
+rcpt_ensure(struct store_backend *b)
+{
+	static char why[256];
+
+	if (sqlite3_exec(b->db, rcpt_schema, NULL, NULL, NULL) == SQLITE_OK) {
+		for (int i = 0; i < 4; i++)
+			if (sqlite3_prepare_v3(b->db, rcpt_sql[i], -1,
+			    SQLITE_PREPARE_PERSISTENT, &b->rc[i], NULL) !=
+			    SQLITE_OK)
+				goto fail;
+		return NULL;
+	}
+fail:
+	snprintf(why, sizeof(why), "cannot add the table of receipt ids: %s",
+	    sqlite3_errmsg(b->db));
+	return why;
+}
+
+/* Binds upstream and k as ?1 to ?3. */
+static void
+rcpt_bind_key(sqlite3_stmt *st, const char *upstream,
+    const struct receipt_key *k, uint8_t *val)
+{
+	sqlite3_bind_text(st, 1, upstream, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, (int)k->kind);
+	if (k->kind == RECEIPT_KEY_STR) {
+		sqlite3_bind_blob(st, 3, k->str, (int)k->len, SQLITE_STATIC);
+		return;
+	}
+	for (int i = 0; i < 8; i++)
+		val[i] = (uint8_t)(k->val >> (56 - 8 * i));
+	sqlite3_bind_blob(st, 3, val, 8, SQLITE_STATIC);
+}
+
+static int
+sqlite_rcpt_put(struct store_backend *b, const char *upstream,
+    const struct receipt_key *k, const struct receipt_orig *o,
+    uint64_t added)
+{
+	sqlite3_stmt *st = b->rc[RC_PUT];
+	uint8_t val[8];
+
+	rcpt_bind_key(st, upstream, k, val);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)o->id);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)added);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)o->submitted);
+	sqlite3_bind_text(st, 7, o->reply_to, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, o->to, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 9, o->src_addr, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 10, o->dst_addr, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 11, (sqlite3_int64)o->src_ton << 24 |
+	    (sqlite3_int64)o->src_npi << 16 | o->dst_ton << 8 | o->dst_npi);
+	sqlite3_bind_int(st, 12, o->registered_delivery);
+	return exec_stmt(b, st);
+}
+
+static int
+sqlite_rcpt_get(struct store_backend *b, const char *upstream,
+    const struct receipt_key *k, struct receipt_orig *o)
+{
+	sqlite3_stmt *st = b->rc[RC_GET];
+	uint8_t val[8];
+	uint32_t bits;
+	int rc;
+
+	rcpt_bind_key(st, upstream, k, val);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(o, 0, sizeof(*o));
+		o->id = (uint64_t)sqlite3_column_int64(st, 0);
+		o->submitted = (uint64_t)sqlite3_column_int64(st, 1);
+		copy_col(st, 2, o->reply_to, sizeof(o->reply_to));
+		copy_col(st, 3, o->to, sizeof(o->to));
+		copy_col(st, 4, o->src_addr, sizeof(o->src_addr));
+		copy_col(st, 5, o->dst_addr, sizeof(o->dst_addr));
+		bits = (uint32_t)sqlite3_column_int64(st, 6);
+		o->src_ton = (uint8_t)(bits >> 24);
+		o->src_npi = (uint8_t)(bits >> 16);
+		o->dst_ton = (uint8_t)(bits >> 8);
+		o->dst_npi = (uint8_t)bits;
+		o->registered_delivery = (uint8_t)sqlite3_column_int(st, 7);
+	}
+	done_stmt(st);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
+sqlite_rcpt_del(struct store_backend *b, uint64_t id)
+{
+	sqlite3_stmt *st = b->rc[RC_DEL];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	return exec_stmt(b, st);
+}
+
+static int
+sqlite_rcpt_purge(struct store_backend *b, uint64_t before, unsigned n)
+{
+	sqlite3_stmt *st = b->rc[RC_PURGE];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)before);
+	sqlite3_bind_int(st, 2, (int)n);
+	if (exec_stmt(b, st) < 0)
+		return -1;
+	return sqlite3_changes(b->db);
+}
+
 const struct store_backend_ops store_sqlite_ops = {
 	.name = "sqlite",
 	.open = sqlite_open,
@@ -991,4 +1140,8 @@ const struct store_backend_ops store_sqlite_ops = {
 	.check = sqlite_check,
 	.full = sqlite_full,
 	.poll = sqlite_poll,
+	.rcpt_put = sqlite_rcpt_put,
+	.rcpt_get = sqlite_rcpt_get,
+	.rcpt_del = sqlite_rcpt_del,
+	.rcpt_purge = sqlite_rcpt_purge,
 };

@@ -148,10 +148,14 @@ upstream_counts_append(char *buf, size_t len, const char *name,
 		    (unsigned long long)n->bound);
 	else
 		snprintf(buf + used, len - used, " upstream_%s_bound=%llu "
-		    "upstream_%s_reconnects=%llu upstream_%s_bind_failures=%llu",
+		    "upstream_%s_reconnects=%llu upstream_%s_bind_failures=%llu"
+		    " upstream_%s_receipts_matched=%llu"
+		    " upstream_%s_receipts_unmatched=%llu",
 		    name, (unsigned long long)n->bound, name,
 		    (unsigned long long)n->reconnects, name,
-		    (unsigned long long)n->bind_failures);
+		    (unsigned long long)n->bind_failures, name,
+		    (unsigned long long)n->receipts_matched, name,
+		    (unsigned long long)n->receipts_unmatched);
 }
 
 struct append_arg {

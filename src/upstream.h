@@ -65,7 +65,8 @@ void	upstream_stats_each(upstream_stats_fn *fn, void *arg);
 /*
  * Appends one upstream's counts to buf (len bytes, holding a string):
  * for the stats line " upstream_NAME_bound=B upstream_NAME_reconnects=R
- * upstream_NAME_bind_failures=F", or, status, for STATUS= ", NAME B
+ * upstream_NAME_bind_failures=F upstream_NAME_receipts_matched=M
+ * upstream_NAME_receipts_unmatched=U", or, status, for STATUS= ", NAME B
  * bound". Cut short where buf ends. Pure.
  */
 void	upstream_counts_append(char *buf, size_t len, const char *name,

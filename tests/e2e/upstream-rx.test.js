@@ -8,6 +8,9 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 const L = require('./lib.js');
 const { SmscSim } = require('./smsc-sim.js');
 
@@ -40,11 +43,19 @@ function metric(m, name) {
 	return L.val(m, `echorouterd_upstream_${name}{upstream="opA"}`);
 }
 
+// alice logged in on a line to d, with RECEIPTS ON if asked.
+async function aliceOn(d, receipts) {
+	const alice = await L.lineClient(d.ports.router);
+	alice.sock.write(`LOGIN alice pw\n${receipts ? 'RECEIPTS ON\n' : ''}`);
+	await alice.wait((l) => l === (receipts ? 'OK RECEIPTS ON' : 'OK LOGIN alice'), 'alice logged in');
+	return alice;
+}
+
 // A daemon bound to a fresh simulator, and alice logged in on a line.
-async function setup(extra, simOpts) {
+async function setup(extra, simOpts, top = '') {
 	const sim = new SmscSim(simOpts);
 	const port = await sim.start();
-	const d = await L.startDaemon(conf(port, extra));
+	const d = await L.startDaemon(conf(port, extra) + top);
 	await L.until(async () => metric(await L.scrape(d.ports.metrics),
 		'sessions_bound') === 1, WAIT, 'the upstream bound');
 	const alice = await L.lineClient(d.ports.router);
@@ -151,6 +162,11 @@ test('receipts for ids never sent are answered ESME_ROK, counted unmatched, deli
 		const m = await L.scrape(t.d.ports.metrics);
 		assert.equal(metric(m, 'receipts_unmatched_total'), 3);
 		assert.equal(metric(m, 'receipts_matched_total'), 0);
+		// The stats line (SIGUSR1) counts them too.
+		const before = t.d.log.length;
+		t.d.child.kill('SIGUSR1');
+		await L.until(() => / upstream_opA_receipts_matched=0 upstream_opA_receipts_unmatched=3/
+			.test(t.d.log.slice(before)), WAIT, 'stats line');
 		assert.equal(metric(m, 'mo_routed_total'), 1);
 		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
 	} finally {
@@ -237,5 +253,48 @@ test('receipts in another form of the SMSC id reach a line client and an ESME wi
 	} finally {
 		esme.s.close();
 		await teardown(t);
+	}
+});
+
+test('with a store, a receipt matches after a restart: the SMSC id was kept on disk', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-rcpt-'));
+	const store = `store = { path = "${path.join(dir, 'store.db')}"; };\n`;
+	const t = await setup('', { messageId: () => '0000BEEF' }, store);
+	let d2 = null, alice2 = null;
+	try {
+		t.alice.sock.write('RECEIPTS ON\nSEND +351910000001 kept\n');
+		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
+		const id = ok.split(' ')[1];
+		// Stored first, then submitted: the SMSC's answer files its id.
+		await L.until(async () => L.val(await L.scrape(t.d.ports.metrics),
+			'echorouterd_upstream_receipt_ids') === 1, WAIT, 'the SMSC id filed');
+		t.alice.sock.destroy();
+		await L.stopDaemon(t.d);
+		t.d = null;
+		// A new daemon on the same store: its memory map is empty.
+		d2 = await L.startDaemon(conf(t.sim.port) + store);
+		await L.until(async () => metric(await L.scrape(d2.ports.metrics),
+			'sessions_bound') === 1 && t.sim.receiving() !== undefined, WAIT, 'bound again');
+		alice2 = await aliceOn(d2, true);
+		let m = await L.scrape(d2.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
+		// 48879 is 0xBEEF: the store's keys match the other form too.
+		const r = await t.sim.deliver(receipt('48879', 'DELIVRD', '000'));
+		assert.equal(r.command_status, 0);
+		const rcpt = await alice2.wait((l) => l.startsWith('RCPT '), 'the receipt');
+		assert.equal(rcpt, `RCPT ${id} DELIVRD 000 2611261832`);
+		// The final receipt took it from the store as well.
+		assert.equal((await t.sim.deliver(receipt('BEEF', 'DELIVRD', '000'))).command_status, 0);
+		assert.equal((await t.sim.deliver(receipt('99', 'DELIVRD', '000'))).command_status, 0);
+		m = await L.scrape(d2.ports.metrics);
+		assert.equal(metric(m, 'receipts_matched_total'), 1);
+		assert.equal(metric(m, 'receipts_unmatched_total'), 2);
+	} finally {
+		if (alice2)
+			alice2.sock.destroy();
+		t.alice.sock.destroy();
+		await L.stopAll(t.d, d2);
+		await t.sim.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });

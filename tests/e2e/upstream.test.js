@@ -907,3 +907,30 @@ test('ESME_ROK with an empty or 70-octet message_id: delivered, warned of once, 
 		await sim.stop();
 	}
 });
+
+test('with a store: an SMPP submit with registered_delivery gets no DELIVRD receipt from the store when the SMSC takes it', { skip: noStore }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-upstore-'));
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const d = await L.startDaemon(storeConf(port, path.join(dir, 'store.db')));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const { s } = await L.bind(d.ports.smpp, 'bind_transceiver', 'esme1', 'pe');
+		const got = [];
+		s.on('deliver_sm', (pdu) => { got.push(pdu); s.send(pdu.response()); });
+		const r = await L.call(s, 'submit_sm', { destination_addr: '+351910001100',
+			short_message: 'receipt?', registered_delivery: 1 });
+		assert.equal(r.command_status, 0);
+		await L.until(() => sim.taken().length === 1, WAIT, 'the SMSC took it');
+		assert.equal(sim.submits[0].pdu.registered_delivery, 1);
+		// The SMSC's receipt is the one to come (not matched yet):
+		// the store makes none of its own for a message it handed on.
+		await L.sleep(1500);
+		assert.equal(got.length, 0, got.map((p) => L.text(p)).join('|'));
+		s.close();
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});

@@ -335,7 +335,7 @@ START_TEST(config_receipts)
 	ck_assert_uint_eq(cf->upstream_receipts.expiry, 0);
 	config_unref(cf);
 	cf = unit_config(METRICS);
-	ck_assert_uint_eq(cf->upstream_receipts.limit, 1000000);
+	ck_assert_uint_eq(cf->upstream_receipts.limit, 200000);
 	ck_assert_uint_eq(cf->upstream_receipts.expiry, 172800);
 	config_unref(cf);
 	unit_expect_one_error(METRICS

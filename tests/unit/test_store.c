@@ -11,6 +11,7 @@
 #include "config.h"
 #include "helpers.h"
 #include "msg.h"
+#include "receipt_map.h"
 #include "store.h"
 #include "store_backend.h"
 #include "suites.h"
@@ -564,6 +565,68 @@ START_TEST(test_text_coding_kept)
 	store_sqlite_ops.close(b);
 }
 END_TEST
+
+/*
+ * The receipt id map's rows: each key of an SMSC id finds our message
+ * and what its receipt needs, after a reopen too; dropping our id drops
+ * every key; the purge takes what was written before its time.
+ */
+START_TEST(test_receipt_ids)
+{
+	struct store_backend *b = open_ok(false);
+	struct receipt_key k[RECEIPT_KEYS_MAX], look[RECEIPT_KEYS_MAX];
+	struct receipt_orig o = { .id = 4242, .submitted = 1700000000,
+	    .src_ton = 5, .src_npi = 0, .dst_ton = 1, .dst_npi = 1,
+	    .registered_delivery = 1 }, got;
+	unsigned n;
+
+	n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "3039", 4, k);
+
+	ck_assert_uint_eq(n, 3);
+	snprintf(o.reply_to, sizeof(o.reply_to), "alice");
+	snprintf(o.to, sizeof(o.to), "+351910000001");
+	snprintf(o.src_addr, sizeof(o.src_addr), "alice");
+	snprintf(o.dst_addr, sizeof(o.dst_addr), "351910000001");
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(store_sqlite_ops.rcpt_put(b, "opA", &k[i], &o,
+		    100), 0);
+	n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "77", 2, k);
+	o.id = 77;
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(store_sqlite_ops.rcpt_put(b, "opA", &k[i], &o,
+		    200), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	store_sqlite_ops.close(b);
+	b = open_ok(false);
+	/* "12345" is 0x3039: its decimal key finds message 4242. */
+	n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, true, "12345", 5, look);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &look[0], &got),
+	    0);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &look[1], &got),
+	    1);
+	ck_assert_uint_eq(got.id, 4242);
+	ck_assert_uint_eq(got.submitted, 1700000000);
+	ck_assert_str_eq(got.reply_to, "alice");
+	ck_assert_str_eq(got.to, "+351910000001");
+	ck_assert_str_eq(got.dst_addr, "351910000001");
+	ck_assert(got.src_ton == 5 && got.dst_ton == 1 && got.dst_npi == 1 &&
+	    got.registered_delivery == 1);
+	/* Another upstream's same id is not ours. */
+	ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opB", &look[1], &got),
+	    0);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_del(b, 4242), 0);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_purge(b, 150, 100), 0);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_purge(b, 201, 1), 1);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_purge(b, 201, 100), 2);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &look[i],
+		    &got), 0);
+	store_sqlite_ops.close(b);
+}
+END_TEST
 #endif
 
 Suite *
@@ -582,6 +645,7 @@ store_suite(void)
 	tcase_add_test(tc, test_check_sees_files_go);
 	tcase_add_test(tc, test_not_a_store);
 	tcase_add_test(tc, test_check_opens_by_name);
+	tcase_add_test(tc, test_receipt_ids);
 #endif
 	suite_add_tcase(s, tc);
 	tc = tcase_create("backends");

@@ -91,13 +91,16 @@ END_TEST
 START_TEST(counts_appended)
 {
 	struct upstream_counts n = { .bound = 2, .reconnects = 7,
-	    .bind_failures = 3 };
+	    .bind_failures = 3, .receipts_matched = 5,
+	    .receipts_unmatched = 1 };
 	char buf[256] = "stats conns=1";
 	char tiny[24] = "x";
 
 	upstream_counts_append(buf, sizeof(buf), "opA", &n, false);
 	ck_assert_str_eq(buf, "stats conns=1 upstream_opA_bound=2 "
-	    "upstream_opA_reconnects=7 upstream_opA_bind_failures=3");
+	    "upstream_opA_reconnects=7 upstream_opA_bind_failures=3 "
+	    "upstream_opA_receipts_matched=5 "
+	    "upstream_opA_receipts_unmatched=1");
 	snprintf(buf, sizeof(buf), "2 connections");
 	upstream_counts_append(buf, sizeof(buf), "opA", &n, true);
 	ck_assert_str_eq(buf, "2 connections, opA 2 bound");
