@@ -1,5 +1,5 @@
 # tests/bench/bench.mk: the load generator and `make bench` (included by the Makefile).
-.PHONY: bench bench-run bench-deps check-bench
+.PHONY: bench bench-run bench-deps check-bench storebench
 
 LOADGEN    := $(BUILD)/loadgen
 # The yardsticks make bench compares against, and the plotter.
@@ -24,6 +24,22 @@ $(DRAIN): tests/bench/drain.c $(BUILD)/.make-settings
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(LOADGEN_CFLAGS) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \
 	    tests/bench/drain.c
+
+# The store's row schemas measured on SQLite alone, without the daemon
+# (docs/testing.md, "Store schema measurements"): a few minutes with the
+# default 200,000 messages; never part of make check. STOREBENCH_N sets the
+# messages, STOREBENCH_ARGS the rest (storebench -h).
+STOREBENCH := $(BUILD)/storebench
+STOREBENCH_N ?= 200000
+$(STOREBENCH): tests/bench/storebench.c $(BUILD)/.make-settings
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(LOADGEN_CFLAGS) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \
+	    tests/bench/storebench.c \
+	    $(shell $(PKG_CONFIG) --cflags --libs $(SQLITE_PKG) 2>/dev/null)
+
+storebench: $(STOREBENCH)
+	$(STOREBENCH) -n $(STOREBENCH_N) $(STOREBENCH_ARGS)
 
 # The generator against the real daemon, and against fake servers that
 # corrupt, reorder or lose messages: it must fail those runs, in bounded
