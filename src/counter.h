@@ -49,7 +49,9 @@ enum counter_id {
 	COUNTER_MSG_ROUTER,
 	COUNTER_MSG_SMPP,
 	COUNTER_MSG_METRICS,
+	COUNTER_MSG_HTTP,
 	COUNTER_SMPP_THROTTLED,		/* submits refused by max_tps */
+	COUNTER_HTTP_THROTTLED,		/* http sends refused by max_tps */
 	COUNTER_SMPP_WINDOW,		/* deliver_sm awaiting a response */
 	COUNTER_SMPP_QUEUED,		/* deliver_sm waiting for the window */
 	COUNTER_JOIN_JOINED,		/* router: SMPP parts joined, messages */
