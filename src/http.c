@@ -373,6 +373,42 @@ http_status_text(int status)
 	}
 }
 
+/* The statuses the listeners answer, in http_status_index's order. */
+static const int statuses[HTTP_STATUS_INDEXES - 1] = {
+	200, 201, 202, 400, 401, 403, 404, 405, 408, 411, 413, 414, 415, 429,
+	431, 500, 503, 505, 204,
+};
+
+unsigned
+http_status_index(int status)
+{
+	for (unsigned i = 0; i < HTTP_STATUS_INDEXES - 1; i++)
+		if (statuses[i] == status)
+			return i;
+	return HTTP_STATUS_INDEXES - 1;
+}
+
+const char *
+http_status_label(unsigned index)
+{
+	static const char *const labels[HTTP_STATUS_INDEXES] = {
+		"200", "201", "202", "400", "401", "403", "404", "405", "408",
+		"411", "413", "414", "415", "429", "431", "500", "503", "505",
+		"204", "other",
+	};
+
+	return index < HTTP_STATUS_INDEXES ? labels[index] : "other";
+}
+
+const char *
+http_endpoint_label(unsigned ep)
+{
+	static const char *const labels[HTTP_EP_N] = { "sendsms",
+	    "messages_post", "messages_get", "other" };
+
+	return ep < HTTP_EP_N ? labels[ep] : "other";
+}
+
 size_t
 http_head(char *out, size_t outsz, int status, const char *type, size_t len,
     const char *connection, const char *extra)

@@ -56,6 +56,26 @@ ssize_t	http_frame_len(const uint8_t *p, size_t n, size_t body_max);
 int	http_parse(const uint8_t *p, size_t n, size_t body_max,
 	    struct http_req *rq);
 
+/*
+ * What /metrics counts the http listener's requests by: the endpoint
+ * (enum http_endpoint) and the status (http_status_index), and their
+ * labels.
+ */
+enum http_endpoint {
+	HTTP_EP_SENDSMS,		/* /cgi-bin/sendsms */
+	HTTP_EP_SEND,			/* POST /api/v1/messages */
+	HTTP_EP_QUERY,			/* GET /api/v1/messages/<id> */
+	HTTP_EP_OTHER,			/* anything else, and bad requests */
+	HTTP_EP_N
+};
+
+#define HTTP_STATUS_INDEXES	20	/* 19 statuses, then "other" */
+
+const char *http_endpoint_label(unsigned ep);
+unsigned http_status_index(int status);
+/* The status of an index, as text ("202"; "other" for the last). */
+const char *http_status_label(unsigned index);
+
 /* The reason phrase for status ("Not Found"), "Error" when unknown. */
 const char *http_status_text(int status);
 

@@ -53,6 +53,7 @@ enum http_kind {
 struct answer {
 	struct answer *next;
 	enum http_kind kind;
+	enum http_endpoint endpoint;
 	bool	close;			/* close once it is written */
 	bool	http10_ka;		/* "Connection: keep-alive" */
 	int	status;
@@ -106,6 +107,8 @@ answer_write(struct conn *c, const struct answer *a)
 	char head[768];
 	size_t n;
 
+	counter_bump(&c->r->detail.http_requests[a->endpoint]
+	    [http_status_index(a->status)], 1);
 	n = http_head(head, sizeof(head), a->status, a->type, a->len,
 	    a->close ? "close" : a->http10_ka ? "keep-alive" : NULL, a->extra);
 	conn_write(c, head, n);
@@ -673,6 +676,10 @@ json_query(struct conn *c, struct http_sess *hs, struct answer *a,
 
 #define API_PATH	"/api/v1/messages"
 
+_Static_assert(HTTP_EP_N == COUNTER_HTTP_ENDPOINTS &&
+    HTTP_STATUS_INDEXES == COUNTER_HTTP_STATUSES,
+    "/metrics' http table fits the endpoints and statuses");
+
 /* Dispatches by path and method. */
 static void
 route_request(struct conn *c, struct http_sess *hs, struct answer *a,
@@ -684,6 +691,7 @@ route_request(struct conn *c, struct http_sess *hs, struct answer *a,
 	size_t k = strlen(API_PATH);
 
 	if (http_path_is(rq->path, rq->pathlen, "/cgi-bin/sendsms")) {
+		a->endpoint = HTTP_EP_SENDSMS;
 		if (get || post)
 			route_sendsms(c, hs, a, rq);
 		else {
@@ -691,6 +699,7 @@ route_request(struct conn *c, struct http_sess *hs, struct answer *a,
 			a->extra = "Allow: GET, POST\r\n";
 		}
 	} else if (http_path_is(rq->path, rq->pathlen, API_PATH)) {
+		a->endpoint = HTTP_EP_SEND;
 		if (post)
 			json_send(c, hs, a, rq);
 		else {
@@ -704,6 +713,7 @@ route_request(struct conn *c, struct http_sess *hs, struct answer *a,
 
 		if ((qm = memchr(id, '?', n)) != NULL)
 			n = (size_t)(qm - id);
+		a->endpoint = HTTP_EP_QUERY;
 		if (get)
 			json_query(c, hs, a, rq, id, n);
 		else {
@@ -727,6 +737,8 @@ http_on_message(struct conn *c, const uint8_t *msg, size_t len)
 	struct http_sess *hs = sess_of(c);
 	struct answer *a = xcalloc(1, sizeof(*a));
 	struct http_req rq;
+
+	a->endpoint = HTTP_EP_OTHER;
 	int status = http_parse(msg, len, HTTP_BODY_MAX, &rq);
 
 	hs->partial_since = 0;
@@ -787,6 +799,7 @@ http_on_tick(struct conn *c)
 	}
 	if (now + 1 - s->partial_since >= REQUEST_TIMEOUT) {
 		a = xcalloc(1, sizeof(*a));
+		a->endpoint = HTTP_EP_OTHER;
 		answer_text(a, 408, "408 Request Timeout");
 		a->close = true;
 		sess_append(c, s, a);

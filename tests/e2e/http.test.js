@@ -19,7 +19,8 @@ idle_timeout = 0;
 listeners = (
   { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; },
   { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
-  { name = "http"; address = "127.0.0.1"; port = 0; protocol = "http"; }
+  { name = "http"; address = "127.0.0.1"; port = 0; protocol = "http"; },
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }
 );
 accounts = (
   { id = "app"; password = "pw"; http = true;
@@ -186,6 +187,15 @@ test('bad input gets Kannel\'s answers and nothing is sent', async () => {
 		// Still serving.
 		assert.equal((await sendsms(d, 'username=app&password=pw&to=carol&text=ok')).status, 202);
 		await c.wait((l) => l.endsWith(' app ok'), 'the MSG after');
+		// /metrics counts them by endpoint and status.
+		const m = await L.scrape(d.ports.metrics);
+		const n = (ep, st) => L.val(m, `echorouterd_http_requests_total{endpoint="${ep}",status="${st}"}`);
+		assert.equal(n('sendsms', 400), 5);
+		assert.equal(n('sendsms', 403), 3);
+		assert.equal(n('sendsms', 503), 1);
+		assert.equal(n('sendsms', 202), 1);
+		assert.equal(n('other', 414), 1);
+		assert.equal(L.val(m, 'echorouterd_http_throttled_total'), 1);
 		c.sock.destroy();
 		b.s.close();
 	} finally {
