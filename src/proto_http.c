@@ -245,14 +245,28 @@ from_allowed(const struct config *cf, const struct account_conf *acct,
 	return false;
 }
 
-/* The account user/pass name, if it may use the API; NULL otherwise. */
+/*
+ * The account user/pass name, if it may use the API; NULL otherwise.
+ * With no accounts configured, as for LOGIN and binds, any user name
+ * that is a valid address sends as itself, without a password: anon is
+ * filled in for it.
+ */
 static const struct account_conf *
 http_account(const struct config *cf, const char *user, const char *pass,
-    bool *no_http)
+    bool *no_http, struct account_conf *anon)
 {
-	const struct account_conf *acct = config_find_account(cf, user);
+	const struct account_conf *acct;
 
 	*no_http = false;
+	if (cf->naccounts == 0) {
+		if (!route_addr_valid(user, strlen(user)))
+			return NULL;
+		memset(anon, 0, sizeof(*anon));
+		snprintf(anon->id, sizeof(anon->id), "%s", user);
+		anon->http = true;
+		return anon;
+	}
+	acct = config_find_account(cf, user);
 	if (acct == NULL || !secret_eq(pass, acct->password))
 		return NULL;
 	if (!acct->http) {
@@ -465,10 +479,11 @@ sendsms(struct conn *c, struct http_sess *hs, struct answer *a,
 	const struct config *cf = c->r->cf;
 	const struct account_conf *acct;
 	struct http_send *s = xmalloc(sizeof(*s));
+	struct account_conf *anon = xmalloc(sizeof(*anon));
 	bool no_http;
 	int st = http_send_form(f, (uint64_t)time(NULL), s);
 
-	acct = http_account(cf, s->user, s->pass, &no_http);
+	acct = http_account(cf, s->user, s->pass, &no_http, anon);
 	if (acct == NULL)
 		answer_text(a, 403, K_AUTH);
 	else if (st != 0)
@@ -485,6 +500,7 @@ sendsms(struct conn *c, struct http_sess *hs, struct answer *a,
 	}
 	http_send_fini(s);
 	free(s);
+	free(anon);
 }
 
 /* Whether the content type v[0..n) is type, parameters aside. */
@@ -531,7 +547,8 @@ route_sendsms(struct conn *c, struct http_sess *hs, struct answer *a,
  * answered: 401 (none or wrong), 403 (the account has no http).
  */
 static const struct account_conf *
-json_auth(struct conn *c, struct answer *a, const struct http_req *rq)
+json_auth(struct conn *c, struct answer *a, const struct http_req *rq,
+    struct account_conf *anon)
 {
 	char user[HTTP_SEND_CRED_MAX + 1], pass[HTTP_SEND_CRED_MAX + 1];
 	const struct account_conf *acct = NULL;
@@ -539,7 +556,7 @@ json_auth(struct conn *c, struct answer *a, const struct http_req *rq)
 
 	if (rq->auth != NULL && http_basic_auth(rq->auth, rq->authlen, user,
 	    sizeof(user), pass, sizeof(pass)))
-		acct = http_account(c->r->cf, user, pass, &no_http);
+		acct = http_account(c->r->cf, user, pass, &no_http, anon);
 	if (acct != NULL)
 		return acct;
 	if (no_http)
@@ -557,14 +574,18 @@ static void
 json_send(struct conn *c, struct http_sess *hs, struct answer *a,
     const struct http_req *rq)
 {
+	struct account_conf *anon = xmalloc(sizeof(*anon));
 	const struct account_conf *acct;
 	struct http_send *s;
 	int st;
 
-	if ((acct = json_auth(c, a, rq)) == NULL)
+	if ((acct = json_auth(c, a, rq, anon)) == NULL) {
+		free(anon);
 		return;
+	}
 	if (!ctype_is(rq->ctype, rq->ctypelen, APP_JSON)) {
 		answer_error(a, 415, "the body must be application/json");
+		free(anon);
 		return;
 	}
 	s = xmalloc(sizeof(*s));
@@ -586,6 +607,7 @@ json_send(struct conn *c, struct http_sess *hs, struct answer *a,
 	}
 	http_send_fini(s);
 	free(s);
+	free(anon);
 }
 
 static const char *
@@ -640,12 +662,13 @@ static void
 json_query(struct conn *c, struct http_sess *hs, struct answer *a,
     const struct http_req *rq, const char *idp, size_t idlen)
 {
+	struct account_conf anon;
 	const struct account_conf *acct;
 	struct msg_req *q;
 	uint64_t id = 0;
 	size_t i;
 
-	if ((acct = json_auth(c, a, rq)) == NULL)
+	if ((acct = json_auth(c, a, rq, &anon)) == NULL)
 		return;
 	for (i = 0; i < idlen && i < 20 && idp[i] >= '0' && idp[i] <= '9'; i++)
 		id = id * 10 + (uint64_t)(idp[i] - '0');

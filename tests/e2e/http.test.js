@@ -260,3 +260,54 @@ test('with a store: queued for later, and the JSON API tells its state', { skip:
 		await L.stopDaemon(d);
 	}
 });
+
+// The blocks of operations.md's section title, in order.
+function docBlocks(title) {
+	const fs = require('node:fs');
+	const path = require('node:path');
+	const text = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'operations.md'), 'utf8');
+	const start = text.indexOf(`\n### ${title}\n`);
+	assert.ok(start >= 0, `docs/operations.md has no section ${title}`);
+	// (Not at a "# " line: the shell blocks hold comments.)
+	const m = /\n##+ /.exec(text.slice(start + 1));
+	const end = m ? start + 1 + m.index : -1;
+	return [...text.slice(start, end < 0 ? undefined : end).matchAll(/\n```(\w*)\n([\s\S]*?)\n```/g)]
+		.map((m) => m[2].split('\n'));
+}
+
+function sampleConf() {
+	const fs = require('node:fs');
+	const path = require('node:path');
+	const c = fs.readFileSync(path.join(__dirname, '..', '..', 'conf', 'echorouterd.conf'), 'utf8')
+		.replace(/port = \d+;/g, 'port = 0;');
+	return SQLITE ? c : c.replace(/^store = \{[\s\S]*?^\};/m, '');
+}
+
+const noIds = (l) => l.replace(/"id":"\d+"/, '"id":"<id>"').replace(/^MSG \d+/, 'MSG <id>');
+
+test('operations.md\'s HTTP walk-through runs as written on the sample configuration', async () => {
+	const [cmds, bobs] = docBlocks('Trying it on the sample configuration');
+	const d = await L.startDaemon(sampleConf());
+	try {
+		const c = await L.lineClient(d.ports.router);
+		const typed = bobs.filter((l) => !/^(OK|MSG) /.test(l));
+		for (const t of typed)
+			c.sock.write(`${t}\n`);
+		await c.wait((l) => l.startsWith('OK LOGIN'), 'bob\'s login');
+		for (let i = 0; i < cmds.length; i++) {
+			if (!cmds[i].startsWith('curl '))
+				continue;
+			const cmd = cmds[i].replaceAll('127.0.0.1:13013', `127.0.0.1:${d.ports.http}`);
+			const out = await L.withTimeout(new Promise((resolve, reject) =>
+				execFile('sh', ['-c', cmd], (err, stdout) => (err ? reject(err) : resolve(stdout)))),
+			20000, cmd);
+			assert.equal(noIds(out.trimEnd()), noIds(cmds[i + 1].replace(/^# /, '')), cmd);
+		}
+		const shown = bobs.filter((l) => !typed.includes(l));
+		await L.until(() => c.lines.length >= shown.length, 10000, 'bob\'s lines');
+		assert.deepEqual(c.lines.map(noIds), shown.map(noIds));
+		c.sock.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
