@@ -1,6 +1,7 @@
 /* test_http.c: HTTP framing with bodies, request parsing, form decoding, URLs and Basic credentials. */
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,6 @@
 /* test_http_send.c: Kannel's sendsms fields and the JSON API's bodies, read and checked. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
