@@ -224,16 +224,17 @@ answer_error(struct answer *a, int status, const char *why)
 }
 
 /*
- * Whether the account may send as from: its own id always; never another
- * account or an address someone else holds; its source_addrs prefixes
- * only, when it lists some.
+ * Whether the account may send as from ("": its id): its own id always,
+ * but with no accounts to prove who it is, not while someone has logged
+ * in with it; never another account or an address someone else holds;
+ * its source_addrs prefixes only, when it lists some.
  */
 static bool
 from_allowed(const struct config *cf, const struct account_conf *acct,
     const char *from)
 {
-	if (strcmp(from, acct->id) == 0)
-		return true;
+	if (from[0] == '\0' || strcmp(from, acct->id) == 0)
+		return cf->naccounts > 0 || !route_is_claimed(acct->id);
 	if (config_find_account(cf, from) != NULL || route_is_held(from))
 		return false;
 	if (acct->nsource_addrs == 0)
@@ -488,7 +489,7 @@ sendsms(struct conn *c, struct http_sess *hs, struct answer *a,
 		answer_text(a, 403, K_AUTH);
 	else if (st != 0)
 		answer_text(a, st, "%s", s->err);
-	else if (s->from[0] != '\0' && !from_allowed(cf, acct, s->from))
+	else if (!from_allowed(cf, acct, s->from))
 		answer_text(a, 403, "Sender not allowed for this account, "
 		    "rejected");
 	else if (!take_tokens(acct, s->nto)) {
@@ -593,7 +594,7 @@ json_send(struct conn *c, struct http_sess *hs, struct answer *a,
 	    (uint64_t)time(NULL), s);
 	if (st != 0)
 		answer_error(a, st, s->err);
-	else if (s->from[0] != '\0' && !from_allowed(c->r->cf, acct, s->from))
+	else if (!from_allowed(c->r->cf, acct, s->from))
 		answer_error(a, 403, "\"from\" is not this account's to use");
 	else if ((a->parts = (unsigned)http_send_parts(s)) == (unsigned)-1)
 		answer_error(a, 400, "the text cannot be sent");

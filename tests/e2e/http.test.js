@@ -306,6 +306,15 @@ test('operations.md\'s HTTP walk-through runs as written on the sample configura
 		const shown = bobs.filter((l) => !typed.includes(l));
 		await L.until(() => c.lines.length >= shown.length, 10000, 'bob\'s lines');
 		assert.deepEqual(c.lines.map(noIds), shown.map(noIds));
+		// Without accounts nobody sends as bob while he is logged in.
+		const r = await sendsms(d, 'username=bob&to=bob&text=forged');
+		assert.equal(r.status, 403);
+		assert.equal(r.body, 'Sender not allowed for this account, rejected\n');
+		const j = await curl(['-u', 'x:', '-H', 'Content-Type: application/json', '-d',
+			'{"to":"bob","from":"bob","text":"forged"}', `http://127.0.0.1:${d.ports.http}/api/v1/messages`]);
+		assert.equal(j.status, 403);
+		await L.sleep(300);
+		assert.equal(c.lines.length, shown.length);
 		c.sock.destroy();
 	} finally {
 		await L.stopDaemon(d);
