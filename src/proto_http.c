@@ -811,12 +811,15 @@ http_on_tick(struct conn *c)
 	uint32_t now = c->r->now;
 	struct answer *a;
 
-	if (s == NULL || conn_is_closing(c) || s->closing)
+	if (conn_is_closing(c) || (s != NULL && s->closing))
 		return;
 	if (conn_input_pending(c) == 0 || conn_is_held(c)) {
-		s->partial_since = 0;
+		if (s != NULL)
+			s->partial_since = 0;
 		return;
 	}
+	/* (The first request of a connection has no session yet.) */
+	s = sess_of(c);
 	if (s->partial_since == 0) {
 		s->partial_since = now + 1;
 		return;
