@@ -52,7 +52,7 @@ $(foreach o,$(OPTIONS),$(eval $o_ON := $(call option_on,$o)))
 OPTIONS_ON  := $(foreach o,$(OPTIONS),$(if $(filter yes,$($o_ON)),$o))
 OPTIONS_OFF := $(filter-out $(OPTIONS_ON),$(OPTIONS))
 
-BASE_PKGS := libconfig libsystemd liburing
+BASE_PKGS := libconfig libsystemd liburing jansson
 PKGS := $(BASE_PKGS) $(foreach o,$(OPTIONS_ON),$($o_PKG))
 # What pkg-config says is missing, kept to be reported when something is
 # compiled or linked (pkg_report), not here: make deps, help and clean need
@@ -125,6 +125,7 @@ endif
 # Debian packages the build and the tests need, with the libraries of the
 # options not set to no (kannel: a real SMS gateway the e2e tests bind).
 DEB_DEPS := build-essential pkg-config libconfig-dev libsystemd-dev \
+	libjansson-dev \
 	liburing-dev check mandoc man-db netcat-openbsd systemd \
 	$(foreach o,$(OPTIONS),$(if $(filter no,$(WITH_$o)),,$($o_DEB))) \
 	$(if $(filter no,$(WITH_NATS)),,nats-server) prometheus kannel \

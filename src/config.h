@@ -110,6 +110,7 @@ struct listener_conf {
 
 #define CONFIG_ADDR_MAX		64	/* router and SMPP addresses */
 #define CONFIG_PASSWORD_MAX	64
+#define CONFIG_URL_MAX		2048	/* an account's mo_url */
 #define CONFIG_SOURCE_ADDRS_MAX	32	/* source_addrs prefixes per account */
 
 /* A login for router and SMPP clients. */
@@ -132,6 +133,8 @@ struct account_conf {
 	size_t	reassembly_bytes;
 	unsigned long_how;		/* enum config_long (key "long") */
 	unsigned max_parts;		/* 0: the smpp group's */
+	bool	http;			/* may send over the http listeners */
+	char	mo_url[CONFIG_URL_MAX + 1];	/* "": none */
 	int	line;
 };
 

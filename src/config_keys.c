@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cluster_wire.h"
+#include "http.h"
 #include "proto.h"
 #include "text.h"
 #include "util.h"
@@ -336,6 +337,23 @@ get_password(struct walk *w, const config_setting_t *k, void *base)
 		    CONFIG_PASSWORD_MAX);
 	else
 		snprintf(a->password, sizeof(a->password), "%s", v);
+}
+
+/* mo_url: where the next step posts messages for an HTTP account. */
+static void
+get_mo_url(struct walk *w, const config_setting_t *k, void *base)
+{
+	struct account_conf *a = base;
+	const char *v = cferr_string(w->e, k);
+
+	if (v == NULL)
+		return;
+	if (strlen(v) > CONFIG_URL_MAX || !http_url_valid(v, strlen(v)))
+		cferr_add(w->e, k, "mo_url \"%.80s\": expected an http:// or "
+		    "https:// URL with a host, at most %d characters", v,
+		    CONFIG_URL_MAX);
+	else
+		snprintf(a->mo_url, sizeof(a->mo_url), "%s", v);
 }
 
 /* source_addrs: a list or array of address prefixes. */
@@ -1005,6 +1023,10 @@ static const struct cfkey account_keys[] = {
 	{ .name = "max_parts", .type = CFK_UINT,
 	  FIELD(struct account_conf, max_parts), .min = 1,
 	  .max = TEXT_PARTS_MAX, .shown = "smpp.max_parts", .doc = TOP },
+	{ .name = "http", .type = CFK_BOOL, FIELD(struct account_conf, http),
+	  .doc = TOP },
+	{ .name = "mo_url", .type = CFK_STRING,
+	  FIELD(struct account_conf, mo_url), .fn = get_mo_url, .doc = TOP },
 };
 
 static const struct cfgroup account_group = {

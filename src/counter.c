@@ -98,9 +98,13 @@ static const struct counter_info table[COUNTER_N] = {
 	[COUNTER_MSG_ROUTER] = MESSAGES("router"),
 	[COUNTER_MSG_SMPP] = MESSAGES("smpp"),
 	[COUNTER_MSG_METRICS] = MESSAGES("metrics"),
+	[COUNTER_MSG_HTTP] = MESSAGES("http"),
 	[COUNTER_SMPP_THROTTLED] = REACTOR_COUNTER(
 	    "smpp_throttled_total", NULL,
 	    "SMPP submits refused with ESME_RTHROTTLED by max_tps."),
+	[COUNTER_HTTP_THROTTLED] = REACTOR_COUNTER(
+	    "http_throttled_total", NULL,
+	    "HTTP sends refused by the account's max_tps."),
 	[COUNTER_SMPP_WINDOW] = REACTOR_SERIES("smpp_window", NULL, NULL,
 	    NULL, NULL, GAUGE, 0,
 	    "deliver_sm sent and not yet answered, over all binds."),

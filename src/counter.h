@@ -50,7 +50,9 @@ enum counter_id {
 	COUNTER_MSG_ROUTER,
 	COUNTER_MSG_SMPP,
 	COUNTER_MSG_METRICS,
+	COUNTER_MSG_HTTP,
 	COUNTER_SMPP_THROTTLED,		/* submits refused by max_tps */
+	COUNTER_HTTP_THROTTLED,		/* http sends refused by max_tps */
 	COUNTER_SMPP_WINDOW,		/* deliver_sm awaiting a response */
 	COUNTER_SMPP_QUEUED,		/* deliver_sm waiting for the window */
 	COUNTER_JOIN_JOINED,		/* router: SMPP parts joined, messages */
@@ -160,6 +162,8 @@ struct counter_hist {
 #define COUNTER_LISTENERS_MAX	32	/* listeners a config may have */
 #define COUNTER_SMPP_CMDS	24	/* smpp_command_index: 23 + other */
 #define COUNTER_SMPP_STATUSES	32	/* smpp_status_index: 31 + other */
+#define COUNTER_HTTP_ENDPOINTS	4	/* enum http_endpoint */
+#define COUNTER_HTTP_STATUSES	20	/* http_status_index: 19 + other */
 
 /*
  * What a reactor counts beyond its counter_block: histograms and
@@ -171,6 +175,9 @@ struct counter_detail {
 	_Atomic uint64_t conns[COUNTER_LISTENERS_MAX];
 	/* SMPP PDUs: [0] received, [1] sent; by command, by command_status */
 	_Atomic uint64_t smpp_pdus[2][COUNTER_SMPP_CMDS][COUNTER_SMPP_STATUSES];
+	/* http listener requests answered, by endpoint, by status */
+	_Atomic uint64_t http_requests[COUNTER_HTTP_ENDPOINTS]
+	    [COUNTER_HTTP_STATUSES];
 } __attribute__((aligned(CACHE_LINE)));
 
 /* Counts one observation of ns nanoseconds. The writer only. */

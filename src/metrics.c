@@ -14,6 +14,7 @@
 #include "cluster.h"
 #include "config.h"
 #include "counter.h"
+#include "http.h"
 #include "metrics.h"
 #include "proto.h"
 #include "smpp_acct.h"
@@ -256,6 +257,29 @@ render_smpp_pdus(struct buf *out)
 				    smpp_status_label(st),
 				    (unsigned long long)v);
 			}
+}
+
+/* The http listeners' requests, by endpoint and status. */
+static void
+render_http_requests(struct buf *out)
+{
+	out_family(out, PREFIX "http_requests_total", "counter",
+	    "Requests the http listeners answered, by endpoint and status.");
+	for (unsigned e = 0; e < COUNTER_HTTP_ENDPOINTS; e++)
+		for (unsigned st = 0; st < COUNTER_HTTP_STATUSES; st++) {
+			uint64_t v = 0;
+
+			for (unsigned i = 0; i < M.nrs; i++)
+				v += atomic_load_explicit(
+				    &M.rs[i]->detail.http_requests[e][st],
+				    memory_order_relaxed);
+			if (v == 0)
+				continue;
+			out_printf(out, PREFIX "http_requests_total{"
+			    "endpoint=\"%s\",status=\"%s\"} %llu\n",
+			    http_endpoint_label(e), http_status_label(st),
+			    (unsigned long long)v);
+		}
 }
 
 static void
@@ -565,6 +589,7 @@ metrics_render(struct buf *out)
 	    "the rate of the sum is the reactor's busy share.", HIST_TURN,
 	    true);
 	render_smpp_pdus(out);
+	render_http_requests(out);
 	out_family(out, PREFIX "smpp_binds", "gauge",
 	    "SMPP binds now, by account and bind type.");
 	smpp_binds_each(bind_line, out);

@@ -111,6 +111,7 @@ extern const struct proto proto_echo;
 extern const struct proto proto_router;
 extern const struct proto proto_smpp;
 extern const struct proto proto_metrics;
+extern const struct proto proto_http;
 
 /*
  * Has the reactor of the connection h names end its session through its

@@ -9,4 +9,5 @@ proto_builtin_register(void)
 	proto_register(&proto_router);
 	proto_register(&proto_smpp);
 	proto_register(&proto_metrics);
+	proto_register(&proto_http);
 }

@@ -34,6 +34,22 @@ acct_find_locked(const char *id)
 	return NULL;
 }
 
+/* id's entry, made (with no binds, a full bucket) if it has none. */
+static struct smpp_acct *
+acct_get_locked(const char *id)
+{
+	struct smpp_acct *a = acct_find_locked(id);
+
+	if (a == NULL) {
+		a = xcalloc(1, sizeof(*a));
+		snprintf(a->id, sizeof(a->id), "%s", id);
+		a->tokens = -1;		/* a full bucket at first use */
+		a->next = accts;
+		accts = a;
+	}
+	return a;
+}
+
 bool
 smpp_acct_bind(const char *id, unsigned max, unsigned type)
 {
@@ -41,13 +57,7 @@ smpp_acct_bind(const char *id, unsigned max, unsigned type)
 	bool ok = true;
 
 	pthread_mutex_lock(&acct_lock);
-	if ((a = acct_find_locked(id)) == NULL) {
-		a = xcalloc(1, sizeof(*a));
-		snprintf(a->id, sizeof(a->id), "%s", id);
-		a->tokens = -1;		/* a full bucket at first use */
-		a->next = accts;
-		accts = a;
-	}
+	a = acct_get_locked(id);
 	if (a->binds >= max)
 		ok = false;
 	else {
@@ -112,6 +122,15 @@ now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool
+smpp_acct_take_token_any(const char *id, unsigned tps)
+{
+	pthread_mutex_lock(&acct_lock);
+	acct_get_locked(id);
+	pthread_mutex_unlock(&acct_lock);
+	return smpp_acct_take_token(id, tps);
 }
 
 bool

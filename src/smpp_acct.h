@@ -28,6 +28,13 @@ void	smpp_acct_unbind(const char *id, unsigned type);
  */
 bool	smpp_acct_take_token(const char *id, unsigned tps);
 
+/*
+ * The same for a sender that holds no bind (the http listeners): the
+ * bucket is made at first use, full, and kept, so that id's SMPP binds
+ * and HTTP requests share one max_tps. Any thread.
+ */
+bool	smpp_acct_take_token_any(const char *id, unsigned tps);
+
 /* For smpp_binds_each: n binds of type ("receiver", ...) for account. */
 typedef void smpp_binds_fn(const char *account, const char *type,
 	    unsigned n, void *arg);

@@ -19,6 +19,8 @@
 	X(conn_suite)		\
 	X(proto_echo_suite)	\
 	X(proto_metrics_suite)	\
+	X(http_suite)		\
+	X(http_send_suite)	\
 	X(acceptor_suite)	\
 	X(route_suite)		\
 	X(proto_router_suite)	\

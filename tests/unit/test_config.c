@@ -361,8 +361,8 @@ static const struct bad_case bad_cases[] = {
 	{ "listeners = (\n  { name = \"e\"; address = \"\"; port = 1;\n"
 	    "    protocol = \"echo\"; }\n);\n", 2, "address \"\" is not" },
 	{ "listeners = (\n  { name = \"e\"; address = \"127.0.0.1\";\n"
-	    "    port = 1;\n    protocol = \"http\"; }\n);\n", 4,
-	    "protocol \"http\" is unknown (known: " },
+	    "    port = 1;\n    protocol = \"gopher\"; }\n);\n", 4,
+	    "protocol \"gopher\" is unknown (known: " },
 	{ "listeners = (\n  { name = \"has space\"; address = \"::1\";\n"
 	    "    port = 1; protocol = \"echo\"; }\n);\n", 2,
 	    "listener name \"has space\": use 1-64 of" },
