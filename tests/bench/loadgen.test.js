@@ -190,6 +190,28 @@ test('smpp -g: line senders to SMPP receivers, short and in UCS-2 parts, checked
 	}
 });
 
+test('smpp -g -E: the line senders turn RECEIPTS ON and count their RCPT lines', async () => {
+	const d = await L.startDaemon(DAEMON_CONF);
+	try {
+		const base = ['-m', 'smpp', '-g', '-p', d.ports.router, '-r',
+			d.ports.smpp, '-P', '4', '-d', '4', '-x', 'cross', '-R', '2', ...SHORT];
+		const run = await loadgen([...base, '-E']);
+		assertClean(run);
+		const n = Number(run.result.receipts);
+		// A receipt per message delivered, but for those still on their
+		// way when the measured second ended.
+		assert.ok(n > 0 && n <= Number(run.result.msgs) + 16, run.out);
+		assert.ok(Number(run.result.receipt_rate) > 0, run.out);
+		const plain = await loadgen(base);
+		assertClean(plain);
+		assert.equal(plain.result.receipts, undefined);
+		const bad = await loadgen(['-m', 'router', '-p', d.ports.router, '-E', ...SHORT]);
+		assert.equal(bad.code, 2, bad.err);
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
 test('smpp -u: parts that do not join (SAR, no UDH) fail the run', async () => {
 	const d = await L.startDaemon(DAEMON_CONF + '\nsmpp = { long = "sar"; };');
 	try {
