@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,15 +121,26 @@ struct receipt_node {
 	enum receipt_key_kind kind;
 };
 
+/*
+ * An entry. Its upstream's name is the map's one copy of it, and the
+ * text of its STR key takes only its own length: at a million entries
+ * each byte is a megabyte.
+ */
 struct receipt_entry {
 	struct receipt_entry *older, *newer;	/* in the age list */
 	uint64_t added;
 	unsigned nnodes;
 	struct receipt_node nodes[RECEIPT_KEYS_MAX];
-	char	upstream[CONFIG_NAME_MAX + 1];
-	size_t	len;
-	char	str[RECEIPT_ID_MAX + 1];	/* the STR key's text */
+	const char *upstream;		/* in map->names */
 	struct receipt_orig o;
+	size_t	len;
+	char	str[];			/* the STR key's text */
+};
+
+/* An upstream's name, kept once for all its entries. */
+struct receipt_name {
+	struct receipt_name *next;
+	char	name[];
 };
 
 /*
@@ -145,6 +155,7 @@ struct receipt_map {
 	size_t	nnodes;
 	size_t	count;
 	struct receipt_entry *oldest, *newest;
+	struct receipt_name *names;	/* few: the upstreams ever seen */
 };
 
 struct receipt_map *
@@ -168,6 +179,12 @@ receipt_map_free(struct receipt_map *map)
 	for (e = map->oldest; e != NULL; e = next) {
 		next = e->newer;
 		free(e);
+	}
+	while (map->names != NULL) {
+		struct receipt_name *nm = map->names;
+
+		map->names = nm->next;
+		free(nm);
 	}
 	free(map->buckets);
 	pthread_mutex_destroy(&map->lock);
@@ -282,6 +299,23 @@ entry_link_locked(struct receipt_map *map, struct receipt_entry *e)
 	map->count++;
 }
 
+/* The map's copy of upstream's name, made on first use. */
+static const char *
+map_name_locked(struct receipt_map *map, const char *upstream)
+{
+	struct receipt_name *nm;
+	size_t n = strlen(upstream);
+
+	for (nm = map->names; nm != NULL; nm = nm->next)
+		if (strcmp(nm->name, upstream) == 0)
+			return nm->name;
+	nm = xmalloc(sizeof(*nm) + n + 1);
+	memcpy(nm->name, upstream, n + 1);
+	nm->next = map->names;
+	map->names = nm;
+	return nm->name;
+}
+
 int
 receipt_map_add(struct receipt_map *map, const char *upstream, unsigned form,
     const char *id, size_t len, const struct receipt_orig *o, uint64_t now,
@@ -290,15 +324,18 @@ receipt_map_add(struct receipt_map *map, const char *upstream, unsigned form,
 	struct receipt_key keys[RECEIPT_KEYS_MAX];
 	unsigned n = receipt_id_keys(form, false, id, len, keys);
 	struct receipt_entry *e;
+	size_t slen = 0;
 
 	if (n == 0 || lim->limit == 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	e = xcalloc(1, sizeof(*e));
+	for (unsigned i = 0; i < n; i++)
+		if (keys[i].kind == RECEIPT_KEY_STR)
+			slen = keys[i].len;
+	e = xcalloc(1, sizeof(*e) + slen + 1);
 	e->added = now;
 	e->nnodes = n;
-	snprintf(e->upstream, sizeof(e->upstream), "%s", upstream);
 	e->o = *o;
 	for (unsigned i = 0; i < n; i++) {
 		e->nodes[i] = (struct receipt_node){ .e = e,
@@ -310,6 +347,7 @@ receipt_map_add(struct receipt_map *map, const char *upstream, unsigned form,
 		}
 	}
 	pthread_mutex_lock(&map->lock);
+	e->upstream = map_name_locked(map, upstream);
 	map_trim_locked(map, now, lim, 1);
 	while (map->nnodes + n > map->nbuckets)
 		map_grow_locked(map);
