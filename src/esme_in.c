@@ -71,7 +71,16 @@ esme_receipt_record(const struct config *cf, const struct upstream_conf *uc,
 	    .src_ton = m->src_ton, .src_npi = m->src_npi,
 	    .dst_ton = m->dst_ton, .dst_npi = m->dst_npi };
 	struct receipt_key keys[RECEIPT_KEYS_MAX];
-	unsigned n = receipt_id_keys(uc->receipt_id, false, id, len, keys);
+	unsigned n;
+
+	/*
+	 * The centre was not asked for a receipt (submit_sm carries the
+	 * sender's registered_delivery): an id filed for one would only take
+	 * room and time.
+	 */
+	if ((m->registered_delivery & 0x03) == 0)
+		return;
+	n = receipt_id_keys(uc->receipt_id, false, id, len, keys);
 
 	snprintf(o.reply_to, sizeof(o.reply_to), "%s", m->reply_to);
 	snprintf(o.to, sizeof(o.to), "%s", m->to);

@@ -206,6 +206,24 @@ function receipt(id, stat, err, more = {}) {
 		`done date:2611261832 stat:${stat} err:${err} text:hi`), { esm_class: 0x04, ...more });
 }
 
+test('a message that asked for no receipt leaves no id in the map; a receipt for it anyway is unmatched', async () => {
+	const t = await setup('', { messageId: () => 'sim77' });
+	try {
+		t.alice.sock.write('SEND +351910000001 no receipt wanted\n');
+		await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
+		assert.equal(t.sim.submits[0].pdu.registered_delivery & 3, 0);
+		let m = await L.scrape(t.d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
+		assert.equal((await t.sim.deliver(receipt('sim77', 'DELIVRD', '000'))).command_status, 0);
+		m = await L.scrape(t.d.ports.metrics);
+		assert.equal(metric(m, 'receipts_unmatched_total'), 1);
+		await L.sleep(300);
+		assert.equal(t.alice.lines.filter((l) => l.startsWith('RCPT ')).length, 0);
+	} finally {
+		await teardown(t);
+	}
+});
+
 test('receipts in another form of the SMSC id reach a line client and an ESME with echorouterd\'s ids', async () => {
 	// The SMSC calls the first message "3039" (hex of 12345), the second
 	// "0000012346"; its receipts say 12345 and 303A.
