@@ -410,7 +410,9 @@ submit_part(struct upstream_sess *s, struct upstream_slot *slot,
 	const struct msg *d = j->d;
 	struct smpp_pdu p = { .command_id = SMPP_SUBMIT_SM };
 	size_t cap = 1024 + d->len;
-	uint8_t *buf = xmalloc(cap);
+	/* Most PDUs fit on the stack; a long message_payload does not. */
+	uint8_t stackbuf[2048], *buf = cap <= sizeof(stackbuf) ? stackbuf :
+	    xmalloc(cap);
 	ssize_t n;
 
 	s->seq = s->seq >= 0x7fffffffu ? 1 : s->seq + 1;
@@ -425,7 +427,8 @@ submit_part(struct upstream_sess *s, struct upstream_slot *slot,
 	submit_text(j, i, &p);
 	if ((n = smpp_encode(&p, buf, cap)) > 0)
 		conn_write(s->c, buf, (size_t)n);
-	free(buf);
+	if (buf != stackbuf)
+		free(buf);
 	*slot = (struct upstream_slot){ .job = j, .seq = p.sequence_number,
 	    .sent_at = s->c->r->now, .part = i };
 	j->part[i] = UPJ_SENT;

@@ -586,6 +586,27 @@ test('a long UCS-2 text arrives at the upstream as parts with a UDH', async () =
 	}
 });
 
+test('long = "payload": a 700-character UCS-2 text goes as one submit_sm with a 1,400-octet message_payload', async () => {
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port, extra: 'long = "payload";' }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		const text = 'Привет мир '.repeat(64).slice(0, 700);
+		c.sock.write(`SEND +351910000250 ${text}\n`);
+		await c.wait((l) => /^OK \d+$/.test(l), 'OK', WAIT);
+		assert.equal(sim.submits.length, 1);
+		const p = sim.submits[0].pdu;
+		assert.equal(p.data_coding, 8);
+		assert.ok(p.message_payload, "the text in message_payload");
+		assert.equal(smsText(p), text);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
 test('failover: with opA down opB gets the message; round_robin alternates', async () => {
 	const simB = new SmscSim();
 	const portB = await simB.start();
