@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -97,6 +98,8 @@ stat_put(struct upstream_stat *st)
 void
 upstream_stats_each(upstream_stats_fn *fn, void *arg)
 {
+	uint64_t now = (uint64_t)time(NULL);
+
 	pthread_mutex_lock(&stats_lock);
 	for (size_t i = 0; i < UPSTREAM_STATS_MAX; i++) {
 		const struct upstream_stat *st = &stats[i];
@@ -130,6 +133,8 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 			if (at != 0 && (n.oldest_at == 0 || at < n.oldest_at))
 				n.oldest_at = at;
 		}
+		if (n.oldest_at != 0 && now > n.oldest_at)
+			n.oldest_age = now - n.oldest_at;
 		fn(st->name, &n, arg);
 	}
 	pthread_mutex_unlock(&stats_lock);
@@ -143,19 +148,36 @@ upstream_counts_append(char *buf, size_t len, const char *name,
 
 	if (used >= len)
 		return;
-	if (status)
-		snprintf(buf + used, len - used, ", %s %llu bound", name,
-		    (unsigned long long)n->bound);
-	else
-		snprintf(buf + used, len - used, " upstream_%s_bound=%llu "
-		    "upstream_%s_reconnects=%llu upstream_%s_bind_failures=%llu"
-		    " upstream_%s_receipts_matched=%llu"
-		    " upstream_%s_receipts_unmatched=%llu",
-		    name, (unsigned long long)n->bound, name,
-		    (unsigned long long)n->reconnects, name,
-		    (unsigned long long)n->bind_failures, name,
-		    (unsigned long long)n->receipts_matched, name,
-		    (unsigned long long)n->receipts_unmatched);
+	if (status) {
+		/* Short: what an operator looks at first. */
+		used += (size_t)snprintf(buf + used, len - used, ", %s %llu "
+		    "bound", name, (unsigned long long)n->bound);
+		if (used < len && n->window > 0)
+			used += (size_t)snprintf(buf + used, len - used,
+			    " %llu in flight", (unsigned long long)n->window);
+		if (used < len && n->oldest_age > 0)
+			snprintf(buf + used, len - used, " oldest %llus",
+			    (unsigned long long)n->oldest_age);
+		return;
+	}
+	snprintf(buf + used, len - used, " upstream_%s_bound=%llu "
+	    "upstream_%s_reconnects=%llu upstream_%s_bind_failures=%llu"
+	    " upstream_%s_submits=%llu upstream_%s_ok=%llu"
+	    " upstream_%s_throttled=%llu upstream_%s_refused=%llu"
+	    " upstream_%s_window=%llu upstream_%s_oldest_age=%llu"
+	    " upstream_%s_receipts_matched=%llu"
+	    " upstream_%s_receipts_unmatched=%llu",
+	    name, (unsigned long long)n->bound, name,
+	    (unsigned long long)n->reconnects, name,
+	    (unsigned long long)n->bind_failures, name,
+	    (unsigned long long)n->submits, name,
+	    (unsigned long long)n->resp_ok, name,
+	    (unsigned long long)n->resp_throttled, name,
+	    (unsigned long long)n->resp_failed, name,
+	    (unsigned long long)n->window, name,
+	    (unsigned long long)n->oldest_age, name,
+	    (unsigned long long)n->receipts_matched, name,
+	    (unsigned long long)n->receipts_unmatched);
 }
 
 struct append_arg {

@@ -51,6 +51,8 @@ struct upstream_counts {
 	uint64_t window;		/* submit_sm unanswered now */
 	uint64_t oldest_at;		/* wall clock s of the oldest message
 					   waiting in a session; 0 none */
+	uint64_t oldest_age;		/* s since then, when the counts were
+					   read; 0 none */
 };
 
 typedef void upstream_stats_fn(const char *name,
@@ -65,9 +67,10 @@ void	upstream_stats_each(upstream_stats_fn *fn, void *arg);
 /*
  * Appends one upstream's counts to buf (len bytes, holding a string):
  * for the stats line " upstream_NAME_bound=B upstream_NAME_reconnects=R
- * upstream_NAME_bind_failures=F upstream_NAME_receipts_matched=M
- * upstream_NAME_receipts_unmatched=U", or, status, for STATUS= ", NAME B
- * bound". Cut short where buf ends. Pure.
+ * upstream_NAME_bind_failures=F upstream_NAME_submits=S ..." (submits,
+ * answers ok, throttled and refused, window, oldest_age, receipts
+ * matched and unmatched), or, status, for STATUS= ", NAME B bound[ W in
+ * flight][ oldest As]". Cut short where buf ends. Pure.
  */
 void	upstream_counts_append(char *buf, size_t len, const char *name,
 	    const struct upstream_counts *n, bool status);

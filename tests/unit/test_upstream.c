@@ -92,15 +92,27 @@ START_TEST(counts_appended)
 {
 	struct upstream_counts n = { .bound = 2, .reconnects = 7,
 	    .bind_failures = 3, .receipts_matched = 5,
-	    .receipts_unmatched = 1 };
-	char buf[256] = "stats conns=1";
+	    .receipts_unmatched = 1, .submits = 40, .resp_ok = 30,
+	    .resp_throttled = 4, .resp_failed = 2, .window = 4,
+	    .oldest_age = 9 };
+	char buf[512] = "stats conns=1";
 	char tiny[24] = "x";
 
 	upstream_counts_append(buf, sizeof(buf), "opA", &n, false);
 	ck_assert_str_eq(buf, "stats conns=1 upstream_opA_bound=2 "
 	    "upstream_opA_reconnects=7 upstream_opA_bind_failures=3 "
+	    "upstream_opA_submits=40 upstream_opA_ok=30 "
+	    "upstream_opA_throttled=4 upstream_opA_refused=2 "
+	    "upstream_opA_window=4 upstream_opA_oldest_age=9 "
 	    "upstream_opA_receipts_matched=5 "
 	    "upstream_opA_receipts_unmatched=1");
+	snprintf(buf, sizeof(buf), "2 connections");
+	upstream_counts_append(buf, sizeof(buf), "opA", &n, true);
+	ck_assert_str_eq(buf, "2 connections, opA 2 bound 4 in flight "
+	    "oldest 9s");
+	/* Nothing in flight, nothing waiting: only the bound sessions. */
+	n.window = 0;
+	n.oldest_age = 0;
 	snprintf(buf, sizeof(buf), "2 connections");
 	upstream_counts_append(buf, sizeof(buf), "opA", &n, true);
 	ck_assert_str_eq(buf, "2 connections, opA 2 bound");
