@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "http_out.h"
 #include "proto.h"
 #include "reactor.h"
 #include "smpp_receipt.h"
@@ -149,6 +150,9 @@ deliver_receipt(struct reactor *r, const struct msg *orig, uint8_t state)
 	struct msg *m;
 
 	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
+		return;
+	/* An HTTP send's receipt goes to its URL, not to a session. */
+	if (http_out_receipt(orig, state, (uint64_t)time(NULL)))
 		return;
 	m = smpp_receipt_make(orig, state, msg_next_id(r),
 	    (uint64_t)time(NULL));

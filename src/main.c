@@ -14,6 +14,7 @@
 #include "config.h"
 #include "counter.h"
 #include "fault.h"
+#include "http_out.h"
 #include "log.h"
 #include "metrics.h"
 #include "proto.h"
@@ -261,6 +262,8 @@ open_services(struct daemon *d)
 	struct service *svc = NULL;
 	char *err = NULL;
 
+	if (http_out_open(d->cf) < 0)
+		fatal("http-out: cannot start");
 	if (store_open(d->cf, &svc, &err) < 0) {
 		log_err("store: %s", err != NULL ? err : "cannot open");
 		free(err);
@@ -279,6 +282,8 @@ open_services(struct daemon *d)
 static void
 start_services(struct daemon *d)
 {
+	if (http_out_start() < 0)
+		fatal("cannot start service http-out");
 	for (unsigned i = 0; i < d->nsvcs; i++)
 		if (service_start(d->svcs[i]) < 0)
 			fatal("cannot start service %s",
@@ -412,6 +417,7 @@ reload(struct daemon *d)
 	for (unsigned i = 0; i < d->nrs; i++)
 		reactor_set_config(d->rs[i], cf);
 	store_reload(cf);
+	http_out_reload(cf);
 	cluster_reload(cf);
 	config_unref(d->cf);
 	d->cf = cf;
@@ -580,6 +586,8 @@ main(int argc, char **argv)
 	log_stats(&d);
 	cluster_close();
 	store_close();
+	/* Last: the store's last receipts are posted to it until then. */
+	http_out_close();
 	systemd_watchdog_free(d.wd);
 	/* Reactors first: a connection may still hold the acceptor's entries. */
 	free_reactors(&d);

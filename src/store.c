@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "deliver.h"
+#include "http_out.h"
 #include "log.h"
 #include "reactor.h"
 #include "route.h"
@@ -441,6 +442,9 @@ put_own(struct msg *m)
 void
 store_receipt(const struct msg *orig, uint8_t state)
 {
+	if ((orig->registered_delivery & 0x01) &&
+	    http_out_receipt(orig, state, store_wall_now()))
+		return;
 	put_own(smpp_receipt_make(orig, state, next_own_id(), store_wall_now()));
 }
 

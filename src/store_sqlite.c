@@ -220,7 +220,7 @@ unpack_smpp(struct msg *m, const uint8_t *p, size_t n)
 /* Flags a stored message keeps. */
 #define KEPT_FLAGS (MSG_F_PREFIX_FIRST | MSG_F_EXACT | \
 	MSG_F_RECEIPT | MSG_F_UMR | MSG_F_SAR | MSG_F_LINE_TEXT | \
-	MSG_F_CODING)
+	MSG_F_CODING | MSG_F_HTTP_RCPT)
 
 /*
  * Whether m has SMPP fields worth keeping: a line client's message has

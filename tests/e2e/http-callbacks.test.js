@@ -1,0 +1,224 @@
+// http-callbacks.test.js: what the http listener's applications asked to
+// be told, posted to them by the http-out thread: a Kannel dlr-url with
+// its escapes once an SMPP recipient answered, a JSON receipt_url, a
+// receiver that is down at first (retried until it answers), a dlr-url
+// outside http.callback_allow or at our own listener refused when asked,
+// and the counts in /metrics. The receiver is a node http server on
+// port 0. Run by `make check` (node --test).
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const L = require('./lib.js');
+
+function conf(extra = '') {
+	return `dispatchers = 2;
+idle_timeout = 0;
+listeners = (
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; },
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
+  { name = "http"; address = "127.0.0.1"; port = 0; protocol = "http"; },
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }
+);
+accounts = (
+  { id = "app"; password = "pw"; http = true; },
+  { id = "bob"; password = "b"; },
+  { id = "carol"; password = "c"; }
+);
+http = { callback_allow = [ "127.0.0.0/8" ]; callback_timeout = 5;
+  callback_retries = 5; callback_concurrency = 2; };
+${extra}`;
+}
+
+// A receiver on port (0: any): every request as { method, url, body }.
+function receiver(port = 0) {
+	const got = [];
+	const srv = http.createServer((req, res) => {
+		let body = '';
+		req.on('data', (c) => { body += c; });
+		req.on('end', () => {
+			got.push({ method: req.method, url: req.url, body,
+				type: req.headers['content-type'] });
+			res.end('ok');
+		});
+	});
+	return new Promise((resolve, reject) => {
+		srv.on('error', reject);
+		srv.listen(port, '127.0.0.1', () =>
+			resolve({ srv, got, port: srv.address().port }));
+	});
+}
+
+function close(r) {
+	return new Promise((resolve) => r.srv.close(resolve));
+}
+
+async function get(url, opts = {}) {
+	const res = await L.withTimeout(fetch(url, opts), 20000, url);
+	return { status: res.status, body: await res.text() };
+}
+
+async function line(port, addr, password) {
+	const c = await L.lineClient(port);
+	c.sock.write(`LOGIN ${addr} ${password}\n`);
+	await c.wait((l) => l.startsWith('OK LOGIN'), `login ${addr}`);
+	return c;
+}
+
+test('a Kannel dlr-url gets the delivered receipt with its escapes', async () => {
+	const d = await L.startDaemon(conf());
+	const r = await receiver();
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+		const dlr = `http://127.0.0.1:${r.port}/dlr?type=%d&id=%I&to=%p&from=%P&a=%A&t=%t&f=%F&pc=%%`;
+		const q = `username=app&password=pw&from=${encodeURIComponent('+35191')}` +
+		    `&to=bob&text=hi&dlr-mask=31&dlr-url=${encodeURIComponent(dlr)}`;
+		const res = await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?${q}`);
+		assert.equal(res.status, 202);
+		assert.equal(res.body, '0: Accepted for delivery\n');
+		await L.until(() => b.got.length === 1, 10000, 'deliver_sm at bob');
+		await L.until(() => r.got.length === 1, 15000, 'the receipt');
+		const u = new URL(r.got[0].url, 'http://x');
+		assert.equal(r.got[0].method, 'GET');
+		assert.equal(u.pathname, '/dlr');
+		assert.equal(u.searchParams.get('type'), '1');
+		assert.match(u.searchParams.get('id'), /^\d+$/);
+		assert.equal(u.searchParams.get('to'), 'bob');
+		assert.equal(u.searchParams.get('from'), '+35191');
+		assert.equal(u.searchParams.get('a'), 'DELIVRD');
+		assert.match(u.searchParams.get('t'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+		assert.equal(u.searchParams.get('f'), '');
+		assert.equal(u.searchParams.get('pc'), '%');
+		// Encoded, not pasted: the + stays a +, not a space.
+		assert.match(r.got[0].url, /from=%2B35191&/);
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_total{result="sent"}'), 1);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_pending{what="posts"}'), 0);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_pending{what="receipts"}'), 0);
+		b.s.close();
+	} finally {
+		await close(r);
+		await L.stopDaemon(d);
+	}
+});
+
+test('dlr-mask says which receipts: 2 alone posts no delivered one', async () => {
+	const d = await L.startDaemon(conf());
+	const r = await receiver();
+	try {
+		const c = await line(d.ports.router, 'carol', 'c');
+		const base = `http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?username=app&password=pw&to=carol`;
+		const url = (tag) => encodeURIComponent(`http://127.0.0.1:${r.port}/${tag}?type=%d`);
+		let res = await get(`${base}&text=one&dlr-mask=2&dlr-url=${url('two')}`);
+		assert.equal(res.status, 202);
+		res = await get(`${base}&text=two&dlr-mask=1&dlr-url=${url('one')}`);
+		assert.equal(res.status, 202);
+		await c.wait((l) => l.endsWith(' two'), 'both at carol');
+		await L.until(() => r.got.length >= 1, 15000, 'the receipt');
+		await L.sleep(500);
+		assert.deepEqual(r.got.map((g) => g.url), ['/one?type=1']);
+		c.sock.destroy();
+	} finally {
+		await close(r);
+		await L.stopDaemon(d);
+	}
+});
+
+test('a JSON send with receipt_url gets a JSON receipt', async () => {
+	const d = await L.startDaemon(conf());
+	const r = await receiver();
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+		const res = await get(`http://127.0.0.1:${d.ports.http}/api/v1/messages`, {
+			method: 'POST',
+			headers: { 'Content-Type': 'application/json',
+				Authorization: 'Basic ' + Buffer.from('app:pw').toString('base64') },
+			body: JSON.stringify({ to: 'bob', from: 'shop', text: 'json',
+				receipt_url: `http://127.0.0.1:${r.port}/receipts` }),
+		});
+		assert.equal(res.status, 201, res.body);
+		const id = JSON.parse(res.body).id;
+		await L.until(() => r.got.length === 1, 15000, 'the JSON receipt');
+		assert.equal(r.got[0].method, 'POST');
+		assert.equal(r.got[0].url, '/receipts');
+		assert.match(r.got[0].type, /^application\/json/);
+		const j = JSON.parse(r.got[0].body);
+		assert.equal(j.id, id);
+		assert.equal(j.status, 'delivered');
+		assert.equal(j.to, 'bob');
+		assert.equal(j.from, 'shop');
+		assert.match(j.at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+		b.s.close();
+	} finally {
+		await close(r);
+		await L.stopDaemon(d);
+	}
+});
+
+test('a receiver that is down at first gets the receipt once it is up', async () => {
+	const d = await L.startDaemon(conf());
+	const port = await L.freePort();
+	let r = null;
+	try {
+		const c = await line(d.ports.router, 'carol', 'c');
+		const dlr = encodeURIComponent(`http://127.0.0.1:${port}/late?type=%d&id=%I`);
+		const res = await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?` +
+		    `username=app&password=pw&to=carol&text=later&dlr-mask=1&dlr-url=${dlr}`);
+		assert.equal(res.status, 202);
+		await c.wait((l) => l.endsWith(' later'), 'MSG at carol');
+		// Refused at least once before the receiver comes up.
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_http_callbacks_total{result="retried"}') >= 1,
+			15000, 'a retry');
+		let m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_pending{what="posts"}'), 1);
+		r = await receiver(port);
+		await L.until(() => r.got.length === 1, 30000, 'the late receipt');
+		assert.match(r.got[0].url, /^\/late\?type=1&id=\d+$/);
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_http_callbacks_total{result="sent"}') === 1, 10000, 'counted sent');
+		m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_pending{what="posts"}'), 0);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_total{result="failed"}'), 0);
+		c.sock.destroy();
+	} finally {
+		if (r)
+			await close(r);
+		await L.stopDaemon(d);
+	}
+});
+
+test('a dlr-url outside callback_allow or at our own listener is refused, nothing sent', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const c = await line(d.ports.router, 'carol', 'c');
+		const base = `http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?username=app&password=pw&to=carol&dlr-mask=31`;
+		let res = await get(`${base}&text=a&dlr-url=${encodeURIComponent('http://10.1.2.3/dlr?t=%d')}`);
+		assert.equal(res.status, 403);
+		assert.match(res.body, /^dlr-url refused: 10\.1\.2\.3:80 is outside http\.callback_allow/);
+		res = await get(`${base}&text=b&dlr-url=${encodeURIComponent(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?to=carol`)}`);
+		assert.equal(res.status, 403);
+		assert.match(res.body, /one of this daemon's own listeners/);
+		res = await get(`${base}&text=c&dlr-url=${encodeURIComponent(`http://localhost:${d.ports.metrics}/metrics`)}`);
+		assert.equal(res.status, 403);
+		res = await get(`http://127.0.0.1:${d.ports.http}/api/v1/messages`, {
+			method: 'POST',
+			headers: { 'Content-Type': 'application/json',
+				Authorization: 'Basic ' + Buffer.from('app:pw').toString('base64') },
+			body: JSON.stringify({ to: 'carol', text: 'd', receipt_url: 'http://[::ffff:10.0.0.1]:8080/x' }),
+		});
+		assert.equal(res.status, 403);
+		assert.match(JSON.parse(res.body).error, /^"receipt_url" refused: .*outside http\.callback_allow/);
+		// A mask of 0 asks for nothing: the URL is not looked at.
+		res = await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?username=app&password=pw` +
+		    `&to=carol&text=e&dlr-mask=0&dlr-url=${encodeURIComponent('http://10.1.2.3/')}`);
+		assert.equal(res.status, 202);
+		await c.wait((l) => l.endsWith(' e'), 'the one sent');
+		await L.sleep(300);
+		assert.equal(c.lines.filter((l) => l.startsWith('MSG')).length, 1);
+		c.sock.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
