@@ -227,16 +227,17 @@ answer_error(struct answer *a, int status, const char *why)
 }
 
 /*
- * Whether the account may send as from: its own id always; never another
- * account or an address someone else holds; its source_addrs prefixes
- * only, when it lists some.
+ * Whether the account may send as from ("": its id): its own id always,
+ * but with no accounts to prove who it is, not while someone has logged
+ * in with it; never another account or an address someone else holds;
+ * its source_addrs prefixes only, when it lists some.
  */
 static bool
 from_allowed(const struct config *cf, const struct account_conf *acct,
     const char *from)
 {
-	if (strcmp(from, acct->id) == 0)
-		return true;
+	if (from[0] == '\0' || strcmp(from, acct->id) == 0)
+		return cf->naccounts > 0 || !route_is_claimed(acct->id);
 	if (config_find_account(cf, from) != NULL || route_is_held(from))
 		return false;
 	if (acct->nsource_addrs == 0)
@@ -558,7 +559,7 @@ sendsms(struct conn *c, struct http_sess *hs, struct answer *a,
 		answer_text(a, 403, K_AUTH);
 	else if (st != 0)
 		answer_text(a, st, "%s", s->err);
-	else if (s->from[0] != '\0' && !from_allowed(cf, acct, s->from))
+	else if (!from_allowed(cf, acct, s->from))
 		answer_text(a, 403, "Sender not allowed for this account, "
 		    "rejected");
 	else if (!take_tokens(acct, s->nto)) {
@@ -663,7 +664,7 @@ json_send(struct conn *c, struct http_sess *hs, struct answer *a,
 	    (uint64_t)time(NULL), s);
 	if (st != 0)
 		answer_error(a, st, s->err);
-	else if (s->from[0] != '\0' && !from_allowed(c->r->cf, acct, s->from))
+	else if (!from_allowed(c->r->cf, acct, s->from))
 		answer_error(a, 403, "\"from\" is not this account's to use");
 	else if ((a->parts = (unsigned)http_send_parts(s)) == (unsigned)-1)
 		answer_error(a, 400, "the text cannot be sent");
@@ -880,12 +881,15 @@ http_on_tick(struct conn *c)
 	uint32_t now = c->r->now;
 	struct answer *a;
 
-	if (s == NULL || conn_is_closing(c) || s->closing)
+	if (conn_is_closing(c) || (s != NULL && s->closing))
 		return;
 	if (conn_input_pending(c) == 0 || conn_is_held(c)) {
-		s->partial_since = 0;
+		if (s != NULL)
+			s->partial_since = 0;
 		return;
 	}
+	/* (The first request of a connection has no session yet.) */
+	s = sess_of(c);
 	if (s->partial_since == 0) {
 		s->partial_since = now + 1;
 		return;

@@ -203,6 +203,52 @@ test('bad input gets Kannel\'s answers and nothing is sent', async () => {
 	}
 });
 
+// What a raw request gets: the whole output until the server closes.
+async function raw(d, bytes, ms = 20000) {
+	const sock = await L.rawConnect(d.ports.http);
+	let got = '';
+	sock.setEncoding('utf8');
+	sock.on('data', (x) => { got += x; });
+	const closed = new Promise((resolve) => sock.on('close', resolve));
+	sock.on('error', () => {});
+	sock.write(bytes);
+	await L.withTimeout(closed, ms, 'the server closing');
+	return got;
+}
+
+test('HTTP errors: 413 body, 411 chunks, 405, content types, 408, each then closed', async () => {
+	const d = await L.startDaemon(conf());
+	try {
+		const c = await line(d.ports.router, 'carol', 'c');
+		const big = 'user=app&pass=pw&to=carol&text=' + 'x'.repeat(70 * 1024);
+		let got = await raw(d, `POST /cgi-bin/sendsms HTTP/1.1\r\nHost: x\r\nContent-Type: ` +
+		    `application/x-www-form-urlencoded\r\nContent-Length: ${big.length}\r\n\r\n${big}`);
+		assert.match(got, /^HTTP\/1\.1 413 /);
+		got = await raw(d, 'POST /api/v1/messages HTTP/1.1\r\nHost: x\r\n' +
+		    'Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n');
+		assert.match(got, /^HTTP\/1\.1 411 /);
+		const base = `http://127.0.0.1:${d.ports.http}`;
+		let r = await curl(['-X', 'DELETE', `${base}/cgi-bin/sendsms?user=app&pass=pw&to=carol&text=x`]);
+		assert.equal(r.status, 405);
+		r = await curl(['-H', 'Content-Type: text/plain', '-d', 'user=app&pass=pw&to=carol&text=x',
+			`${base}/cgi-bin/sendsms`]);
+		assert.equal(r.status, 400);
+		assert.equal(r.body, 'Invalid content-type\n');
+		r = await curl(['-u', 'app:pw', '-d', '{"to":"carol","text":"x"}', `${base}/api/v1/messages`]);
+		assert.equal(r.status, 415);
+		r = await curl([`${base}/cgi-bin/sendsms?user=app&pass=pw&to=carol&text=%zz`]);
+		assert.equal(r.status, 400);
+		// Half a request, then nothing: 408 and a close (10 s).
+		got = await raw(d, 'GET /cgi-bin/sendsms?user=app HTTP/1.1\r\nHost: x\r\n', 30000);
+		assert.match(got, /^HTTP\/1\.1 408 /);
+		await L.sleep(300);
+		assert.deepEqual(c.lines.filter((l) => l.startsWith('MSG')), []);
+		c.sock.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
 test('keep-alive: pipelined requests are answered in order', async () => {
 	const d = await L.startDaemon(conf());
 	try {
@@ -306,6 +352,15 @@ test('operations.md\'s HTTP walk-through runs as written on the sample configura
 		const shown = bobs.filter((l) => !typed.includes(l));
 		await L.until(() => c.lines.length >= shown.length, 10000, 'bob\'s lines');
 		assert.deepEqual(c.lines.map(noIds), shown.map(noIds));
+		// Without accounts nobody sends as bob while he is logged in.
+		const r = await sendsms(d, 'username=bob&to=bob&text=forged');
+		assert.equal(r.status, 403);
+		assert.equal(r.body, 'Sender not allowed for this account, rejected\n');
+		const j = await curl(['-u', 'x:', '-H', 'Content-Type: application/json', '-d',
+			'{"to":"bob","from":"bob","text":"forged"}', `http://127.0.0.1:${d.ports.http}/api/v1/messages`]);
+		assert.equal(j.status, 403);
+		await L.sleep(300);
+		assert.equal(c.lines.length, shown.length);
 		c.sock.destroy();
 	} finally {
 		await L.stopDaemon(d);

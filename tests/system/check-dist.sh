@@ -209,6 +209,7 @@ check_install() {
 	expect_file "$d$unitdir/echorouterd.socket" 644
 	expect_file "$d$unitdir/echorouterd-router.socket" 644
 	expect_file "$d$unitdir/echorouterd-metrics.socket" 644
+	expect_file "$d$unitdir/echorouterd-http.socket" 644
 	expect_file "$d/etc/echorouterd/echorouterd.conf" 644
 	if grep -qx 'ExecStart=/usr/local/sbin/echorouterd -c /etc/echorouterd/echorouterd.conf' \
 	    "$d$unitdir/echorouterd.service"; then

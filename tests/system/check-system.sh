@@ -449,7 +449,7 @@ test_socket_activation() {
 	expect "systemctl status shows the STATUS text" \
 	    status_has 'Status: "[0-9]* connections (per reactor: '
 	sctl stop echorouterd.socket echorouterd-router.socket \
-	    echorouterd-metrics.socket
+	    echorouterd-metrics.socket echorouterd-http.socket
 	expect "stop after socket activation" sctl stop echorouterd.service
 	expect "service is inactive" is_inactive echorouterd.service
 }
