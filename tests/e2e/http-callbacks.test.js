@@ -222,3 +222,31 @@ test('a dlr-url outside callback_allow or at our own listener is refused, nothin
 		await L.stopDaemon(d);
 	}
 });
+
+const SQLITE = /sqlite: yes/.test(require('node:child_process')
+	.execFileSync(process.env.ECHOROUTERD_BIN, ['-V']).toString());
+
+test('with a store: buffered when stored, delivered once the recipient binds', { skip: !SQLITE && 'no SQLite' }, async () => {
+	const d = await L.startDaemon(conf('store = { path = "store.db"; };'));
+	const r = await receiver();
+	try {
+		const dlr = encodeURIComponent(`http://127.0.0.1:${r.port}/dlr?type=%d&id=%I&a=%A`);
+		const res = await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?` +
+		    `username=app&password=pw&to=bob&text=kept&dlr-mask=7&dlr-url=${dlr}`);
+		assert.equal(res.status, 202);
+		assert.equal(res.body, '3: Queued for later delivery\n');
+		await L.until(() => r.got.length === 1, 15000, 'the buffered receipt');
+		assert.match(r.got[0].url, /^\/dlr\?type=4&id=\d+&a=BUFFRED$/);
+		const id = r.got[0].url.match(/id=(\d+)/)[1];
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+		await L.until(() => b.got.length === 1, 15000, 'the stored deliver_sm');
+		await L.until(() => r.got.length === 2, 15000, 'the delivered receipt');
+		assert.equal(r.got[1].url, `/dlr?type=1&id=${id}&a=DELIVRD`);
+		await L.sleep(300);
+		assert.equal(r.got.length, 2);
+		b.s.close();
+	} finally {
+		await close(r);
+		await L.stopDaemon(d);
+	}
+});
