@@ -340,7 +340,7 @@ get_password(struct walk *w, const config_setting_t *k, void *base)
 		snprintf(a->password, sizeof(a->password), "%s", v);
 }
 
-/* mo_url: where the next step posts messages for an HTTP account. */
+/* mo_url: where http-out posts messages for an HTTP-only account. */
 static void
 get_mo_url(struct walk *w, const config_setting_t *k, void *base)
 {

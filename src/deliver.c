@@ -518,6 +518,21 @@ deliver_owned(struct reactor *r, struct msg *m, const char *to)
 }
 
 /*
+ * The mo_url m goes to: to is an account that takes messages over HTTP
+ * and nobody holds it (receipts are not posted there). NULL otherwise.
+ */
+static const char *
+deliver_mo_url(const struct config *cf, const struct msg *m, const char *to)
+{
+	const struct account_conf *a;
+
+	if ((m->flags & (MSG_F_RECEIPT | MSG_F_STORED)) || !http_out_on() ||
+	    (a = config_find_account(cf, to)) == NULL || a->mo_url[0] == '\0')
+		return NULL;
+	return a->mo_url;
+}
+
+/*
  * Delivers m on this reactor, posts it to the recipient's, or gives it to
  * the store. Returns the verdict, or MSG_PENDING once posted.
  */
@@ -527,12 +542,15 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 	struct reactor *dst;
 	enum msg_verdict v;
 	bool held;
-	const char *to = deliver_target(r->cf, m, &held);
+	const char *to = deliver_target(r->cf, m, &held), *url;
 
 	bool node = deliver_kind_on(MSG_KIND_NODE);
 
 	if (node && !deliver_node_decides(m, to, held))
 		return deliver_cluster(r, m, to);
+	/* In memory at http-out, even with a store: it would never leave. */
+	if (!held && (url = deliver_mo_url(r->cf, m, to)) != NULL)
+		return (enum msg_verdict)http_out_mo(m, url);
 	if (deliver_store_if(r->cf, m, to, held))
 		return MSG_PENDING;
 	/* Nobody here has it, and the cluster that might cannot be asked. */

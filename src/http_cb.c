@@ -271,6 +271,37 @@ http_cb_receipt_json(const struct http_dlr *d)
 	return s;
 }
 
+char *
+http_cb_mo_json(uint64_t id, const char *from, const char *to,
+    const char *text, const uint8_t *octets, size_t n, uint64_t at)
+{
+	char sid[24], when[32], *hex = NULL, *s;
+	time_t t = (time_t)at;
+	struct tm tm;
+	json_t *o;
+
+	snprintf(sid, sizeof(sid), "%" PRIu64, id);
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	o = json_pack("{s:s,s:s,s:s,s:s}", "id", sid, "from", from, "to", to,
+	    "at", when);
+	if (text != NULL)
+		json_object_set_new(o, "text", json_string(text));
+	else {
+		hex = malloc(2 * n + 1);
+		for (size_t i = 0; hex != NULL && i < n; i++)
+			snprintf(hex + 2 * i, 3, "%02x", octets[i]);
+		if (hex != NULL) {
+			hex[2 * n] = '\0';
+			json_object_set_new(o, "hex", json_string(hex));
+		}
+	}
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	free(hex);
+	return s;
+}
+
 unsigned
 http_cb_backoff(unsigned attempt)
 {

@@ -73,6 +73,14 @@ int	http_cb_expand(const char *tmpl, const struct http_dlr *d, char *out,
  */
 char	*http_cb_receipt_json(const struct http_dlr *d);
 
+/*
+ * The JSON body posted to an account's mo_url: {"id", "from", "to",
+ * "text", "at"}, or "hex" (the octets) in place of "text" when text is
+ * NULL. malloc'd.
+ */
+char	*http_cb_mo_json(uint64_t id, const char *from, const char *to,
+	    const char *text, const uint8_t *octets, size_t n, uint64_t at);
+
 /* Kannel's dlr type for an SMPP message_state (smpp_receipt.h). */
 int	http_cb_dlr_type(uint8_t state);
 

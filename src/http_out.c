@@ -17,10 +17,14 @@
 #include <curl/curl.h>
 
 #include "config.h"
+#include "deliver.h"
 #include "http_cb.h"
 #include "log.h"
 #include "mailbox.h"
 #include "msg.h"
+#include "reactor.h"
+#include "smpp_receipt.h"
+#include "text.h"
 #include "util.h"
 #include "version.h"
 
@@ -55,6 +59,9 @@ struct job {
 	unsigned attempts;		/* made so far */
 	uint64_t due_ms;		/* mono_ms: not before */
 	bool	refused;		/* its address is not one we call */
+	/* A message posted to a mo_url: its receipt follows the answer. */
+	struct msg *mo;
+	unsigned reactor;		/* whose turn makes the receipt */
 };
 
 /* What a poster hands the thread. */
@@ -73,6 +80,7 @@ static struct {
 	struct mailbox mb;
 	_Atomic uint64_t sent, failed, retried, dropped, pending;
 	_Atomic uint64_t awaited;	/* wants, and wants posted */
+	_Atomic unsigned queue_limit;	/* http.callback_queue now */
 	_Atomic unsigned nports;
 	_Atomic unsigned ports[OWN_PORTS_MAX];
 	/* Set by http_out_open, read-only after. */
@@ -244,6 +252,7 @@ want_drop(struct want **p)
 static void
 job_free(struct job *j)
 {
+	free(j->mo);
 	curl_slist_free_all(j->hdrs);
 	free(j->url);
 	free(j->body);
@@ -376,6 +385,7 @@ op_config(void *owner, void *arg, enum mailbox_status st)
 	if (st == MAILBOX_RUN) {
 		config_unref(O.cf);
 		O.cf = o->cf;
+		atomic_store(&O.queue_limit, O.cf->http.callback_queue);
 	} else
 		config_unref(o->cf);
 	free(o);
@@ -433,6 +443,90 @@ http_out_receipt(const struct msg *orig, uint8_t state, uint64_t at)
 	o->at = at;
 	mailbox_post_fn(&O.mb, op_receipt, o);
 	return true;
+}
+
+bool
+http_out_on(void)
+{
+	return O.open;
+}
+
+/* m's text as UTF-8 (malloc'd), or NULL when it is not text. */
+static char *
+mo_text(const struct msg *m)
+{
+	const uint8_t *p = m->text;
+	size_t n = m->len;
+	int coding;
+	char *out;
+	ssize_t k;
+
+	if (!(m->flags & MSG_F_CODED))
+		return strndup((const char *)m->text, m->len);
+	/* A UDH (esm_class UDHI) is the SMS's, not the text's. */
+	if ((m->esm_class & 0x40) && n > 0 && (size_t)p[0] + 1 <= n) {
+		n -= (size_t)p[0] + 1;
+		p += p[0] + 1;
+	}
+	coding = text_coding_of(m->data_coding, m->flags & MSG_F_DC0_LATIN1 ?
+	    TEXT_LATIN1 : m->flags & MSG_F_DC0_IA5 ? TEXT_IA5 : TEXT_GSM);
+	if (coding < 0)
+		return NULL;
+	out = xmalloc(TEXT_UTF8_MAX(n) + 1);
+	if ((k = text_decode((enum text_coding)coding, p, n, out,
+	    TEXT_UTF8_MAX(n) + 1)) < 0) {
+		free(out);
+		return NULL;
+	}
+	out[k] = '\0';
+	return out;
+}
+
+static void
+op_mo(void *owner, void *arg, enum mailbox_status st)
+{
+	struct job *j = arg;
+
+	(void)owner;
+	if (st == MAILBOX_RUN) {
+		j->due_ms = mono_ms();
+		job_queue(j);
+		return;
+	}
+	atomic_fetch_add(&O.dropped, 1);
+	atomic_fetch_sub(&O.pending, 1);
+	job_free(j);
+}
+
+int
+http_out_mo(struct msg *m, const char *url)
+{
+	struct job *j;
+	char *text;
+	unsigned port;
+
+	if (!O.open || atomic_fetch_add(&O.pending, 1) >=
+	    O.queue_limit) {
+		if (O.open)
+			atomic_fetch_sub(&O.pending, 1);
+		free(m);
+		return MSG_FULL;
+	}
+	j = xcalloc(1, sizeof(*j));
+	j->url = xstrdup(url);
+	text = mo_text(m);
+	j->body = http_cb_mo_json(m->id, m->from, m->to, text, m->text,
+	    m->len, m->submitted != 0 ? m->submitted :
+	    (uint64_t)time(NULL));
+	free(text);
+	j->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	if (http_cb_url_host(url, j->host, sizeof(j->host), &port) < 0)
+		j->host[0] = '\0';
+	j->reactor = m->sender_kind == MSG_KIND_CONN ? m->sender.reactor :
+	    UINT32_MAX;
+	j->mo = m;
+	mailbox_post_fn(&O.mb, op_mo, j);
+	return MSG_OK;
 }
 
 void
@@ -548,6 +642,36 @@ active_remove(struct job *j)
 	O.nactive--;
 }
 
+/* On a reactor: the receipt of a message posted to a mo_url. */
+static void
+mo_receipt_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct msg *m = arg;
+
+	if (st == MAILBOX_RUN)
+		deliver_receipt(owner, m, m->message_state);
+	free(m);
+}
+
+/* j's message is delivered (2xx) or given up: its sender may hear. */
+static void
+mo_done(struct job *j, uint8_t state)
+{
+	struct msg *m = j->mo;
+	struct reactor *r;
+
+	j->mo = NULL;
+	if (!(m->registered_delivery & 0x01) ||
+	    (r = reactor_get(j->reactor)) == NULL) {
+		free(m);
+		return;
+	}
+	m->message_state = state;
+	m->task.fn = mo_receipt_task;
+	m->task.arg = m;
+	reactor_post_task(r, &m->task);
+}
+
 /* One finished attempt: done, again later, or given up. */
 static void
 job_done(struct job *j, CURLcode rc)
@@ -561,6 +685,8 @@ job_done(struct job *j, CURLcode rc)
 	active_remove(j);
 	if (rc == CURLE_OK && code >= 200 && code < 300) {
 		atomic_fetch_add(&O.sent, 1);
+		if (j->mo != NULL)
+			mo_done(j, SMPP_STATE_DELIVERED);
 	} else if (!j->refused && j->attempts <= O.cf->http.callback_retries) {
 		atomic_fetch_add(&O.retried, 1);
 		j->due_ms = mono_ms() + 1000ull * http_cb_backoff(j->attempts);
@@ -573,6 +699,8 @@ job_done(struct job *j, CURLcode rc)
 			    "%s", j->host, j->attempts, j->refused ?
 			    "its address is refused" : rc != CURLE_OK ?
 			    curl_easy_strerror(rc) : "not answered 2xx");
+		if (j->mo != NULL)
+			mo_done(j, SMPP_STATE_UNDELIVERABLE);
 	}
 	atomic_fetch_sub(&O.pending, 1);
 	job_free(j);
@@ -679,6 +807,7 @@ http_out_open(const struct config *cf)
 	}
 	O.buckets = xcalloc(WANT_BUCKETS, sizeof(*O.buckets));
 	O.cf = config_ref((struct config *)cf);
+	atomic_store(&O.queue_limit, cf->http.callback_queue);
 	own_addrs_init();
 	O.open = true;
 	return 0;

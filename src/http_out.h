@@ -1,7 +1,8 @@
 /*
  * http_out.h: the "http-out" service thread, which posts what HTTP
  * applications asked to be told (receipts to a dlr-url or receipt_url)
- * with libcurl's multi interface. Reactors and the store never call
+ * and the messages for an HTTP-only account (its mo_url) with libcurl's
+ * multi interface. Reactors and the store never call
  * libcurl: they post to its mailbox through these functions, and it
  * keeps every receipt awaited and every post pending, bounded by
  * http.callback_queue. Built with WITH_CURL; without it no callback is
@@ -14,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct config;
@@ -86,6 +88,17 @@ void	http_out_verdict(uint64_t id, bool ok, bool stored);
  */
 bool	http_out_receipt(const struct msg *orig, uint8_t state, uint64_t at);
 
+/*
+ * Posts m, a message for an account with no session but a mo_url, to
+ * url as JSON; its sender's receipt (if it asked) follows the answer:
+ * delivered on 2xx, undeliverable once given up. Takes m. MSG_OK once
+ * queued; MSG_FULL past http.callback_queue. The reactor that sends m.
+ */
+int	http_out_mo(struct msg *m, const char *url);
+
+/* Whether the thread is there to take posts. Any thread. */
+bool	http_out_on(void);
+
 void	http_out_get_stats(struct http_out_stats *st);
 #else
 static inline int http_out_open(const struct config *cf)
@@ -110,6 +123,9 @@ static inline void http_out_verdict(uint64_t id, bool ok, bool stored)
 static inline bool http_out_receipt(const struct msg *orig, uint8_t state,
     uint64_t at)
 { (void)orig; (void)state; (void)at; return false; }
+static inline int http_out_mo(struct msg *m, const char *url)
+{ (void)url; free(m); return -1; }
+static inline bool http_out_on(void) { return false; }
 static inline void http_out_get_stats(struct http_out_stats *st)
 { memset(st, 0, sizeof(*st)); }
 #endif

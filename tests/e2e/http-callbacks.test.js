@@ -3,7 +3,8 @@
 // its escapes once an SMPP recipient answered, a JSON receipt_url, a
 // receiver that is down at first (retried until it answers), a dlr-url
 // outside http.callback_allow or at our own listener refused when asked,
-// and the counts in /metrics. The receiver is a node http server on
+// a message for the HTTP-only account posted to its mo_url (its sender's
+// receipt once the application answered), and the counts in /metrics. The receiver is a node http server on
 // port 0. Run by `make check` (node --test).
 'use strict';
 
@@ -12,7 +13,7 @@ const assert = require('node:assert/strict');
 const http = require('node:http');
 const L = require('./lib.js');
 
-function conf(extra = '') {
+function conf(extra = '', moPort = 9) {
 	return `dispatchers = 2;
 idle_timeout = 0;
 listeners = (
@@ -22,7 +23,8 @@ listeners = (
   { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }
 );
 accounts = (
-  { id = "app"; password = "pw"; http = true; },
+  { id = "app"; password = "pw"; http = true;
+    mo_url = "http://127.0.0.1:${moPort}/mo"; },
   { id = "bob"; password = "b"; },
   { id = "carol"; password = "c"; }
 );
@@ -247,6 +249,42 @@ test('with a store: buffered when stored, delivered once the recipient binds', {
 		b.s.close();
 	} finally {
 		await close(r);
+		await L.stopDaemon(d);
+	}
+});
+
+test('a message for an HTTP account goes to its mo_url, retried until it answers; the sender hears DELIVRD then', async () => {
+	const port = await L.freePort();
+	const d = await L.startDaemon(conf('', port));
+	let r = null;
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const resp = await L.call(b.s, 'submit_sm', {
+			source_addr: 'bob', destination_addr: 'app', data_coding: 0,
+			short_message: Buffer.from('hi app'), registered_delivery: 1,
+		});
+		assert.equal(resp.command_status, 0);
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_http_callbacks_total{result="retried"}') >= 1,
+			15000, 'a retry while the application is down');
+		assert.equal(b.got.length, 0, 'no receipt before the application has it');
+		r = await receiver(port);
+		await L.until(() => r.got.length === 1, 30000, 'the MO post');
+		assert.equal(r.got[0].method, 'POST');
+		assert.equal(r.got[0].url, '/mo');
+		assert.match(r.got[0].type, /^application\/json/);
+		const j = JSON.parse(r.got[0].body);
+		assert.equal(j.id, resp.message_id);
+		assert.equal(j.from, 'bob');
+		assert.equal(j.to, 'app');
+		assert.equal(j.text, 'hi app');
+		assert.match(j.at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+		await L.until(() => b.got.length === 1, 15000, 'the receipt at bob');
+		assert.match(L.text(b.got[0]), new RegExp(`^id:${resp.message_id} .*stat:DELIVRD`));
+		b.s.close();
+	} finally {
+		if (r)
+			await close(r);
 		await L.stopDaemon(d);
 	}
 });

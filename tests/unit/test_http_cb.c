@@ -179,6 +179,24 @@ START_TEST(receipt_json)
 }
 END_TEST
 
+START_TEST(mo_json)
+{
+	static const uint8_t bin[] = { 0x00, 0xff, 0x10 };
+	char *s = http_cb_mo_json(7, "+35191", "app", "ol\xc3\xa1", NULL, 0,
+	    AT);
+
+	ck_assert_str_eq(s, "{\"id\":\"7\",\"from\":\"+35191\","
+	    "\"to\":\"app\",\"at\":\"2023-11-14T22:13:20Z\","
+	    "\"text\":\"ol\xc3\xa1\"}");
+	free(s);
+	/* Octets that are no text go as hex, and no "text" is made up. */
+	s = http_cb_mo_json(7, "a", "b", NULL, bin, sizeof(bin), AT);
+	ck_assert_ptr_nonnull(strstr(s, "\"hex\":\"00ff10\""));
+	ck_assert_ptr_null(strstr(s, "\"text\""));
+	free(s);
+}
+END_TEST
+
 START_TEST(backoff)
 {
 	static const unsigned want[] = { 0, 1, 2, 4, 8, 16, 32, 64, 128, 256,
@@ -203,6 +221,7 @@ http_cb_suite(void)
 	tcase_add_test(t, expand_kannel);
 	tcase_add_test(t, expand_full);
 	tcase_add_test(t, receipt_json);
+	tcase_add_test(t, mo_json);
 	tcase_add_test(t, backoff);
 	suite_add_tcase(s, t);
 	return s;
