@@ -1318,7 +1318,8 @@ static const struct cfkey root_keys[] = {
 	    .reload = CFK_KEEP, .change = CONFIG_KEPT_CLUSTER_ADDED,
 	    .gone = CONFIG_KEPT_CLUSTER_REMOVED),
 	{ .name = "http", .type = CFK_GROUP,
-	  GROUP(struct config, http, http_group), .doc = HTTP_DOC },
+	  GROUP(struct config, http, http_group), BUILT(WITH_CURL),
+	  .doc = HTTP_DOC },
 };
 
 const struct cfgroup config_root_group = {

@@ -614,8 +614,9 @@ start_due(uint64_t now)
 	struct job **p = &O.wait_head, *j, *prev = NULL;
 	uint64_t next = now + WAIT_MAX_MS;
 
-	while ((j = *p) != NULL) {
-		if (j->due_ms > now || O.nactive >= ACTIVE_MAX ||
+	/* Once every slot is busy, a transfer's end wakes the thread. */
+	while ((j = *p) != NULL && O.nactive < ACTIVE_MAX) {
+		if (j->due_ms > now ||
 		    host_active(j->host) >= O.cf->http.callback_concurrency) {
 			if (j->due_ms > now && j->due_ms < next)
 				next = j->due_ms;
