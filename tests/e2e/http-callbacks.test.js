@@ -13,7 +13,9 @@ const assert = require('node:assert/strict');
 const http = require('node:http');
 const L = require('./lib.js');
 
-function conf(extra = '', moPort = 9) {
+const HTTP_GROUP = 'callback_timeout = 5; callback_retries = 5; callback_concurrency = 2;';
+
+function conf(extra = '', moPort = 9, httpGroup = HTTP_GROUP) {
 	return `dispatchers = 2;
 idle_timeout = 0;
 listeners = (
@@ -28,8 +30,7 @@ accounts = (
   { id = "bob"; password = "b"; },
   { id = "carol"; password = "c"; }
 );
-http = { callback_allow = [ "127.0.0.0/8" ]; callback_timeout = 5;
-  callback_retries = 5; callback_concurrency = 2; };
+http = { callback_allow = [ "127.0.0.0/8" ]; ${httpGroup} };
 ${extra}`;
 }
 
@@ -285,6 +286,42 @@ test('a message for an HTTP account goes to its mo_url, retried until it answers
 	} finally {
 		if (r)
 			await close(r);
+		await L.stopDaemon(d);
+	}
+});
+
+test('callback_concurrency bounds the posts to one host; callback_queue the receipts awaited', async () => {
+	const d = await L.startDaemon(conf('', 9, 'callback_concurrency = 1; callback_queue = 3;'));
+	let open = 0, most = 0;
+	const got = [];
+	const srv = http.createServer((req, res) => {
+		open++;
+		most = Math.max(most, open);
+		got.push(req.url);
+		// Held a while: a second post to this host would overlap it.
+		setTimeout(() => { open--; res.end('ok'); }, 300);
+	});
+	await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+	try {
+		const c = await line(d.ports.router, 'carol', 'c');
+		const dlr = encodeURIComponent(`http://127.0.0.1:${srv.address().port}/d?id=%I`);
+		const base = `http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?username=app&password=pw&dlr-mask=1&dlr-url=${dlr}`;
+		// Three recipients: the three receipts callback_queue has room for.
+		let res = await get(`${base}&to=carol+carol+carol&text=three`);
+		assert.equal(res.status, 202);
+		await L.until(() => got.length === 3, 20000, 'three receipts');
+		assert.equal(most, 1, 'posts to one host overlapped');
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_http_callbacks_pending{what="receipts"}') === 0, 10000, 'room again');
+		// Four would be over it: refused before anything is sent.
+		res = await get(`${base}&to=carol+carol+carol+carol&text=four`);
+		assert.equal(res.status, 503);
+		assert.equal(res.body, 'Temporal failure, try again later.\n');
+		await L.sleep(300);
+		assert.equal(c.lines.filter((l) => l.endsWith(' four')).length, 0);
+		c.sock.destroy();
+	} finally {
+		await new Promise((resolve) => srv.close(resolve));
 		await L.stopDaemon(d);
 	}
 });
