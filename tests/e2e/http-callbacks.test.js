@@ -4,8 +4,9 @@
 // receiver that is down at first (retried until it answers), a dlr-url
 // outside http.callback_allow or at our own listener refused when asked,
 // a message for the HTTP-only account posted to its mo_url (its sender's
-// receipt once the application answered), and the counts in /metrics. The receiver is a node http server on
-// port 0. Run by `make check` (node --test).
+// receipt once the application answered), callback_concurrency and
+// callback_queue, and the counts in /metrics. The receiver is a node http
+// server on port 0. Run by `make check` (node --test).
 'use strict';
 
 const test = require('node:test');
