@@ -280,7 +280,6 @@ http_account(const struct config *cf, const char *user, const char *pass,
 	return acct;
 }
 
-/* One message of s for recipient to, from acct. */
 /* The receipts s asks for: Kannel's dlr-mask, or every final one (JSON). */
 static int
 receipt_mask(const struct http_send *s)
@@ -333,6 +332,7 @@ receipts_ok(struct conn *c, struct answer *a, const struct http_send *s,
 	return true;
 }
 
+/* One message of s for recipient to, from acct. */
 static struct msg *
 send_msg(struct conn *c, const struct account_conf *acct,
     const struct http_send *s, const char *to, uint64_t now)

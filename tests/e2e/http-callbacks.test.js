@@ -107,6 +107,25 @@ test('a Kannel dlr-url gets the delivered receipt with its escapes', async () =>
 	}
 });
 
+test('a recipient that refuses the message: the undelivered receipt (type 2)', async () => {
+	const d = await L.startDaemon(conf());
+	const r = await receiver();
+	try {
+		// ESME_RX_P_APPN: the application refuses it for good.
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b', () => 0x65);
+		const dlr = encodeURIComponent(`http://127.0.0.1:${r.port}/dlr?type=%d&a=%A&to=%p`);
+		const res = await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?` +
+		    `username=app&password=pw&to=bob&text=no&dlr-mask=3&dlr-url=${dlr}`);
+		assert.equal(res.status, 202);
+		await L.until(() => r.got.length === 1, 15000, 'the undelivered receipt');
+		assert.equal(r.got[0].url, '/dlr?type=2&a=UNDELIV&to=bob');
+		b.s.close();
+	} finally {
+		await close(r);
+		await L.stopDaemon(d);
+	}
+});
+
 test('dlr-mask says which receipts: 2 alone posts no delivered one', async () => {
 	const d = await L.startDaemon(conf());
 	const r = await receiver();
