@@ -518,6 +518,20 @@ deliver_owned(struct reactor *r, struct msg *m, const char *to)
 }
 
 /*
+ * On m's sender's reactor: http-out posted m to its mo_url and the
+ * application answered, or it gave up (m->message_state says which).
+ */
+static void
+deliver_mo_receipt_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct msg *m = arg;
+
+	if (st == MAILBOX_RUN)
+		deliver_receipt(owner, m, m->message_state);
+	free(m);
+}
+
+/*
  * The mo_url m goes to: to is an account that takes messages over HTTP
  * and nobody holds it (receipts are not posted there). NULL otherwise.
  */
@@ -550,7 +564,8 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 		return deliver_cluster(r, m, to);
 	/* In memory at http-out, even with a store: it would never leave. */
 	if (!held && (url = deliver_mo_url(r->cf, m, to)) != NULL)
-		return (enum msg_verdict)http_out_mo(m, url);
+		return (enum msg_verdict)http_out_mo(m, url,
+		    deliver_mo_receipt_task);
 	if (deliver_store_if(r->cf, m, to, held))
 		return MSG_PENDING;
 	/* Nobody here has it, and the cluster that might cannot be asked. */

@@ -17,7 +17,6 @@
 #include <curl/curl.h>
 
 #include "config.h"
-#include "deliver.h"
 #include "http_cb.h"
 #include "log.h"
 #include "mailbox.h"
@@ -62,6 +61,7 @@ struct job {
 	/* A message posted to a mo_url: its receipt follows the answer. */
 	struct msg *mo;
 	unsigned reactor;		/* whose turn makes the receipt */
+	mailbox_task_fn *receipt;	/* which makes it there */
 };
 
 /* What a poster hands the thread. */
@@ -499,7 +499,7 @@ op_mo(void *owner, void *arg, enum mailbox_status st)
 }
 
 int
-http_out_mo(struct msg *m, const char *url)
+http_out_mo(struct msg *m, const char *url, mailbox_task_fn *receipt)
 {
 	struct job *j;
 	char *text;
@@ -525,6 +525,7 @@ http_out_mo(struct msg *m, const char *url)
 	j->reactor = m->sender_kind == MSG_KIND_CONN ? m->sender.reactor :
 	    UINT32_MAX;
 	j->mo = m;
+	j->receipt = receipt;
 	mailbox_post_fn(&O.mb, op_mo, j);
 	return MSG_OK;
 }
@@ -643,17 +644,6 @@ active_remove(struct job *j)
 	O.nactive--;
 }
 
-/* On a reactor: the receipt of a message posted to a mo_url. */
-static void
-mo_receipt_task(void *owner, void *arg, enum mailbox_status st)
-{
-	struct msg *m = arg;
-
-	if (st == MAILBOX_RUN)
-		deliver_receipt(owner, m, m->message_state);
-	free(m);
-}
-
 /* j's message is delivered (2xx) or given up: its sender may hear. */
 static void
 mo_done(struct job *j, uint8_t state)
@@ -668,7 +658,7 @@ mo_done(struct job *j, uint8_t state)
 		return;
 	}
 	m->message_state = state;
-	m->task.fn = mo_receipt_task;
+	m->task.fn = j->receipt;
 	m->task.arg = m;
 	reactor_post_task(r, &m->task);
 }

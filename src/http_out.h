@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mailbox.h"
+
 struct config;
 struct msg;
 
@@ -90,11 +92,13 @@ bool	http_out_receipt(const struct msg *orig, uint8_t state, uint64_t at);
 
 /*
  * Posts m, a message for an account with no session but a mo_url, to
- * url as JSON; its sender's receipt (if it asked) follows the answer:
- * delivered on 2xx, undeliverable once given up. Takes m. MSG_OK once
- * queued; MSG_FULL past http.callback_queue. The reactor that sends m.
+ * url as JSON. Once the application answered 2xx, or the post was given
+ * up, m (m->message_state the SMPP state: delivered, undeliverable) goes
+ * back to its sender's reactor as the task receipt (which makes the
+ * sender's receipt, if it asked for one). Takes m. MSG_OK once queued;
+ * MSG_FULL past http.callback_queue. The reactor that sends m.
  */
-int	http_out_mo(struct msg *m, const char *url);
+int	http_out_mo(struct msg *m, const char *url, mailbox_task_fn *receipt);
 
 /* Whether the thread is there to take posts. Any thread. */
 bool	http_out_on(void);
@@ -123,8 +127,9 @@ static inline void http_out_verdict(uint64_t id, bool ok, bool stored)
 static inline bool http_out_receipt(const struct msg *orig, uint8_t state,
     uint64_t at)
 { (void)orig; (void)state; (void)at; return false; }
-static inline int http_out_mo(struct msg *m, const char *url)
-{ (void)url; free(m); return -1; }
+static inline int http_out_mo(struct msg *m, const char *url,
+    mailbox_task_fn *receipt)
+{ (void)url; (void)receipt; free(m); return -1; }
 static inline bool http_out_on(void) { return false; }
 static inline void http_out_get_stats(struct http_out_stats *st)
 { memset(st, 0, sizeof(*st)); }
