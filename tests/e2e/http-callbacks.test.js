@@ -5,7 +5,8 @@
 // outside http.callback_allow or at our own listener refused when asked,
 // a message for the HTTP-only account posted to its mo_url (its sender's
 // receipt once the application answered), callback_concurrency and
-// callback_queue, and the counts in /metrics. The receiver is a node http
+// callback_queue, giving up after callback_retries, and the counts in
+// /metrics. The receiver is a node http
 // server on port 0. Run by `make check` (node --test).
 'use strict';
 
@@ -342,6 +343,31 @@ test('callback_concurrency bounds the posts to one host; callback_queue the rece
 		c.sock.destroy();
 	} finally {
 		await new Promise((resolve) => srv.close(resolve));
+		await L.stopDaemon(d);
+	}
+});
+
+test('given up after callback_retries: counted failed, and an mo_url sender hears UNDELIV', async () => {
+	const port = await L.freePort();
+	const d = await L.startDaemon(conf('', port, 'callback_retries = 1; callback_timeout = 2;'));
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_transceiver', 'bob', 'b');
+		const resp = await L.call(b.s, 'submit_sm', {
+			source_addr: 'bob', destination_addr: 'app', data_coding: 0,
+			short_message: Buffer.from('nobody home'), registered_delivery: 1,
+		});
+		assert.equal(resp.command_status, 0);
+		// The first attempt, one retry a second later, then given up.
+		await L.until(() => b.got.length === 1, 20000, 'the receipt at bob');
+		assert.match(L.text(b.got[0]), new RegExp(`^id:${resp.message_id} .*stat:UNDELIV`));
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_total{result="retried"}'), 1);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_total{result="failed"}'), 1);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_total{result="sent"}'), 0);
+		assert.equal(L.val(m, 'echorouterd_http_callbacks_pending{what="posts"}'), 0);
+		assert.match(d.log, /http-out: 127\.0\.0\.1: given up after 2 attempts/);
+		b.s.close();
+	} finally {
 		await L.stopDaemon(d);
 	}
 });
