@@ -58,6 +58,7 @@ struct job {
 	unsigned attempts;		/* made so far */
 	uint64_t due_ms;		/* mono_ms: not before */
 	bool	refused;		/* its address is not one we call */
+	uint64_t kept;			/* its id where it is kept; 0 none */
 	/* A message posted to a mo_url: its receipt follows the answer. */
 	struct msg *mo;
 	unsigned reactor;		/* whose turn makes the receipt */
@@ -90,6 +91,9 @@ static struct {
 	/* The main thread. */
 	pthread_t thread;
 	bool	started;
+	/* Set before the thread starts. */
+	struct http_out_keep keep;
+	uint64_t next_kept;
 	/* The thread's own. */
 	struct config *cf;
 	CURLM	*multi;
@@ -270,6 +274,18 @@ job_queue(struct job *j)
 	O.wait_tail = j;
 }
 
+/* A new post: kept (with a store) until it is answered or given up. */
+static void
+job_made(struct job *j)
+{
+	if (O.keep.keep != NULL && j->kept == 0) {
+		j->kept = O.next_kept++;
+		O.keep.keep(j->kept, j->url, j->body);
+	}
+	j->due_ms = mono_ms();
+	job_queue(j);
+}
+
 /* The post that tells w's application of an event of type at at. */
 static void
 want_post(const struct want *w, int type, uint64_t at)
@@ -303,9 +319,8 @@ want_post(const struct want *w, int type, uint64_t at)
 	}
 	if (http_cb_url_host(j->url, j->host, sizeof(j->host), &port) < 0)
 		j->host[0] = '\0';
-	j->due_ms = mono_ms();
 	atomic_fetch_add(&O.pending, 1);
-	job_queue(j);
+	job_made(j);
 }
 
 /*
@@ -489,8 +504,7 @@ op_mo(void *owner, void *arg, enum mailbox_status st)
 
 	(void)owner;
 	if (st == MAILBOX_RUN) {
-		j->due_ms = mono_ms();
-		job_queue(j);
+		job_made(j);
 		return;
 	}
 	atomic_fetch_add(&O.dropped, 1);
@@ -693,6 +707,8 @@ job_done(struct job *j, CURLcode rc)
 		if (j->mo != NULL)
 			mo_done(j, SMPP_STATE_UNDELIVERABLE);
 	}
+	if (j->kept != 0)
+		O.keep.done(j->kept);
 	atomic_fetch_sub(&O.pending, 1);
 	job_free(j);
 }
@@ -804,6 +820,43 @@ http_out_open(const struct config *cf)
 	return 0;
 }
 
+void
+http_out_keep_with(const struct http_out_keep *k)
+{
+	uint64_t floor = (uint64_t)time(NULL) << 20;
+
+	O.keep = *k;
+	if (O.next_kept < floor)
+		O.next_kept = floor;
+}
+
+int
+http_out_adopt(uint64_t id, const char *url, const char *body, void *arg)
+{
+	struct job *j;
+	unsigned port;
+
+	(void)arg;
+	if (!O.open)
+		return 0;
+	j = xcalloc(1, sizeof(*j));
+	j->kept = id;
+	j->url = xstrdup(url);
+	if (body != NULL) {
+		j->body = xstrdup(body);
+		j->hdrs = curl_slist_append(NULL,
+		    "Content-Type: application/json");
+	}
+	if (http_cb_url_host(url, j->host, sizeof(j->host), &port) < 0)
+		j->host[0] = '\0';
+	if (O.next_kept <= id)
+		O.next_kept = id + 1;
+	atomic_fetch_add(&O.pending, 1);
+	j->due_ms = mono_ms();
+	job_queue(j);
+	return 0;
+}
+
 int
 http_out_start(void)
 {
@@ -820,16 +873,22 @@ http_out_start(void)
 }
 
 void
+http_out_stop(void)
+{
+	if (!O.started)
+		return;
+	mailbox_post_fn(&O.mb, op_stop, NULL);
+	pthread_join(O.thread, NULL);
+	O.started = false;
+}
+
+void
 http_out_close(void)
 {
 	if (!O.open)
 		return;
-	if (O.started) {
-		mailbox_post_fn(&O.mb, op_stop, NULL);
-		pthread_join(O.thread, NULL);
-		O.started = false;
-	} else
-		drop_all();
+	http_out_stop();
+	drop_all();
 	O.open = false;
 	mailbox_fini(&O.mb, NULL);
 	curl_multi_cleanup(O.multi);

@@ -51,7 +51,32 @@ struct http_out_want {
 int	http_out_open(const struct config *cf);
 /* Starts it. 0, or -1 with errno. */
 int	http_out_start(void);
-/* Stops it: what is pending is dropped (counted). The main thread. */
+/*
+ * Where pending posts are kept so that a restart posts them (the store):
+ * keep(id, url, body) once a post is made, done(id) once it was answered
+ * or given up. The main thread, before http_out_start.
+ */
+struct http_out_keep {
+	void	(*keep)(uint64_t id, const char *url, const char *body);
+	void	(*done)(uint64_t id);
+};
+void	http_out_keep_with(const struct http_out_keep *k);
+
+/*
+ * Takes a post kept before a restart (id, url, body NULL: a GET), to post
+ * again. 0. The main thread, before http_out_start.
+ */
+int	http_out_adopt(uint64_t id, const char *url, const char *body,
+	    void *arg);
+
+/*
+ * Ends the thread: posts still pending are dropped (counted), and stay
+ * kept (http_out_keep_with) for the next start. Tasks posted after it
+ * wait for http_out_close, which cancels them. The main thread, before
+ * what it keeps posts in stops.
+ */
+void	http_out_stop(void);
+/* Frees what is left. The main thread, once nothing posts to it. */
 void	http_out_close(void);
 /* A new configuration for the thread's settings. The main thread. */
 void	http_out_reload(const struct config *cf);
@@ -108,6 +133,7 @@ void	http_out_get_stats(struct http_out_stats *st);
 static inline int http_out_open(const struct config *cf)
 { (void)cf; return 0; }
 static inline int http_out_start(void) { return 0; }
+static inline void http_out_stop(void) { }
 static inline void http_out_close(void) { }
 static inline void http_out_reload(const struct config *cf) { (void)cf; }
 static inline void http_out_own_port(unsigned port) { (void)port; }

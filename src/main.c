@@ -271,6 +271,13 @@ open_services(struct daemon *d)
 	}
 	if (svc != NULL)
 		d->svcs[d->nsvcs++] = svc;
+	/* Posts a kill -9 left pending are posted again. */
+	if (store_keeps_posts()) {
+		http_out_keep_with(&(struct http_out_keep){
+		    .keep = store_post_keep, .done = store_post_done });
+		if (store_posts_each(http_out_adopt, NULL) < 0)
+			log_warnx("store: cannot read the HTTP posts kept");
+	}
 	/* The cluster after the store: it stores what no node takes. */
 	if (cluster_open(d->cf, d->svcs, &d->nsvcs, &err) < 0) {
 		log_err("cluster: %s", err != NULL ? err : "cannot start");
@@ -580,13 +587,15 @@ main(int argc, char **argv)
 	systemd_stopping();
 	acceptor_close_listeners(d.acc);
 	stop_reactors(&d);
+	/* Before the store, which keeps its posts: nothing more to keep. */
+	http_out_stop();
 	/* The store lets go of NATS before the cluster closes the library. */
 	store_quiesce();
 	stop_services(&d);
 	log_stats(&d);
 	cluster_close();
 	store_close();
-	/* Last: the store's last receipts are posted to it until then. */
+	/* Last: what the store posted to it as it stopped is cancelled. */
 	http_out_close();
 	systemd_watchdog_free(d.wd);
 	/* Reactors first: a connection may still hold the acceptor's entries. */

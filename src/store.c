@@ -1257,6 +1257,76 @@ store_check(const struct config *cf, char **err)
 	return 0;
 }
 
+/* A post to keep (url set) or to forget, on its way to the store. */
+struct post_op {
+	struct mailbox_task task;
+	uint64_t id;
+	char	*url;
+	char	*body;
+};
+
+static void
+post_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct post_op *p = arg;
+	int rc;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && !S.quiesced && store_txn(false)) {
+		rc = p->url != NULL ? S.ops->post_put(S.b, p->id, p->url,
+		    p->body) : S.ops->post_del(S.b, p->id);
+		/* Still posted from memory: only a restart would lose it. */
+		if (rc < 0) {
+			store_write_error();
+			write_failed("keeping an HTTP post");
+		}
+	}
+	free(p->url);
+	free(p->body);
+	free(p);
+}
+
+bool
+store_keeps_posts(void)
+{
+	return store_on() && S.ops->post_put != NULL;
+}
+
+static void
+post_send(uint64_t id, const char *url, const char *body)
+{
+	struct post_op *p = xcalloc(1, sizeof(*p));
+
+	p->id = id;
+	p->url = url != NULL ? xstrdup(url) : NULL;
+	p->body = body != NULL ? xstrdup(body) : NULL;
+	p->task.fn = post_task;
+	p->task.arg = p;
+	service_post(S.svc, &p->task);
+}
+
+void
+store_post_keep(uint64_t id, const char *url, const char *body)
+{
+	if (store_keeps_posts())
+		post_send(id, url, body);
+}
+
+void
+store_post_done(uint64_t id)
+{
+	if (store_keeps_posts())
+		post_send(id, NULL, NULL);
+}
+
+int
+store_posts_each(store_post_fn *fn, void *arg)
+{
+	if (!store_keeps_posts())
+		return 0;
+	return S.ops->posts(S.b, fn, arg);
+}
+
 uint64_t
 store_id_floor(void)
 {

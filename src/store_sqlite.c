@@ -80,6 +80,13 @@ static const char fin_schema[] =
     " state INTEGER NOT NULL,"
     " final_date INTEGER NOT NULL"
     ");";
+/* HTTP posts not yet answered (http_out.h): a restart posts them. */
+static const char post_schema[] =
+    "CREATE TABLE IF NOT EXISTS post ("
+    " id INTEGER PRIMARY KEY,"
+    " url TEXT NOT NULL,"
+    " body TEXT"			/* NULL: a GET */
+    ");";
 static const char fin_migrate[] =
     "INSERT INTO fin SELECT id, account, submitter, state, final_date"
     " FROM msg WHERE state <> 1;"
@@ -88,7 +95,8 @@ static const char fin_migrate[] =
 enum {
 	ST_PUT, ST_UPDATE, ST_MARK, ST_FIN_ADD, ST_DELETE, ST_GET, ST_FIN_GET,
 	ST_SCAN, ST_EXPIRED, ST_BY_DEST, ST_FIN_SCAN, ST_FIN_DEL, ST_FINALS,
-	ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_N
+	ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_POST_PUT, ST_POST_DEL, ST_POSTS,
+	ST_N
 };
 
 static const char *const sql[ST_N] = {
@@ -130,6 +138,10 @@ static const char *const sql[ST_N] = {
 	    " state = 1 ORDER BY id LIMIT 1",
 	[ST_MAX_ID] = "SELECT max(coalesce((SELECT max(id) FROM msg), 0),"
 	    " coalesce((SELECT max(id) FROM fin), 0))",
+	[ST_POST_PUT] = "INSERT OR REPLACE INTO post (id, url, body)"
+	    " VALUES (?1, ?2, ?3)",
+	[ST_POST_DEL] = "DELETE FROM post WHERE id = ?1",
+	[ST_POSTS] = "SELECT id, url, body FROM post ORDER BY id",
 };
 
 struct store_backend {
@@ -613,6 +625,12 @@ sqlite_open(const struct config *config, bool check_only, char **err)
 		sqlite_close(b);
 		return NULL;
 	}
+	if (sqlite3_exec(b->db, post_schema, NULL, NULL, NULL) != SQLITE_OK) {
+		*err = open_error(cf->path, "cannot add the table of HTTP "
+		    "posts: %s", sqlite3_errmsg(b->db));
+		sqlite_close(b);
+		return NULL;
+	}
 	for (int i = 0; i < ST_N; i++)
 		if (sqlite3_prepare_v3(b->db, sql[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL) != SQLITE_OK) {
@@ -968,6 +986,43 @@ sqlite_max_id(struct store_backend *b, uint64_t *id)
 	return rc == SQLITE_ROW ? 0 : -1;
 }
 
+static int
+sqlite_post_put(struct store_backend *b, uint64_t id, const char *url,
+    const char *body)
+{
+	sqlite3_stmt *st = b->st[ST_POST_PUT];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	sqlite3_bind_text(st, 2, url, -1, SQLITE_STATIC);
+	if (body != NULL)
+		sqlite3_bind_text(st, 3, body, -1, SQLITE_STATIC);
+	return exec_stmt(b, st);
+}
+
+static int
+sqlite_post_del(struct store_backend *b, uint64_t id)
+{
+	sqlite3_stmt *st = b->st[ST_POST_DEL];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	return exec_stmt(b, st);
+}
+
+static int
+sqlite_posts(struct store_backend *b, store_post_fn *fn, void *arg)
+{
+	sqlite3_stmt *st = b->st[ST_POSTS];
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW &&
+	    fn((uint64_t)sqlite3_column_int64(st, 0),
+	    (const char *)sqlite3_column_text(st, 1),
+	    (const char *)sqlite3_column_text(st, 2), arg) == 0)
+		;
+	done_stmt(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
 const struct store_backend_ops store_sqlite_ops = {
 	.name = "sqlite",
 	.open = sqlite_open,
@@ -991,4 +1046,7 @@ const struct store_backend_ops store_sqlite_ops = {
 	.check = sqlite_check,
 	.full = sqlite_full,
 	.poll = sqlite_poll,
+	.post_put = sqlite_post_put,
+	.post_del = sqlite_post_del,
+	.posts = sqlite_posts,
 };

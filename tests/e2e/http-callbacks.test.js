@@ -371,3 +371,49 @@ test('given up after callback_retries: counted failed, and an mo_url sender hear
 		await L.stopDaemon(d);
 	}
 });
+
+test('with a store, a post pending at kill -9 is posted after the restart', { skip: !SQLITE && 'no SQLite' }, async () => {
+	const fs = require('node:fs');
+	const os = require('node:os');
+	const path = require('node:path');
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-cb-'));
+	const port = await L.freePort();
+	const c2 = conf(`store = { path = "${dir}/store.db"; };`);
+	let d = await L.startDaemon(c2), d2 = null, r = null;
+	try {
+		const c = await line(d.ports.router, 'carol', 'c');
+		const dlr = encodeURIComponent(`http://127.0.0.1:${port}/kept?type=%d&id=%I`);
+		const res = await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?` +
+		    `username=app&password=pw&to=carol&text=k&dlr-mask=1&dlr-url=${dlr}`);
+		assert.equal(res.status, 202);
+		await c.wait((l) => l.endsWith(' k'), 'MSG at carol');
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_http_callbacks_total{result="retried"}') >= 1,
+			15000, 'a retry: the post is pending (and kept)');
+		c.sock.destroy();
+		d.child.kill('SIGKILL');
+		await L.until(() => d.exited !== null, 10000, 'killed');
+		fs.rmSync(d.dir, { recursive: true, force: true });
+		d = null;
+		r = await receiver(port);
+		d2 = await L.startDaemon(c2);
+		await L.until(() => r.got.length === 1, 20000, 'the kept post');
+		assert.match(r.got[0].url, /^\/kept\?type=1&id=\d+$/);
+		await L.until(async () => L.val(await L.scrape(d2.ports.metrics),
+			'echorouterd_http_callbacks_total{result="sent"}') === 1, 10000, 'counted');
+		// Answered: no longer kept, a second restart posts nothing.
+		await L.sleep(500);
+		await L.stopDaemon(d2);
+		d2 = await L.startDaemon(c2);
+		await L.sleep(1500);
+		assert.equal(r.got.length, 1);
+	} finally {
+		if (d)
+			d.child.kill('SIGKILL');
+		if (r)
+			await close(r);
+		if (d2)
+			await L.stopDaemon(d2);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
