@@ -243,11 +243,14 @@ want_slot(uint64_t id)
 	return p;
 }
 
+/* Ends the wait for *p; forget: also where it is kept (not at a stop). */
 static void
-want_drop(struct want **p)
+want_drop(struct want **p, bool forget)
 {
 	struct want *w = *p;
 
+	if (forget && O.keep.unwant != NULL)
+		O.keep.unwant(w->id);
 	*p = w->next;
 	free(w);
 	atomic_fetch_sub(&O.awaited, 1);
@@ -343,7 +346,7 @@ want_event(uint64_t id, int type, uint64_t at)
 	if ((*p)->mask & type)
 		want_post(*p, type, at);
 	if ((type & finals) || !((*p)->mask & finals))
-		want_drop(p);
+		want_drop(p, true);
 }
 
 static void
@@ -356,6 +359,11 @@ op_want(void *owner, void *arg, enum mailbox_status st)
 	if (st == MAILBOX_RUN && *(p = want_slot(o->w->id)) == NULL) {
 		*p = o->w;
 		o->w = NULL;
+		if (O.keep.want != NULL)
+			O.keep.want(&(struct http_out_want){ .id = (*p)->id,
+			    .url = (*p)->url, .json = (*p)->json,
+			    .mask = (*p)->mask, .to = (*p)->to,
+			    .from = (*p)->from, .deadline = (*p)->deadline });
 	}
 	if (o->w != NULL) {
 		free(o->w);
@@ -375,7 +383,7 @@ op_verdict(void *owner, void *arg, enum mailbox_status st)
 		if (o->stored)
 			want_event(o->id, HTTP_DLR_BUFFERED, o->at);
 		else if (!o->ok)
-			want_drop(p);
+			want_drop(p, true);
 	}
 	free(o);
 }
@@ -415,21 +423,29 @@ op_stop(void *owner, void *arg, enum mailbox_status st)
 	O.stopping = true;
 }
 
-void
-http_out_want(const struct http_out_want *w)
+static struct want *
+want_new(const struct http_out_want *w)
 {
 	size_t ulen = strlen(w->url);
-	struct op *o = xcalloc(1, sizeof(*o));
 	struct want *x = xcalloc(1, sizeof(*x) + ulen + 1);
 
 	x->id = w->id;
 	x->mask = w->mask;
 	x->json = w->json;
-	x->deadline = (uint64_t)time(NULL) + WANT_TTL;
+	x->deadline = w->deadline != 0 ? w->deadline :
+	    (uint64_t)time(NULL) + WANT_TTL;
 	snprintf(x->to, sizeof(x->to), "%s", w->to);
 	snprintf(x->from, sizeof(x->from), "%s", w->from);
 	memcpy(x->url, w->url, ulen + 1);
-	o->w = x;
+	return x;
+}
+
+void
+http_out_want(const struct http_out_want *w)
+{
+	struct op *o = xcalloc(1, sizeof(*o));
+
+	o->w = want_new(w);
 	mailbox_post_fn(&O.mb, op_want, o);
 }
 
@@ -741,7 +757,7 @@ sweep(uint64_t now_ms)
 	for (size_t i = 0; i < WANT_BUCKETS; i++)
 		for (struct want **p = &O.buckets[i]; *p != NULL;)
 			if ((*p)->deadline < now)
-				want_drop(p);
+				want_drop(p, true);
 			else
 				p = &(*p)->next;
 }
@@ -770,7 +786,7 @@ drop_all(void)
 	O.nactive = 0;
 	for (size_t i = 0; i < WANT_BUCKETS; i++)
 		while (O.buckets[i] != NULL)
-			want_drop(&O.buckets[i]);
+			want_drop(&O.buckets[i], false);
 }
 
 static void *
@@ -817,6 +833,19 @@ http_out_open(const struct config *cf)
 	atomic_store(&O.queue_limit, cf->http.callback_queue);
 	own_addrs_init();
 	O.open = true;
+	return 0;
+}
+
+int
+http_out_adopt_want(const struct http_out_want *w, void *arg)
+{
+	struct want **p;
+
+	(void)arg;
+	if (!O.open || *(p = want_slot(w->id)) != NULL)
+		return 0;
+	*p = want_new(w);
+	atomic_fetch_add(&O.awaited, 1);
 	return 0;
 }
 

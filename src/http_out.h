@@ -41,6 +41,20 @@ struct http_out_want {
 	int	mask;		/* Kannel's dlr-mask */
 	const char *to;
 	const char *from;
+	uint64_t deadline;	/* wall clock s: forgotten after; 0 a day */
+};
+
+/*
+ * Where pending posts are kept so that a restart posts them (the store):
+ * keep(id, url, body) once a post is made, done(id) once it was answered
+ * or given up. The main thread, before http_out_start.
+ */
+struct http_out_keep {
+	void	(*keep)(uint64_t id, const char *url, const char *body);
+	void	(*done)(uint64_t id);
+	/* The same for receipts awaited, by message id. */
+	void	(*want)(const struct http_out_want *w);
+	void	(*unwant)(uint64_t id);
 };
 
 #if ER_WITH_CURL
@@ -51,15 +65,7 @@ struct http_out_want {
 int	http_out_open(const struct config *cf);
 /* Starts it. 0, or -1 with errno. */
 int	http_out_start(void);
-/*
- * Where pending posts are kept so that a restart posts them (the store):
- * keep(id, url, body) once a post is made, done(id) once it was answered
- * or given up. The main thread, before http_out_start.
- */
-struct http_out_keep {
-	void	(*keep)(uint64_t id, const char *url, const char *body);
-	void	(*done)(uint64_t id);
-};
+/* Keeps what is pending with k (the store). Before http_out_start. */
 void	http_out_keep_with(const struct http_out_keep *k);
 
 /*
@@ -68,6 +74,8 @@ void	http_out_keep_with(const struct http_out_keep *k);
  */
 int	http_out_adopt(uint64_t id, const char *url, const char *body,
 	    void *arg);
+/* The same for a receipt awaited (room is taken, past the bound too). */
+int	http_out_adopt_want(const struct http_out_want *w, void *arg);
 
 /*
  * Ends the thread: posts still pending are dropped (counted), and stay
@@ -134,6 +142,14 @@ static inline int http_out_open(const struct config *cf)
 { (void)cf; return 0; }
 static inline int http_out_start(void) { return 0; }
 static inline void http_out_stop(void) { }
+static inline void http_out_keep_with(const struct http_out_keep *k)
+{ (void)k; }
+static inline int http_out_adopt(uint64_t id, const char *url,
+    const char *body, void *arg)
+{ (void)id; (void)url; (void)body; (void)arg; return 0; }
+static inline int http_out_adopt_want(const struct http_out_want *w,
+    void *arg)
+{ (void)w; (void)arg; return 0; }
 static inline void http_out_close(void) { }
 static inline void http_out_reload(const struct config *cf) { (void)cf; }
 static inline void http_out_own_port(unsigned port) { (void)port; }

@@ -274,8 +274,10 @@ open_services(struct daemon *d)
 	/* Posts a kill -9 left pending are posted again. */
 	if (store_keeps_posts()) {
 		http_out_keep_with(&(struct http_out_keep){
-		    .keep = store_post_keep, .done = store_post_done });
-		if (store_posts_each(http_out_adopt, NULL) < 0)
+		    .keep = store_post_keep, .done = store_post_done,
+		    .want = store_want_keep, .unwant = store_want_done });
+		if (store_posts_each(http_out_adopt, NULL) < 0 ||
+		    store_wants_each(http_out_adopt_want, NULL) < 0)
 			log_warnx("store: cannot read the HTTP posts kept");
 	}
 	/* The cluster after the store: it stores what no node takes. */

@@ -1257,12 +1257,18 @@ store_check(const struct config *cf, char **err)
 	return 0;
 }
 
-/* A post to keep (url set) or to forget, on its way to the store. */
+/*
+ * A post to keep (url set) or to forget, or (want) a receipt awaited to
+ * keep (url set) or forget, on its way to the store.
+ */
 struct post_op {
 	struct mailbox_task task;
 	uint64_t id;
 	char	*url;
 	char	*body;
+	bool	want;
+	struct http_out_want w;		/* its strings are in buf */
+	char	buf[];
 };
 
 static void
@@ -1273,8 +1279,12 @@ post_task(void *owner, void *arg, enum mailbox_status st)
 
 	(void)owner;
 	if (st == MAILBOX_RUN && !S.quiesced && store_txn(false)) {
-		rc = p->url != NULL ? S.ops->post_put(S.b, p->id, p->url,
-		    p->body) : S.ops->post_del(S.b, p->id);
+		if (p->want)
+			rc = p->w.url != NULL ? S.ops->want_put(S.b, &p->w) :
+			    S.ops->want_del(S.b, p->id);
+		else
+			rc = p->url != NULL ? S.ops->post_put(S.b, p->id,
+			    p->url, p->body) : S.ops->post_del(S.b, p->id);
 		/* Still posted from memory: only a restart would lose it. */
 		if (rc < 0) {
 			store_write_error();
@@ -1317,6 +1327,50 @@ store_post_done(uint64_t id)
 {
 	if (store_keeps_posts())
 		post_send(id, NULL, NULL);
+}
+
+void
+store_want_keep(const struct http_out_want *w)
+{
+	size_t nu = strlen(w->url) + 1, nt = strlen(w->to) + 1;
+	size_t nf = strlen(w->from) + 1;
+	struct post_op *p;
+
+	if (!store_keeps_posts())
+		return;
+	p = xcalloc(1, sizeof(*p) + nu + nt + nf);
+	p->id = w->id;
+	p->want = true;
+	p->w = *w;
+	p->w.url = memcpy(p->buf, w->url, nu);
+	p->w.to = memcpy(p->buf + nu, w->to, nt);
+	p->w.from = memcpy(p->buf + nu + nt, w->from, nf);
+	p->task.fn = post_task;
+	p->task.arg = p;
+	service_post(S.svc, &p->task);
+}
+
+void
+store_want_done(uint64_t id)
+{
+	struct post_op *p;
+
+	if (!store_keeps_posts())
+		return;
+	p = xcalloc(1, sizeof(*p));
+	p->id = id;
+	p->want = true;
+	p->task.fn = post_task;
+	p->task.arg = p;
+	service_post(S.svc, &p->task);
+}
+
+int
+store_wants_each(store_want_fn *fn, void *arg)
+{
+	if (!store_keeps_posts())
+		return 0;
+	return S.ops->wants(S.b, fn, arg);
 }
 
 int

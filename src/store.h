@@ -131,9 +131,20 @@ void	store_post_keep(uint64_t id, const char *url, const char *body);
 void	store_post_done(uint64_t id);
 
 /*
- * Calls fn for each post kept (0 to go on). 0, or -1. The main thread,
- * after store_open, before the store thread starts.
+ * The same for the receipts HTTP sends await (http_out.h), by message id:
+ * a message stored across a restart still has its receipt posted.
+ */
+struct http_out_want;
+typedef int store_want_fn(const struct http_out_want *w, void *arg);
+void	store_want_keep(const struct http_out_want *w);
+void	store_want_done(uint64_t id);
+
+/*
+ * Calls fn for each post, or each receipt awaited, kept (0 to go on). 0,
+ * or -1. The main thread, after store_open, before the store thread
+ * starts.
  */
 int	store_posts_each(store_post_fn *fn, void *arg);
+int	store_wants_each(store_want_fn *fn, void *arg);
 
 #endif

@@ -142,6 +142,11 @@ struct store_backend_ops {
 		    const char *url, const char *body);
 	int	(*post_del)(struct store_backend *b, uint64_t id);
 	int	(*posts)(struct store_backend *b, store_post_fn *fn, void *arg);
+	/* With post_put: the receipts awaited, by message id. */
+	int	(*want_put)(struct store_backend *b,
+		    const struct http_out_want *w);
+	int	(*want_del)(struct store_backend *b, uint64_t id);
+	int	(*wants)(struct store_backend *b, store_want_fn *fn, void *arg);
 };
 
 extern const struct store_backend_ops store_sqlite_ops;

@@ -5,8 +5,8 @@
 // outside http.callback_allow or at our own listener refused when asked,
 // a message for the HTTP-only account posted to its mo_url (its sender's
 // receipt once the application answered), callback_concurrency and
-// callback_queue, giving up after callback_retries, and the counts in
-// /metrics. The receiver is a node http
+// callback_queue, giving up after callback_retries, with a store a post
+// and a receipt awaited that survive kill -9, and the counts in /metrics. The receiver is a node http
 // server on port 0. Run by `make check` (node --test).
 'use strict';
 
@@ -412,6 +412,43 @@ test('with a store, a post pending at kill -9 is posted after the restart', { sk
 			d.child.kill('SIGKILL');
 		if (r)
 			await close(r);
+		if (d2)
+			await L.stopDaemon(d2);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('with a store, a receipt awaited across a restart is posted once the stored message is delivered', { skip: !SQLITE && 'no SQLite' }, async () => {
+	const fs = require('node:fs');
+	const os = require('node:os');
+	const path = require('node:path');
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-cb-'));
+	const c2 = conf(`store = { path = "${dir}/store.db"; };`);
+	const r = await receiver();
+	let d = await L.startDaemon(c2), d2 = null;
+	try {
+		const dlr = encodeURIComponent(`http://127.0.0.1:${r.port}/w?type=%d&id=%I&to=%p`);
+		const res = await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?` +
+		    `username=app&password=pw&to=bob&text=later&dlr-mask=1&dlr-url=${dlr}`);
+		assert.equal(res.status, 202);
+		assert.equal(res.body, '3: Queued for later delivery\n');
+		// The message is committed (3: queued); what its receipt asked
+		// follows through http-out to the store's next commit.
+		await L.sleep(1500);
+		d.child.kill('SIGKILL');
+		await L.until(() => d.exited !== null, 10000, 'killed');
+		fs.rmSync(d.dir, { recursive: true, force: true });
+		d = null;
+		d2 = await L.startDaemon(c2);
+		const b = await L.session(d2.ports.smpp, 'bind_receiver', 'bob', 'b');
+		await L.until(() => b.got.length === 1, 15000, 'the stored message');
+		await L.until(() => r.got.length === 1, 15000, 'its receipt');
+		assert.match(r.got[0].url, /^\/w\?type=1&id=\d+&to=bob$/);
+		b.s.close();
+	} finally {
+		if (d)
+			d.child.kill('SIGKILL');
+		await close(r);
 		if (d2)
 			await L.stopDaemon(d2);
 		fs.rmSync(dir, { recursive: true, force: true });
