@@ -30,7 +30,8 @@ BIN     := $(BUILD)/echorouterd
 WITH_SQLITE ?= auto
 WITH_NATS   ?= auto
 WITH_TLS    ?= auto
-OPTIONS     := SQLITE NATS TLS
+WITH_CURL   ?= auto
+OPTIONS     := SQLITE NATS TLS CURL
 SQLITE_PKG  := sqlite3
 SQLITE_DEB  := libsqlite3-dev
 SQLITE_SRCS := src/store_sqlite.c
@@ -41,6 +42,9 @@ NATS_SRCS   := src/store_jetstream.c src/cluster.c src/cluster_kv.c \
 TLS_PKG     := openssl
 TLS_DEB     := libssl-dev
 TLS_SRCS    := src/transport_tls%.c
+CURL_PKG    := libcurl
+CURL_DEB    := libcurl4-openssl-dev
+CURL_SRCS   := src/http_out.c
 
 $(foreach o,$(OPTIONS),$(if $(filter auto yes no,$(WITH_$o)),,\
 	$(error WITH_$o=$(WITH_$o): use auto, yes or no)))
@@ -178,6 +182,8 @@ help:
 	@echo "                 JetStream store ($(NATS_DEB))"
 	@echo "  WITH_TLS=$(WITH_TLS) ($(TLS_ON) here): TLS listeners, OpenSSL 3"
 	@echo "                 ($(TLS_DEB))"
+	@echo "  WITH_CURL=$(WITH_CURL) ($(CURL_ON) here): receipts and messages"
+	@echo "                 posted to HTTP applications ($(CURL_DEB))"
 	@echo "Flags and options are kept in $(BUILD)/.make-settings: changing"
 	@echo "CC, CFLAGS, CPPFLAGS, LDFLAGS or an option rebuilds."
 

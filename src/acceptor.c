@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "http_out.h"
 #include "iplimit.h"
 #include "log.h"
 #include "net.h"
@@ -154,6 +155,7 @@ acceptor_listen(struct acceptor *a)
 		}
 		if (net_local_name(l->fd, where, sizeof(where)) < 0)
 			strcpy(where, "?");
+		http_out_own_port((unsigned)net_local_port(l->fd));
 		log_info("listening name=%s protocol=%s on=%s port=%d%s",
 		    l->name, l->proto->name, where, net_local_port(l->fd),
 		    l->adopted ? " (socket activation)" : "");

@@ -245,6 +245,25 @@ struct store_conf {
 	int	line;
 };
 
+#define CONFIG_CIDRS_MAX	32	/* http.callback_allow's entries */
+
+/* An address block: family AF_INET or AF_INET6, the first bits of addr. */
+struct config_cidr {
+	int	family;
+	uint8_t	addr[16];
+	unsigned bits;
+};
+
+/* Callbacks the http listeners ask for (dlr-url, receipt_url, mo_url). */
+struct http_conf {
+	struct config_cidr callback_allow[CONFIG_CIDRS_MAX];
+	unsigned ncallback_allow;
+	unsigned callback_timeout;	/* s for one attempt */
+	unsigned callback_retries;	/* attempts after the first */
+	unsigned callback_concurrency;	/* requests at once per host */
+	unsigned callback_queue;	/* receipts awaited and posts pending */
+};
+
 #define CLUSTER_NODE_MAX	32	/* cluster.node's bytes */
 #define CLUSTER_SERVERS_MAX	16
 #define CLUSTER_PREFIX_MAX	64	/* cluster.subject_prefix's bytes */
@@ -296,6 +315,7 @@ struct config {
 	struct smpp_conf smpp;
 	struct store_conf store;
 	struct cluster_conf cluster;
+	struct http_conf http;
 };
 
 /*

@@ -15,6 +15,7 @@
 
 #include "cluster_wire.h"
 #include "http.h"
+#include "http_cb.h"
 #include "proto.h"
 #include "text.h"
 #include "util.h"
@@ -339,7 +340,7 @@ get_password(struct walk *w, const config_setting_t *k, void *base)
 		snprintf(a->password, sizeof(a->password), "%s", v);
 }
 
-/* mo_url: where the next step posts messages for an HTTP account. */
+/* mo_url: where http-out posts messages for an HTTP-only account. */
 static void
 get_mo_url(struct walk *w, const config_setting_t *k, void *base)
 {
@@ -1289,6 +1290,77 @@ static const struct cfgroup cluster_group = {
 	.line = offsetof(struct cluster_conf, line),
 };
 
+/* http.callback_allow by default: any address (but our own listeners). */
+static void
+init_callback_allow(struct walk *w, const config_setting_t *s, void *base)
+{
+	struct http_conf *h = base;
+
+	(void)w;
+	(void)s;
+	http_cidr_parse("0.0.0.0/0", &h->callback_allow[0]);
+	http_cidr_parse("::/0", &h->callback_allow[1]);
+	h->ncallback_allow = 2;
+}
+
+/* http.callback_allow: a list of CIDR blocks; empty: no callbacks. */
+static void
+get_callback_allow(struct walk *w, const config_setting_t *k, void *base)
+{
+	struct http_conf *h = base;
+	int n = config_setting_length(k);
+	const char *v;
+
+	h->ncallback_allow = 0;
+	if (!config_setting_is_list(k) && !config_setting_is_array(k)) {
+		cferr_add(w->e, k, "http.callback_allow: expected a list "
+		    "( \"127.0.0.0/8\", ... )");
+		return;
+	}
+	if (n > CONFIG_CIDRS_MAX) {
+		cferr_add(w->e, k, "http.callback_allow: at most %d blocks",
+		    CONFIG_CIDRS_MAX);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *e = config_setting_get_elem(k, i);
+
+		if ((v = cferr_string(w->e, e)) == NULL)
+			continue;
+		if (http_cidr_parse(v, &h->callback_allow[h->ncallback_allow])
+		    < 0)
+			cferr_add(w->e, e, "http.callback_allow \"%.60s\": "
+			    "expected an address block such as 10.0.0.0/8 or "
+			    "2001:db8::/32", v);
+		else
+			h->ncallback_allow++;
+	}
+}
+
+#define HTTP_DOC	"HTTP"
+#define HTTP_UINT(n, lo, hi, d) { .name = #n, .type = CFK_UINT,		\
+	FIELD(struct http_conf, n), .min = lo, .max = hi, .def = d,	\
+	.doc = HTTP_DOC }
+
+static const struct cfkey http_keys[] = {
+	{ .name = "callback_allow", .type = CFK_FN,
+	  .off = offsetof(struct http_conf, callback_allow),
+	  .size = offsetof(struct http_conf, ncallback_allow) +
+	  sizeof(unsigned) - offsetof(struct http_conf, callback_allow),
+	  .shown = "any", .fn = get_callback_allow,
+	  .init = init_callback_allow, .doc = HTTP_DOC },
+	HTTP_UINT(callback_timeout, 1, 300, 10),
+	HTTP_UINT(callback_retries, 0, 100, 8),
+	HTTP_UINT(callback_concurrency, 1, 256, 4),
+	HTTP_UINT(callback_queue, 1, 10000000, 100000),
+};
+
+static const struct cfgroup http_group = {
+	.name = "http", .shape = " { callback_allow = [ ... ]; }",
+	.keys = http_keys, .nkeys = ARRAY_LEN(http_keys),
+	.enabled = CFK_NONE, .line = CFK_NONE,
+};
+
 /* Settings of the reactors' threads: a change needs a restart. */
 #define RESTART_BOOL(n, d, bit) { .name = #n, .type = CFK_BOOL,	\
 	FIELD(struct config, n), .def = d, .reload = CFK_RESTART,	\
@@ -1330,6 +1402,9 @@ static const struct cfkey root_keys[] = {
 	TOP_GROUP(cluster, CFK_GROUP, cluster_group, BUILT(WITH_NATS),
 	    .reload = CFK_KEEP, .change = CONFIG_KEPT_CLUSTER_ADDED,
 	    .gone = CONFIG_KEPT_CLUSTER_REMOVED),
+	{ .name = "http", .type = CFK_GROUP,
+	  GROUP(struct config, http, http_group), BUILT(WITH_CURL),
+	  .doc = HTTP_DOC },
 };
 
 /*

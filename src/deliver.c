@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "http_out.h"
 #include "proto.h"
 #include "reactor.h"
 #include "smpp_receipt.h"
@@ -149,6 +150,9 @@ deliver_receipt(struct reactor *r, const struct msg *orig, uint8_t state)
 	struct msg *m;
 
 	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
+		return;
+	/* An HTTP send's receipt goes to its URL, not to a session. */
+	if (http_out_receipt(orig, state, (uint64_t)time(NULL)))
 		return;
 	m = smpp_receipt_make(orig, state, msg_next_id(r),
 	    (uint64_t)time(NULL));
@@ -560,6 +564,35 @@ deliver_upstream_stored(const struct config *cf, struct msg *m,
 }
 
 /*
+ * On m's sender's reactor: http-out posted m to its mo_url and the
+ * application answered, or it gave up (m->message_state says which).
+ */
+static void
+deliver_mo_receipt_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct msg *m = arg;
+
+	if (st == MAILBOX_RUN)
+		deliver_receipt(owner, m, m->message_state);
+	free(m);
+}
+
+/*
+ * The mo_url m goes to: to is an account that takes messages over HTTP
+ * and nobody holds it (receipts are not posted there). NULL otherwise.
+ */
+static const char *
+deliver_mo_url(const struct config *cf, const struct msg *m, const char *to)
+{
+	const struct account_conf *a;
+
+	if ((m->flags & (MSG_F_RECEIPT | MSG_F_STORED)) || !http_out_on() ||
+	    (a = config_find_account(cf, to)) == NULL || a->mo_url[0] == '\0')
+		return NULL;
+	return a->mo_url;
+}
+
+/*
  * Delivers m on this reactor, posts it to the recipient's, or gives it to
  * the store. Returns the verdict, or MSG_PENDING once posted.
  */
@@ -569,12 +602,16 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 	struct reactor *dst;
 	enum msg_verdict v;
 	bool held;
-	const char *to = deliver_target(r->cf, m, &held);
+	const char *to = deliver_target(r->cf, m, &held), *url;
 
 	bool node = deliver_kind_on(MSG_KIND_NODE);
 
 	if (node && !deliver_node_decides(m, to, held))
 		return deliver_cluster(r, m, to);
+	/* In memory at http-out, even with a store: it would never leave. */
+	if (!held && (url = deliver_mo_url(r->cf, m, to)) != NULL)
+		return (enum msg_verdict)http_out_mo(m, url,
+		    deliver_mo_receipt_task);
 	if (deliver_store_if(r->cf, m, to, held))
 		return MSG_PENDING;
 	/* Nobody here has it, and the cluster that might cannot be asked. */

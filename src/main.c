@@ -14,6 +14,7 @@
 #include "config.h"
 #include "counter.h"
 #include "fault.h"
+#include "http_out.h"
 #include "log.h"
 #include "metrics.h"
 #include "proto.h"
@@ -261,6 +262,8 @@ open_services(struct daemon *d)
 	struct service *svc = NULL;
 	char *err = NULL;
 
+	if (http_out_open(d->cf) < 0)
+		fatal("http-out: cannot start");
 	if (store_open(d->cf, &svc, &err) < 0) {
 		log_err("store: %s", err != NULL ? err : "cannot open");
 		free(err);
@@ -268,6 +271,15 @@ open_services(struct daemon *d)
 	}
 	if (svc != NULL)
 		d->svcs[d->nsvcs++] = svc;
+	/* Posts a kill -9 left pending are posted again. */
+	if (store_keeps_posts()) {
+		http_out_keep_with(&(struct http_out_keep){
+		    .keep = store_post_keep, .done = store_post_done,
+		    .want = store_want_keep, .unwant = store_want_done });
+		if (store_posts_each(http_out_adopt, NULL) < 0 ||
+		    store_wants_each(http_out_adopt_want, NULL) < 0)
+			log_warnx("store: cannot read the HTTP posts kept");
+	}
 	/* The cluster after the store: it stores what no node takes. */
 	if (cluster_open(d->cf, d->svcs, &d->nsvcs, &err) < 0) {
 		log_err("cluster: %s", err != NULL ? err : "cannot start");
@@ -279,6 +291,8 @@ open_services(struct daemon *d)
 static void
 start_services(struct daemon *d)
 {
+	if (http_out_start() < 0)
+		fatal("cannot start service http-out");
 	for (unsigned i = 0; i < d->nsvcs; i++)
 		if (service_start(d->svcs[i]) < 0)
 			fatal("cannot start service %s",
@@ -412,6 +426,7 @@ reload(struct daemon *d)
 	for (unsigned i = 0; i < d->nrs; i++)
 		reactor_set_config(d->rs[i], cf);
 	store_reload(cf);
+	http_out_reload(cf);
 	cluster_reload(cf);
 	config_unref(d->cf);
 	d->cf = cf;
@@ -574,12 +589,16 @@ main(int argc, char **argv)
 	systemd_stopping();
 	acceptor_close_listeners(d.acc);
 	stop_reactors(&d);
+	/* Before the store, which keeps its posts: nothing more to keep. */
+	http_out_stop();
 	/* The store lets go of NATS before the cluster closes the library. */
 	store_quiesce();
 	stop_services(&d);
 	log_stats(&d);
 	cluster_close();
 	store_close();
+	/* Last: what the store posted to it as it stopped is cancelled. */
+	http_out_close();
 	systemd_watchdog_free(d.wd);
 	/* Reactors first: a connection may still hold the acceptor's entries. */
 	free_reactors(&d);

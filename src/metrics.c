@@ -15,6 +15,7 @@
 #include "config.h"
 #include "counter.h"
 #include "http.h"
+#include "http_out.h"
 #include "metrics.h"
 #include "proto.h"
 #include "smpp_acct.h"
@@ -280,6 +281,36 @@ render_http_requests(struct buf *out)
 			    http_endpoint_label(e), http_status_label(st),
 			    (unsigned long long)v);
 		}
+}
+
+/* Receipts posted to HTTP applications (http_out.h). */
+static void
+render_callbacks(struct buf *out)
+{
+	struct http_out_stats st;
+	static const char *const results[] = { "sent", "failed", "retried",
+	    "dropped" };
+	uint64_t v[4];
+
+	http_out_get_stats(&st);
+	v[0] = st.sent;
+	v[1] = st.failed;
+	v[2] = st.retried;
+	v[3] = st.dropped;
+	out_family(out, PREFIX "http_callbacks_total", "counter",
+	    "Callbacks to HTTP applications (receipts to a dlr-url or "
+	    "receipt_url): answered 2xx (sent), given up (failed), tried "
+	    "again (retried), not posted for want of room (dropped).");
+	for (unsigned i = 0; i < 4; i++)
+		out_printf(out, PREFIX "http_callbacks_total{result=\"%s\"} "
+		    "%llu\n", results[i], (unsigned long long)v[i]);
+	out_family(out, PREFIX "http_callbacks_pending", "gauge",
+	    "Callbacks not yet answered, and messages whose receipt is "
+	    "awaited.");
+	out_printf(out, PREFIX "http_callbacks_pending{what=\"posts\"} %llu\n",
+	    (unsigned long long)st.pending);
+	out_printf(out, PREFIX "http_callbacks_pending{what=\"receipts\"} "
+	    "%llu\n", (unsigned long long)st.awaited);
 }
 
 static void
@@ -590,6 +621,7 @@ metrics_render(struct buf *out)
 	    true);
 	render_smpp_pdus(out);
 	render_http_requests(out);
+	render_callbacks(out);
 	out_family(out, PREFIX "smpp_binds", "gauge",
 	    "SMPP binds now, by account and bind type.");
 	smpp_binds_each(bind_line, out);

@@ -87,6 +87,8 @@ enum {
 	MSG_F_CODED = 1 << 9,
 	MSG_F_DC0_LATIN1 = 1 << 10,
 	MSG_F_DC0_IA5 = 1 << 11,
+	/* An HTTP send whose receipt goes to its URL (http_out.h). */
+	MSG_F_HTTP_RCPT = 1 << 12,
 };
 
 /* The flags that tell how to read a message's text. */

@@ -14,6 +14,8 @@
 #include "conn.h"
 #include "deliver.h"
 #include "http.h"
+#include "http_cb.h"
+#include "http_out.h"
 #include "http_send.h"
 #include "proto.h"
 #include "route.h"
@@ -68,6 +70,7 @@ struct answer {
 	bool	*stored;
 	char	(*to)[ROUTE_ADDR_MAX + 1];
 	uint32_t token;			/* HK_QUERY: its request */
+	bool	receipts;		/* http-out awaits the receipts */
 };
 
 struct http_sess {
@@ -277,6 +280,58 @@ http_account(const struct config *cf, const char *user, const char *pass,
 	return acct;
 }
 
+/* The receipts s asks for: Kannel's dlr-mask, or every final one (JSON). */
+static int
+receipt_mask(const struct http_send *s)
+{
+	if (s->dlr_mask < 0)
+		return HTTP_DLR_DELIVERED | HTTP_DLR_UNDELIVERED |
+		    HTTP_DLR_SMSC_REJECT;
+	return s->dlr_mask;
+}
+
+/* Whether s asks for receipts: a URL, and (Kannel) a dlr-mask not 0. */
+static bool
+receipts_wanted(const struct http_send *s)
+{
+	return s->url[0] != '\0' && receipt_mask(s) != 0;
+}
+
+/*
+ * Whether s's receipt URL may be called back, and there is room to await
+ * its receipts; else a answered (Kannel's text or JSON), false.
+ */
+static bool
+receipts_ok(struct conn *c, struct answer *a, const struct http_send *s,
+    bool json)
+{
+	char why[200];
+
+	if (!receipts_wanted(s))
+		return true;
+	if (http_out_check(c->r->cf, s->url, why, sizeof(why)) < 0) {
+		char msg[260];
+
+		snprintf(msg, sizeof(msg), "%s refused: %s", json ?
+		    "\"receipt_url\"" : "dlr-url", why);
+		if (json)
+			answer_error(a, 403, msg);
+		else
+			answer_text(a, 403, "%s", msg);
+		return false;
+	}
+	if (!http_out_admit(c->r->cf, s->nto)) {
+		if (json)
+			answer_error(a, 503, "too many receipts awaited, try "
+			    "again later");
+		else
+			answer_text(a, 503, K_TEMP);
+		return false;
+	}
+	a->receipts = true;
+	return true;
+}
+
 /* One message of s for recipient to, from acct. */
 static struct msg *
 send_msg(struct conn *c, const struct account_conf *acct,
@@ -290,6 +345,13 @@ send_msg(struct conn *c, const struct account_conf *acct,
 	m->id = msg_next_id(c->r);
 	m->read_ns = c->r->turn_ns;
 	m->flags = MSG_F_PREFIX_FIRST | (s->coded ? MSG_F_CODED : 0);
+	if (receipts_wanted(s)) {
+		m->flags |= MSG_F_HTTP_RCPT;
+		/* Final receipts come from the recipient's edge. */
+		if (receipt_mask(s) & (HTTP_DLR_DELIVERED |
+		    HTTP_DLR_UNDELIVERED | HTTP_DLR_SMSC_REJECT))
+			m->registered_delivery = 0x01;
+	}
 	m->submitted = now;
 	/* Times are kept by the store; without one there is nothing to. */
 	if (deliver_kind_on(MSG_KIND_STORE)) {
@@ -435,6 +497,8 @@ answer_verdict(struct http_sess *s, struct answer *a, unsigned i,
 {
 	a->verdicts[i] = (uint8_t)v;
 	a->stored[i] = stored;
+	if (a->receipts)
+		http_out_verdict(a->ids[i], v == MSG_OK, stored);
 	if (--a->waiting > 0)
 		return;
 	if (a->kind == HK_SENDSMS)
@@ -467,6 +531,12 @@ send_all(struct conn *c, struct http_sess *hs, struct answer *a,
 
 		a->ids[i] = m->id;
 		memcpy(a->to[i], s->to[i], sizeof(a->to[i]));
+		/* Before it leaves: its receipt finds what it asked. */
+		if (a->receipts)
+			http_out_want(&(struct http_out_want){ .id = m->id,
+			    .url = s->url, .json = a->kind == HK_SEND_JSON,
+			    .mask = receipt_mask(s), .to = m->to,
+			    .from = m->from });
 		if ((v = deliver_send(c, m)) != MSG_PENDING)
 			answer_verdict(hs, a, i, v, false);
 	}
@@ -495,7 +565,7 @@ sendsms(struct conn *c, struct http_sess *hs, struct answer *a,
 	else if (!take_tokens(acct, s->nto)) {
 		counter_add(&c->r->counters, COUNTER_HTTP_THROTTLED, 1);
 		answer_text(a, 503, K_TEMP);
-	} else {
+	} else if (receipts_ok(c, a, s, false)) {
 		a->kind = HK_SENDSMS;
 		send_all(c, hs, a, acct, s);
 	}
@@ -602,7 +672,7 @@ json_send(struct conn *c, struct http_sess *hs, struct answer *a,
 		counter_add(&c->r->counters, COUNTER_HTTP_THROTTLED, 1);
 		answer_error(a, 429, "over the account's max_tps, try again "
 		    "later");
-	} else {
+	} else if (receipts_ok(c, a, s, true)) {
 		a->kind = HK_SEND_JSON;
 		send_all(c, hs, a, acct, s);
 	}

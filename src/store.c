@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "deliver.h"
+#include "http_out.h"
 #include "log.h"
 #include "reactor.h"
 #include "route.h"
@@ -441,6 +442,9 @@ put_own(struct msg *m)
 void
 store_receipt(const struct msg *orig, uint8_t state)
 {
+	if ((orig->registered_delivery & 0x01) &&
+	    http_out_receipt(orig, state, store_wall_now()))
+		return;
 	put_own(smpp_receipt_make(orig, state, next_own_id(), store_wall_now()));
 }
 
@@ -1281,6 +1285,130 @@ store_check(const struct config *cf, char **err)
 		return -1;
 	ops->close(b);
 	return 0;
+}
+
+/*
+ * A post to keep (url set) or to forget, or (want) a receipt awaited to
+ * keep (url set) or forget, on its way to the store.
+ */
+struct post_op {
+	struct mailbox_task task;
+	uint64_t id;
+	char	*url;
+	char	*body;
+	bool	want;
+	struct http_out_want w;		/* its strings are in buf */
+	char	buf[];
+};
+
+static void
+post_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct post_op *p = arg;
+	int rc;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && !S.quiesced && store_txn(false)) {
+		if (p->want)
+			rc = p->w.url != NULL ? S.ops->want_put(S.b, &p->w) :
+			    S.ops->want_del(S.b, p->id);
+		else
+			rc = p->url != NULL ? S.ops->post_put(S.b, p->id,
+			    p->url, p->body) : S.ops->post_del(S.b, p->id);
+		/* Still posted from memory: only a restart would lose it. */
+		if (rc < 0) {
+			store_write_error();
+			write_failed("keeping an HTTP post");
+		}
+	}
+	free(p->url);
+	free(p->body);
+	free(p);
+}
+
+bool
+store_keeps_posts(void)
+{
+	return store_on() && S.ops->post_put != NULL;
+}
+
+static void
+post_send(uint64_t id, const char *url, const char *body)
+{
+	struct post_op *p = xcalloc(1, sizeof(*p));
+
+	p->id = id;
+	p->url = url != NULL ? xstrdup(url) : NULL;
+	p->body = body != NULL ? xstrdup(body) : NULL;
+	p->task.fn = post_task;
+	p->task.arg = p;
+	service_post(S.svc, &p->task);
+}
+
+void
+store_post_keep(uint64_t id, const char *url, const char *body)
+{
+	if (store_keeps_posts())
+		post_send(id, url, body);
+}
+
+void
+store_post_done(uint64_t id)
+{
+	if (store_keeps_posts())
+		post_send(id, NULL, NULL);
+}
+
+void
+store_want_keep(const struct http_out_want *w)
+{
+	size_t nu = strlen(w->url) + 1, nt = strlen(w->to) + 1;
+	size_t nf = strlen(w->from) + 1;
+	struct post_op *p;
+
+	if (!store_keeps_posts())
+		return;
+	p = xcalloc(1, sizeof(*p) + nu + nt + nf);
+	p->id = w->id;
+	p->want = true;
+	p->w = *w;
+	p->w.url = memcpy(p->buf, w->url, nu);
+	p->w.to = memcpy(p->buf + nu, w->to, nt);
+	p->w.from = memcpy(p->buf + nu + nt, w->from, nf);
+	p->task.fn = post_task;
+	p->task.arg = p;
+	service_post(S.svc, &p->task);
+}
+
+void
+store_want_done(uint64_t id)
+{
+	struct post_op *p;
+
+	if (!store_keeps_posts())
+		return;
+	p = xcalloc(1, sizeof(*p));
+	p->id = id;
+	p->want = true;
+	p->task.fn = post_task;
+	p->task.arg = p;
+	service_post(S.svc, &p->task);
+}
+
+int
+store_wants_each(store_want_fn *fn, void *arg)
+{
+	if (!store_keeps_posts())
+		return 0;
+	return S.ops->wants(S.b, fn, arg);
+}
+
+int
+store_posts_each(store_post_fn *fn, void *arg)
+{
+	if (!store_keeps_posts())
+		return 0;
+	return S.ops->posts(S.b, fn, arg);
 }
 
 uint64_t

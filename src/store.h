@@ -158,4 +158,34 @@ struct store_rcpt_req {
 /* Posts q to the store. Takes q until it comes back. Any thread. */
 void	store_rcpt_find(struct store_rcpt_req *q);
 
+/*
+ * HTTP posts not yet answered (http_out.h), kept so that a restart (a
+ * kill -9 included) posts them: with a store whose backend keeps them
+ * (SQLite; store_keeps_posts). store_post_keep adds post id (body NULL: a
+ * GET), store_post_done removes it; written by the store thread in its
+ * next group commit. Any thread.
+ */
+typedef int store_post_fn(uint64_t id, const char *url, const char *body,
+	    void *arg);
+bool	store_keeps_posts(void);
+void	store_post_keep(uint64_t id, const char *url, const char *body);
+void	store_post_done(uint64_t id);
+
+/*
+ * The same for the receipts HTTP sends await (http_out.h), by message id:
+ * a message stored across a restart still has its receipt posted.
+ */
+struct http_out_want;
+typedef int store_want_fn(const struct http_out_want *w, void *arg);
+void	store_want_keep(const struct http_out_want *w);
+void	store_want_done(uint64_t id);
+
+/*
+ * Calls fn for each post, or each receipt awaited, kept (0 to go on). 0,
+ * or -1. The main thread, after store_open, before the store thread
+ * starts.
+ */
+int	store_posts_each(store_post_fn *fn, void *arg);
+int	store_wants_each(store_want_fn *fn, void *arg);
+
 #endif

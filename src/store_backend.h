@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "store.h"
 
 struct config;
 struct receipt_key;
@@ -40,6 +41,7 @@ struct store_rec {
 typedef int store_rec_fn(struct store_rec *rec, void *arg);
 typedef int store_backlog_fn(const char *account, uint64_t count,
 	    uint64_t bytes, void *arg);
+
 
 struct store_backend_ops {
 	const char *name;
@@ -146,6 +148,21 @@ struct store_backend_ops {
 	int	(*rcpt_del)(struct store_backend *b, uint64_t id);
 	int	(*rcpt_purge)(struct store_backend *b, uint64_t before,
 		    unsigned n);
+	/*
+	 * Optional (NULL: the backend keeps none): HTTP posts not yet
+	 * answered, so that a restart posts them. post_put adds one (body
+	 * NULL: a GET), post_del removes it, posts calls fn for each.
+	 * 0, or -1.
+	 */
+	int	(*post_put)(struct store_backend *b, uint64_t id,
+		    const char *url, const char *body);
+	int	(*post_del)(struct store_backend *b, uint64_t id);
+	int	(*posts)(struct store_backend *b, store_post_fn *fn, void *arg);
+	/* With post_put: the receipts awaited, by message id. */
+	int	(*want_put)(struct store_backend *b,
+		    const struct http_out_want *w);
+	int	(*want_del)(struct store_backend *b, uint64_t id);
+	int	(*wants)(struct store_backend *b, store_want_fn *fn, void *arg);
 };
 
 extern const struct store_backend_ops store_sqlite_ops;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "http_out.h"
 #include "msg.h"
 #include "receipt_map.h"
 #include "store.h"
@@ -81,6 +82,22 @@ static const char fin_schema[] =
     " state INTEGER NOT NULL,"
     " final_date INTEGER NOT NULL"
     ");";
+/* HTTP posts not yet answered (http_out.h): a restart posts them. */
+static const char post_schema[] =
+    "CREATE TABLE IF NOT EXISTS post ("
+    " id INTEGER PRIMARY KEY,"
+    " url TEXT NOT NULL,"
+    " body TEXT"			/* NULL: a GET */
+    ");"
+    "CREATE TABLE IF NOT EXISTS awaited ("	/* receipts, by message id */
+    " id INTEGER PRIMARY KEY,"
+    " url TEXT NOT NULL,"
+    " json INTEGER NOT NULL,"		/* receipt_url, else a dlr-url */
+    " mask INTEGER NOT NULL,"		/* Kannel's dlr-mask */
+    " dst TEXT NOT NULL,"
+    " src TEXT NOT NULL,"
+    " deadline INTEGER NOT NULL"	/* forgotten after it */
+    ");";
 static const char fin_migrate[] =
     "INSERT INTO fin SELECT id, account, submitter, state, final_date"
     " FROM msg WHERE state <> 1;"
@@ -89,7 +106,8 @@ static const char fin_migrate[] =
 enum {
 	ST_PUT, ST_UPDATE, ST_MARK, ST_FIN_ADD, ST_DELETE, ST_GET, ST_FIN_GET,
 	ST_SCAN, ST_EXPIRED, ST_BY_DEST, ST_FIN_SCAN, ST_FIN_DEL, ST_FINALS,
-	ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_N
+	ST_BACKLOGS, ST_OLDEST, ST_MAX_ID, ST_POST_PUT, ST_POST_DEL, ST_POSTS,
+	ST_WANT_PUT, ST_WANT_DEL, ST_WANTS, ST_N
 };
 
 static const char *const sql[ST_N] = {
@@ -131,6 +149,15 @@ static const char *const sql[ST_N] = {
 	    " state = 1 ORDER BY id LIMIT 1",
 	[ST_MAX_ID] = "SELECT max(coalesce((SELECT max(id) FROM msg), 0),"
 	    " coalesce((SELECT max(id) FROM fin), 0))",
+	[ST_POST_PUT] = "INSERT OR REPLACE INTO post (id, url, body)"
+	    " VALUES (?1, ?2, ?3)",
+	[ST_POST_DEL] = "DELETE FROM post WHERE id = ?1",
+	[ST_POSTS] = "SELECT id, url, body FROM post ORDER BY id",
+	[ST_WANT_PUT] = "INSERT OR REPLACE INTO awaited (id, url, json, mask,"
+	    " dst, src, deadline) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_WANT_DEL] = "DELETE FROM awaited WHERE id = ?1",
+	[ST_WANTS] = "SELECT id, url, json, mask, dst, src, deadline"
+	    " FROM awaited",
 };
 
 struct store_backend {
@@ -222,7 +249,7 @@ unpack_smpp(struct msg *m, const uint8_t *p, size_t n)
 /* Flags a stored message keeps. */
 #define KEPT_FLAGS (MSG_F_PREFIX_FIRST | MSG_F_EXACT | \
 	MSG_F_RECEIPT | MSG_F_UMR | MSG_F_SAR | MSG_F_LINE_TEXT | \
-	MSG_F_CODING)
+	MSG_F_CODING | MSG_F_HTTP_RCPT)
 
 /*
  * Whether m has SMPP fields worth keeping: a line client's message has
@@ -616,6 +643,12 @@ sqlite_open(const struct config *config, bool check_only, char **err)
 	b->synchronous = 2;
 	if ((why = fin_ensure(b)) != NULL || (why = rcpt_ensure(b)) != NULL) {
 		*err = open_error(cf->path, "%s", why);
+		sqlite_close(b);
+		return NULL;
+	}
+	if (sqlite3_exec(b->db, post_schema, NULL, NULL, NULL) != SQLITE_OK) {
+		*err = open_error(cf->path, "cannot add the tables of HTTP "
+		    "posts: %s", sqlite3_errmsg(b->db));
 		sqlite_close(b);
 		return NULL;
 	}
@@ -1117,6 +1150,89 @@ sqlite_rcpt_purge(struct store_backend *b, uint64_t before, unsigned n)
 	return sqlite3_changes(b->db);
 }
 
+static int
+sqlite_post_put(struct store_backend *b, uint64_t id, const char *url,
+    const char *body)
+{
+	sqlite3_stmt *st = b->st[ST_POST_PUT];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	sqlite3_bind_text(st, 2, url, -1, SQLITE_STATIC);
+	if (body != NULL)
+		sqlite3_bind_text(st, 3, body, -1, SQLITE_STATIC);
+	return exec_stmt(b, st);
+}
+
+static int
+sqlite_post_del(struct store_backend *b, uint64_t id)
+{
+	sqlite3_stmt *st = b->st[ST_POST_DEL];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	return exec_stmt(b, st);
+}
+
+static int
+sqlite_posts(struct store_backend *b, store_post_fn *fn, void *arg)
+{
+	sqlite3_stmt *st = b->st[ST_POSTS];
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW &&
+	    fn((uint64_t)sqlite3_column_int64(st, 0),
+	    (const char *)sqlite3_column_text(st, 1),
+	    (const char *)sqlite3_column_text(st, 2), arg) == 0)
+		;
+	done_stmt(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
+sqlite_want_put(struct store_backend *b, const struct http_out_want *w)
+{
+	sqlite3_stmt *st = b->st[ST_WANT_PUT];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)w->id);
+	sqlite3_bind_text(st, 2, w->url, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, w->json);
+	sqlite3_bind_int(st, 4, w->mask);
+	sqlite3_bind_text(st, 5, w->to, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, w->from, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 7, (sqlite3_int64)w->deadline);
+	return exec_stmt(b, st);
+}
+
+static int
+sqlite_want_del(struct store_backend *b, uint64_t id)
+{
+	sqlite3_stmt *st = b->st[ST_WANT_DEL];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	return exec_stmt(b, st);
+}
+
+static int
+sqlite_wants(struct store_backend *b, store_want_fn *fn, void *arg)
+{
+	sqlite3_stmt *st = b->st[ST_WANTS];
+	struct http_out_want w;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		w.id = (uint64_t)sqlite3_column_int64(st, 0);
+		w.url = (const char *)sqlite3_column_text(st, 1);
+		w.json = sqlite3_column_int(st, 2) != 0;
+		w.mask = sqlite3_column_int(st, 3);
+		w.to = (const char *)sqlite3_column_text(st, 4);
+		w.from = (const char *)sqlite3_column_text(st, 5);
+		w.deadline = (uint64_t)sqlite3_column_int64(st, 6);
+		if (fn(&w, arg) != 0)
+			break;
+	}
+	done_stmt(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
 const struct store_backend_ops store_sqlite_ops = {
 	.name = "sqlite",
 	.open = sqlite_open,
@@ -1144,4 +1260,10 @@ const struct store_backend_ops store_sqlite_ops = {
 	.rcpt_get = sqlite_rcpt_get,
 	.rcpt_del = sqlite_rcpt_del,
 	.rcpt_purge = sqlite_rcpt_purge,
+	.post_put = sqlite_post_put,
+	.post_del = sqlite_post_del,
+	.posts = sqlite_posts,
+	.want_put = sqlite_want_put,
+	.want_del = sqlite_want_del,
+	.wants = sqlite_wants,
 };

@@ -24,13 +24,18 @@
 #else
 #define TLS_IS		"no"
 #endif
+#if ER_WITH_CURL
+#define CURL_IS		"yes"
+#else
+#define CURL_IS		"no"
+#endif
 
 const char *
 version_line(void)
 {
 	return "echorouterd " VERSION " (io_uring: liburing "
 	    ER_LIBURING_VERSION "; sqlite: " SQLITE_IS "; nats: " NATS_IS
-	    "; tls: " TLS_IS ")";
+	    "; tls: " TLS_IS "; curl: " CURL_IS ")";
 }
 
 const char *

@@ -36,7 +36,7 @@ expect() {
 }
 has() { grep -qF -- "$1" "$2"; }
 # make with every option off; make with a pkg-config that knows no openssl.
-make_off() { $MAKE WITH_SQLITE=no WITH_NATS=no WITH_TLS=no "$@"; }
+make_off() { $MAKE WITH_SQLITE=no WITH_NATS=no WITH_TLS=no WITH_CURL=no "$@"; }
 make_nolib() { $MAKE PKG_CONFIG="$tmp/pkg-config" BUILD="$tmp/nolib" "$@"; }
 # What make compiled, one source per line.
 compiled() { sed -n 's/^  CC *//p' "$1"; }
@@ -54,7 +54,7 @@ pass "make WITH_...=no CFLAGS=-O0 BUILD=$B"
 "$B/echorouterd" -V >"$tmp/v" 2>&1
 v='echorouterd [0-9.]* (io_uring: liburing [0-9.]*;'
 expect "-V: $(cat "$tmp/v")" \
-    grep -qx "$v sqlite: no; nats: no; tls: no)" "$tmp/v"
+    grep -qx "$v sqlite: no; nats: no; tls: no; curl: no)" "$tmp/v"
 expect "the binary loads none of the built-out libraries" \
     sh -c "! ldd '$B/echorouterd' | grep -E 'libsqlite3|libnats|libssl'"
 

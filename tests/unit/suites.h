@@ -21,6 +21,7 @@
 	X(proto_metrics_suite)	\
 	X(http_suite)		\
 	X(http_send_suite)	\
+	X(http_cb_suite)	\
 	X(acceptor_suite)	\
 	X(route_suite)		\
 	X(proto_router_suite)	\

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -759,6 +760,10 @@ START_TEST(config_feature_groups)
 		    "x = 1; }; }\n);\n", 4,
 		    ER_WITH_TLS, "\"tls\" needs echorouterd built with WITH_TLS "
 		    "(this build has it off)", "tls.x: unknown setting" },
+		{ LISTENER "http = { x = 1; };\n", 2,
+		    ER_WITH_CURL, "\"http\" needs echorouterd built with "
+		    "WITH_CURL (this build has it off)",
+		    "http.x: unknown setting" },
 	};
 
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
@@ -766,6 +771,46 @@ START_TEST(config_feature_groups)
 		    cases[i].built ? cases[i].in : cases[i].out);
 }
 END_TEST
+
+#if ER_WITH_CURL
+/* http.callback_allow: any address by default, else the blocks given. */
+START_TEST(config_http_callbacks)
+{
+	struct config *cf = unit_config(LISTENER);
+	const struct http_conf *h = &cf->http;
+
+	ck_assert_uint_eq(h->ncallback_allow, 2);
+	ck_assert_int_eq(h->callback_allow[0].family, AF_INET);
+	ck_assert_uint_eq(h->callback_allow[0].bits, 0);
+	ck_assert_int_eq(h->callback_allow[1].family, AF_INET6);
+	ck_assert_uint_eq(h->callback_timeout, 10);
+	ck_assert_uint_eq(h->callback_retries, 8);
+	ck_assert_uint_eq(h->callback_concurrency, 4);
+	ck_assert_uint_eq(h->callback_queue, 100000);
+	config_unref(cf);
+	cf = unit_config(LISTENER "http = { callback_allow = [ "
+	    "\"10.0.0.0/8\", \"2001:db8::1\" ]; callback_retries = 0; };\n");
+	h = &cf->http;
+	ck_assert_uint_eq(h->ncallback_allow, 2);
+	ck_assert_uint_eq(h->callback_allow[0].bits, 8);
+	ck_assert_uint_eq(h->callback_allow[1].bits, 128);
+	ck_assert_uint_eq(h->callback_retries, 0);
+	config_unref(cf);
+	/* An empty list allows nothing. */
+	cf = unit_config(LISTENER "http = { callback_allow = []; };\n");
+	ck_assert_uint_eq(cf->http.ncallback_allow, 0);
+	config_unref(cf);
+	unit_expect_one_error(LISTENER "http = { callback_allow = [ "
+	    "\"10.0.0.0/33\" ]; };\n", 2, "http.callback_allow "
+	    "\"10.0.0.0/33\": expected an address block");
+	unit_expect_one_error(LISTENER "http = { callback_allow = "
+	    "\"10.0.0.0/8\"; };\n", 2, "http.callback_allow: expected a "
+	    "list");
+	unit_expect_one_error(LISTENER "http = { callback_concurrency = 0; "
+	    "};\n", 2, "callback_concurrency");
+}
+END_TEST
+#endif
 
 #if ER_WITH_TLS
 /* Each bad tls group: one error, naming what is wrong. */
@@ -1393,6 +1438,9 @@ config_suite(void)
 	tcase_add_test(bad, config_wrong_type_is_not_also_missing);
 	tcase_add_test(bad, config_errors_optional);
 	tcase_add_test(bad, config_feature_groups);
+#if ER_WITH_CURL
+	tcase_add_test(bad, config_http_callbacks);
+#endif
 #if ER_WITH_SQLITE
 	tcase_add_loop_test(bad, config_store_bad_case, 0,
 	    (int)ARRAY_LEN(store_bad_cases));
