@@ -9,6 +9,7 @@
 #include "config.h"
 #include "conn.h"
 #include "deliver.h"
+#include "http_out.h"
 #include "log.h"
 #include "msg.h"
 #include "reactor.h"
@@ -68,6 +69,7 @@ esme_receipt_record(const struct config *cf, const struct upstream_conf *uc,
 	struct receipt_limits lim = receipts_limits(cf);
 	struct receipt_orig o = { .id = m->id, .submitted = m->submitted,
 	    .registered_delivery = m->registered_delivery,
+	    .http = (m->flags & MSG_F_HTTP_RCPT) != 0,
 	    .src_ton = m->src_ton, .src_npi = m->src_npi,
 	    .dst_ton = m->dst_ton, .dst_npi = m->dst_npi };
 	struct receipt_key keys[RECEIPT_KEYS_MAX];
@@ -261,6 +263,15 @@ receipt_settle(struct reactor *r, const char *upstream,
 
 	if (st != NULL)
 		atomic_fetch_add(&st->receipts_matched, 1);
+	/* An HTTP send: http-out posts it to the application's URL. */
+	if (o->http) {
+		struct msg stub = { .id = o->id, .flags = MSG_F_HTTP_RCPT };
+
+		if (smpp_receipt_final(state))
+			(void)http_out_receipt(&stub, state,
+			    (uint64_t)time(NULL));
+		return;
+	}
 	if (receipt_wanted(o, state))
 		deliver_forward(r, receipt_relay(r, o, f, state));
 }

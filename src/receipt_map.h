@@ -58,6 +58,8 @@ struct receipt_orig {
 	char	dst_addr[21];
 	uint8_t	src_ton, src_npi, dst_ton, dst_npi;
 	uint8_t	registered_delivery;	/* what receipts it asked for */
+	bool	http;			/* an HTTP send: its receipt is posted
+					   to its URL (MSG_F_HTTP_RCPT) */
 };
 
 /*

@@ -1096,7 +1096,8 @@ sqlite_rcpt_put(struct store_backend *b, const char *upstream,
 	sqlite3_bind_text(st, 10, o->dst_addr, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 11, (sqlite3_int64)o->src_ton << 24 |
 	    (sqlite3_int64)o->src_npi << 16 | o->dst_ton << 8 | o->dst_npi);
-	sqlite3_bind_int(st, 12, o->registered_delivery);
+	/* An HTTP send's mark rides above registered_delivery's 8 bits. */
+	sqlite3_bind_int(st, 12, o->registered_delivery | (o->http ? 0x100 : 0));
 	return exec_stmt(b, st);
 }
 
@@ -1124,6 +1125,7 @@ sqlite_rcpt_get(struct store_backend *b, const char *upstream,
 		o->dst_ton = (uint8_t)(bits >> 8);
 		o->dst_npi = (uint8_t)bits;
 		o->registered_delivery = (uint8_t)sqlite3_column_int(st, 7);
+		o->http = (sqlite3_column_int(st, 7) & 0x100) != 0;
 	}
 	done_stmt(st);
 	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;

@@ -6,7 +6,8 @@
 // a message for the HTTP-only account posted to its mo_url (its sender's
 // receipt once the application answered), callback_concurrency and
 // callback_queue, giving up after callback_retries, with a store a post
-// and a receipt awaited that survive kill -9, and the counts in /metrics. The receiver is a node http
+// and a receipt awaited that survive kill -9, the counts in /metrics, and
+// the receipt of an upstream SMS centre for a send routed to it. The receiver is a node http
 // server on port 0. Run by `make check` (node --test).
 'use strict';
 
@@ -14,6 +15,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const L = require('./lib.js');
+const { SmscSim } = require('./smsc-sim.js');
 
 const HTTP_GROUP = 'callback_timeout = 5; callback_retries = 5; callback_concurrency = 2;';
 
@@ -452,5 +454,41 @@ test('with a store, a receipt awaited across a restart is posted once the stored
 		if (d2)
 			await L.stopDaemon(d2);
 		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+test('a send routed to an upstream SMS centre gets the centre\'s receipt at its dlr-url, with our id', async () => {
+	const sim = new SmscSim({ messageId: () => '3039' });
+	const simPort = await sim.start();
+	const d = await L.startDaemon(conf(`routes = ( { prefix = "+351"; to = "upstream:opA"; } );
+upstreams = ( { name = "opA"; host = "127.0.0.1"; port = ${simPort};
+  system_id = "erd"; password = "secret"; } );`));
+	const r = await receiver();
+	try {
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_upstream_sessions_bound{upstream="opA"}') === 1, 20000, 'bound');
+		const dlr = `http://127.0.0.1:${r.port}/dlr?type=%d&id=%I&a=%A`;
+		const q = `username=app&password=pw&to=${encodeURIComponent('+351910000001')}` +
+		    `&text=hi&dlr-mask=3&dlr-url=${encodeURIComponent(dlr)}`;
+		const res = await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?${q}`);
+		assert.equal(res.status, 202);
+		await L.until(() => sim.taken().length === 1, 10000, 'the submit_sm');
+		assert.equal(sim.submits[0].pdu.registered_delivery & 1, 1, 'the centre is asked for a receipt');
+		// The centre's receipt names its id in decimal (0x3039).
+		const rr = await sim.deliver({ source_addr: '351910000001', destination_addr: 'app',
+			esm_class: 0x04, short_message: Buffer.from('id:12345 sub:001 dlvrd:001 ' +
+			'submit date:2611261830 done date:2611261832 stat:DELIVRD err:000 text:hi') });
+		assert.equal(rr.command_status, 0);
+		await L.until(() => r.got.length === 1, 15000, 'the receipt at the dlr-url');
+		const u = new URL(r.got[0].url, 'http://x');
+		assert.equal(u.searchParams.get('type'), '1');
+		assert.equal(u.searchParams.get('a'), 'DELIVRD');
+		assert.match(u.searchParams.get('id'), /^\d+$/);
+		const m = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m, 'echorouterd_upstream_receipts_matched_total{upstream="opA"}'), 1);
+	} finally {
+		await close(r);
+		await L.stopDaemon(d);
+		await sim.stop();
 	}
 });
