@@ -173,7 +173,7 @@ expect "options on: all of them compiled" [ "$on" = 8 ]
 # -V of the tested binary agrees with the options its settings record.
 if [ -f "$BUILD/.make-settings" ] && [ -x "$BIN" ]; then
 	want=""
-	for o in sqlite:SQLITE nats:NATS tls:TLS; do
+	for o in sqlite:SQLITE nats:NATS tls:TLS curl:CURL; do
 		v=$(sed -n "s/^WITH_${o#*:} = .*: //p" "$BUILD/.make-settings")
 		want="$want; ${o%%:*}: $v"
 	done
