@@ -167,7 +167,6 @@ receipt_relay(struct reactor *r, const struct receipt_orig *o,
 {
 	char sub[16], done[16], text[200];
 	bool ok = state == SMPP_STATE_DELIVERED;
-	struct msg *m;
 	int n;
 
 	receipt_date(o->submitted, sub, sizeof(sub));
@@ -180,25 +179,14 @@ receipt_relay(struct reactor *r, const struct receipt_orig *o,
 	    f->done_date[0] ? f->done_date : done,
 	    f->stat[0] ? f->stat : smpp_receipt_stat(state),
 	    f->err[0] ? f->err : ok ? "000" : "001", f->text);
-	m = msg_new((size_t)n);
-	memcpy(m->text, text, (size_t)n);
-	m->len = (size_t)n;
-	m->id = msg_next_id(r);
-	m->submitted = (uint64_t)time(NULL);
-	m->flags = MSG_F_EXACT | MSG_F_RECEIPT;
-	m->esm_class = SMPP_ESM_RECEIPT;
-	m->message_state = state;
-	snprintf(m->receipted_id, sizeof(m->receipted_id), "%llu",
-	    (unsigned long long)o->id);
-	snprintf(m->from, sizeof(m->from), "%s", o->to);
-	snprintf(m->to, sizeof(m->to), "%s", o->reply_to);
-	memcpy(m->src_addr, o->dst_addr, sizeof(m->src_addr));
-	memcpy(m->dst_addr, o->src_addr, sizeof(m->dst_addr));
-	m->src_ton = o->dst_ton;
-	m->src_npi = o->dst_npi;
-	m->dst_ton = o->src_ton;
-	m->dst_npi = o->src_npi;
-	return m;
+	if (n < 0 || (size_t)n >= sizeof(text))
+		n = (int)strlen(text);	/* cut short: what fit */
+	return smpp_receipt_msg(text, (size_t)n, msg_next_id(r),
+	    (uint64_t)time(NULL), state, &(struct smpp_receipt_ends){
+	    .id = o->id, .to = o->to, .reply_to = o->reply_to,
+	    .src_addr = o->src_addr, .dst_addr = o->dst_addr,
+	    .src_ton = o->src_ton, .src_npi = o->src_npi,
+	    .dst_ton = o->dst_ton, .dst_npi = o->dst_npi });
 }
 
 /* Whether the submitter asked for a receipt in this state. */

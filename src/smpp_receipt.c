@@ -128,7 +128,6 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
     uint64_t done_at)
 {
 	char sub[16], done[16], text[200];
-	struct msg *m;
 	bool ok = state == SMPP_STATE_DELIVERED;
 	int n;
 
@@ -141,24 +140,37 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
 	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
 	    state_stat(state), ok ? "000" : "001",
 	    orig->flags & MSG_F_RECEIPT ? "" : (const char *)orig->text);
-	m = msg_new((size_t)n);
-	memcpy(m->text, text, (size_t)n);
-	m->len = (size_t)n;
+	return smpp_receipt_msg(text, (size_t)n, id, done_at, state,
+	    &(struct smpp_receipt_ends){ .id = orig->id, .to = orig->to,
+	    .reply_to = orig->reply_to, .src_addr = orig->src_addr,
+	    .dst_addr = orig->dst_addr, .src_ton = orig->src_ton,
+	    .src_npi = orig->src_npi, .dst_ton = orig->dst_ton,
+	    .dst_npi = orig->dst_npi });
+}
+
+struct msg *
+smpp_receipt_msg(const char *text, size_t n, uint64_t id, uint64_t at,
+    uint8_t state, const struct smpp_receipt_ends *e)
+{
+	struct msg *m = msg_new(n);
+
+	memcpy(m->text, text, n);
+	m->len = n;
 	m->id = id;
-	m->submitted = done_at;
+	m->submitted = at;
 	m->flags = MSG_F_EXACT | MSG_F_RECEIPT;
 	m->esm_class = SMPP_ESM_RECEIPT;
 	m->message_state = state;
 	snprintf(m->receipted_id, sizeof(m->receipted_id), "%llu",
-	    (unsigned long long)orig->id);
+	    (unsigned long long)e->id);
 	/* The receipt travels back: from the recipient to the submitter. */
-	snprintf(m->from, sizeof(m->from), "%s", orig->to);
-	snprintf(m->to, sizeof(m->to), "%s", orig->reply_to);
-	memcpy(m->src_addr, orig->dst_addr, sizeof(m->src_addr));
-	memcpy(m->dst_addr, orig->src_addr, sizeof(m->dst_addr));
-	m->src_ton = orig->dst_ton;
-	m->src_npi = orig->dst_npi;
-	m->dst_ton = orig->src_ton;
-	m->dst_npi = orig->src_npi;
+	snprintf(m->from, sizeof(m->from), "%s", e->to);
+	snprintf(m->to, sizeof(m->to), "%s", e->reply_to);
+	memcpy(m->src_addr, e->dst_addr, sizeof(m->src_addr));
+	memcpy(m->dst_addr, e->src_addr, sizeof(m->dst_addr));
+	m->src_ton = e->dst_ton;
+	m->src_npi = e->dst_npi;
+	m->dst_ton = e->src_ton;
+	m->dst_npi = e->src_npi;
 	return m;
 }

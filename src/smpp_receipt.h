@@ -26,6 +26,22 @@ struct msg;
 struct msg *smpp_receipt_make(const struct msg *orig,
 	    uint8_t state, uint64_t id, uint64_t done_at);
 
+/* The ends of a message a receipt is about: a receipt goes the other way. */
+struct smpp_receipt_ends {
+	uint64_t id;			/* the message's */
+	const char *to, *reply_to;	/* its recipient, its submitter */
+	const char *src_addr, *dst_addr;	/* as submitted, 21 bytes each */
+	uint8_t	src_ton, src_npi, dst_ton, dst_npi;
+};
+
+/*
+ * A receipt message with text (n bytes), id, made at (wall clock s), in
+ * state, for the message e names: from its recipient to its submitter.
+ * The caller owns it. Any thread.
+ */
+struct msg *smpp_receipt_msg(const char *text, size_t n, uint64_t id,
+	    uint64_t at, uint8_t state, const struct smpp_receipt_ends *e);
+
 /*
  * The fields of a receipt's text, as SMS centres write it ("id:IIII
  * sub:001 dlvrd:001 submit date:YYMMDDhhmm done date:YYMMDDhhmm
