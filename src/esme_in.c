@@ -253,11 +253,11 @@ receipt_settle(struct reactor *r, const char *upstream,
 		atomic_fetch_add(&st->receipts_matched, 1);
 	/* An HTTP send: http-out posts it to the application's URL. */
 	if (o->http) {
-		struct msg stub = { .id = o->id, .flags = MSG_F_HTTP_RCPT };
-
-		if (smpp_receipt_final(state))
-			(void)http_out_receipt(&stub, state,
-			    (uint64_t)time(NULL));
+		if (smpp_receipt_final(state) &&
+		    !http_out_receipt_of(o->id, state, (uint64_t)time(NULL)))
+			log_debug("upstream %s: receipt for HTTP message %llu: "
+			    "no http-out to post it", upstream,
+			    (unsigned long long)o->id);
 		return;
 	}
 	if (receipt_wanted(o, state))

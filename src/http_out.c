@@ -464,12 +464,20 @@ http_out_verdict(uint64_t id, bool ok, bool stored)
 bool
 http_out_receipt(const struct msg *orig, uint8_t state, uint64_t at)
 {
+	if (!(orig->flags & MSG_F_HTTP_RCPT))
+		return false;
+	return http_out_receipt_of(orig->id, state, at);
+}
+
+bool
+http_out_receipt_of(uint64_t id, uint8_t state, uint64_t at)
+{
 	struct op *o;
 
-	if (!(orig->flags & MSG_F_HTTP_RCPT) || !O.open)
+	if (!O.open)
 		return false;
 	o = xcalloc(1, sizeof(*o));
-	o->id = orig->id;
+	o->id = id;
 	o->type = http_cb_dlr_type(state);
 	o->at = at;
 	mailbox_post_fn(&O.mb, op_receipt, o);

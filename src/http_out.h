@@ -124,6 +124,12 @@ void	http_out_verdict(uint64_t id, bool ok, bool stored);
 bool	http_out_receipt(const struct msg *orig, uint8_t state, uint64_t at);
 
 /*
+ * The same for our message id, known to be an HTTP send that awaits a
+ * receipt (the receipt map's entry says so). Any thread.
+ */
+bool	http_out_receipt_of(uint64_t id, uint8_t state, uint64_t at);
+
+/*
  * Posts m, a message for an account with no session but a mo_url, to
  * url as JSON. Once the application answered 2xx, or the post was given
  * up, m (m->message_state the SMPP state: delivered, undeliverable) goes
@@ -164,6 +170,14 @@ static inline int http_out_check(const struct config *cf, const char *url,
 static inline bool http_out_admit(const struct config *cf, unsigned n)
 { (void)cf; (void)n; return false; }
 static inline void http_out_want(const struct http_out_want *w) { (void)w; }
+static inline bool
+http_out_receipt_of(uint64_t id, uint8_t state, uint64_t at)
+{
+	(void)id;
+	(void)state;
+	(void)at;
+	return false;
+}
 static inline void http_out_verdict(uint64_t id, bool ok, bool stored)
 { (void)id; (void)ok; (void)stored; }
 static inline bool http_out_receipt(const struct msg *orig, uint8_t state,
