@@ -242,8 +242,13 @@ struct store_conf {
 	uint64_t account_max_messages;	/* per recipient account */
 	bool	jetstream;		/* backend "jetstream", else "sqlite" */
 	unsigned replicas;		/* JetStream copies (and the claims') */
+	unsigned shards;		/* store threads and files; 0: "auto" */
 	int	line;
 };
+
+/* store.shards: at most; "auto" is one per reactor, at most the first. */
+#define CONFIG_SHARDS_AUTO_MAX	8
+#define CONFIG_SHARDS_MAX	32
 
 #define CONFIG_CIDRS_MAX	32	/* http.callback_allow's entries */
 
@@ -341,6 +346,7 @@ void	config_unref(struct config *cf);
 #define CONFIG_KEPT_CLUSTER_REMOVED 0x20	/* the cluster group went */
 #define CONFIG_KEPT_CLUSTER_NODE 0x40	/* node, servers or credentials */
 #define CONFIG_KEPT_STORE_BACKEND 0x80	/* store.backend or replicas */
+#define CONFIG_KEPT_STORE_SHARDS 0x100	/* store.shards */
 
 /*
  * For a reload: cf is the new snapshot, not yet handed out, old the one in

@@ -722,6 +722,28 @@ get_store_backend(struct walk *w, const config_setting_t *k, void *base)
 		    "jetstream", v);
 }
 
+/* store.shards: "auto" (0, resolved at start: store_shards) or 1..max. */
+static void
+get_store_shards(struct walk *w, const config_setting_t *k, void *base)
+{
+	struct store_conf *st = base;
+	unsigned long long v = 1;
+
+	if (config_setting_type(k) == CONFIG_TYPE_STRING &&
+	    strcmp(config_setting_get_string(k), "auto") == 0) {
+		st->shards = 0;
+		return;
+	}
+	if (config_setting_type(k) != CONFIG_TYPE_INT &&
+	    config_setting_type(k) != CONFIG_TYPE_INT64) {
+		cferr_add(w->e, k, "store.shards: expected \"auto\" or a "
+		    "number 1..%d", CONFIG_SHARDS_MAX);
+		return;
+	}
+	if (cferr_int(w->e, k, 1, CONFIG_SHARDS_MAX, " or \"auto\"", &v))
+		st->shards = (unsigned)v;
+}
+
 static void
 store_finish(struct walk *w, const config_setting_t *s, void *base)
 {
@@ -730,6 +752,10 @@ store_finish(struct walk *w, const config_setting_t *s, void *base)
 	/* JetStream keeps the messages on the NATS servers: no file. */
 	if (!config_walk_seen(w, "path") && !st->jetstream)
 		cferr_add(w->e, s, "store: \"path\" is missing");
+	/* Its messages are spread over the NATS servers already. */
+	if (st->jetstream && st->shards > 1)
+		cferr_add(w->e, s, "store.shards: the JetStream backend has "
+		    "one shard; set 1 or \"auto\"");
 }
 
 /* 1-32 of A-Z a-z 0-9 _ - (it names subjects and keys in NATS). */
@@ -1216,7 +1242,7 @@ static const struct cfenum store_syncs[] = {
 	{ "full", 1 }, { "normal", 0 }, { NULL, 0 }
 };
 
-/* path, sync, backend and replicas take effect at start only. */
+/* path, sync, backend, replicas and shards take effect at start only. */
 static const struct cfkey store_keys[] = {
 	{ .name = "path", .type = CFK_STRING, FIELD(struct store_conf, path),
 	  .fn = get_store_path, .reload = CFK_KEEP,
@@ -1244,6 +1270,11 @@ static const struct cfkey store_keys[] = {
 	{ .name = "replicas", .type = CFK_UINT,
 	  FIELD(struct store_conf, replicas), .min = 1, .max = 5, .def = 1,
 	  .reload = CFK_KEEP, .change = CONFIG_KEPT_STORE_BACKEND,
+	  .doc = TOP },
+	{ .name = "shards", .type = CFK_FN,
+	  FIELD(struct store_conf, shards), .shown = "auto",
+	  .fn = get_store_shards,
+	  .reload = CFK_KEEP, .change = CONFIG_KEPT_STORE_SHARDS,
 	  .doc = TOP },
 };
 

@@ -34,7 +34,8 @@
 #endif
 
 #define STATUS_INTERVAL	5	/* seconds between STATUS= updates */
-#define DAEMON_SERVICES_MAX 4	/* service threads the daemon may run */
+/* Service threads the daemon may run: the store's shards and the cluster's. */
+#define DAEMON_SERVICES_MAX (CONFIG_SHARDS_MAX + 4)
 
 struct options {
 	const char *config_path;
@@ -259,18 +260,15 @@ adopt_passed_sockets(struct daemon *d)
 static void
 open_services(struct daemon *d)
 {
-	struct service *svc = NULL;
 	char *err = NULL;
 
 	if (http_out_open(d->cf) < 0)
 		fatal("http-out: cannot start");
-	if (store_open(d->cf, &svc, &err) < 0) {
+	if (store_open(d->cf, d->svcs, &d->nsvcs, &err) < 0) {
 		log_err("store: %s", err != NULL ? err : "cannot open");
 		free(err);
 		exit(1);
 	}
-	if (svc != NULL)
-		d->svcs[d->nsvcs++] = svc;
 	/* Posts a kill -9 left pending are posted again. */
 	if (store_keeps_posts()) {
 		http_out_keep_with(&(struct http_out_keep){
@@ -396,6 +394,9 @@ keep_start_only(const struct config *old, struct config *cf)
 	if (kept & CONFIG_KEPT_STORE_BACKEND)
 		log_warnx("reload: store.backend or store.replicas changed: "
 		    "applies after a restart");
+	if (kept & CONFIG_KEPT_STORE_SHARDS)
+		log_warnx("reload: store.shards changed: applies after a "
+		    "restart");
 	if (kept & CONFIG_KEPT_STORE_SYNC)
 		log_warnx("reload: store.sync changed: applies after a "
 		    "restart (\"%s\" stays)", old->store.sync_full ? "full" :

@@ -160,6 +160,7 @@ struct msg_req {
 	uint64_t expires;
 	uint8_t	registered_delivery;
 	bool	has_text;
+	unsigned shard;			/* the store's shard asked now */
 	/* the answer */
 	bool	ok;
 	uint8_t	state;			/* enum msg_state */

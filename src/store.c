@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "deliver.h"
@@ -26,13 +27,52 @@
 #include "store_int.h"
 #include "util.h"
 
-static struct store S = { .acct_lock = PTHREAD_MUTEX_INITIALIZER };
+/*
+ * The shards. Each is a service thread of its own ("store", "store1",
+ * ...) with its own file: an account's messages are all in the shard its
+ * id hashes to, so an account's order is one thread's and one file's, as
+ * with one shard. Code below that says S works on the calling thread's
+ * shard: set once, when its thread starts.
+ */
+static struct store *shards;
+static unsigned nshards;
+static _Thread_local struct store *cur;
+#define S (*cur)
+
+/* The accounts of all shards, by id. */
+static pthread_mutex_t acct_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct store_acct *_Atomic buckets[STORE_ACCT_BUCKETS];
+static atomic_uint nholding;	/* accounts whose held is not 0 */
+
+/*
+ * What the limits count, all shards together: each shard adds its own
+ * changes (store_count, store_final_add). A shard may go past a limit by
+ * what another stores at the same moment: by at most a message each.
+ */
+static struct {
+	atomic_uint_fast64_t messages, bytes, finals, final_bytes;
+} total;
+
+/* The store's own message ids (receipts), all shards. */
+static atomic_uint_fast64_t own_seq;
 static atomic_bool on;
 
 struct store *
 store_state(void)
 {
-	return &S;
+	return cur;
+}
+
+struct store *
+store_shard(unsigned k)
+{
+	return &shards[k];
+}
+
+unsigned
+store_nshards(void)
+{
+	return nshards;
 }
 
 uint64_t
@@ -41,20 +81,32 @@ store_wall_now(void)
 	return (uint64_t)time(NULL);
 }
 
-static unsigned
-acct_hash(const char *s)
+static uint32_t
+fnv1a(const char *s)
 {
 	uint32_t h = 2166136261u;
 
 	while (*s != '\0')
 		h = (h ^ (uint8_t)*s++) * 16777619u;
-	return h % STORE_ACCT_BUCKETS;
+	return h;
+}
+
+static unsigned
+acct_hash(const char *s)
+{
+	return fnv1a(s) % STORE_ACCT_BUCKETS;
+}
+
+unsigned
+store_shard_of(const char *id, unsigned n)
+{
+	return (fnv1a(id) >> 12) % n;
 }
 
 static struct store_acct *
 acct_find(const char *id)
 {
-	struct store_acct *a = atomic_load_explicit(&S.buckets[acct_hash(id)],
+	struct store_acct *a = atomic_load_explicit(&buckets[acct_hash(id)],
 	    memory_order_acquire);
 
 	for (; a != NULL; a = atomic_load_explicit(&a->next,
@@ -69,26 +121,29 @@ struct store_acct *
 store_acct_get(const char *id)
 {
 	struct store_acct *a;
+	struct store *sh;
 	unsigned h;
 
 	if ((a = acct_find(id)) != NULL)
 		return a;
-	pthread_mutex_lock(&S.acct_lock);
+	pthread_mutex_lock(&acct_lock);
 	if ((a = acct_find(id)) == NULL) {
 		h = acct_hash(id);
 		a = xcalloc(1, sizeof(*a));
 		snprintf(a->id, sizeof(a->id), "%s", id);
-		a->all = atomic_load_explicit(&S.all, memory_order_relaxed);
-		atomic_store_explicit(&S.all, a, memory_order_release);
+		a->shard = store_shard_of(id, nshards);
+		sh = &shards[a->shard];
+		a->all = atomic_load_explicit(&sh->all, memory_order_relaxed);
+		atomic_store_explicit(&sh->all, a, memory_order_release);
 		atomic_store_explicit(&a->next, atomic_load_explicit(
-		    &S.buckets[h], memory_order_relaxed), memory_order_relaxed);
-		atomic_store_explicit(&S.buckets[h], a, memory_order_release);
+		    &buckets[h], memory_order_relaxed), memory_order_relaxed);
+		atomic_store_explicit(&buckets[h], a, memory_order_release);
 	}
-	pthread_mutex_unlock(&S.acct_lock);
+	pthread_mutex_unlock(&acct_lock);
 	return a;
 }
 
-/* Every account: the store thread walks them while reactors add more. */
+/* The shard's accounts: its thread walks them while reactors add more. */
 static struct store_acct *
 acct_first(void)
 {
@@ -111,14 +166,14 @@ held_add(struct store_acct *a, uint64_t n)
 {
 	if (atomic_fetch_add_explicit(&a->held, n, memory_order_acq_rel) == 0 &&
 	    n > 0)
-		atomic_fetch_add_explicit(&S.nholding, 1, memory_order_acq_rel);
+		atomic_fetch_add_explicit(&nholding, 1, memory_order_acq_rel);
 }
 
 static void
 held_sub(struct store_acct *a)
 {
 	if (atomic_fetch_sub_explicit(&a->held, 1, memory_order_acq_rel) == 1)
-		atomic_fetch_sub_explicit(&S.nholding, 1, memory_order_acq_rel);
+		atomic_fetch_sub_explicit(&nholding, 1, memory_order_acq_rel);
 }
 
 bool
@@ -131,7 +186,7 @@ store_holds(const char *account)
 	 * account that another thread is just now storing for is a race
 	 * between senders, which keep no order between them anyway.
 	 */
-	if (atomic_load_explicit(&S.nholding, memory_order_acquire) == 0)
+	if (atomic_load_explicit(&nholding, memory_order_acquire) == 0)
 		return false;
 	a = acct_find(account);
 
@@ -139,14 +194,32 @@ store_holds(const char *account)
 	    memory_order_acquire) > 0;
 }
 
+/* All shards together. */
 void
 store_get_stats(struct store_stats *st)
 {
-	st->messages = atomic_load(&S.st_messages);
-	st->bytes = atomic_load(&S.st_bytes);
-	st->oldest = atomic_load(&S.st_oldest);
-	st->commits = atomic_load(&S.st_commits);
-	st->commit_failures = atomic_load(&S.st_commit_failures);
+	memset(st, 0, sizeof(*st));
+	for (unsigned k = 0; k < nshards; k++) {
+		struct store *sh = &shards[k];
+		uint64_t oldest = atomic_load(&sh->st_oldest);
+
+		st->messages += atomic_load(&sh->st_messages);
+		st->bytes += atomic_load(&sh->st_bytes);
+		if (oldest != 0 && (st->oldest == 0 || oldest < st->oldest))
+			st->oldest = oldest;
+		st->commits += atomic_load(&sh->st_commits);
+		st->commit_failures += atomic_load(&sh->st_commit_failures);
+	}
+}
+
+/* A shard's file was removed or replaced under the daemon. */
+static bool
+any_lost(void)
+{
+	for (unsigned k = 0; k < nshards; k++)
+		if (atomic_load(&shards[k].lost))
+			return true;
+	return false;
 }
 
 void
@@ -163,7 +236,7 @@ store_stats_append(char *buf, size_t len, bool status)
 	if (status)
 		snprintf(buf + used, len - used, ", %llu stored, oldest %llu s%s",
 		    (unsigned long long)st.messages, (unsigned long long)age,
-		    atomic_load(&S.lost) ? ", STORE FILE LOST: refusing "
+		    any_lost() ? ", STORE FILE LOST: refusing "
 		    "messages, restart" : "");
 	else
 		snprintf(buf + used, len - used, " stored=%llu stored_bytes=%llu "
@@ -292,6 +365,32 @@ write_ok(void)
 	S.failing = false;
 }
 
+/* Adds d (which may be negative) to *v, and to the total t. */
+static void
+count_add(uint64_t *v, atomic_uint_fast64_t *t, int64_t d)
+{
+	if (d < 0 && (uint64_t)-d > *v)
+		d = -(int64_t)*v;
+	*v += (uint64_t)d;
+	atomic_fetch_add_explicit(t, (uint64_t)d, memory_order_relaxed);
+}
+
+void
+store_count(int64_t n, int64_t b)
+{
+	count_add(&S.nmessages, &total.messages, n);
+	count_add(&S.nbytes, &total.bytes, b);
+}
+
+/* Sets the shard's final rows, as counted or as last committed. */
+static void
+finals_set(uint64_t n, uint64_t bytes)
+{
+	count_add(&S.nfinal, &total.finals, (int64_t)(n - S.nfinal));
+	count_add(&S.final_bytes, &total.final_bytes,
+	    (int64_t)(bytes - S.final_bytes));
+}
+
 /* A message leaves ENROUTE: counts down. */
 void
 store_acct_leave(struct store_acct *a, const struct msg *m)
@@ -300,8 +399,7 @@ store_acct_leave(struct store_acct *a, const struct msg *m)
 
 	a->count--;
 	a->bytes -= b < a->bytes ? b : a->bytes;
-	S.nmessages--;
-	S.nbytes -= b < S.nbytes ? b : S.nbytes;
+	store_count(-1, -(int64_t)b);
 	a->oldest_stale = true;
 	held_sub(a);
 }
@@ -313,15 +411,16 @@ store_final_add(const char *account, const struct msg *m)
 	/* A backend that does not count them keeps them its own way. */
 	if (S.ops->finals == NULL)
 		return;
-	S.nfinal++;
-	S.final_bytes += store_final_bytes(account, m);
+	count_add(&S.nfinal, &total.finals, 1);
+	count_add(&S.final_bytes, &total.final_bytes,
+	    (int64_t)store_final_bytes(account, m));
 }
 
 void
 store_final_sub(uint64_t n, uint64_t bytes)
 {
-	S.nfinal -= n < S.nfinal ? n : S.nfinal;
-	S.final_bytes -= bytes < S.final_bytes ? bytes : S.final_bytes;
+	count_add(&S.nfinal, &total.finals, -(int64_t)n);
+	count_add(&S.final_bytes, &total.final_bytes, -(int64_t)bytes);
 }
 
 /*
@@ -334,15 +433,18 @@ make_room(uint64_t b)
 {
 	const struct store_conf *sc = &S.cf->store;
 	uint64_t over = 0, bytes = 0;
+	uint64_t msgs = atomic_load(&total.messages) + atomic_load(&total.finals);
+	uint64_t size = atomic_load(&total.bytes) +
+	    atomic_load(&total.final_bytes);
 	int n;
 
+	/* Its own final rows: another shard's go at that shard's tick. */
 	if (S.nfinal == 0)
 		return;
-	if (S.nmessages + S.nfinal + 1 > sc->max_messages)
-		over = S.nmessages + S.nfinal + 1 - sc->max_messages;
-	if (S.nbytes + S.final_bytes + b > sc->max_bytes) {
-		uint64_t rows = (S.nbytes + S.final_bytes + b -
-		    sc->max_bytes) / STORE_FINAL_ROW + 1;
+	if (msgs + 1 > sc->max_messages)
+		over = msgs + 1 - sc->max_messages;
+	if (size + b > sc->max_bytes) {
+		uint64_t rows = (size + b - sc->max_bytes) / STORE_FINAL_ROW + 1;
 
 		over = rows > over ? rows : over;
 	}
@@ -357,10 +459,29 @@ make_room(uint64_t b)
 	store_write_error();
 }
 
+/*
+ * Over a limit by other shards' messages, which make room only with
+ * their own final rows: this shard's go too, once a second.
+ */
+static void
+limits_keep(void)
+{
+	const struct store_conf *sc = &S.cf->store;
+
+	if (nshards == 1 || S.nfinal == 0 ||
+	    (atomic_load(&total.messages) + atomic_load(&total.finals) <
+	    sc->max_messages && atomic_load(&total.bytes) +
+	    atomic_load(&total.final_bytes) < sc->max_bytes))
+		return;
+	if (store_txn(false))
+		make_room(0);
+}
+
 static uint64_t
 next_own_id(void)
 {
-	return (++S.id_seq << 10) | msg_id_low(MSG_ID_STORE);
+	return ((atomic_fetch_add(&own_seq, 1) + 1) << 10) |
+	    msg_id_low(MSG_ID_STORE);
 }
 
 /*
@@ -374,7 +495,8 @@ put_one(struct store_acct *a, struct msg *m)
 	uint64_t b = store_msg_bytes(m), now = store_wall_now();
 	struct store_rec rec;
 
-	if (S.nmessages >= sc->max_messages || S.nbytes + b > sc->max_bytes ||
+	if (atomic_load(&total.messages) >= sc->max_messages ||
+	    atomic_load(&total.bytes) + b > sc->max_bytes ||
 	    a->count >= sc->account_max_messages ||
 	    atomic_load_explicit(&S.lost, memory_order_relaxed))
 		return false;
@@ -411,8 +533,7 @@ put_one(struct store_acct *a, struct msg *m)
 	a->bytes += b;
 	if (a->count == 1)
 		a->oldest = m->submitted;
-	S.nmessages++;
-	S.nbytes += b;
+	store_count(1, (int64_t)b);
 	if (m->due > now && (a->rescan_at == 0 || m->due < a->rescan_at))
 		a->rescan_at = m->due;
 	store_mark_dirty(a);
@@ -458,8 +579,7 @@ resync_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 	a->count = count;	/* the held correction was made from 0 */
 	a->bytes = bytes;
 	held_add(a, count);
-	S.nmessages += count;
-	S.nbytes += bytes;
+	store_count((int64_t)count, (int64_t)bytes);
 	return 0;
 }
 
@@ -485,7 +605,7 @@ resync(void)
 		a->oldest_stale = true;
 		store_mark_dirty(a);
 	}
-	S.nmessages = S.nbytes = 0;
+	store_count(-(int64_t)S.nmessages, -(int64_t)S.nbytes);
 	if (S.ops->backlogs(S.b, resync_one, NULL) < 0)
 		log_err("store: cannot count the backlogs again");
 }
@@ -501,8 +621,7 @@ group_failed(void)
 
 	write_failed("a commit");
 	marks_unwrite();
-	S.nfinal = S.nfinal_ok;
-	S.final_bytes = S.final_bytes_ok;
+	finals_set(S.nfinal_ok, S.final_bytes_ok);
 	for (t = S.waiting; t != NULL; t = next) {
 		struct msg *m = t->arg;
 
@@ -586,7 +705,7 @@ store_put(struct msg *m, const char *account)
 	m->store_acct = a;
 	m->task.fn = put_task;
 	m->task.arg = m;
-	service_post(S.svc, &m->task);
+	service_post(shards[a->shard].svc, &m->task);
 }
 
 /* Whether a's backlog is for a route's upstreams ("upstream:NAME"). */
@@ -693,17 +812,17 @@ pump(struct store_acct *a)
 	struct pump p = { .a = a, .now = store_wall_now() };
 
 	for (int rounds = 0; rounds < 8; rounds++) {
-		unsigned global = STORE_INFLIGHT_MAX - S.ninflight;
+		unsigned global = S.inflight_max - S.ninflight;
 		int n;
 
-		if (S.ninflight >= STORE_INFLIGHT_MAX)
+		if (S.ninflight >= S.inflight_max)
 			S.starved = true;
 		/*
 		 * Refilled from half empty: one scan hands out a batch, not
 		 * a message per answer.
 		 */
 		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
-		    S.ninflight >= STORE_INFLIGHT_MAX || a->nunwritten > 0 ||
+		    S.ninflight >= S.inflight_max || a->nunwritten > 0 ||
 		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
 			return;
 		/*
@@ -737,7 +856,7 @@ pump(struct store_acct *a)
 static void
 unstarve(void)
 {
-	if (!S.starved || S.ninflight > STORE_INFLIGHT_MAX / 2)
+	if (!S.starved || S.ninflight > S.inflight_max / 2)
 		return;
 	S.starved = false;
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
@@ -965,7 +1084,7 @@ store_outcome(struct msg *m, enum msg_outcome o)
 
 	m->task.fn = fns[o];
 	m->task.arg = m;
-	service_post(S.svc, &m->task);
+	service_post(shards[m->store_acct->shard].svc, &m->task);
 }
 
 /*
@@ -1047,12 +1166,22 @@ elsewhere_task(void *owner, void *arg, enum mailbox_status st)
 	free(arg);
 }
 
+/* Posts fn(account) to the shard of account, if it holds anything. */
+static void
+post_acct(const char *account, mailbox_task_fn *fn)
+{
+	struct store_acct *a;
+
+	if (!store_on() || !store_holds(account) ||
+	    (a = acct_find(account)) == NULL)
+		return;
+	service_post_fn(shards[a->shard].svc, fn, xstrdup(account));
+}
+
 void
 store_held_elsewhere(const char *account)
 {
-	if (!store_on() || !store_holds(account))
-		return;
-	service_post_fn(S.svc, elsewhere_task, xstrdup(account));
+	post_acct(account, elsewhere_task);
 }
 
 static void
@@ -1072,9 +1201,7 @@ void
 store_wake(const char *account)
 {
 	/* Only accounts with something waiting need the store's thread. */
-	if (!store_holds(account))
-		return;
-	service_post_fn(S.svc, wake_task, xstrdup(account));
+	post_acct(account, wake_task);
 }
 
 static void
@@ -1109,7 +1236,7 @@ check_file(void)
 	atomic_store(&S.lost, true);
 	log_err("store: %s was removed or replaced while in use: refusing "
 	    "messages until a restart (what it holds is still delivered)",
-	    S.cf->store.path);
+	    S.path);
 }
 
 static void
@@ -1154,7 +1281,9 @@ tick(struct service *svc, void *arg)
 		}
 		publish_stats();
 		store_purge_old(now);
-		store_rcpt_purge(now);
+		limits_keep();
+		if (S.index == 0)
+			store_rcpt_purge(now);
 	}
 	marks_retry();
 	store_group_commit();
@@ -1179,7 +1308,9 @@ store_reload(const struct config *cf)
 {
 	if (!store_on())
 		return;
-	service_post_fn(S.svc, reload_task, config_ref((struct config *)cf));
+	for (unsigned k = 0; k < nshards; k++)
+		service_post_fn(shards[k].svc, reload_task,
+		    config_ref((struct config *)cf));
 }
 
 static int
@@ -1192,8 +1323,7 @@ backlog_one(const char *account, uint64_t count, uint64_t bytes, void *arg)
 	a->bytes = bytes;
 	a->oldest_stale = true;
 	held_add(a, count);
-	S.nmessages += count;
-	S.nbytes += bytes;
+	store_count((int64_t)count, (int64_t)bytes);
 	return 0;
 }
 
@@ -1205,18 +1335,11 @@ stop(struct service *svc, void *arg)
 	store_group_commit();
 }
 
-static const struct service_hooks hooks = {
-	.after_batch = after_batch,
-	.tick = tick,
-	.stop = stop,
-	.tick_ms = STORE_TICK_MS,
-};
-
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool	done;
-} quiet = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+	unsigned done;			/* shards quiet */
+} quiet = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
 
 static void
 quiesce_task(void *owner, void *arg, enum mailbox_status st)
@@ -1230,7 +1353,7 @@ quiesce_task(void *owner, void *arg, enum mailbox_status st)
 	if (S.ops->quiesce != NULL)
 		S.ops->quiesce(S.b);
 	pthread_mutex_lock(&quiet.lock);
-	quiet.done = true;
+	quiet.done++;
 	pthread_cond_signal(&quiet.cond);
 	pthread_mutex_unlock(&quiet.lock);
 }
@@ -1238,15 +1361,17 @@ quiesce_task(void *owner, void *arg, enum mailbox_status st)
 void
 store_quiesce(void)
 {
-	static struct mailbox_task t;
+	static struct mailbox_task t[CONFIG_SHARDS_MAX];
 
-	if (!store_on() || S.ops->quiesce == NULL)
+	if (!store_on() || shards[0].ops->quiesce == NULL)
 		return;
-	t.fn = quiesce_task;
-	t.arg = NULL;
-	service_post(S.svc, &t);
+	for (unsigned k = 0; k < nshards; k++) {
+		t[k].fn = quiesce_task;
+		t[k].arg = NULL;
+		service_post(shards[k].svc, &t[k]);
+	}
 	pthread_mutex_lock(&quiet.lock);
-	while (!quiet.done)
+	while (quiet.done < nshards)
 		pthread_cond_wait(&quiet.cond, &quiet.lock);
 	pthread_mutex_unlock(&quiet.lock);
 }
@@ -1270,20 +1395,46 @@ backend_pick(const struct config *cf, char **err)
 	return NULL;
 }
 
+/* How many shards cf asks for: "auto" is one per reactor, up to 8. */
+static unsigned
+shard_count(const struct config *cf)
+{
+	if (cf->store.jetstream)
+		return 1;
+	if (cf->store.shards != 0)
+		return cf->store.shards;
+	return cf->dispatchers < CONFIG_SHARDS_AUTO_MAX ? cf->dispatchers :
+	    CONFIG_SHARDS_AUTO_MAX;
+}
+
+/* Shard k's file: store.path itself for shard 0, "<path>.k" beside it. */
+static void
+shard_path(const struct config *cf, unsigned k, char *out, size_t len)
+{
+	if (k == 0)
+		snprintf(out, len, "%s", cf->store.path);
+	else
+		snprintf(out, len, "%s.%u", cf->store.path, k);
+}
+
 int
 store_check(const struct config *cf, char **err)
 {
 	const struct store_backend_ops *ops;
 	struct store_backend *b;
+	char path[4096 + 16];
 
 	if (!cf->store.enabled)
 		return 0;
 	if ((ops = backend_pick(cf, err)) == NULL)
 		return -1;
 	/* JetStream: the settings only; -t does not ask the NATS servers. */
-	if ((b = ops->open(cf, true, err)) == NULL)
-		return -1;
-	ops->close(b);
+	for (unsigned k = 0; k < shard_count(cf); k++) {
+		shard_path(cf, k, path, sizeof(path));
+		if ((b = ops->open(cf, path, true, err)) == NULL)
+			return -1;
+		ops->close(b);
+	}
 	return 0;
 }
 
@@ -1326,10 +1477,11 @@ post_task(void *owner, void *arg, enum mailbox_status st)
 	free(p);
 }
 
+/* Shard 0 keeps them (its thread runs post_task). */
 bool
 store_keeps_posts(void)
 {
-	return store_on() && S.ops->post_put != NULL;
+	return store_on() && shards[0].ops->post_put != NULL;
 }
 
 static void
@@ -1342,7 +1494,7 @@ post_send(uint64_t id, const char *url, const char *body)
 	p->body = body != NULL ? xstrdup(body) : NULL;
 	p->task.fn = post_task;
 	p->task.arg = p;
-	service_post(S.svc, &p->task);
+	service_post(shards[0].svc, &p->task);
 }
 
 void
@@ -1377,7 +1529,7 @@ store_want_keep(const struct http_out_want *w)
 	p->w.from = memcpy(p->buf + nu + nt, w->from, nf);
 	p->task.fn = post_task;
 	p->task.arg = p;
-	service_post(S.svc, &p->task);
+	service_post(shards[0].svc, &p->task);
 }
 
 void
@@ -1392,7 +1544,7 @@ store_want_done(uint64_t id)
 	p->want = true;
 	p->task.fn = post_task;
 	p->task.arg = p;
-	service_post(S.svc, &p->task);
+	service_post(shards[0].svc, &p->task);
 }
 
 int
@@ -1400,7 +1552,7 @@ store_wants_each(store_want_fn *fn, void *arg)
 {
 	if (!store_keeps_posts())
 		return 0;
-	return S.ops->wants(S.b, fn, arg);
+	return shards[0].ops->wants(shards[0].b, fn, arg);
 }
 
 int
@@ -1408,65 +1560,203 @@ store_posts_each(store_post_fn *fn, void *arg)
 {
 	if (!store_keeps_posts())
 		return 0;
-	return S.ops->posts(S.b, fn, arg);
+	return shards[0].ops->posts(shards[0].b, fn, arg);
 }
 
 uint64_t
 store_id_floor(void)
 {
-	return S.id_seq;
+	return atomic_load(&own_seq);
+}
+
+static void
+open_failed(char **err, const char *path, const char *what)
+{
+	if (asprintf(err, "%s: %s", path, what) < 0)
+		*err = NULL;
+}
+
+/*
+ * Files of shards a larger store.shards had: their waiting messages go
+ * to the shards of now, then the files. Their final rows (query_sm
+ * answers) go with them.
+ */
+static int
+absorb_old_shards(const struct config *cf, char **err)
+{
+	const struct store_backend_ops *ops = shards[0].ops;
+	struct store_backend *b;
+	char path[4096 + 16];
+	long moved;
+
+	for (unsigned k = nshards; k < CONFIG_SHARDS_MAX; k++) {
+		shard_path(cf, k, path, sizeof(path));
+		if (access(path, F_OK) < 0)
+			continue;
+		if ((b = ops->open(cf, path, false, err)) == NULL)
+			return -1;
+		moved = store_move(b, path, k, err);
+		ops->close(b);
+		if (moved < 0)
+			return -1;
+		if (ops->remove(path) < 0) {
+			open_failed(err, path, "cannot remove it after moving "
+			    "its messages");
+			return -1;
+		}
+		log_info("store: %s: %ld waiting messages moved to the %u "
+		    "shards of store.shards; removed", path, moved, nshards);
+	}
+	return 0;
+}
+
+/* Each shard's file, and the messages of another shard moved to it. */
+static int
+open_shards(const struct config *cf, const struct store_backend_ops *ops,
+    char **err)
+{
+	long moved;
+
+	nshards = shard_count(cf);
+	shards = xcalloc(nshards, sizeof(*shards));
+	for (unsigned k = 0; k < nshards; k++) {
+		struct store *sh = &shards[k];
+
+		sh->index = k;
+		sh->ops = ops;
+		shard_path(cf, k, sh->path, sizeof(sh->path));
+		sh->inflight_max = STORE_INFLIGHT_MAX / nshards;
+		if (sh->inflight_max < 4 * STORE_ACCT_INFLIGHT)
+			sh->inflight_max = 4 * STORE_ACCT_INFLIGHT;
+		if ((sh->b = ops->open(cf, sh->path, false, err)) == NULL)
+			return -1;
+	}
+	/* One shard (JetStream): nothing to move, nothing to remove. */
+	if (ops->del == NULL || ops->remove == NULL)
+		return 0;
+	if (absorb_old_shards(cf, err) < 0)
+		return -1;
+	for (unsigned k = 0; k < nshards; k++) {
+		if ((moved = store_move(shards[k].b, shards[k].path, k,
+		    err)) < 0)
+			return -1;
+		if (moved > 0)
+			log_info("store: %s: %ld waiting messages moved to the "
+			    "other shards of store.shards = %u",
+			    shards[k].path, moved, nshards);
+	}
+	return 0;
+}
+
+/* Shard k's counts from its file, on the main thread. */
+static int
+count_shard(const struct config *cf, unsigned k, uint64_t *max)
+{
+	struct store *sh = &shards[k];
+	uint64_t n = 0, bytes = 0;
+
+	cur = sh;
+	if (S.ops->backlogs(S.b, backlog_one, NULL) < 0 ||
+	    S.ops->max_id(S.b, max) < 0 || (S.ops->finals != NULL &&
+	    S.ops->finals(S.b, &n, &bytes) < 0)) {
+		cur = NULL;
+		return -1;
+	}
+	finals_set(n, bytes);
+	S.nfinal_ok = S.nfinal;
+	S.final_bytes_ok = S.final_bytes;
+	S.cf = config_ref((struct config *)cf);
+	S.last_purge = S.last_second = store_wall_now();
+	publish_stats();
+	cur = NULL;
+	return 0;
+}
+
+static void
+start(struct service *svc, void *arg)
+{
+	(void)svc;
+	cur = arg;
+}
+
+static const struct service_hooks hooks = {
+	.start = start,
+	.after_batch = after_batch,
+	.tick = tick,
+	.stop = stop,
+	.tick_ms = STORE_TICK_MS,
+};
+
+static void
+shards_free(void)
+{
+	for (unsigned k = 0; k < nshards; k++) {
+		if (shards[k].b != NULL)
+			shards[k].ops->close(shards[k].b);
+		config_unref(shards[k].cf);
+	}
+	free(shards);
+	shards = NULL;
+	nshards = 0;
 }
 
 int
-store_open(const struct config *cf, struct service **svc, char **err)
+store_open(const struct config *cf, struct service **svcs, unsigned *nsvcs,
+    char **err)
 {
-	uint64_t max = 0;
+	const struct store_backend_ops *ops;
+	uint64_t max = 0, id = 0, waiting = 0;
+	char name[16];
 
-	*svc = NULL;
 	if (!cf->store.enabled)
 		return 0;
-	if ((S.ops = backend_pick(cf, err)) == NULL)
+	if ((ops = backend_pick(cf, err)) == NULL)
 		return -1;
-	if ((S.b = S.ops->open(cf, false, err)) == NULL)
-		return -1;
-	if (S.ops->backlogs(S.b, backlog_one, NULL) < 0 ||
-	    S.ops->max_id(S.b, &max) < 0 || (S.ops->finals != NULL &&
-	    S.ops->finals(S.b, &S.nfinal, &S.final_bytes) < 0)) {
-		if (asprintf(err, "%s: cannot read the store",
-		    cf->store.path) < 0)
-			*err = NULL;
-		S.ops->close(S.b);
-		return -1;
+	if (open_shards(cf, ops, err) < 0)
+		goto fail;
+	for (unsigned k = 0; k < nshards; k++) {
+		if (count_shard(cf, k, &id) < 0) {
+			open_failed(err, shards[k].path, "cannot read the store");
+			goto fail;
+		}
+		max = id > max ? id : max;
+		waiting += shards[k].nmessages;
 	}
 	/*
 	 * Ids go on from the highest stored, and from the clock (see
 	 * main.c): the store's own end in its own low bits (deliver.h).
 	 */
-	S.id_seq = max >> 10;
-	if (S.id_seq < (store_wall_now() << 20))
-		S.id_seq = store_wall_now() << 20;
-	S.nfinal_ok = S.nfinal;
-	S.final_bytes_ok = S.final_bytes;
-	S.cf = config_ref((struct config *)cf);
-	S.last_purge = S.last_second = store_wall_now();
-	if ((S.svc = service_new("store", &hooks, NULL)) == NULL) {
-		if (asprintf(err, "cannot make the store thread") < 0)
-			*err = NULL;
-		S.ops->close(S.b);
-		return -1;
+	atomic_store(&own_seq, max >> 10);
+	if (atomic_load(&own_seq) < (store_wall_now() << 20))
+		atomic_store(&own_seq, store_wall_now() << 20);
+	for (unsigned k = 0; k < nshards; k++) {
+		snprintf(name, sizeof(name), k == 0 ? "store" : "store%u", k);
+		if ((shards[k].svc = service_new(name, &hooks,
+		    &shards[k])) == NULL) {
+			open_failed(err, shards[k].path, "cannot make its "
+			    "thread");
+			goto fail;
+		}
+		svcs[(*nsvcs)++] = shards[k].svc;
 	}
-	publish_stats();
 	atomic_store(&on, true);
 	deliver_register(MSG_KIND_STORE, &store_kind);
-	*svc = S.svc;
 	if (cf->store.jetstream)
 		log_info("store: JetStream (node %s's messages): %llu "
-		    "waiting", cf->cluster.node,
-		    (unsigned long long)S.nmessages);
+		    "waiting", cf->cluster.node, (unsigned long long)waiting);
 	else
-		log_info("store: %s: %llu messages waiting", cf->store.path,
-		    (unsigned long long)S.nmessages);
+		log_info("store: %s: %llu messages waiting (%u shard%s)",
+		    cf->store.path, (unsigned long long)waiting, nshards,
+		    nshards == 1 ? "" : "s");
 	return 0;
+fail:
+	for (unsigned k = 0; k < nshards; k++)
+		if (shards[k].svc != NULL) {
+			service_free(shards[k].svc);
+			(*nsvcs)--;
+		}
+	shards_free();
+	return -1;
 }
 
 void
@@ -1478,19 +1768,16 @@ store_close(void)
 		return;
 	atomic_store(&on, false);
 	deliver_register(MSG_KIND_STORE, NULL);
-	S.ops->close(S.b);
-	S.b = NULL;
-	for (a = acct_first(); a != NULL; a = next) {
-		next = a->all;
-		for (unsigned i = 0; i < a->nmarks; i++)
-			free(a->marks[i].m);
-		free(a);
+	for (unsigned k = 0; k < nshards; k++) {
+		for (a = atomic_load(&shards[k].all); a != NULL; a = next) {
+			next = a->all;
+			for (unsigned i = 0; i < a->nmarks; i++)
+				free(a->marks[i].m);
+			free(a);
+		}
 	}
-	S.marking = NULL;
-	atomic_store(&S.all, NULL);
-	atomic_store(&S.nholding, 0);
-	memset(S.buckets, 0, sizeof(S.buckets));
-	config_unref(S.cf);
-	S.cf = NULL;
-	S.svc = NULL;
+	shards_free();
+	atomic_store(&nholding, 0);
+	memset(&total, 0, sizeof(total));
+	memset(buckets, 0, sizeof(buckets));
 }

@@ -43,13 +43,16 @@ struct store_stats {
 int	store_check(const struct config *cf, char **err);
 
 /*
- * Opens cf's store (checking it), reads what is needed to find backlogs,
- * and makes its service thread, not yet started: the caller starts and
- * stops it with the other services, then calls store_close. 0 (also when
- * cf has no store: *svc is then NULL), or -1 and a malloc'd *err. Main
- * thread, once.
+ * Opens cf's store (checking it): a file per shard (store.shards), the
+ * waiting messages moved to their account's shard if store.shards
+ * changed; reads what is needed to find backlogs, and makes the shards'
+ * service threads, not yet started, appended to svcs[*nsvcs] (room for
+ * CONFIG_SHARDS_MAX): the caller starts and stops them with the other
+ * services, then calls store_close. 0 (also when cf has no store: none
+ * appended), or -1 and a malloc'd *err. Main thread, once.
  */
-int	store_open(const struct config *cf, struct service **svc, char **err);
+int	store_open(const struct config *cf, struct service **svcs,
+	    unsigned *nsvcs, char **err);
 
 /*
  * Message ids (msg_next_id) must start above this for ids to stay

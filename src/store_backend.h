@@ -46,15 +46,22 @@ typedef int store_backlog_fn(const char *account, uint64_t count,
 struct store_backend_ops {
 	const char *name;
 	/*
-	 * Opens (creating when missing) and checks the store at
-	 * cf->store.path, with the rest of cf (JetStream: the cluster's NATS
-	 * servers) as it needs. check_only: opens an existing file
-	 * read-only, or checks that a missing one can be made. NULL and a
-	 * malloc'd *err naming the file and why.
+	 * Opens (creating when missing) and checks the store at path (a
+	 * shard's file: cf->store.path or one beside it), with the rest of
+	 * cf (JetStream: the cluster's NATS servers) as it needs.
+	 * check_only: opens an existing file read-only, or checks that a
+	 * missing one can be made. NULL and a malloc'd *err naming the file
+	 * and why.
 	 */
 	struct store_backend *(*open)(const struct config *cf,
-		    bool check_only, char **err);
+		    const char *path, bool check_only, char **err);
 	void	(*close)(struct store_backend *b);
+	/*
+	 * Optional (a backend of one shard): removes the closed store at
+	 * path and the files beside it (a shard no longer used, its
+	 * messages moved). 0, or -1 with errno.
+	 */
+	int	(*remove)(const char *path);
 	/* A transaction; durable: its commit is fsync'd (sync = "full"). */
 	int	(*begin)(struct store_backend *b, bool durable);
 	int	(*commit)(struct store_backend *b);
@@ -68,6 +75,11 @@ struct store_backend_ops {
 	int	(*put)(struct store_backend *b, const struct store_rec *rec);
 	/* Rewrites what may change of rec's row: text, times, flags, state. */
 	int	(*update)(struct store_backend *b, const struct store_rec *rec);
+	/*
+	 * Optional (a backend of one shard): deletes the waiting message
+	 * with this id, moved to another shard. 0, or -1.
+	 */
+	int	(*del)(struct store_backend *b, uint64_t id);
 	/* Sets a row's state and times without reading it. */
 	int	(*mark)(struct store_backend *b, uint64_t id, uint8_t state,
 		    uint64_t final_date, uint64_t due, uint32_t attempts);

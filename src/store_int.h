@@ -37,14 +37,17 @@
 /*
  * An account that has had messages in the store this run. Made on first
  * use and kept till exit (accounts are few: the configuration's), so that
- * reactors can read held without a lock.
+ * reactors can read held without a lock. One shard has it, picked by a
+ * hash of its id (store_shard_of): that shard's thread alone touches the
+ * fields below held.
  */
 struct store_acct {
 	struct store_acct *_Atomic next;	/* hash chain */
 	atomic_uint_fast64_t held;	/* in the store or on the way there */
 	char	id[ROUTE_ADDR_MAX + 1];
-	/* The store thread's alone: */
-	struct store_acct *all;		/* every account, for the tick */
+	unsigned shard;
+	/* Its shard's thread's alone: */
+	struct store_acct *all;		/* the shard's accounts, for the tick */
 	struct store_acct *dirty_next;
 	bool	dirty;
 	bool	oldest_stale;
@@ -77,14 +80,20 @@ struct store_acct {
 	bool	marking;
 };
 
+/*
+ * A shard: a store thread, its backend and file, and the accounts that
+ * hash to it. The limits (max_messages, max_bytes) count all shards
+ * together (store.c's totals); the rest is the shard's own.
+ */
 struct store {
 	const struct store_backend_ops *ops;
 	struct store_backend *b;
 	struct service *svc;
+	unsigned index;			/* shards[index] */
+	char	path[4096 + 16];	/* its file */
+	unsigned inflight_max;		/* its share of STORE_INFLIGHT_MAX */
 	struct config *cf;		/* the store thread's snapshot */
-	pthread_mutex_t acct_lock;	/* makes accounts; no I/O under it */
-	struct store_acct *_Atomic buckets[STORE_ACCT_BUCKETS];
-	struct store_acct *_Atomic all;	/* newest first; see acct_next */
+	struct store_acct *_Atomic all;	/* its accounts, newest first */
 	/* The store thread's alone: */
 	bool	in_txn;
 	bool	durable;		/* the open transaction acknowledges */
@@ -118,11 +127,31 @@ struct store {
 	atomic_uint_fast64_t st_oldest;
 	atomic_uint_fast64_t st_commits;
 	atomic_uint_fast64_t st_commit_failures;
-	atomic_uint nholding;		/* accounts whose held is not 0 */
 };
 
-/* The store's one state (store.c's). */
+/* The calling store thread's shard (store.c's); NULL on other threads. */
 struct store *store_state(void);
+
+/*
+ * The shard of account id among n: stable across restarts for the same
+ * n (another n moves messages at start: store_move). Any thread.
+ */
+unsigned store_shard_of(const char *id, unsigned n);
+
+/*
+ * At start, before the threads run: moves the waiting messages of the
+ * store at path (b, shard k; k >= nshards: a file no longer used) whose
+ * account is another shard's to that shard's file, each batch committed
+ * there before it is deleted here (a crash between leaves it in both,
+ * and the next start deletes it here). The count moved, or -1 and *err.
+ * store_move.c.
+ */
+long	store_move(struct store_backend *b, const char *path, unsigned k,
+	    char **err);
+
+/* Shard k (0: the one that also keeps receipts and HTTP posts). */
+struct store *store_shard(unsigned k);
+unsigned store_nshards(void);
 
 /* Wall clock seconds. */
 uint64_t store_wall_now(void);
@@ -148,6 +177,9 @@ void	store_acct_leave(struct store_acct *a, const struct msg *m);
 /* A message reached a final state, or n of them were purged. */
 void	store_final_add(const char *account, const struct msg *m);
 void	store_final_sub(uint64_t n, uint64_t bytes);
+
+/* Counts n messages of b bytes more (or fewer) into the shard's totals. */
+void	store_count(int64_t n, int64_t b);
 
 /* Stores the receipt for orig in state (SMPP), if it asked for one. */
 void	store_receipt(const struct msg *orig, uint8_t state);

@@ -828,7 +828,8 @@ js_connect(struct store_backend *b)
 }
 
 static struct store_backend *
-js_open(const struct config *config, bool check_only, char **err)
+js_open(const struct config *config, const char *path, bool check_only,
+    char **err)
 {
 	const struct store_conf *cf = &config->store;
 	const struct cluster_conf *cl = &config->cluster;
@@ -837,6 +838,7 @@ js_open(const struct config *config, bool check_only, char **err)
 	jsOptions jo;
 	natsStatus s;
 
+	(void)path;		/* its bucket is named after the node */
 	if (!cl->enabled) {
 		if (asprintf(err, "store.backend \"jetstream\" needs a cluster "
 		    "group") < 0)

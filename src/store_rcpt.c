@@ -24,12 +24,11 @@ struct rcpt_file {
 	struct receipt_orig o;
 };
 
+/* Shard 0 keeps the map: its thread runs the tasks below. */
 bool
 store_rcpt_on(void)
 {
-	const struct store *S = store_state();
-
-	return store_on() && S->ops != NULL && S->ops->rcpt_put != NULL;
+	return store_on() && store_shard(0)->ops->rcpt_put != NULL;
 }
 
 static void
@@ -62,7 +61,7 @@ store_rcpt_file(const char *upstream, const struct receipt_key *keys,
 	f->o = *o;
 	f->task.fn = file_task;
 	f->task.arg = f;
-	service_post(store_state()->svc, &f->task);
+	service_post(store_shard(0)->svc, &f->task);
 }
 
 static void
@@ -85,7 +84,7 @@ store_rcpt_forget(uint64_t id)
 	uint64_t *p = xmalloc(sizeof(*p));
 
 	*p = id;
-	service_post_fn(store_state()->svc, forget_task, p);
+	service_post_fn(store_shard(0)->svc, forget_task, p);
 }
 
 /* Back to the asker's reactor; nobody there (exit): done cleans up. */
@@ -130,7 +129,7 @@ store_rcpt_find(struct store_rcpt_req *q)
 {
 	q->task.fn = find_task;
 	q->task.arg = q;
-	service_post(store_state()->svc, &q->task);
+	service_post(store_shard(0)->svc, &q->task);
 }
 
 void

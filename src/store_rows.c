@@ -175,7 +175,7 @@ replace_rec(struct msg_req *q, struct store_rec *rec)
 	if (!store_txn(true) || S->ops->update(S->b, rec) < 0)
 		return;
 	a->bytes += store_msg_bytes(m) - before;
-	S->nbytes += store_msg_bytes(m) - before;
+	store_count(0, (int64_t)(store_msg_bytes(m) - before));
 	a->cursor = 0;
 	if (rec->due > store_wall_now() && (a->rescan_at == 0 ||
 	    rec->due < a->rescan_at))
@@ -190,17 +190,18 @@ request_task(void *owner, void *arg, enum mailbox_status st)
 	struct store *S = store_state();
 	struct msg_req *q = arg;
 	struct store_rec rec;
+	bool found = false;
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
 		q->done(NULL, q, MAILBOX_CANCELLED);
 		return;
 	}
-	q->ok = false;
 	memset(&rec, 0, sizeof(rec));
 	if (q->kind == MSG_REQ_CANCEL && q->id == 0) {
 		cancel_by_dest(q);
 	} else if (S->ops->get(S->b, q->id, &rec) == 1) {
+		found = true;
 		if (strcmp(rec.m->reply_to, q->submitter) != 0)
 			;	/* not the binder's: as if there were none */
 		else if (q->kind == MSG_REQ_QUERY) {
@@ -217,14 +218,24 @@ request_task(void *owner, void *arg, enum mailbox_status st)
 	/* Answered after the commit that holds the change. */
 	if (S->in_txn)
 		store_group_commit();
+	/*
+	 * Ids say nothing of the account, nor of its shard: each shard is
+	 * asked in turn until one has it; a cancel by address asks them all.
+	 */
+	if (++q->shard < store_nshards() && (!found ||
+	    (q->kind == MSG_REQ_CANCEL && q->id == 0))) {
+		service_post(store_shard(q->shard)->svc, &q->task);
+		return;
+	}
 	answer(q);
 }
 
 void
 store_request(struct msg_req *q)
 {
-	struct store *S = store_state();
+	q->shard = 0;
+	q->ok = false;
 	q->task.fn = request_task;
 	q->task.arg = q;
-	service_post(S->svc, &q->task);
+	service_post(store_shard(0)->svc, &q->task);
 }

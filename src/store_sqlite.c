@@ -466,6 +466,21 @@ sqlite_close(struct store_backend *b)
 	free(b);
 }
 
+/* The file, its WAL, its shared memory and its reserve. */
+static int
+sqlite_remove(const char *path)
+{
+	static const char *const beside[] = { "-wal", "-shm", "-reserve" };
+	char p[4096 + 16];
+
+	for (size_t i = 0; i < ARRAY_LEN(beside); i++) {
+		snprintf(p, sizeof(p), "%s%s", path, beside[i]);
+		if (unlink(p) < 0 && errno != ENOENT)
+			return -1;
+	}
+	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
 /*
  * Checks that b->db is ours (or new and empty: then makes it ours) and
  * whole. NULL, or the reason.
@@ -582,7 +597,8 @@ fin_ensure(struct store_backend *b)
 static const char *rcpt_ensure(struct store_backend *b);
 
 static struct store_backend *
-sqlite_open(const struct config *config, bool check_only, char **err)
+sqlite_open(const struct config *config, const char *path, bool check_only,
+    char **err)
 {
 	const struct store_conf *cf = &config->store;
 	struct store_backend *b = xcalloc(1, sizeof(*b));
@@ -591,17 +607,17 @@ sqlite_open(const struct config *config, bool check_only, char **err)
 	char dir[4096];
 
 	b->reserve_fd = -1;
-	snprintf(b->path, sizeof(b->path), "%s", cf->path);
-	snprintf(dir, sizeof(dir), "%s", cf->path);
+	snprintf(b->path, sizeof(b->path), "%s", path);
+	snprintf(dir, sizeof(dir), "%s", path);
 	snprintf(b->dir, sizeof(b->dir), "%s", dirname(dir));
 	b->sync_full = cf->sync_full;
-	if (check_only && access(cf->path, F_OK) < 0) {
+	if (check_only && access(path, F_OK) < 0) {
 		/* Missing: it will be made, if its directory lets us. */
 		char dir[4096];
 
-		snprintf(dir, sizeof(dir), "%s", cf->path);
+		snprintf(dir, sizeof(dir), "%s", path);
 		if (access(dirname(dir), W_OK | X_OK) < 0) {
-			*err = open_error(cf->path, "cannot be made: %s",
+			*err = open_error(path, "cannot be made: %s",
 			    strerror(errno));
 			free(b);
 			return NULL;
@@ -610,15 +626,15 @@ sqlite_open(const struct config *config, bool check_only, char **err)
 	}
 	flags |= check_only ? SQLITE_OPEN_READONLY :
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-	if (sqlite3_open_v2(cf->path, &b->db, flags, NULL) != SQLITE_OK) {
-		*err = open_error(cf->path, "cannot open: %s",
+	if (sqlite3_open_v2(path, &b->db, flags, NULL) != SQLITE_OK) {
+		*err = open_error(path, "cannot open: %s",
 		    b->db != NULL ? sqlite3_errmsg(b->db) : "out of memory");
 		sqlite_close(b);
 		return NULL;
 	}
 	sqlite3_busy_timeout(b->db, 1000);
 	if ((why = check_file(b, check_only)) != NULL) {
-		*err = open_error(cf->path, "%s", why);
+		*err = open_error(path, "%s", why);
 		sqlite_close(b);
 		return NULL;
 	}
@@ -635,19 +651,19 @@ sqlite_open(const struct config *config, bool check_only, char **err)
 	    "PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;"
 	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES) ";", NULL,
 	    NULL, NULL) != SQLITE_OK) {
-		*err = open_error(cf->path, "cannot set up: %s",
+		*err = open_error(path, "cannot set up: %s",
 		    sqlite3_errmsg(b->db));
 		sqlite_close(b);
 		return NULL;
 	}
 	b->synchronous = 2;
 	if ((why = fin_ensure(b)) != NULL || (why = rcpt_ensure(b)) != NULL) {
-		*err = open_error(cf->path, "%s", why);
+		*err = open_error(path, "%s", why);
 		sqlite_close(b);
 		return NULL;
 	}
 	if (sqlite3_exec(b->db, post_schema, NULL, NULL, NULL) != SQLITE_OK) {
-		*err = open_error(cf->path, "cannot add the tables of HTTP "
+		*err = open_error(path, "cannot add the tables of HTTP "
 		    "posts: %s", sqlite3_errmsg(b->db));
 		sqlite_close(b);
 		return NULL;
@@ -655,7 +671,7 @@ sqlite_open(const struct config *config, bool check_only, char **err)
 	for (int i = 0; i < ST_N; i++)
 		if (sqlite3_prepare_v3(b->db, sql[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &b->st[i], NULL) != SQLITE_OK) {
-			*err = open_error(cf->path, "not a store we know: %s",
+			*err = open_error(path, "not a store we know: %s",
 			    sqlite3_errmsg(b->db));
 			sqlite_close(b);
 			return NULL;
@@ -801,6 +817,15 @@ sqlite_put(struct store_backend *b, const struct store_rec *rec)
 {
 	bind_rec(b->st[ST_PUT], rec);
 	return exec_stmt(b, b->st[ST_PUT]);
+}
+
+static int
+sqlite_del(struct store_backend *b, uint64_t id)
+{
+	sqlite3_stmt *st = b->st[ST_DELETE];
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	return exec_stmt(b, st);
 }
 
 static int
@@ -1239,12 +1264,14 @@ const struct store_backend_ops store_sqlite_ops = {
 	.name = "sqlite",
 	.open = sqlite_open,
 	.close = sqlite_close,
+	.remove = sqlite_remove,
 	.begin = sqlite_begin,
 	.commit = sqlite_commit,
 	.rollback = sqlite_rollback,
 	.in_txn = sqlite_in_txn,
 	.put = sqlite_put,
 	.update = sqlite_update,
+	.del = sqlite_del,
 	.mark = sqlite_mark,
 	.get = sqlite_get,
 	.scan = sqlite_scan,

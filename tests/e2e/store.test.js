@@ -15,6 +15,9 @@ const L = require('./lib.js');
 // the JetStream backend, each daemon a one-node cluster on a nats-server
 // -js that the tests start.
 const JS = process.env.ERD_STORE_BACKEND === 'jetstream';
+// ERD_STORE_SHARDS=N (store-shards1.test.js, store-shards4.test.js): the
+// same tests with store.shards = N; unset, "auto" (2: one per reactor).
+const SHARDS = process.env.ERD_STORE_SHARDS;
 
 // A build without SQLite (WITH_SQLITE=no) has no store to test.
 const BIN = process.env.ECHOROUTERD_BIN;
@@ -108,7 +111,7 @@ accounts = (
   { id = "bob"; password = "b"; },
   { id = "carol"; password = "c"; }
 );
-${JS ? jsStore(storePath) : `store = { path = "${storePath || 'store.db'}"; sync = "full"; };`}
+${JS ? jsStore(storePath) : `store = { path = "${storePath || 'store.db'}"; sync = "full";${SHARDS ? ` shards = ${SHARDS};` : ''} };`}
 `.replace(/store = \{/, `store = { ${storeExtra}`);
 }
 
@@ -374,7 +377,11 @@ test('the store file deleted under the daemon: submits refused (ESME_RSYSERR), w
 			const a = await session(d.ports.smpp, 'bind_transmitter', 'alice', 'a');
 			const r = await submit(a.s, { short_message: 'before' });
 			assert.equal(r.command_status, ESME_ROK);
-			fs.unlinkSync(db);
+			// Every shard's file: store.db, store.db.1, ...
+			const files = fs.readdirSync(dir).filter((f) => /^store\.db(\.\d+)?$/.test(f));
+			assert.equal(files.length, Number(SHARDS || 2), files.join(' '));
+			for (const f of files)
+				fs.unlinkSync(path.join(dir, f));
 			// Checked once a second: a few may still be taken before.
 			const taken = [];
 			let status = ESME_ROK;
@@ -388,8 +395,11 @@ test('the store file deleted under the daemon: submits refused (ESME_RSYSERR), w
 				}
 			}
 			assert.equal(status, ESME_RSYSERR, 'refused with ESME_RSYSERR');
-			assert.equal((d.log.match(/was removed or replaced/g) || []).length, 1,
-			    'logged once');
+			await until(() => (d.log.match(/was removed or replaced/g) || []).length ===
+			    files.length, 'each file lost');
+			await sleep(1500);
+			assert.equal((d.log.match(/was removed or replaced/g) || []).length, files.length,
+			    'logged once for each');
 			const b = await session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
 			await until(() => b.got.length >= 1 + taken.length, 'what was stored');
 			assert.deepEqual(b.got.map(L.text), ['before', ...taken]);

@@ -56,7 +56,7 @@ static struct store_backend *
 open_ok(bool check_only)
 {
 	char *err = NULL;
-	struct store_backend *b = store_sqlite_ops.open(with_sc(), check_only,
+	struct store_backend *b = store_sqlite_ops.open(with_sc(), sc.path, check_only,
 	    &err);
 
 	ck_assert_msg(b != NULL, "open: %s", err ? err : "?");
@@ -69,7 +69,7 @@ open_refused(const char *why)
 {
 	char *err = NULL;
 
-	ck_assert_ptr_null(store_sqlite_ops.open(with_sc(), false, &err));
+	ck_assert_ptr_null(store_sqlite_ops.open(with_sc(), sc.path, false, &err));
 	ck_assert_ptr_nonnull(err);
 	ck_assert_msg(strstr(err, sc.path) != NULL, "no file in \"%s\"", err);
 	ck_assert_msg(strstr(err, why) != NULL, "\"%s\" lacks \"%s\"", err,
@@ -418,7 +418,7 @@ START_TEST(test_not_a_store)
 	{
 		char *err = NULL;
 
-		ck_assert_ptr_null(store_sqlite_ops.open(with_sc(), true,
+		ck_assert_ptr_null(store_sqlite_ops.open(with_sc(), sc.path, true,
 		    &err));
 		ck_assert_ptr_nonnull(strstr(err, "cannot be made"));
 		free(err);
