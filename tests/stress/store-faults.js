@@ -1,7 +1,9 @@
 // store-faults.js: the store under faults (make check-stress):
 //   crash        kill -9 during a storm of SENDs to offline accounts
+//   crash-shards4  the same with store.shards = 4
 //   crash-drain  kill -9 while a recipient drains its backlog
 //   diskfull     a full filesystem (root: a small tmpfs), then room again
+//   diskfull-shards4  the same with four shards' files on that filesystem
 //   order        1,000 backlogs drained at once, five times: per-sender order
 // Each prints its counts and exits 0 when they hold. Only loopback, only the
 // daemons it started, every wait bounded.
@@ -168,9 +170,10 @@ async function collect(port, accounts, quietMs, maxMs) {
 
 const accts = Array.from({ length: 50 }, (_, i) => `acct${i}`);
 
-async function crash(dir) {
+async function crash(dir, shards = 0) {
 	const db = path.join(dir, 'store.db');
-	let d = await start(dir, conf(db));
+	const extra = shards ? `shards = ${shards};` : '';
+	let d = await start(dir, conf(db, extra));
 	const acked = new Set();
 	const state = { stop: false };
 	const senders = [];
@@ -185,7 +188,7 @@ async function crash(dir) {
 	const ackedAtKill = new Set(acked);
 	for (const c of senders)
 		c.sock.destroy();
-	d = await start(dir, conf(db));
+	d = await start(dir, conf(db, extra));
 	const got = await collect(d.port, accts, 1500, 60000);
 	await stop(d);
 	let lost = 0, dup = 0;
@@ -195,7 +198,8 @@ async function crash(dir) {
 	for (const n of got.values())
 		if (n > 1)
 			dup++;
-	console.log(`crash: acknowledged=${ackedAtKill.size} delivered=${got.size} ` +
+	console.log(`crash${shards ? `-shards${shards}` : ''}: ` +
+	    `acknowledged=${ackedAtKill.size} delivered=${got.size} ` +
 	    `lost=${lost} duplicated=${dup}`);
 	if (ackedAtKill.size < 100)
 		throw new Error('too few messages acknowledged to mean anything');
@@ -292,7 +296,9 @@ async function drainWhileFull(d, want, maxMs) {
 	return lines;
 }
 
-async function diskfull(dir) {
+// shards: each keeps its 4 MiB reserve on the same filesystem, which is
+// made that much larger; one of them (acct1's) fills it.
+async function diskfull(dir, shards = 1) {
 	if (process.getuid() !== 0) {
 		console.log('diskfull: SKIP (needs root to mount a small tmpfs)');
 		return;
@@ -302,7 +308,7 @@ async function diskfull(dir) {
 	// The store keeps 4 MiB in reserve beside its file; 2 MiB of filler
 	// leave it about 2 MiB to fill.
 	try {
-		execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', mnt]);
+		execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${4 + 4 * shards}m`, 'tmpfs', mnt]);
 	} catch (e) {
 		console.log(`diskfull: SKIP (cannot mount a tmpfs: ${e.message})`);
 		return;
@@ -312,7 +318,7 @@ async function diskfull(dir) {
 		const filler = path.join(mnt, 'filler');
 		fs.writeFileSync(filler, Buffer.alloc(2 << 20));
 		const db = path.join(mnt, 'store.db');
-		d = await start(dir, conf(db));
+		d = await start(dir, conf(db, `shards = ${shards};`));
 		const a = await login(d.port, 'alice0', 'a');
 		const text = 'x'.repeat(200);
 		const acked = [];
@@ -516,7 +522,10 @@ async function order(dir) {
 		throw new Error(`${bad} messages out of order, missing or extra`);
 }
 
-const scenarios = { crash, 'crash-drain': crashDrain, diskfull, order };
+const scenarios = {
+	crash, 'crash-shards4': (dir) => crash(dir, 4), 'crash-drain': crashDrain,
+	diskfull, 'diskfull-shards4': (dir) => diskfull(dir, 4), order,
+};
 
 (async () => {
 	const name = process.argv[2];

@@ -1085,6 +1085,40 @@ START_TEST(config_store_jetstream)
 	    "\"sqlite\"; };\n", 3, "\"path\" is missing");
 	unit_expect_one_error(LISTENER CLUSTER_A "store = { backend = "
 	    "\"jetstream\"; replicas = 6; };\n", 3, "replicas");
+	unit_expect_one_error(LISTENER CLUSTER_A "store = { backend = "
+	    "\"jetstream\"; shards = 2; };\n", 3, "the JetStream backend "
+	    "has one shard");
+}
+END_TEST
+#endif
+
+#if ER_WITH_SQLITE
+/* store.shards: "auto" (0), 1..32, restart only. */
+START_TEST(config_store_shards)
+{
+	struct config *old, *cf = unit_config(LISTENER
+	    "store = { path = \"/a.db\"; };\n");
+
+	ck_assert_uint_eq(cf->store.shards, 0);
+	old = cf;
+	cf = unit_config(LISTENER "store = { path = \"/a.db\"; shards = 32; };\n");
+	ck_assert_uint_eq(cf->store.shards, 32);
+	ck_assert_uint_eq(config_keep_start_only(cf, old),
+	    CONFIG_KEPT_STORE_SHARDS);
+	ck_assert_uint_eq(cf->store.shards, 0);
+	config_unref(cf);
+	config_unref(old);
+	cf = unit_config(LISTENER "store = { path = \"/a.db\"; "
+	    "shards = \"auto\"; };\n");
+	ck_assert_uint_eq(cf->store.shards, 0);
+	config_unref(cf);
+	unit_expect_one_error(LISTENER "store = { path = \"/a.db\"; "
+	    "shards = 33; };\n", 2, "shards");
+	unit_expect_one_error(LISTENER "store = { path = \"/a.db\"; "
+	    "shards = \"many\"; };\n", 2, "store.shards: expected \"auto\" "
+	    "or a number 1..32");
+	unit_expect_one_error(LISTENER "store = { path = \"/a.db\"; "
+	    "shards = 1.5; };\n", 2, "store.shards: expected");
 }
 END_TEST
 #endif
@@ -1420,6 +1454,9 @@ config_suite(void)
 #endif
 #if ER_WITH_NATS && ER_WITH_SQLITE
 	tcase_add_test(ok, config_store_jetstream);
+#endif
+#if ER_WITH_SQLITE
+	tcase_add_test(ok, config_store_shards);
 #endif
 #if ER_WITH_TLS
 	tcase_add_test(ok, config_tls_errors);
