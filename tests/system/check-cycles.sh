@@ -17,7 +17,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 build=${1:-${BUILD:-build/default}}
 guarded=${CHECK_CYCLES_MODULES:-"deliver msg store store_* cluster cluster_* nats_link smpp_receipt"}
-parts=${CHECK_CYCLES_PARTS:-"store_rows:store store_rcpt:store cluster_kv:cluster cluster_send:cluster cluster_receipt:cluster
+parts=${CHECK_CYCLES_PARTS:-"store_rows:store store_rcpt:store store_move:store cluster_kv:cluster cluster_send:cluster cluster_receipt:cluster
     conn_set:conn"}
 
 objs=$(ls "$build"/src/*.o 2>/dev/null)
