@@ -97,41 +97,74 @@ acct_hash(const char *s)
 	return fnv1a(s) % STORE_ACCT_BUCKETS;
 }
 
+/*
+ * FNV-1a mixed again (murmur3's finaliser): FNV alone spreads numbers
+ * that differ in a last digit badly over a few shards.
+ */
 unsigned
 store_shard_of(const char *id, unsigned n)
 {
-	return (fnv1a(id) >> 12) % n;
+	uint32_t h = fnv1a(id);
+
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h % n;
 }
 
+/* A route's upstreams ("upstream:NAME"): a backlog in every shard. */
+static bool
+id_is_upstream(const char *id)
+{
+	return strncmp(id, CONFIG_UPSTREAM_PREFIX,
+	    strlen(CONFIG_UPSTREAM_PREFIX)) == 0;
+}
+
+/*
+ * The shard that stores m for account: the account's, but for upstreams,
+ * the destination number's. The upstreams promise order per number, not
+ * over all of them (upstream_submit.c picks a session by number too), and
+ * all the network's traffic in one shard would be one thread's again.
+ */
+unsigned
+store_shard_for(const char *account, const struct msg *m)
+{
+	return store_shard_of(id_is_upstream(account) ? m->to : account,
+	    nshards);
+}
+
+/* The account id of shard k, if made. Any thread. */
 static struct store_acct *
-acct_find(const char *id)
+acct_find(const char *id, unsigned k)
 {
 	struct store_acct *a = atomic_load_explicit(&buckets[acct_hash(id)],
 	    memory_order_acquire);
 
 	for (; a != NULL; a = atomic_load_explicit(&a->next,
 	    memory_order_acquire))
-		if (strcmp(a->id, id) == 0)
+		if (a->shard == k && strcmp(a->id, id) == 0)
 			return a;
 	return NULL;
 }
 
-/* The account id, made if new. Any thread. */
-struct store_acct *
-store_acct_get(const char *id)
+/* The account id of shard k, made if new. Any thread. */
+static struct store_acct *
+acct_get(const char *id, unsigned k)
 {
 	struct store_acct *a;
 	struct store *sh;
 	unsigned h;
 
-	if ((a = acct_find(id)) != NULL)
+	if ((a = acct_find(id, k)) != NULL)
 		return a;
 	pthread_mutex_lock(&acct_lock);
-	if ((a = acct_find(id)) == NULL) {
+	if ((a = acct_find(id, k)) == NULL) {
 		h = acct_hash(id);
 		a = xcalloc(1, sizeof(*a));
 		snprintf(a->id, sizeof(a->id), "%s", id);
-		a->shard = store_shard_of(id, nshards);
+		a->shard = k;
 		sh = &shards[a->shard];
 		a->all = atomic_load_explicit(&sh->all, memory_order_relaxed);
 		atomic_store_explicit(&sh->all, a, memory_order_release);
@@ -141,6 +174,30 @@ store_acct_get(const char *id)
 	}
 	pthread_mutex_unlock(&acct_lock);
 	return a;
+}
+
+struct store_acct *
+store_acct_get(const char *id)
+{
+	return acct_get(id, S.index);
+}
+
+/*
+ * Calls fn for each shard's account id that holds something: one shard
+ * for an account, any for upstreams. Any thread.
+ */
+static void
+acct_each_held(const char *id, void (*fn)(struct store_acct *a,
+    void *arg), void *arg)
+{
+	struct store_acct *a;
+	unsigned k = id_is_upstream(id) ? 0 : store_shard_of(id, nshards);
+	unsigned end = id_is_upstream(id) ? nshards : k + 1;
+
+	for (; k < end; k++)
+		if ((a = acct_find(id, k)) != NULL && atomic_load_explicit(
+		    &a->held, memory_order_acquire) > 0)
+			fn(a, arg);
 }
 
 /* The shard's accounts: its thread walks them while reactors add more. */
@@ -188,7 +245,15 @@ store_holds(const char *account)
 	 */
 	if (atomic_load_explicit(&nholding, memory_order_acquire) == 0)
 		return false;
-	a = acct_find(account);
+	if (id_is_upstream(account)) {
+		for (unsigned k = 0; k < nshards; k++)
+			if ((a = acct_find(account, k)) != NULL &&
+			    atomic_load_explicit(&a->held,
+			    memory_order_acquire) > 0)
+				return true;
+		return false;
+	}
+	a = acct_find(account, store_shard_of(account, nshards));
 
 	return a != NULL && atomic_load_explicit(&a->held,
 	    memory_order_acquire) > 0;
@@ -552,9 +617,14 @@ put_own(struct msg *m)
 		free(m);	/* nobody would come back for it */
 		return;
 	}
+	m->flags |= MSG_F_NO_VERDICT;
+	/* The submitter's account may be another shard's: stored there. */
+	if (store_shard_for(m->to, m) != S.index) {
+		store_put(m, m->to);
+		return;
+	}
 	a = store_acct_get(m->to);
 	held_add(a, 1);
-	m->flags |= MSG_F_NO_VERDICT;
 	if (!put_one(a, m))
 		held_sub(a);
 	free(m);
@@ -699,7 +769,7 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 void
 store_put(struct msg *m, const char *account)
 {
-	struct store_acct *a = store_acct_get(account);
+	struct store_acct *a = acct_get(account, store_shard_for(account, m));
 
 	held_add(a, 1);
 	m->store_acct = a;
@@ -712,8 +782,7 @@ store_put(struct msg *m, const char *account)
 static bool
 acct_is_upstream(const struct store_acct *a)
 {
-	return strncmp(a->id, CONFIG_UPSTREAM_PREFIX,
-	    strlen(CONFIG_UPSTREAM_PREFIX)) == 0;
+	return id_is_upstream(a->id);
 }
 
 /* Hands messages of a to its sessions while there is room. */
@@ -1158,7 +1227,7 @@ elsewhere_task(void *owner, void *arg, enum mailbox_status st)
 	struct store_acct *a;
 
 	(void)owner;
-	if (st == MAILBOX_RUN && (a = acct_find(arg)) != NULL) {
+	if (st == MAILBOX_RUN && (a = acct_find(arg, S.index)) != NULL) {
 		a->remote = true;
 		a->resume_ms = 0;
 		store_mark_dirty(a);
@@ -1166,16 +1235,21 @@ elsewhere_task(void *owner, void *arg, enum mailbox_status st)
 	free(arg);
 }
 
-/* Posts fn(account) to the shard of account, if it holds anything. */
+static void
+post_one(struct store_acct *a, void *arg)
+{
+	service_post_fn(shards[a->shard].svc, (mailbox_task_fn *)arg,
+	    xstrdup(a->id));
+}
+
+/* Posts fn(account) to each shard where account holds anything. */
 static void
 post_acct(const char *account, mailbox_task_fn *fn)
 {
-	struct store_acct *a;
-
-	if (!store_on() || !store_holds(account) ||
-	    (a = acct_find(account)) == NULL)
+	if (!store_on() || atomic_load_explicit(&nholding,
+	    memory_order_acquire) == 0)
 		return;
-	service_post_fn(shards[a->shard].svc, fn, xstrdup(account));
+	acct_each_held(account, post_one, (void *)fn);
 }
 
 void
@@ -1190,7 +1264,7 @@ wake_task(void *owner, void *arg, enum mailbox_status st)
 	struct store_acct *a;
 
 	(void)owner;
-	if (st == MAILBOX_RUN && (a = acct_find(arg)) != NULL) {
+	if (st == MAILBOX_RUN && (a = acct_find(arg, S.index)) != NULL) {
 		a->resume_ms = 0;
 		store_mark_dirty(a);
 	}

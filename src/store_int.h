@@ -38,8 +38,9 @@
  * An account that has had messages in the store this run. Made on first
  * use and kept till exit (accounts are few: the configuration's), so that
  * reactors can read held without a lock. One shard has it, picked by a
- * hash of its id (store_shard_of): that shard's thread alone touches the
- * fields below held.
+ * hash of its id (store_shard_of; a route's upstreams, one in each
+ * shard: store_shard_for): that shard's thread alone touches the fields
+ * below held.
  */
 struct store_acct {
 	struct store_acct *_Atomic next;	/* hash chain */
@@ -149,6 +150,13 @@ unsigned store_shard_of(const char *id, unsigned n);
 long	store_move(struct store_backend *b, const char *path, unsigned k,
 	    char **err);
 
+/*
+ * The shard that stores m for account: store_shard_of the account, or
+ * for a route's upstreams ("upstream:NAME"), of m's destination number.
+ * Any thread, once the store is open.
+ */
+unsigned store_shard_for(const char *account, const struct msg *m);
+
 /* Shard k (0: the one that also keeps receipts and HTTP posts). */
 struct store *store_shard(unsigned k);
 unsigned store_nshards(void);
@@ -156,7 +164,11 @@ unsigned store_nshards(void);
 /* Wall clock seconds. */
 uint64_t store_wall_now(void);
 
-/* The account called id, made on first use. Any thread. */
+/*
+ * The calling store thread's account called id, made on first use. A
+ * route's upstreams have one in each shard, for the numbers that hash to
+ * it; any other account is in its own shard only.
+ */
 struct store_acct *store_acct_get(const char *id);
 
 /* a has work for the next pump. */

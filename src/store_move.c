@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "store_backend.h"
 #include "util.h"
 
@@ -81,36 +82,51 @@ batch_del(const struct store_backend_ops *ops, struct store_backend *from,
 	return ops->commit(from);
 }
 
-/* Every waiting message of account from b to shard t. The count, or -1. */
+/*
+ * The waiting messages of account in b (shard k) that are another
+ * shard's: all of an account's, or (upstreams) those whose number hashes
+ * elsewhere. The count moved, or -1.
+ */
 static long
-move_account(struct store_backend *b, const char *account, unsigned t)
+move_account(struct store_backend *b, const char *account, unsigned k)
 {
-	struct store *to = store_shard(t);
-	const struct store_backend_ops *ops = to->ops;
-	struct batch *bt = xcalloc(1, sizeof(*bt));
+	const struct store_backend_ops *ops = store_shard(0)->ops;
+	struct batch *all = xcalloc(1, sizeof(*all));
+	struct batch *out = xcalloc(1, sizeof(*out));
 	uint64_t after = 0;
 	long moved = 0;
 	int rc = 0;
 
 	for (;;) {
-		bt->n = 0;
+		all->n = 0;
 		if (ops->scan(b, account, after, MOVE_BATCH, collect_rec,
-		    bt) < 0) {
+		    all) < 0) {
 			rc = -1;
 			break;
 		}
-		if (bt->n == 0)
+		if (all->n == 0)
 			break;
-		after = bt->v[bt->n - 1].m->id;
-		if (batch_put(ops, to->b, bt) < 0 || batch_del(ops, b, bt) < 0)
-			rc = -1;
-		moved += (long)bt->n;
-		for (size_t i = 0; i < bt->n; i++)
-			free(bt->v[i].m);
+		after = all->v[all->n - 1].m->id;
+		for (unsigned t = 0; t < store_nshards() && rc == 0; t++) {
+			out->n = 0;
+			for (size_t i = 0; i < all->n; i++)
+				if (t != k && store_shard_for(account,
+				    all->v[i].m) == t)
+					out->v[out->n++] = all->v[i];
+			if (out->n == 0)
+				continue;
+			if (batch_put(ops, store_shard(t)->b, out) < 0 ||
+			    batch_del(ops, b, out) < 0)
+				rc = -1;
+			moved += (long)out->n;
+		}
+		for (size_t i = 0; i < all->n; i++)
+			free(all->v[i].m);
 		if (rc < 0)
 			break;
 	}
-	free(bt);
+	free(all);
+	free(out);
 	return rc < 0 ? -1 : moved;
 }
 
@@ -126,11 +142,12 @@ store_move(struct store_backend *b, const char *path, unsigned k,
 	if (ops->backlogs(b, collect_name, &l) < 0)
 		one = -1;
 	for (size_t i = 0; i < l.n && one >= 0; i++) {
-		unsigned t = store_shard_of(l.v[i], n);
-
-		if (t == k)
+		/* An upstream's messages are spread by number: each looked at. */
+		if (strncmp(l.v[i], CONFIG_UPSTREAM_PREFIX,
+		    strlen(CONFIG_UPSTREAM_PREFIX)) != 0 &&
+		    store_shard_of(l.v[i], n) == k)
 			continue;
-		if ((one = move_account(b, l.v[i], t)) >= 0)
+		if ((one = move_account(b, l.v[i], k)) >= 0)
 			moved += one;
 	}
 	for (size_t i = 0; i < l.n; i++)

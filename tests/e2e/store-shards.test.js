@@ -1,7 +1,9 @@
 // store-shards.test.js: a store whose shard count changes between runs
 // (store.shards): the waiting messages move to their account's shard of
 // the new count, files of shards no longer used go, nothing is lost and
-// each account's order holds; query_sm finds a moved message.
+// each account's order holds; query_sm finds a moved message. Messages for
+// an upstream SMS centre spread over the shards by number, and keep each
+// number's order, also when the count changes.
 'use strict';
 
 const test = require('node:test');
@@ -11,6 +13,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const L = require('./lib.js');
+const { SmscSim } = require('./smsc-sim.js');
 
 const BIN = process.env.ECHOROUTERD_BIN;
 const skip = BIN && !/sqlite: yes/.test(execFileSync(BIN, ['-V']).toString()) &&
@@ -109,6 +112,83 @@ test('store.shards changed: waiting messages move to their shard, old files go, 
 			await L.stopDaemon(d);
 		}
 	} finally {
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+function upstreamConf(db, shards, port) {
+	return `dispatchers = 2;
+idle_timeout = 0;
+listeners = (
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; },
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; }
+);
+accounts = ( { id = "alice"; password = "pa"; } );
+routes = ( { prefix = "+351"; to = [ "upstream:opA" ]; } );
+upstreams = ( { name = "opA"; host = "127.0.0.1"; port = ${port};
+    system_id = "erd"; password = "secret"; dest_ton = 1; dest_npi = 1;
+    reconnect_min = 1; reconnect_max = 1; sessions = 2; window = 8; } );
+store = { path = "${db}"; sync = "full"; shards = ${shards}; };
+`;
+}
+
+// SENDs n messages "<k>.<i>" to each of the numbers, interleaved; all OK.
+async function sendNumbers(d, numbers, tag, n) {
+	const c = await L.lineClient(d.ports.router);
+	c.sock.write('LOGIN alice pa\n');
+	await c.wait((l) => l.startsWith('OK LOGIN'), 'login');
+	let lines = '';
+	for (let i = 0; i < n; i++)
+		for (const [k] of numbers.entries())
+			lines += `SEND ${numbers[k]} ${tag}${k}.${i}\n`;
+	c.sock.write(lines);
+	await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === n * numbers.length,
+		20000, 'every SEND acknowledged');
+	c.sock.destroy();
+}
+
+test('upstream messages spread over the shards by number; each number\'s order holds, also across a change of shards', { skip }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-shards-'));
+	const db = path.join(dir, 'store.db');
+	const port = await L.freePort();
+	const numbers = [...Array(8).keys()].map((k) => `+35191000050${k}`);
+	let sim = null;
+	try {
+		// The SMS centre is away: everything waits, spread over 4 shards.
+		let d = await L.startDaemon(upstreamConf(db, 4, port));
+		try {
+			await sendNumbers(d, numbers, 'a', 5);
+			const m = await L.scrape(d.ports.metrics);
+			assert.equal(L.val(m, 'echorouterd_store_messages'), 40);
+		} finally {
+			await L.stopDaemon(d);
+		}
+		// Two shards now: the messages of numbers that hash elsewhere move.
+		d = await L.startDaemon(upstreamConf(db, 2, port));
+		try {
+			// By number: from more than one file (by account, one).
+			const from = [...d.log.matchAll(/store: \S+\/(store\.db[.\d]*): ([1-9]\d*) waiting messages moved/g)]
+				.map((m) => m[1]);
+			assert.ok(new Set(from).size >= 2, `moved from ${from}:\n${d.log}`);
+			await sendNumbers(d, numbers, 'b', 5);
+			sim = new SmscSim();
+			await sim.start(port);
+			await L.until(() => sim.taken().length >= 80, 20000, 'all 80 delivered');
+			await L.sleep(500);
+			assert.equal(sim.taken().length, 80, 'each once');
+			for (const [k, t] of numbers.entries())
+				assert.deepEqual(sim.taken().filter((x) => `+${x.pdu.destination_addr}` === t)
+					.map((x) => L.text(x.pdu)),
+				[...[0, 1, 2, 3, 4].map((i) => `a${k}.${i}`), ...[0, 1, 2, 3, 4].map((i) => `b${k}.${i}`)],
+				`${t}: in order`);
+			await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+				'echorouterd_store_messages') === 0, 20000, 'an empty store');
+		} finally {
+			await L.stopDaemon(d);
+		}
+	} finally {
+		if (sim)
+			await sim.stop();
 		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
