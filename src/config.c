@@ -469,6 +469,19 @@ config_find_listener(const struct config *cf, const char *name)
 	return NULL;
 }
 
+unsigned
+config_store_shards(const struct config *cf)
+{
+	if (cf->store.jetstream)
+		return 1;
+	if (cf->store.shards != 0)
+		return cf->store.shards;
+	if (cf->dispatchers == 0)	/* a configuration not read from a file */
+		return 1;
+	return cf->dispatchers < CONFIG_SHARDS_AUTO_MAX ? cf->dispatchers :
+	    CONFIG_SHARDS_AUTO_MAX;
+}
+
 const struct account_conf *
 config_find_account(const struct config *cf, const char *id)
 {

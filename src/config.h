@@ -404,4 +404,10 @@ const struct account_conf *config_find_account(const struct config *cf,
 const struct upstream_conf *config_find_upstream(const struct config *cf,
 	    const char *name);
 
+/*
+ * How many shards cf's store has: store.shards, "auto" resolved to one
+ * per reactor (at most CONFIG_SHARDS_AUTO_MAX); JetStream's, one.
+ */
+unsigned config_store_shards(const struct config *cf);
+
 #endif

@@ -1469,18 +1469,6 @@ backend_pick(const struct config *cf, char **err)
 	return NULL;
 }
 
-/* How many shards cf asks for: "auto" is one per reactor, up to 8. */
-static unsigned
-shard_count(const struct config *cf)
-{
-	if (cf->store.jetstream)
-		return 1;
-	if (cf->store.shards != 0)
-		return cf->store.shards;
-	return cf->dispatchers < CONFIG_SHARDS_AUTO_MAX ? cf->dispatchers :
-	    CONFIG_SHARDS_AUTO_MAX;
-}
-
 /* Shard k's file: store.path itself for shard 0, "<path>.k" beside it. */
 static void
 shard_path(const struct config *cf, unsigned k, char *out, size_t len)
@@ -1503,7 +1491,7 @@ store_check(const struct config *cf, char **err)
 	if ((ops = backend_pick(cf, err)) == NULL)
 		return -1;
 	/* JetStream: the settings only; -t does not ask the NATS servers. */
-	for (unsigned k = 0; k < shard_count(cf); k++) {
+	for (unsigned k = 0; k < config_store_shards(cf); k++) {
 		shard_path(cf, k, path, sizeof(path));
 		if ((b = ops->open(cf, path, true, err)) == NULL)
 			return -1;
@@ -1691,7 +1679,7 @@ open_shards(const struct config *cf, const struct store_backend_ops *ops,
 {
 	long moved;
 
-	nshards = shard_count(cf);
+	nshards = config_store_shards(cf);
 	shards = xcalloc(nshards, sizeof(*shards));
 	for (unsigned k = 0; k < nshards; k++) {
 		struct store *sh = &shards[k];

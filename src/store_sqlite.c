@@ -44,6 +44,8 @@
  * checkpoint adds to the file always fits in the reserve.
  */
 #define CKPT_PAGES	16384
+/* The page cache, KiB, of all shards together. */
+#define CACHE_KIB	16384u
 #define CKPT_PAGES_LOW	256
 #define LOW_SPACE	((uint64_t)64 << 20)
 
@@ -604,7 +606,7 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 	struct store_backend *b = xcalloc(1, sizeof(*b));
 	int flags = SQLITE_OPEN_NOMUTEX;
 	const char *why;
-	char dir[4096];
+	char dir[4096], pragmas[256];
 
 	b->reserve_fd = -1;
 	snprintf(b->path, sizeof(b->path), "%s", path);
@@ -642,15 +644,18 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 		return b;
 	/*
 	 * WAL: readers (sqlite3 by an operator) do not block the store, and
-	 * a commit is one append. A 16 MiB page cache keeps the backlogs'
-	 * index pages in memory. Checkpoints every 16,384 pages (64 MiB of
-	 * WAL), not SQLite's 1,000: a page changed by many commits is copied
-	 * back once (a third more messages stored per second, measured).
+	 * a commit is one append. A 16 MiB page cache, shared by the shards
+	 * (4 MiB each at least), keeps the backlogs' index pages in memory.
+	 * Checkpoints every 16,384 pages (64 MiB of WAL), not SQLite's
+	 * 1,000: a page changed by many commits is copied back once (a third
+	 * more messages stored per second, measured).
 	 */
-	if (sqlite3_exec(b->db, "PRAGMA journal_mode = WAL;"
-	    "PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;"
-	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES) ";", NULL,
-	    NULL, NULL) != SQLITE_OK) {
+	snprintf(pragmas, sizeof(pragmas), "PRAGMA journal_mode = WAL;"
+	    "PRAGMA synchronous = FULL; PRAGMA cache_size = -%u;"
+	    "PRAGMA wal_autocheckpoint = " STR(CKPT_PAGES) ";",
+	    CACHE_KIB / config_store_shards(config) > CACHE_KIB / 4 ?
+	    CACHE_KIB / config_store_shards(config) : CACHE_KIB / 4);
+	if (sqlite3_exec(b->db, pragmas, NULL, NULL, NULL) != SQLITE_OK) {
 		*err = open_error(path, "cannot set up: %s",
 		    sqlite3_errmsg(b->db));
 		sqlite_close(b);

@@ -1094,7 +1094,7 @@ END_TEST
 
 #if ER_WITH_SQLITE
 /* store.shards: "auto" (0), 1..32, restart only. */
-START_TEST(config_store_shards)
+START_TEST(config_store_shards_values)
 {
 	struct config *old, *cf = unit_config(LISTENER
 	    "store = { path = \"/a.db\"; };\n");
@@ -1111,6 +1111,13 @@ START_TEST(config_store_shards)
 	cf = unit_config(LISTENER "store = { path = \"/a.db\"; "
 	    "shards = \"auto\"; };\n");
 	ck_assert_uint_eq(cf->store.shards, 0);
+	/* "auto": one per reactor, at most 8. */
+	cf->dispatchers = 2;
+	ck_assert_uint_eq(config_store_shards(cf), 2);
+	cf->dispatchers = 16;
+	ck_assert_uint_eq(config_store_shards(cf), 8);
+	cf->store.shards = 12;
+	ck_assert_uint_eq(config_store_shards(cf), 12);
 	config_unref(cf);
 	unit_expect_one_error(LISTENER "store = { path = \"/a.db\"; "
 	    "shards = 33; };\n", 2, "shards");
@@ -1456,7 +1463,7 @@ config_suite(void)
 	tcase_add_test(ok, config_store_jetstream);
 #endif
 #if ER_WITH_SQLITE
-	tcase_add_test(ok, config_store_shards);
+	tcase_add_test(ok, config_store_shards_values);
 #endif
 #if ER_WITH_TLS
 	tcase_add_test(ok, config_tls_errors);
