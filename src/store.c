@@ -183,18 +183,17 @@ store_acct_get(const char *id)
 }
 
 /*
- * Calls fn for each shard's account id that holds something: one shard
- * for an account, any for upstreams. Any thread.
+ * Calls fn for each shard's account id that holds something: its own
+ * shard's, and any other's that stored receipts for it (or, for
+ * upstreams, numbers). Any thread.
  */
 static void
 acct_each_held(const char *id, void (*fn)(struct store_acct *a,
     void *arg), void *arg)
 {
 	struct store_acct *a;
-	unsigned k = id_is_upstream(id) ? 0 : store_shard_of(id, nshards);
-	unsigned end = id_is_upstream(id) ? nshards : k + 1;
 
-	for (; k < end; k++)
+	for (unsigned k = 0; k < nshards; k++)
 		if ((a = acct_find(id, k)) != NULL && atomic_load_explicit(
 		    &a->held, memory_order_acquire) > 0)
 			fn(a, arg);
@@ -245,6 +244,10 @@ store_holds(const char *account)
 	 */
 	if (atomic_load_explicit(&nholding, memory_order_acquire) == 0)
 		return false;
+	/*
+	 * Receipts another shard stored for the account are not looked at:
+	 * nothing keeps order with them.
+	 */
 	if (id_is_upstream(account)) {
 		for (unsigned k = 0; k < nshards; k++)
 			if ((a = acct_find(account, k)) != NULL &&
@@ -618,11 +621,12 @@ put_own(struct msg *m)
 		return;
 	}
 	m->flags |= MSG_F_NO_VERDICT;
-	/* The submitter's account may be another shard's: stored there. */
-	if (store_shard_for(m->to, m) != S.index) {
-		store_put(m, m->to);
-		return;
-	}
+	/*
+	 * In this shard, whatever the submitter's: in the group that marks
+	 * the message it tells of, so that no crash keeps one without the
+	 * other. Its account has a backlog here too, then; a receipt keeps
+	 * no order with other senders' messages.
+	 */
 	a = store_acct_get(m->to);
 	held_add(a, 1);
 	if (!put_one(a, m))

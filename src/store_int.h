@@ -37,10 +37,12 @@
 /*
  * An account that has had messages in the store this run. Made on first
  * use and kept till exit (accounts are few: the configuration's), so that
- * reactors can read held without a lock. One shard has it, picked by a
- * hash of its id (store_shard_of; a route's upstreams, one in each
- * shard: store_shard_for): that shard's thread alone touches the fields
- * below held.
+ * reactors can read held without a lock. An account is its shard's
+ * (store_shard_of its id), where senders' messages for it go; a shard
+ * that stores a receipt for it (in the group that marks the message it
+ * tells of) has one of its own too, and a route's upstreams have one in
+ * each shard (for the numbers: store_shard_for). Each is one shard's:
+ * that shard's thread alone touches the fields below held.
  */
 struct store_acct {
 	struct store_acct *_Atomic next;	/* hash chain */

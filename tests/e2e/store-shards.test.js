@@ -193,6 +193,46 @@ test('upstream messages spread over the shards by number; each number\'s order h
 	}
 });
 
+test('a receipt is stored in the shard that marks its message, and reaches its submitter from there, also after kill -9', { skip }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-shards-'));
+	const db = path.join(dir, 'store.db');
+	// alice is shard 0's of two, r0 shard 1's (pinned by the unit test's hash).
+	const text = conf(db, 2).replace('listeners = (',
+		'listeners = ( { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; },');
+	let d = await L.startDaemon(text);
+	try {
+		const a = await L.session(d.ports.smpp, 'bind_transmitter', 'alice', 'a');
+		const r = await L.call(a.s, 'submit_sm', { destination_addr: 'r0',
+			short_message: 'tell me', registered_delivery: 1 });
+		assert.equal(r.command_status, ESME_ROK);
+		a.s.close();
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'r0', 'p');
+		await L.until(() => b.got.length === 1, 10000, 'r0 has it');
+		b.s.close();
+		// Delivered, and its receipt for alice stored: one message waits.
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_store_messages') === 1, 10000, 'the receipt stored');
+		d.child.kill('SIGKILL');
+		await L.until(() => d.exited !== null, 10000, 'the kill');
+		fs.rmSync(d.dir, { recursive: true, force: true });
+		d = await L.startDaemon(text);
+		// It was in r0's shard: it moves home to alice's at start.
+		assert.match(d.log, /store\.db\.1: 1 waiting messages moved/);
+		const back = await L.session(d.ports.smpp, 'bind_receiver', 'alice', 'a');
+		await L.until(() => back.got.length >= 1, 10000, 'the receipt');
+		await L.sleep(300);
+		assert.equal(back.got.length, 1);
+		assert.equal(back.got[0].receipted_message_id, r.message_id);
+		back.s.close();
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_store_messages') === 0, 10000, 'an empty store');
+	} finally {
+		if (d.exited === null)
+			await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
 test('store.shards: not a number nor "auto", or with JetStream above 1: refused by -t', { skip }, async () => {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-shards-'));
 	try {
