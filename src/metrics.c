@@ -493,6 +493,11 @@ render_store(struct buf *out)
 	    (unsigned long long)st.commits);
 	out_printf(out, PREFIX "store_commits_total{result=\"failed\"} %llu\n",
 	    (unsigned long long)st.commit_failures);
+	out_family(out, PREFIX "store_shard_messages", "gauge",
+	    "Messages waiting in each shard of the store (store.shards).");
+	for (unsigned k = 0; store_get_shard_stats(k, &st); k++)
+		out_printf(out, PREFIX "store_shard_messages{shard=\"%u\"} "
+		    "%llu\n", k, (unsigned long long)st.messages);
 }
 
 static void

@@ -280,6 +280,22 @@ store_get_stats(struct store_stats *st)
 	}
 }
 
+bool
+store_get_shard_stats(unsigned k, struct store_stats *st)
+{
+	struct store *sh;
+
+	if (!store_on() || k >= nshards)
+		return false;
+	sh = &shards[k];
+	st->messages = atomic_load(&sh->st_messages);
+	st->bytes = atomic_load(&sh->st_bytes);
+	st->oldest = atomic_load(&sh->st_oldest);
+	st->commits = atomic_load(&sh->st_commits);
+	st->commit_failures = atomic_load(&sh->st_commit_failures);
+	return true;
+}
+
 /* A shard's file was removed or replaced under the daemon. */
 static bool
 any_lost(void)

@@ -81,6 +81,12 @@ void	store_reload(const struct config *cf);
 void	store_get_stats(struct store_stats *st);
 
 /*
+ * Shard k's part of them (store.shards): false once k is past the last.
+ * Any thread.
+ */
+bool	store_get_shard_stats(unsigned k, struct store_stats *st);
+
+/*
  * Appends the backlog to the stats line (" stored=N stored_bytes=B
  * stored_oldest_age=S") or, status, to STATUS= (", N stored, oldest S s");
  * nothing without a store. Any thread.

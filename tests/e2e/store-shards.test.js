@@ -160,6 +160,9 @@ test('upstream messages spread over the shards by number; each number\'s order h
 			await sendNumbers(d, numbers, 'a', 5);
 			const m = await L.scrape(d.ports.metrics);
 			assert.equal(L.val(m, 'echorouterd_store_messages'), 40);
+			// Spread by number over the shards (8 numbers: 1 to shard 0, 2 to 1, 2 to 2, 3 to 3).
+			const per = [0, 1, 2, 3].map((k) => L.val(m, `echorouterd_store_shard_messages{shard="${k}"}`));
+			assert.deepEqual(per, [5, 10, 10, 15]);
 		} finally {
 			await L.stopDaemon(d);
 		}
