@@ -44,6 +44,7 @@ struct want {
 	bool	json;
 	char	to[ROUTE_ADDR_MAX + 1];
 	char	from[ROUTE_ADDR_MAX + 1];
+	char	smsc_id[HTTP_OUT_SMSC_ID_MAX + 1];	/* %F; "" none yet */
 	char	url[];
 };
 
@@ -72,6 +73,7 @@ struct op {
 	uint64_t at;
 	int	type;			/* HTTP_DLR_* */
 	bool	ok, stored;
+	char	smsc_id[HTTP_OUT_SMSC_ID_MAX + 1];
 	struct want *w;
 	struct config *cf;
 };
@@ -294,7 +296,7 @@ static void
 want_post(const struct want *w, int type, uint64_t at)
 {
 	struct http_dlr d = { .type = type, .id = w->id, .at = at,
-	    .to = w->to, .from = w->from, .upstream_id = "" };
+	    .to = w->to, .from = w->from, .upstream_id = w->smsc_id };
 	char url[HTTP_CB_URL_MAX + 1];
 	unsigned port;
 	struct job *j;
@@ -399,6 +401,23 @@ op_receipt(void *owner, void *arg, enum mailbox_status st)
 	free(o);
 }
 
+/* What an SMS centre said: its id is kept for this and later receipts. */
+static void
+op_smsc(void *owner, void *arg, enum mailbox_status st)
+{
+	struct op *o = arg;
+	struct want **p;
+
+	(void)owner;
+	if (st == MAILBOX_RUN && *(p = want_slot(o->id)) != NULL) {
+		if (o->smsc_id[0] != '\0')
+			snprintf((*p)->smsc_id, sizeof((*p)->smsc_id), "%s",
+			    o->smsc_id);
+		want_event(o->id, o->type, o->at);
+	}
+	free(o);
+}
+
 static void
 op_config(void *owner, void *arg, enum mailbox_status st)
 {
@@ -482,6 +501,21 @@ http_out_receipt_of(uint64_t id, uint8_t state, uint64_t at)
 	o->at = at;
 	mailbox_post_fn(&O.mb, op_receipt, o);
 	return true;
+}
+
+void
+http_out_smsc(uint64_t id, bool accepted, const char *smsc_id, uint64_t at)
+{
+	struct op *o;
+
+	if (!O.open)
+		return;
+	o = xcalloc(1, sizeof(*o));
+	o->id = id;
+	o->type = accepted ? HTTP_DLR_SMSC_ACK : HTTP_DLR_SMSC_REJECT;
+	o->at = at;
+	snprintf(o->smsc_id, sizeof(o->smsc_id), "%s", smsc_id);
+	mailbox_post_fn(&O.mb, op_smsc, o);
 }
 
 bool

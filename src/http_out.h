@@ -129,6 +129,18 @@ bool	http_out_receipt(const struct msg *orig, uint8_t state, uint64_t at);
  */
 bool	http_out_receipt_of(uint64_t id, uint8_t state, uint64_t at);
 
+/* The longest SMSC message id kept for a receipt's %F. */
+#define HTTP_OUT_SMSC_ID_MAX	64
+
+/*
+ * An SMS centre took (accepted) or refused for good message id, an HTTP
+ * send that awaits a receipt (MSG_F_HTTP_RCPT), at wall clock at: dlr-mask
+ * 8 ("SMSC ack") or 16 ("SMSC reject"); smsc_id is the centre's id for it
+ * (Kannel's %F, in this and later receipts; "" none). Any thread.
+ */
+void	http_out_smsc(uint64_t id, bool accepted, const char *smsc_id,
+	    uint64_t at);
+
 /*
  * Posts m, a message for an account with no session but a mo_url, to
  * url as JSON. Once the application answered 2xx, or the post was given
@@ -180,6 +192,9 @@ http_out_receipt_of(uint64_t id, uint8_t state, uint64_t at)
 }
 static inline void http_out_verdict(uint64_t id, bool ok, bool stored)
 { (void)id; (void)ok; (void)stored; }
+static inline void http_out_smsc(uint64_t id, bool accepted,
+    const char *smsc_id, uint64_t at)
+{ (void)id; (void)accepted; (void)smsc_id; (void)at; }
 static inline bool http_out_receipt(const struct msg *orig, uint8_t state,
     uint64_t at)
 { (void)orig; (void)state; (void)at; return false; }

@@ -451,6 +451,10 @@ sendsms_finish(struct answer *a)
 		answer_text(a, 400, "Charset or body misformed, rejected%s",
 		    failed);
 		break;
+	case MSG_REJECTED:
+		/* For good: a client that tried again would fail again. */
+		answer_text(a, 400, "Rejected by the SMS centre%s", failed);
+		break;
 	default:
 		answer_text(a, 503, K_TEMP "%s", failed);
 		break;

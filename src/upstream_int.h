@@ -71,6 +71,7 @@ struct upstream_job {
 	unsigned nparts;
 	unsigned moves;			/* sessions it was handed to */
 	uint32_t status;		/* the first permanent error, 0 none */
+	char	smsc_id[65];		/* the SMSC's id of its first part */
 	uint64_t since_ms;		/* when its session took it */
 	bool	queued;
 	uint8_t	part[TEXT_PARTS_MAX];	/* UPJ_* */

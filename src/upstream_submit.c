@@ -10,6 +10,7 @@
 
 #include "conn.h"
 #include "deliver.h"
+#include "http_out.h"
 #include "log.h"
 #include "msg.h"
 #include "route.h"
@@ -141,6 +142,10 @@ job_answer(struct reactor_batch *b, struct upstream_job *j,
 	struct msg *m = j->m;
 
 	m->status = j->status;
+	/* An HTTP send that asked (dlr-mask 8, 16) hears the SMSC's word. */
+	if ((m->flags & MSG_F_HTTP_RCPT) && (v == MSG_OK || v == MSG_REJECTED))
+		http_out_smsc(m->id, v == MSG_OK, j->smsc_id,
+		    (uint64_t)time(NULL));
 	j->m = NULL;
 	job_free(j);
 	if (m->flags & MSG_F_STORED) {
@@ -595,8 +600,12 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 	if (status == SMPP_ESME_ROK) {
 		atomic_fetch_add(&s->stat->resp_ok, 1);
 		j->part[part] = UPJ_DONE;
-		if (answer_id_ok(s, j, id))
+		if (answer_id_ok(s, j, id)) {
 			upstream_submitted(s->cf, s->uc, id, strlen(id), j->m);
+			if (j->smsc_id[0] == '\0')
+				snprintf(j->smsc_id, sizeof(j->smsc_id), "%s",
+				    id);
+		}
 	} else if (status == SMPP_ESME_RTHROTTLED ||
 	    status == SMPP_ESME_RMSGQFUL) {
 		answer_throttled(s, j, part);

@@ -492,3 +492,49 @@ upstreams = ( { name = "opA"; host = "127.0.0.1"; port = ${simPort};
 		await sim.stop();
 	}
 });
+
+test('dlr-mask 8 and 16: the SMS centre took the send (ACK, %F its id, also in the final receipt) or refused it (REJECTD, and a 400)', async () => {
+	// The first submit is taken as id 3039, the second refused for good.
+	const sim = new SmscSim({ messageId: () => '3039',
+		submitStatus: (p, n) => (n === 0 ? 0 : 0x45) });
+	const simPort = await sim.start();
+	const d = await L.startDaemon(conf(`routes = ( { prefix = "+351"; to = "upstream:opA"; } );
+upstreams = ( { name = "opA"; host = "127.0.0.1"; port = ${simPort};
+  system_id = "erd"; password = "secret"; } );`));
+	const r = await receiver();
+	try {
+		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
+			'echorouterd_upstream_sessions_bound{upstream="opA"}') === 1, 20000, 'bound');
+		const dlr = `http://127.0.0.1:${r.port}/dlr?type=%d&a=%A&f=%F`;
+		const send = (to, mask) => get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?` +
+			`username=app&password=pw&to=${encodeURIComponent(to)}&text=hi` +
+			`&dlr-mask=${mask}&dlr-url=${encodeURIComponent(dlr)}`);
+		assert.equal((await send('+351910000001', 9)).status, 202);
+		await L.until(() => r.got.length === 1, 15000, 'the SMSC ack');
+		let u = new URL(r.got[0].url, 'http://x');
+		assert.deepEqual([u.searchParams.get('type'), u.searchParams.get('a'),
+			u.searchParams.get('f')], ['8', 'ACK', '3039']);
+		// The centre's final receipt carries its id too.
+		await sim.deliver({ source_addr: '351910000001', destination_addr: 'app',
+			esm_class: 0x04, short_message: Buffer.from('id:12345 sub:001 dlvrd:001 ' +
+			'submit date:2611261830 done date:2611261832 stat:DELIVRD err:000 text:hi') });
+		await L.until(() => r.got.length === 2, 15000, 'the delivered receipt');
+		u = new URL(r.got[1].url, 'http://x');
+		assert.deepEqual([u.searchParams.get('type'), u.searchParams.get('f')], ['1', '3039']);
+		// Refused for good: 16, and nothing more.
+		// The sender hears it is for good (not 503: try again).
+		const res = await send('+351910000002', 31);
+		assert.equal(res.status, 400);
+		assert.match(res.body, /Rejected by the SMS centre/);
+		await L.until(() => r.got.length === 3, 15000, 'the SMSC reject');
+		u = new URL(r.got[2].url, 'http://x');
+		assert.deepEqual([u.searchParams.get('type'), u.searchParams.get('a'),
+			u.searchParams.get('f')], ['16', 'REJECTD', '']);
+		await L.sleep(500);
+		assert.equal(r.got.length, 3);
+	} finally {
+		await close(r);
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
