@@ -48,9 +48,22 @@ struct want {
 	char	url[];
 };
 
+/*
+ * A host posted to: how many of its posts are in transfer, and those
+ * waiting, in order. Made on a post's first queueing, freed once it has
+ * neither: as many as hosts with posts pending.
+ */
+struct host {
+	struct host *next;
+	unsigned active;
+	struct job *head, *tail;
+	char	name[256];
+};
+
 /* One post: a URL, a body (NULL: GET), and its attempts. */
 struct job {
-	struct job *next;
+	struct job *next;		/* in its host's queue, or active */
+	struct host *h;
 	CURL	*easy;
 	struct curl_slist *hdrs;
 	char	*url;
@@ -100,7 +113,7 @@ static struct {
 	struct config *cf;
 	CURLM	*multi;
 	struct want **buckets;
-	struct job *wait_head, *wait_tail;
+	struct host *hosts;		/* with posts active or waiting */
 	struct job *active;
 	unsigned nactive;
 	bool	stopping;
@@ -268,15 +281,34 @@ job_free(struct job *j)
 	free(j);
 }
 
+/* The host called name, made if new. */
+static struct host *
+host_get(const char *name)
+{
+	struct host *h;
+
+	for (h = O.hosts; h != NULL; h = h->next)
+		if (strcmp(h->name, name) == 0)
+			return h;
+	h = xcalloc(1, sizeof(*h));
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	h->next = O.hosts;
+	O.hosts = h;
+	return h;
+}
+
+/* At the end of its host's queue. */
 static void
 job_queue(struct job *j)
 {
+	struct host *h = j->h != NULL ? j->h : (j->h = host_get(j->host));
+
 	j->next = NULL;
-	if (O.wait_tail != NULL)
-		O.wait_tail->next = j;
+	if (h->tail != NULL)
+		h->tail->next = j;
 	else
-		O.wait_head = j;
-	O.wait_tail = j;
+		h->head = j;
+	h->tail = j;
 }
 
 /* A new post: kept (with a store) until it is answered or given up. */
@@ -664,43 +696,58 @@ job_start(struct job *j)
 	j->next = O.active;
 	O.active = j;
 	O.nactive++;
+	j->h->active++;
 	curl_multi_add_handle(O.multi, e);
 }
 
-static unsigned
-host_active(const char *host)
+/*
+ * The first post of h due by now, taken off its queue; NULL if none (then
+ * *next is lowered to the earliest not yet due). Those not due are
+ * retries, which are few.
+ */
+static struct job *
+host_take_due(struct host *h, uint64_t now, uint64_t *next)
 {
-	unsigned n = 0;
+	struct job **p = &h->head, *j, *prev = NULL;
 
-	for (struct job *j = O.active; j != NULL; j = j->next)
-		n += strcmp(j->host, host) == 0;
-	return n;
+	for (; (j = *p) != NULL; prev = j, p = &j->next) {
+		if (j->due_ms > now) {
+			if (j->due_ms < *next)
+				*next = j->due_ms;
+			continue;
+		}
+		*p = j->next;
+		if (h->tail == j)
+			h->tail = prev;
+		return j;
+	}
+	return NULL;
 }
 
 /*
- * Starts what is due, in order, as far as the limits allow; returns the
- * ms until the next one not yet due (WAIT_MAX_MS at most).
+ * Starts what is due, each host's in order, as far as the limits allow
+ * (per host: http.callback_concurrency); returns the ms until the next
+ * one not yet due (WAIT_MAX_MS at most). Hosts with nothing left go.
  */
 static int
 start_due(uint64_t now)
 {
-	struct job **p = &O.wait_head, *j, *prev = NULL;
+	struct host **hp = &O.hosts, *h;
 	uint64_t next = now + WAIT_MAX_MS;
+	struct job *j;
 
 	/* Once every slot is busy, a transfer's end wakes the thread. */
-	while ((j = *p) != NULL && O.nactive < ACTIVE_MAX) {
-		if (j->due_ms > now ||
-		    host_active(j->host) >= O.cf->http.callback_concurrency) {
-			if (j->due_ms > now && j->due_ms < next)
-				next = j->due_ms;
-			prev = j;
-			p = &j->next;
+	while ((h = *hp) != NULL) {
+		while (O.nactive < ACTIVE_MAX &&
+		    h->active < O.cf->http.callback_concurrency &&
+		    (j = host_take_due(h, now, &next)) != NULL)
+			job_start(j);
+		if (h->active == 0 && h->head == NULL) {
+			*hp = h->next;
+			free(h);
 			continue;
 		}
-		*p = j->next;
-		if (O.wait_tail == j)
-			O.wait_tail = prev;
-		job_start(j);
+		hp = &h->next;
 	}
 	return (int)(next - now);
 }
@@ -714,6 +761,7 @@ active_remove(struct job *j)
 		p = &(*p)->next;
 	*p = j->next;
 	O.nactive--;
+	j->h->active--;
 }
 
 /* j's message is delivered (2xx) or given up: its sender may hear. */
@@ -771,11 +819,13 @@ job_done(struct job *j, CURLcode rc)
 	job_free(j);
 }
 
-static void
+/* The transfers that ended: how many. */
+static unsigned
 reap(void)
 {
 	CURLMsg *m;
 	int left;
+	unsigned n = 0;
 
 	while ((m = curl_multi_info_read(O.multi, &left)) != NULL) {
 		struct job *j = NULL;
@@ -784,7 +834,9 @@ reap(void)
 			continue;
 		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&j);
 		job_done(j, m->data.result);
+		n++;
 	}
+	return n;
 }
 
 /* Forgets the receipts awaited past their deadline. */
@@ -809,6 +861,7 @@ static void
 drop_all(void)
 {
 	struct job *j;
+	struct host *h;
 
 	while ((j = O.active) != NULL) {
 		curl_multi_remove_handle(O.multi, j->easy);
@@ -818,13 +871,16 @@ drop_all(void)
 		atomic_fetch_sub(&O.pending, 1);
 		job_free(j);
 	}
-	while ((j = O.wait_head) != NULL) {
-		O.wait_head = j->next;
-		atomic_fetch_add(&O.dropped, 1);
-		atomic_fetch_sub(&O.pending, 1);
-		job_free(j);
+	while ((h = O.hosts) != NULL) {
+		while ((j = h->head) != NULL) {
+			h->head = j->next;
+			atomic_fetch_add(&O.dropped, 1);
+			atomic_fetch_sub(&O.pending, 1);
+			job_free(j);
+		}
+		O.hosts = h->next;
+		free(h);
 	}
-	O.wait_tail = NULL;
 	O.nactive = 0;
 	for (size_t i = 0; i < WANT_BUCKETS; i++)
 		while (O.buckets[i] != NULL)
@@ -847,7 +903,12 @@ out_main(void *arg)
 		sweep(now);
 		ms = start_due(now);
 		curl_multi_perform(O.multi, &running);
-		reap();
+		/*
+		 * Ended transfers free places: the next posts start now, not
+		 * after a poll that nothing else may end for a second.
+		 */
+		if (reap() > 0)
+			continue;
 		if (O.stopping)
 			break;
 		curl_multi_poll(O.multi, &wfd, 1, ms, NULL);

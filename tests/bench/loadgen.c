@@ -22,10 +22,15 @@
  *   smpp    the same pair traffic as submit_sm -> deliver_sm between a
  *           transmitter and a receiver bind. With -g the senders are
  *           router line clients instead (LOGIN, SEND on -p; receivers
- *           bind on -r): a line client's text at an SMPP recipient. With
+ *           bind on -r): a line client's text at an SMPP recipient; with
+ *           -H as well, HTTP clients (Kannel's sendsms GET on -p, one
+ *           keep-alive connection each). With
  *           -u that text needs UCS-2 (-s characters, the last a Cyrillic
  *           letter): the receiver joins its UDH parts, checks their
  *           numbers and decodes them, and RESULT counts parts=.
+ *
+ * With -H line mode speaks HTTP/1.1: -q is the path of a keep-alive GET,
+ * and a 2xx response (Content-Length honoured) is the answer.
  *
  * With -I SECS (echo and line) each connection does one request, then all
  * stay open and idle for SECS: the caller measures the server's memory.
@@ -56,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -117,6 +123,7 @@ struct lg_opts {
 	bool	ucs2;		/* -u: their text needs UCS-2 */
 	const char *addr_prefix; /* -A: pair addresses start with it */
 	bool	receipts;	/* -E: line senders ask for RCPT lines */
+	bool	http;		/* -H: line mode, or -g senders, over HTTP */
 };
 
 static struct lg_opts opt = {
@@ -138,8 +145,8 @@ struct lg_conn {
 	struct lg_conn *peer;	/* the other end of a pair */
 	char	addr[48];	/* pair modes: this end's address (LOGIN, SEND) */
 	uint8_t	addrlen;
-	char	req[96];	/* sender: what precedes each message's text */
-	uint8_t	reqlen;
+	char	req[320];	/* sender: what precedes each message's text */
+	uint16_t reqlen;
 	uint64_t sent;		/* messages (or echo bytes) sent */
 	uint64_t done;		/* messages answered or delivered */
 	uint64_t acked;		/* router: OKs; echo: bytes received */
@@ -394,6 +401,13 @@ pair_req_cache(struct lg_conn *s)
 	case LG_SMPP:
 		if (!opt.line_senders)
 			break;
+		/* -H: Kannel's sendsms, the text last (URL-safe: digits, '.', a-z). */
+		if (opt.http) {
+			n = snprintf(s->req, sizeof(s->req), "GET /cgi-bin/sendsms"
+			    "?username=%s&password=&to=%s%s&text=", s->addr,
+			    s->peer->addr, opt.req_set ? opt.req : "");
+			break;
+		}
 		/* FALLTHROUGH */
 	case LG_ROUTER:
 		n = snprintf(s->req, sizeof(s->req), "SEND %s ", s->peer->addr);
@@ -411,7 +425,7 @@ pair_req_cache(struct lg_conn *s)
 	}
 	if (n < 0 || (size_t)n >= sizeof(s->req))
 		die("internal: request prefix too long");
-	s->reqlen = (uint8_t)n;
+	s->reqlen = (uint16_t)n;
 }
 
 /* Appends p to c's pending output without writing (see conn_flush). */
@@ -582,6 +596,9 @@ sending_allowed(void)
 
 static size_t smpp_submit(char *p, const struct lg_conn *c, uint64_t seq);
 
+/* What ends an HTTP sender's GET after its text. */
+#define HTTP_REQ_END	" HTTP/1.1\r\nHost: loadgen\r\n\r\n"
+
 /* Sends requests on c (or pair sender c) up to the window. */
 static void
 pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
@@ -628,6 +645,11 @@ pump(struct lg_thread *t, struct lg_conn *c, bool force_one)
 			memcpy(p + len, c->req, c->reqlen);
 			len += c->reqlen;
 			len += msg_text(p + len, seq);
+			if (opt.http) {
+				memcpy(p + len, HTTP_REQ_END, sizeof(HTTP_REQ_END) - 1);
+				len += sizeof(HTTP_REQ_END) - 1;
+				break;
+			}
 			if (opt.mode == LG_REDIS || opt.mode == LG_NATS)
 				p[len++] = '\r';
 			p[len++] = '\n';
@@ -1218,6 +1240,73 @@ lines_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
 	return off;
 }
 
+/* --- input: HTTP (-H) ----------------------------------------------------- */
+
+/*
+ * One HTTP/1.1 response at p (n bytes, NUL after): its length, 0 while
+ * incomplete, -1 if it is not one; *status its code.
+ */
+static ssize_t
+http_parse(const char *p, size_t n, int *status)
+{
+	const char *end = memmem(p, n, "\r\n\r\n", 4), *h;
+	unsigned long long clen = 0;
+
+	if (end == NULL)
+		return n > LG_RBUF / 2 ? -1 : 0;
+	if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0)
+		return -1;
+	*status = atoi(p + 9);
+	for (h = p; h < end; h++) {
+		if (*h != '\n' || strncasecmp(h + 1, "content-length:", 15) != 0)
+			continue;
+		clen = strtoull(h + 16, NULL, 10);
+		break;
+	}
+	if (clen > LG_RBUF / 2)
+		return -1;
+	if ((size_t)(end + 4 - p) + clen > n)
+		return 0;
+	return (ssize_t)((size_t)(end + 4 - p) + clen);
+}
+
+/*
+ * Responses: a 2xx answers the oldest request (line mode: done; an HTTP
+ * sender: acknowledged, done once delivered); anything else is an error.
+ */
+static size_t
+http_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
+{
+	size_t off = 0;
+	ssize_t k;
+	int status = 0;
+
+	while (off < len && (k = http_parse(buf + off, len - off, &status)) != 0) {
+		if (k < 0) {
+			lg_error(t, "conn %u: not an HTTP response \"%.40s\"",
+			    c->id, buf + off);
+			return len;
+		}
+		if (status < 200 || status > 299) {
+			const char *body = memmem(buf + off, (size_t)k,
+			    "\r\n\r\n", 4);
+
+			lg_error(t, "conn %u: HTTP %d %.60s", c->id, status,
+			    body != NULL ? body + 4 : "");
+		} else if (opt.mode == LG_LINE) {
+			if (c->done >= c->sent)
+				lg_error(t, "conn %u: reply nobody asked for",
+				    c->id);
+			else
+				complete(t, c);
+		} else if (++c->acked > c->sent) {
+			lg_error(t, "pair %u: answer nobody asked for", c->id);
+		}
+		off += (size_t)k;
+	}
+	return off;
+}
+
 static size_t
 parse_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
 {
@@ -1229,6 +1318,8 @@ parse_input(struct lg_thread *t, struct lg_conn *c, char *buf, size_t len)
 	if (opt.mode == LG_SMPP && !(opt.line_senders &&
 	    c->role == LG_SENDER))
 		return smpp_input(t, c, buf, len);
+	if (opt.http)
+		return http_input(t, c, buf, len);
 	return lines_input(t, c, buf, len);
 }
 
@@ -1358,6 +1449,11 @@ conn_setup(struct lg_thread *t, struct lg_conn *c)
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "PING\r\n");
 		break;
 	case LG_SMPP:
+		/* An HTTP sender is whoever its requests say. */
+		if (opt.http && c->role == LG_SENDER) {
+			setup_done(t, c);
+			return;
+		}
 		if (opt.line_senders && c->role == LG_SENDER) {
 			pair_addr(addr, sizeof(addr), c);
 			n = snprintf(buf, sizeof(buf), "LOGIN %s\n%s", addr,
@@ -2003,6 +2099,10 @@ usage(void)
 	    "  -u           -g: a text that needs UCS-2 (-s characters), the\n"
 	    "               receivers join and check its UDH parts (parts=)\n"
 	    "  -E           -g: senders send RECEIPTS ON and count RCPT lines\n"
+	    "  -H           HTTP/1.1 keep-alive: line mode GETs -q (a path), a\n"
+	    "               2xx is the answer; with -g the senders GET Kannel's\n"
+	    "               /cgi-bin/sendsms (username=sender, to=receiver,\n"
+	    "               then -q: more fields, \"&dlr-mask=1&...\")\n"
 	    "               (receipts=, receipt_rate=; each must be DELIVRD)\n"
 	    "  -A PREFIX    pair addresses start with PREFIX (a route's prefix,\n"
 	    "               such as +351 for an upstream), not lg<pid>\n"
@@ -2050,7 +2150,7 @@ parse_opts(int argc, char **argv)
 	int ch;
 
 	while ((ch = getopt(argc, argv, "m:h:p:n:P:d:s:t:w:D:I:q:e:x:R:a:c:M:r:YZ"
-	    "C:T:L:S:l:K:guA:E")) != -1) {
+	    "C:T:L:S:l:K:guA:EH")) != -1) {
 		switch (ch) {
 		case 'm': opt.mode = mode_of(optarg); break;
 		case 'h': opt.host = optarg; break;
@@ -2087,6 +2187,7 @@ parse_opts(int argc, char **argv)
 		case 'u': opt.ucs2 = true; break;
 		case 'A': opt.addr_prefix = optarg; break;
 		case 'E': opt.receipts = true; break;
+		case 'H': opt.http = true; break;
 		default: usage();
 		}
 	}
@@ -2107,6 +2208,10 @@ parse_opts(int argc, char **argv)
 		die("-u works with -g only");
 	if (opt.receipts && !opt.line_senders)
 		die("-E works with -g only");
+	if (opt.http && ((opt.mode != LG_LINE && !opt.line_senders) ||
+	    opt.setup != NULL || opt.receipts || opt.ucs2 || opt.tls))
+		die("-H works with -m line (no -l) or -m smpp -g (no -E, -u) "
+		    "only, without -Y");
 	if ((opt.mode == LG_ROUTER || opt.mode == LG_SMPP) && opt.same &&
 	    opt.pairs % opt.reactors)
 		die("same-reactor pairs: -P must be a multiple of -R");
@@ -2354,8 +2459,10 @@ main(int argc, char **argv)
 	alarm((unsigned)(2 * opt.ctimeout + opt.warm + opt.dur + opt.hold +
 	    opt.drain + 15));
 	echo_pat_init();
-	line_req_len = (size_t)snprintf(line_req, sizeof(line_req), "%s\r\n",
-	    opt.req);
+	/* -H: a keep-alive HTTP/1.1 GET of the request target -q. */
+	line_req_len = (size_t)snprintf(line_req, sizeof(line_req),
+	    opt.http ? "GET %s HTTP/1.1\r\nHost: loadgen\r\n\r\n" :
+	    "%s\r\n", opt.req);
 	if (line_req_len >= sizeof(line_req))
 		die("request longer than %zu bytes", sizeof(line_req) - 3);
 	line_expect_len = strlen(opt.expect);

@@ -360,3 +360,65 @@ test('a router delivery with changed text or sender fails the run', async () => 
 		}
 	}
 });
+
+// An HTTP/1.1 server: each request (method, url) to answer, which writes
+// the raw response; keep-alive, pipelined requests answered in order.
+function fakeHttp(answer) {
+	const seen = { requests: 0, conns: 0 };
+	return fakeServer((s) => {
+		let buf = '';
+		seen.conns++;
+		s.setEncoding('latin1');
+		s.on('data', (chunk) => {
+			buf += chunk;
+			let end;
+			while ((end = buf.indexOf('\r\n\r\n')) >= 0) {
+				const head = buf.slice(0, end);
+				buf = buf.slice(end + 4);
+				const [method, url] = head.split(' ');
+				seen.requests++;
+				s.write(answer(method, url, seen.requests));
+			}
+		});
+	}).then((srv) => Object.assign(srv, { seen }));
+}
+
+const resp = (status, body) => `HTTP/1.1 ${status} X\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+
+test('-m line -H: keep-alive GETs, Content-Length honoured; a non-2xx fails the run', async () => {
+	// The body holds what would look like a status line: it is skipped.
+	const ok = await fakeHttp((m, url) => (m === 'GET' && url === '/x?a=1' ?
+		resp(202, 'HTTP/1.1 500 not a response\r\n\r\n') : resp(400, 'bad')));
+	try {
+		const run = await loadgen(['-m', 'line', '-H', '-p', ok.port, '-n', '4',
+			'-d', '1', '-q', '/x?a=1', ...SHORT]);
+		assertClean(run);
+		// One connection each, many requests on it.
+		assert.equal(ok.seen.conns, 4);
+		assert.ok(ok.seen.requests > 8, `${ok.seen.requests} requests`);
+	} finally {
+		await ok.close();
+	}
+	const bad = await fakeHttp((m, url, n) => (n === 20 ? resp(503, 'busy') : resp(200, 'ok')));
+	try {
+		const run = await loadgen(['-m', 'line', '-H', '-p', bad.port, '-n', '2',
+			'-d', '1', '-q', '/x', ...SHORT]);
+		assertFailed(run, /HTTP 503 busy/);
+	} finally {
+		await bad.close();
+	}
+});
+
+test('smpp -g -H: Kannel sendsms GETs to SMPP receivers, each delivered in order', async () => {
+	const d = await L.startDaemon(DAEMON_CONF.replace('listeners = (',
+		'listeners = ( { name = "http"; address = "127.0.0.1"; port = 0; protocol = "http"; },'));
+	try {
+		const run = await loadgen(['-m', 'smpp', '-g', '-H', '-p', d.ports.http,
+			'-r', d.ports.smpp, '-P', '4', '-d', '1', '-x', 'cross', '-R', '2',
+			...SHORT]);
+		assertClean(run);
+		assert.equal(run.result.pairs, '4');
+	} finally {
+		await L.stopDaemon(d);
+	}
+});

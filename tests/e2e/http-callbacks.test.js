@@ -38,8 +38,9 @@ http = { callback_allow = [ "127.0.0.0/8" ]; ${httpGroup} };
 ${extra}`;
 }
 
-// A receiver on port (0: any): every request as { method, url, body }.
-function receiver(port = 0) {
+// A receiver on port (0: any): every request as { method, url, body },
+// answered after delayMs.
+function receiver(port = 0, delayMs = 0) {
 	const got = [];
 	const srv = http.createServer((req, res) => {
 		let body = '';
@@ -47,7 +48,7 @@ function receiver(port = 0) {
 		req.on('end', () => {
 			got.push({ method: req.method, url: req.url, body,
 				type: req.headers['content-type'] });
-			res.end('ok');
+			setTimeout(() => res.end('ok'), delayMs);
 		});
 	});
 	return new Promise((resolve, reject) => {
@@ -536,5 +537,29 @@ upstreams = ( { name = "opA"; host = "127.0.0.1"; port = ${simPort};
 		await close(r);
 		await L.stopDaemon(d);
 		await sim.stop();
+	}
+});
+
+test('the next post starts as soon as a transfer ends: 200 receipts one at a time in seconds, not minutes', async () => {
+	// A receiver that takes 20 ms per request: the receipts queue up.
+	// With callback_concurrency = 1, a thread that waited for its poll's
+	// timeout after each transfer posted one a second once the sends
+	// stopped waking it: minutes for these, not 4 s.
+	const d = await L.startDaemon(conf('', 9, 'callback_timeout = 5; callback_retries = 5; callback_concurrency = 1;'));
+	const r = await receiver(0, 20);
+	const N = 200;
+	try {
+		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+		const dlr = `http://127.0.0.1:${r.port}/dlr?id=%I`;
+		const q = `username=app&password=pw&to=bob&text=hi&dlr-mask=1&dlr-url=${encodeURIComponent(dlr)}`;
+		for (let i = 0; i < N; i++)
+			assert.equal((await get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?${q}`)).status, 202);
+		await L.until(() => b.got.length === N, 20000, 'every deliver_sm at bob');
+		await L.until(() => r.got.length === N, 30000, `${N} receipts (${r.got.length} so far)`);
+		assert.equal(new Set(r.got.map((g) => g.url)).size, N, 'each once');
+		b.s.close();
+	} finally {
+		await close(r);
+		await L.stopDaemon(d);
 	}
 });
