@@ -167,11 +167,14 @@ static const char *const sql[ST_N] = {
 	    " smpp = ?14 WHERE id = ?1",
 	[ST_MARK] = "UPDATE msg SET state = ?2, final_date = ?3, due = ?4,"
 	    " attempts = ?5 WHERE id = ?1",
-	[ST_FIN_ADD] = "INSERT INTO fin (id, account, submitter, state,"
-	    " final_date) VALUES (?1, ?2, ?3, ?4, ?5)",
-	/* Final: the row goes, saying whether fin keeps its state. */
-	[ST_DELETE] = "DELETE FROM msg WHERE id = ?1 RETURNING account,"
-	    " submitter, flags",
+	/*
+	 * Final: to fin where a submitter can ask (?4: STORE_FINAL_NOT_KEPT),
+	 * then out of msg. A DELETE ... RETURNING the row's flags, then an
+	 * INSERT where kept, cost half as much again (storebench).
+	 */
+	[ST_FIN_ADD] = "INSERT INTO fin SELECT id, account, submitter, ?2, ?3"
+	    " FROM msg WHERE id = ?1 AND submitter <> 0 AND flags & ?4 = 0",
+	[ST_DELETE] = "DELETE FROM msg WHERE id = ?1",
 #define COLS "id, account, submitter, src, dst, state, submitted, due," \
 	" expires, final_date, attempts, flags, text, smpp"
 	[ST_GET] = "SELECT " COLS " FROM msg WHERE id = ?1",
@@ -1129,38 +1132,27 @@ sqlite_update(struct store_backend *b, const struct store_rec *rec)
 }
 
 /*
- * Final: the row goes, and what query_sm needs goes to fin where its
- * submitter can ask (STORE_FINAL_NOT_KEPT). 1 kept, 0 not, -1.
+ * Final: what query_sm needs goes to fin where its submitter can ask
+ * (STORE_FINAL_NOT_KEPT; key 0 is no submitter), and the row goes.
+ * 1 kept, 0 not, -1.
  */
 static int
 mark_final(struct store_backend *b, uint64_t id, uint8_t state,
     uint64_t final_date)
 {
-	sqlite3_stmt *st = b->st[ST_DELETE];
-	int64_t account = 0, submitter = 0;
-	uint32_t flags = STORE_FINAL_NOT_KEPT;	/* no row: nothing kept */
-	int rc;
+	sqlite3_stmt *st = b->st[ST_FIN_ADD];
+	int kept;
 
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		account = sqlite3_column_int64(st, 0);
-		submitter = sqlite3_column_int64(st, 1);
-		flags = (uint32_t)sqlite3_column_int64(st, 2);
-	}
-	if (rc != SQLITE_DONE && is_full(b, rc))
-		reserve_spend(b);
-	done_stmt(st);
-	if (rc != SQLITE_DONE)
+	sqlite3_bind_int(st, 2, state);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
+	sqlite3_bind_int64(st, 4, STORE_FINAL_NOT_KEPT);
+	if (exec_stmt(b, st) < 0)
 		return -1;
-	if (submitter == 0 || (flags & STORE_FINAL_NOT_KEPT))
-		return 0;
-	st = b->st[ST_FIN_ADD];
+	kept = sqlite3_changes(b->db) > 0;
+	st = b->st[ST_DELETE];
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
-	sqlite3_bind_int64(st, 2, account);
-	sqlite3_bind_int64(st, 3, submitter);
-	sqlite3_bind_int(st, 4, state);
-	sqlite3_bind_int64(st, 5, (sqlite3_int64)final_date);
-	return exec_stmt(b, st) < 0 ? -1 : 1;
+	return exec_stmt(b, st) < 0 ? -1 : kept;
 }
 
 static int
