@@ -1,4 +1,4 @@
-/* test_store.c: the SQLite store backend on a temporary file: order, scans, expiry, marks, reopen, files that are not a store. */
+/* test_store.c: the SQLite store backend on a temporary file: order, scans, expiry, marks, reopen, files that are not a store, schema 1 files migrated. */
 #include <check.h>
 #include <fcntl.h>
 #include <limits.h>
