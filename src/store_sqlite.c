@@ -1,7 +1,8 @@
 /*
  * store_sqlite.c: the store in one SQLite file (WAL journal), the
- * embedded default. One row per message in table msg; an operator can
- * look with sqlite3(1). Only the store thread calls this.
+ * embedded default. One row per waiting message in table msg, final
+ * states in fin, names in name; an operator looks with sqlite3(1) through
+ * the views messages and finals. Only the store thread calls this.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -718,6 +719,26 @@ sqlite_close(struct store_backend *b)
 	free(b);
 }
 
+/* Makes the new, empty b->db a store, all at once. NULL, or the reason. */
+static const char *
+make_file(struct store_backend *b)
+{
+	static char why[256];
+	char q[128];
+
+	snprintf(q, sizeof(q), "BEGIN; PRAGMA application_id = %d;",
+	    STORE_APP_ID);
+	if (sqlite3_exec(b->db, q, NULL, NULL, NULL) == SQLITE_OK &&
+	    sqlite3_exec(b->db, schema, NULL, NULL, NULL) == SQLITE_OK &&
+	    sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+		return NULL;
+	snprintf(why, sizeof(why), "cannot make a store: %s",
+	    sqlite3_errmsg(b->db));
+	if (!sqlite3_get_autocommit(b->db))
+		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+	return why;
+}
+
 /*
  * Checks that b->db is ours (or new and empty: then makes it ours) and
  * whole. NULL, or the reason.
@@ -738,26 +759,8 @@ check_file(struct store_backend *b, bool readonly)
 		return why;
 	}
 	if (app == 0 && tables == 0) {
-		char q[128];
-
 		b->version = STORE_VERSION;	/* made so now */
-		if (readonly)
-			return NULL;
-
-		snprintf(q, sizeof(q), "BEGIN; PRAGMA application_id = %d;",
-		    STORE_APP_ID);
-		if (sqlite3_exec(b->db, q, NULL, NULL, NULL) != SQLITE_OK ||
-		    sqlite3_exec(b->db, schema, NULL, NULL, NULL) != SQLITE_OK ||
-		    sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) !=
-		    SQLITE_OK) {
-			if (!sqlite3_get_autocommit(b->db))
-				sqlite3_exec(b->db, "ROLLBACK", NULL, NULL,
-				    NULL);
-			snprintf(why, sizeof(why), "cannot make a store: %s",
-			    sqlite3_errmsg(b->db));
-			return why;
-		}
-		return NULL;
+		return readonly ? NULL : make_file(b);
 	}
 	if (app != STORE_APP_ID)
 		return "not an echorouterd store (another SQLite database)";
