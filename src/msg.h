@@ -89,6 +89,11 @@ enum {
 	MSG_F_DC0_IA5 = 1 << 11,
 	/* An HTTP send whose receipt goes to its URL (http_out.h). */
 	MSG_F_HTTP_RCPT = 1 << 12,
+	/*
+	 * Sent by a line client: the router protocol has no query, so the
+	 * store keeps no final state for it (store_final_kept).
+	 */
+	MSG_F_LINE_CLIENT = 1 << 13,
 };
 
 /* The flags that tell how to read a message's text. */

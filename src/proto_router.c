@@ -510,7 +510,7 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 	m = msg_new(len);
 	m->id = msg_next_id(c->r);
 	m->read_ns = c->r->turn_ns;
-	m->flags = MSG_F_LINE_TEXT;		/* checked above */
+	m->flags = MSG_F_LINE_TEXT | MSG_F_LINE_CLIENT;	/* text checked */
 	memcpy(m->from, s->addr, s->addrlen + 1);
 	memcpy(m->to, to, tolen + 1);
 	memcpy(m->text, args, len);

@@ -488,7 +488,7 @@ store_acct_leave(struct store_acct *a, const struct msg *m)
 	held_sub(a);
 }
 
-/* A message reached a final state: its row stays, smaller. */
+/* A message reached a final state and its row stays, smaller. */
 void
 store_final_add(const char *account, const struct msg *m)
 {
@@ -1003,9 +1003,10 @@ static bool
 mark_write(struct store_acct *a, struct store_mark *k)
 {
 	struct msg *m = k->m;
+	int kept = -1;
 
-	if (!store_txn(false) || S.ops->mark(S.b, m->id, k->state, store_wall_now(), 0,
-	    m->attempts) < 0) {
+	if (!store_txn(false) || (kept = S.ops->mark(S.b, m->id, k->state,
+	    store_wall_now(), 0, m->attempts)) < 0) {
 		write_failed("a write");
 		store_write_error();
 		return false;
@@ -1013,7 +1014,8 @@ mark_write(struct store_acct *a, struct store_mark *k)
 	k->written = true;
 	a->nunwritten--;
 	store_acct_leave(a, m);
-	store_final_add(a->id, m);
+	if (kept > 0)
+		store_final_add(a->id, m);
 	if (!(m->flags & MSG_F_VIA_NODE) && !(acct_is_upstream(a) &&
 	    k->state == MSG_STATE_DELIVERED))
 		store_receipt(m, k->state == MSG_STATE_DELIVERED ?

@@ -80,7 +80,11 @@ struct store_backend_ops {
 	 * with this id, moved to another shard. 0, or -1.
 	 */
 	int	(*del)(struct store_backend *b, uint64_t id);
-	/* Sets a row's state and times without reading it. */
+	/*
+	 * Sets a row's state and times. A final state: 1 when a final row is
+	 * kept (and counts in finals), 0 when the row went (or was none).
+	 * Else 0, or -1.
+	 */
 	int	(*mark)(struct store_backend *b, uint64_t id, uint8_t state,
 		    uint64_t final_date, uint64_t due, uint32_t attempts);
 	/* The row with this id into *rec (rec->m malloc'd): 1, 0 none, -1. */
@@ -217,5 +221,12 @@ store_final_bytes(const char *account, const struct msg *m)
 {
 	return strlen(account) + strlen(m->reply_to) + STORE_FINAL_ROW;
 }
+
+/*
+ * A final state is kept (for query_sm and the JSON API) only where a
+ * submitter can ask for it: a receipt, a line client's message (the router
+ * protocol has no query) or one with no submitter leaves no final row.
+ */
+#define STORE_FINAL_NOT_KEPT	(MSG_F_RECEIPT | MSG_F_LINE_CLIENT)
 
 #endif

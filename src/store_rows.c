@@ -55,14 +55,16 @@ store_expire(uint64_t now)
 	for (size_t i = 0; i < l.n; i++) {
 		struct store_rec *rec = &l.v[i];
 		struct store_acct *a = store_acct_get(rec->account);
+		int kept;
 
 		if (store_acct_has_out(a, rec->m->id))
 			continue;
-		if (!store_txn(false) || S->ops->mark(S->b, rec->m->id, MSG_STATE_EXPIRED,
-		    now, rec->due, rec->attempts) < 0)
+		if (!store_txn(false) || (kept = S->ops->mark(S->b, rec->m->id,
+		    MSG_STATE_EXPIRED, now, rec->due, rec->attempts)) < 0)
 			break;
 		store_acct_leave(a, rec->m);
-		store_final_add(rec->account, rec->m);
+		if (kept > 0)
+			store_final_add(rec->account, rec->m);
 		store_receipt(rec->m, SMPP_STATE_EXPIRED);
 	}
 	rec_list_free(&l);
@@ -115,16 +117,18 @@ cancel_rec(struct msg_req *q, struct store_rec *rec)
 {
 	struct store *S = store_state();
 	struct store_acct *a = store_acct_get(rec->account);
+	int kept;
 
 	if (rec->state != MSG_STATE_ENROUTE ||
 	    strcmp(rec->m->reply_to, q->submitter) != 0 ||
 	    store_acct_has_out(a, rec->m->id))
 		return false;
-	if (!store_txn(false) || S->ops->mark(S->b, rec->m->id, MSG_STATE_DELETED,
-	    store_wall_now(), rec->due, rec->attempts) < 0)
+	if (!store_txn(false) || (kept = S->ops->mark(S->b, rec->m->id,
+	    MSG_STATE_DELETED, store_wall_now(), rec->due, rec->attempts)) < 0)
 		return false;
 	store_acct_leave(a, rec->m);
-	store_final_add(rec->account, rec->m);
+	if (kept > 0)
+		store_final_add(rec->account, rec->m);
 	store_receipt(rec->m, SMPP_STATE_DELETED);
 	return true;
 }

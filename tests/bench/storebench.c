@@ -36,7 +36,11 @@
 #define MSG_STATE_ENROUTE	1
 #define MSG_STATE_DELIVERED	2
 #define LINE_TEXT_FLAG	(1 << 6)	/* MSG_F_LINE_TEXT, a line client's */
-#define MAX_SCHEMAS	8
+#define LINE_CLIENT_FLAG (1 << 13)	/* MSG_F_LINE_CLIENT */
+#define PREFIX_FIRST_FLAG (1 << 0)	/* MSG_F_PREFIX_FIRST: SMPP's, HTTP's */
+/* STORE_FINAL_NOT_KEPT: MSG_F_RECEIPT, MSG_F_LINE_CLIENT. */
+#define FINAL_NOT_KEPT	((1 << 3) | LINE_CLIENT_FLAG)
+#define MAX_SCHEMAS	12
 #define MAX_ROUNDS	15
 
 /*
@@ -67,6 +71,15 @@
 	", PRIMARY KEY (account, id)) WITHOUT ROWID;" \
 	"CREATE UNIQUE INDEX msg_id ON msg(id);"
 
+/*
+ * src/store_sqlite.c's schema 2 (a): names as keys, the name table's key 0
+ * the empty name, and views for sqlite3(1) (never read here).
+ */
+#define NAMES2 NAMES "INSERT INTO name VALUES (0, '');"
+#define VIEWS "CREATE VIEW messages AS SELECT m.id, a.name AS account," \
+	" s.name AS submitter FROM msg m JOIN name a ON a.id = m.account" \
+	" JOIN name s ON s.id = m.submitter;"
+
 /* src/store_sqlite.c: sql[ST_PUT], sql[ST_SCAN] (same text). */
 static const char put_sql[] =
     "INSERT INTO msg (id, account, submitter, src, dst, state,"
@@ -82,6 +95,18 @@ static const char fin_add_sql[] =
     "INSERT INTO fin SELECT id, account, submitter, ?2, ?3"
     " FROM msg WHERE id = ?1";
 static const char delete_sql[] = "DELETE FROM msg WHERE id = ?1";
+/*
+ * Schema 2's sql[ST_FIN_ADD] (mark_final): to fin only where a submitter
+ * can ask (?4: STORE_FINAL_NOT_KEPT); then sql[ST_DELETE] as before.
+ */
+static const char fin_kept_sql[] = "INSERT INTO fin SELECT id, account,"
+    " submitter, ?2, ?3 FROM msg WHERE id = ?1 AND submitter <> 0 AND"
+    " flags & ?4 = 0";
+/* The same with DELETE ... RETURNING (measured, a mark's cost doubled). */
+static const char delete_ret_sql[] = "DELETE FROM msg WHERE id = ?1"
+    " RETURNING account, submitter, flags";
+static const char fin_put_sql[] = "INSERT INTO fin (id, account, submitter,"
+    " state, final_date) VALUES (?1, ?2, ?3, ?4, ?5)";
 /* Clustered: the account is known when marking (?4, ?2), as it is. */
 static const char fin_add_acct_sql[] =
     "INSERT INTO fin SELECT id, account, submitter, ?2, ?3"
@@ -108,26 +133,44 @@ struct schema {
 	bool	fin;		/* final states kept for query_sm */
 	const char *fin_add;	/* per message, or per range */
 	const char *del;
+	bool	returning;	/* del says whether fin keeps the row */
+	uint32_t flags;		/* the messages' (0: LINE_TEXT_FLAG) */
 };
 
 static const struct schema schemas[] = {
-	{ 'a', "today", ROWID_MSG("TEXT") BACKLOG EXPIRY FIN("TEXT"),
-	    false, false, true, fin_add_sql, delete_sql },
+	/* Line clients' messages: no final rows kept. */
+	{ 'a', "today", NAMES2 ROWID_MSG("INTEGER") BACKLOG EXPIRY
+	    FIN("INTEGER") VIEWS, true, false, true, fin_kept_sql,
+	    delete_sql, false, LINE_TEXT_FLAG | LINE_CLIENT_FLAG },
+	/* An SMPP client's messages: the final rows kept. */
+	{ 'h', "today, SMPP's", NAMES2 ROWID_MSG("INTEGER") BACKLOG EXPIRY
+	    FIN("INTEGER") VIEWS, true, false, true, fin_kept_sql,
+	    delete_sql, false, PREFIX_FIRST_FLAG },
+	/* a with the mark's DELETE ... RETURNING, then fin if kept. */
+	{ 'r', "a, RETURNING", NAMES2 ROWID_MSG("INTEGER") BACKLOG EXPIRY
+	    FIN("INTEGER") VIEWS, true, false, true, fin_put_sql,
+	    delete_ret_sql, true, LINE_TEXT_FLAG | LINE_CLIENT_FLAG },
+	/* Schema 1, before names had keys: every final row kept. */
+	{ 'o', "schema 1", ROWID_MSG("TEXT") BACKLOG EXPIRY FIN("TEXT"),
+	    false, false, true, fin_add_sql, delete_sql, false, 0 },
 	{ 'b', "int keys", NAMES ROWID_MSG("INTEGER") BACKLOG EXPIRY
-	    FIN("INTEGER"), true, false, true, fin_add_sql, delete_sql },
+	    FIN("INTEGER"), true, false, true, fin_add_sql, delete_sql, false,
+	    0 },
 	{ 'c', "clustered", CLUSTERED_MSG("TEXT") EXPIRY FIN("TEXT"),
-	    false, false, true, fin_add_acct_sql, delete_acct_sql },
+	    false, false, true, fin_add_acct_sql, delete_acct_sql, false, 0 },
 	{ 'd', "range marks", ROWID_MSG("TEXT") BACKLOG EXPIRY FIN("TEXT")
-	    DLV("TEXT"), false, true, true, fin_range_sql, delete_range_sql },
+	    DLV("TEXT"), false, true, true, fin_range_sql, delete_range_sql,
+	    false, 0 },
 	{ 'e', "b+d", NAMES ROWID_MSG("INTEGER") BACKLOG EXPIRY
 	    FIN("INTEGER") DLV("INTEGER"), true, true, true, fin_range_sql,
-	    delete_range_sql },
+	    delete_range_sql, false, 0 },
 	{ 'f', "b+c+d", NAMES CLUSTERED_MSG("INTEGER") EXPIRY FIN("INTEGER")
 	    DLV("INTEGER"), true, true, true, fin_range_sql,
-	    delete_range_sql },
+	    delete_range_sql, false, 0 },
 	/* What the final rows cost: a line client cannot query_sm. */
 	{ 'g', "e, no fin rows", NAMES ROWID_MSG("INTEGER") BACKLOG EXPIRY
-	    DLV("INTEGER"), true, true, false, NULL, delete_range_sql },
+	    DLV("INTEGER"), true, true, false, NULL, delete_range_sql, false,
+	    0 },
 };
 #define NSCHEMAS (sizeof(schemas) / sizeof(schemas[0]))
 
@@ -350,7 +393,8 @@ bind_put(struct run *r, unsigned i, int64_t now)
 	sqlite3_bind_int64(st, 9, now + VALIDITY);
 	sqlite3_bind_int64(st, 10, 0);
 	sqlite3_bind_int64(st, 11, 0);
-	sqlite3_bind_int64(st, 12, LINE_TEXT_FLAG);
+	sqlite3_bind_int64(st, 12, r->s->flags ? r->s->flags :
+	    LINE_TEXT_FLAG);
 	sqlite3_bind_blob(st, 13, text, (int)r->o->text, SQLITE_STATIC);
 	/* No SMPP fields: a zero-length blob, as the store binds it. */
 	sqlite3_bind_blob(st, 14, text, 0, SQLITE_TRANSIENT);
@@ -464,15 +508,50 @@ scan_page(struct run *r, unsigned k, struct phase *p)
 	return n;
 }
 
+/* Schema 2's mark_final: the row out, to fin if its state is kept. */
+static void
+mark_returning(struct run *r, int64_t id, int64_t now)
+{
+	int64_t account = 0, submitter = 0;
+	uint32_t flags = FINAL_NOT_KEPT;
+	int rc;
+
+	sqlite3_bind_int64(r->del, 1, id);
+	while ((rc = sqlite3_step(r->del)) == SQLITE_ROW) {
+		account = sqlite3_column_int64(r->del, 0);
+		submitter = sqlite3_column_int64(r->del, 1);
+		flags = (uint32_t)sqlite3_column_int64(r->del, 2);
+	}
+	if (rc != SQLITE_DONE)
+		die("%s: %s: %s", r->path, sqlite3_sql(r->del),
+		    sqlite3_errmsg(r->db));
+	sqlite3_reset(r->del);
+	sqlite3_clear_bindings(r->del);
+	if (submitter == 0 || (flags & FINAL_NOT_KEPT))
+		return;
+	sqlite3_bind_int64(r->fin, 1, id);
+	sqlite3_bind_int64(r->fin, 2, account);
+	sqlite3_bind_int64(r->fin, 3, submitter);
+	sqlite3_bind_int(r->fin, 4, MSG_STATE_DELIVERED);
+	sqlite3_bind_int64(r->fin, 5, now);
+	step_done(r, r->fin);
+}
+
 /* As sqlite_mark marks a delivery: the final row to fin, the row out. */
 static void
 mark_row(struct run *r, unsigned k, int64_t id, int64_t now)
 {
+	if (r->s->returning) {
+		mark_returning(r, id, now);
+		return;
+	}
 	if (r->fin != NULL) {
 		sqlite3_bind_int64(r->fin, 1, id);
 		sqlite3_bind_int(r->fin, 2, MSG_STATE_DELIVERED);
 		sqlite3_bind_int64(r->fin, 3, now);
-		if (sqlite3_bind_parameter_count(r->fin) >= 4)
+		if (r->s->flags != 0)
+			sqlite3_bind_int64(r->fin, 4, FINAL_NOT_KEPT);
+		else if (sqlite3_bind_parameter_count(r->fin) >= 4)
 			bind_name(r, r->fin, 4, k);
 		step_done(r, r->fin);
 	}
@@ -588,21 +667,26 @@ count_rows(struct run *r, const char *q)
 	return n;
 }
 
-/* Every message scanned and marked once, none left, each final row kept. */
+/*
+ * Every message scanned and marked once, none left, each final row kept
+ * where the schema keeps it (not for a line client's, in a).
+ */
 static void
 check_drained(struct run *r, const struct result *res)
 {
 	int64_t left = count_rows(r, "SELECT count(*) FROM msg");
 	int64_t fin = r->s->fin ? count_rows(r, "SELECT count(*) FROM fin") :
-	    (int64_t)r->o->n;
+	    0;
+	int64_t want = r->s->fin && !(r->s->flags & FINAL_NOT_KEPT) ?
+	    (int64_t)r->o->n : 0;
 
 	if (res->scan.n != r->o->n || r->marked != r->o->n || left != 0 ||
-	    fin != (int64_t)r->o->n)
+	    fin != want)
 		die("%s (%c): %llu scanned, %llu marked, %lld left, %lld final"
-		    " of %u", r->path, r->s->key,
+		    " (want %lld) of %u", r->path, r->s->key,
 		    (unsigned long long)res->scan.n,
 		    (unsigned long long)r->marked, (long long)left,
-		    (long long)fin, r->o->n);
+		    (long long)fin, (long long)want, r->o->n);
 }
 
 /* One cell: schema s with sync full or normal, on a fresh file. */
@@ -890,7 +974,7 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .n = 200000, .accounts = 1000, .text = 64,
-	    .group = 7600, .page = 32, .rounds = 3, .schemas = "abcdefg" };
+	    .group = 7600, .page = 32, .rounds = 3, .schemas = "aohrbcdefg" };
 	static struct cell cells[2 * MAX_SCHEMAS];
 	const char *tmp = getenv("TMPDIR");
 	char dir[2048];

@@ -301,6 +301,17 @@ test('with a store: queued for later, and the JSON API tells its state', { skip:
 		const b = await L.session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
 		await L.until(() => b.got.length === 2, 10000, 'the backlog at bob');
 		assert.deepEqual(b.got.map((p) => L.text(p)), ['later', 'json later']);
+		// Delivered: an HTTP sender can ask, so its final state is kept.
+		const end = Date.now() + 10000;
+		let state;
+		do {
+			r = await curl(['-u', 'app:pw', `${base}/api/v1/messages/${j.id}`]);
+			assert.equal(r.status, 200, r.body);
+			state = JSON.parse(r.body).state;
+			if (state !== 'delivered')
+				await new Promise((res) => setTimeout(res, 50));
+		} while (state !== 'delivered' && Date.now() < end);
+		assert.equal(state, 'delivered');
 		b.s.close();
 	} finally {
 		await L.stopDaemon(d);

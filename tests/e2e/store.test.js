@@ -368,6 +368,69 @@ test('a restart keeps the backlog: 100 delivered once, in order', { skip }, asyn
 	}
 });
 
+// The commands docs/operations.md gives to look inside the store, run as
+// written (the path changed) with the sqlite3 shell, where there is one.
+function sqlite3Missing() {
+	try {
+		execFileSync('sqlite3', ['-version'], { stdio: 'ignore' });
+		return false;
+	} catch {
+		return 'no sqlite3 shell';
+	}
+}
+
+function inspectionCommands(db) {
+	const text = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'operations.md'), 'utf8');
+	const start = text.indexOf('\n### Looking inside the SQLite store\n');
+	assert.ok(start >= 0, 'docs/operations.md: no "Looking inside the SQLite store"');
+	const block = /\n```sh\n([\s\S]*?)\n```/.exec(text.slice(start));
+	assert.ok(block, 'no sh block there');
+	return block[1].split('\n').filter((l) => l.startsWith('$ sqlite3 -readonly conf/store.db '))
+		.map((l) => {
+			const q = /'([^']*)'$/.exec(l);
+			assert.ok(q, `no quoted query in: ${l}`);
+			return (args) => execFileSync('sqlite3', ['-readonly', ...args, db, q[1]]).toString();
+		});
+}
+
+test('the documented sqlite3 commands show the waiting messages by name, and an SMPP message\'s final state, still answered by query_sm', { skip: skip || (JS && 'the SQLite backend only') || sqlite3Missing() }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
+	const db = path.join(dir, 'store.db');
+	try {
+		const d = await L.startDaemon(conf(db));
+		try {
+			const a = await session(d.ports.smpp, 'bind_transceiver', 'alice', 'a');
+			const r1 = await submit(a.s, { short_message: 'one' });
+			const r2 = await submit(a.s, { short_message: 'two', destination_addr: 'carol' });
+			const r3 = await submit(a.s, { short_message: 'three' });
+			assert.ok([r1, r2, r3].every((r) => r.command_status === ESME_ROK));
+			const [list, counts, finals] = inspectionCommands(db);
+			// Read while the daemon runs (WAL): ids, names, ENROUTE.
+			const rows = list([]).trim().split('\n').sort();
+			assert.deepEqual(rows, [`${r1.message_id}|bob|1`, `${r2.message_id}|carol|1`,
+				`${r3.message_id}|bob|1`].sort());
+			assert.deepEqual(counts([]).trim().split('\n').sort(), ['bob|2', 'carol|1']);
+			assert.equal(finals([]).trim(), '');
+			const b = await session(d.ports.smpp, 'bind_receiver', 'bob', 'b');
+			await until(() => b.got.length === 2, 'bob gets his two');
+			// Delivered: the final rows are alice's to ask about.
+			await until(async () => (await L.call(a.s, 'query_sm',
+				{ message_id: r3.message_id })).message_state === DELIVERED, 'query_sm: DELIVERED');
+			await until(() => finals([]).trim().split('\n').length === 2, 'two final rows');
+			const fin = finals(['-separator', ' ']).trim().split('\n').map((l) => l.split(' '));
+			assert.deepEqual(fin.map((f) => f.slice(0, 4)).sort(), [
+				[r1.message_id, 'bob', 'alice', String(DELIVERED)],
+				[r3.message_id, 'bob', 'alice', String(DELIVERED)]].sort());
+			assert.deepEqual(counts([]).trim().split('\n'), ['carol|1']);
+			a.s.close(); b.s.close();
+		} finally {
+			await L.stopDaemon(d);
+		}
+	} finally {
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
 test('the store file deleted under the daemon: submits refused (ESME_RSYSERR), what was stored still delivered', { skip: skip || (JS && 'the SQLite backend only') }, async () => {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
 	const db = path.join(dir, 'store.db');

@@ -12,6 +12,7 @@
 #include "suites.h"
 
 #if ER_WITH_SQLITE
+#include <sqlite3.h>
 
 /* A router listener, accounts alice, bob, carol, and a store at path. */
 static char *
@@ -526,6 +527,139 @@ write_file(const char *path, const void *p, size_t n)
 	close(fd);
 }
 
+/* What the count query q gives on the store file (the daemon stopped). */
+static int
+file_count(const char *path, const char *q)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int n = -1;
+
+	ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY,
+	    NULL), SQLITE_OK);
+	ck_assert_msg(sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK,
+	    "%s: %s", q, sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+/*
+ * A line client's stored messages, delivered, leave no final row (the
+ * router protocol cannot ask for one), receipts on or not.
+ */
+START_TEST(test_line_finals_not_kept)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir);
+	char *conf = store_conf(path, "");
+	struct daemon *d = daemon_start(conf, NULL);
+	struct daemon_stats st;
+	char line[256];
+	int a, b;
+
+	a = login(d, "alice", "a");
+	expect(a, "RECEIPTS ON\n", "OK RECEIPTS ON");
+	send_range(a, "bob", "m", 1, 4);
+	b = login(d, "bob", "b");
+	for (int i = 1; i < 4; i++) {
+		char text[16];
+
+		snprintf(text, sizeof(text), "m%d", i);
+		expect_msg(b, "alice", text);
+	}
+	for (int i = 1; i < 4; i++) {
+		ck_assert_int_gt(recv_line(a, line, sizeof(line),
+		    HARNESS_IO_MS), 0);
+		ck_assert_msg(strncmp(line, "RCPT ", 5) == 0, "got %s", line);
+	}
+	ck_assert(daemon_stats_wait(d, "stored", 0, 5000, &st));
+	close(a);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	ck_assert_int_eq(file_count(path, "SELECT count(*) FROM msg"), 0);
+	ck_assert_int_eq(file_count(path, "SELECT count(*) FROM fin"), 0);
+	ck_assert_int_eq(file_count(path, "SELECT count(*) FROM name WHERE"
+	    " name IN ('alice', 'bob')"), 2);
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
+/*
+ * A store file of schema 1 (names as text, from before this version):
+ * -t says it will be migrated and leaves it; the start migrates it
+ * (logged once) and delivers what it held, in order.
+ */
+START_TEST(test_schema1_migrated)
+{
+	char *dir = harness_mkdtemp(), *path = store_path(dir), *cpath;
+	char *conf = store_conf(path, "");
+	const char *args[] = { "-t", "-c", NULL, NULL };
+	struct cmd_result r;
+	struct daemon *d;
+	sqlite3 *db;
+	int b;
+
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "PRAGMA application_id = 1163019347;"
+	    "PRAGMA user_version = 1;"
+	    "CREATE TABLE msg (id INTEGER PRIMARY KEY, account TEXT NOT NULL,"
+	    " submitter TEXT NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL,"
+	    " state INTEGER NOT NULL, submitted INTEGER NOT NULL,"
+	    " due INTEGER NOT NULL, expires INTEGER NOT NULL,"
+	    " final_date INTEGER NOT NULL, attempts INTEGER NOT NULL,"
+	    " flags INTEGER NOT NULL, text BLOB NOT NULL, smpp BLOB NOT NULL);"
+	    "CREATE INDEX msg_backlog ON msg(account, id) WHERE state = 1;"
+	    "CREATE INDEX msg_expiry ON msg(expires) WHERE state = 1;"
+	    "CREATE TABLE fin (id INTEGER PRIMARY KEY, account TEXT NOT NULL,"
+	    " submitter TEXT NOT NULL, state INTEGER NOT NULL,"
+	    " final_date INTEGER NOT NULL);"
+	    "INSERT INTO msg VALUES (3072, 'bob', '', 'alice', 'bob', 1,"
+	    " strftime('%s'), 0, strftime('%s') + 3600, 0, 0, 64, 'two', X'');"
+	    "INSERT INTO msg VALUES (1024, 'bob', '', 'alice', 'bob', 1,"
+	    " strftime('%s'), 0, strftime('%s') + 3600, 0, 0, 64, 'one', X'');"
+	    "INSERT INTO fin VALUES (512, 'carol', 'alice', 2, strftime('%s'));",
+	    NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	if (asprintf(&cpath, "%s/t.conf", dir) < 0)
+		ck_abort_msg("asprintf");
+	write_file(cpath, conf, strlen(conf));
+	args[2] = cpath;
+	harness_run(args, 10000, &r);
+	ck_assert_msg(r.status == 0, "-t: %s", r.err);
+	ck_assert_msg(strstr(r.err, "schema 1, 3 messages: migrated") != NULL,
+	    "-t: %s", r.err);
+	cmd_result_free(&r);
+	ck_assert_int_eq(file_count(path, "PRAGMA user_version"), 1);
+	d = daemon_start(conf, NULL);
+	ck_assert(daemon_log_contains(d, "schema 1 -> 2, 3 messages"));
+	ck_assert(daemon_log_contains(d, "2 messages waiting"));
+	b = login(d, "bob", "b");
+	expect_msg(b, "alice", "one");
+	expect_msg(b, "alice", "two");
+	expect_quiet(b, 300);
+	close(b);
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	ck_assert_int_eq(file_count(path, "PRAGMA user_version"), 2);
+	ck_assert_int_eq(file_count(path, "SELECT count(*) FROM finals WHERE"
+	    " id = 512 AND account = 'carol' AND submitter = 'alice'"), 1);
+	/* Started again: no second migration. */
+	d = daemon_start(conf, NULL);
+	ck_assert(!daemon_log_contains(d, "schema 1"));
+	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
+	daemon_free(d);
+	free(cpath);
+	free(conf);
+	free(path);
+	free(dir);
+}
+END_TEST
+
 START_TEST(test_bad_store_files)
 {
 	char *dir = harness_mkdtemp(), *path = store_path(dir), *conf;
@@ -810,6 +944,8 @@ store_suite(void)
 	tcase_add_test(tc, test_only_accounts_are_stored);
 	tcase_add_test(tc, test_store_full);
 	tcase_add_test(tc, test_bad_store_files);
+	tcase_add_test(tc, test_line_finals_not_kept);
+	tcase_add_test(tc, test_schema1_migrated);
 	tcase_add_test(tc, test_store_file_deleted_refuses);
 	tcase_add_test(tc, test_store_wal_deleted_refuses);
 	tcase_add_test(tc, test_store_file_bounded_by_max_bytes);

@@ -1,4 +1,4 @@
-/* test_store.c: the SQLite store backend on a temporary file: order, scans, expiry, marks, reopen, files that are not a store. */
+/* test_store.c: the SQLite store backend on a temporary file: order, scans, expiry, marks, reopen, files that are not a store, schema 1 files migrated. */
 #include <check.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -185,7 +185,7 @@ START_TEST(test_order_marks_reopen)
 	/* Delivered: out of the backlog, still there to be asked about. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
-	    1500, 0, 0), 0);
+	    1500, 0, 0), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
 	ck_assert_int_eq(s.n, 2);
@@ -231,7 +231,7 @@ START_TEST(test_order_marks_reopen)
 	/* The highest id stays known though its row went. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, MSG_STATE_DELIVERED,
-	    1700, 0, 0), 0);
+	    1700, 0, 0), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
 	ck_assert_uint_eq(max, 3072);
@@ -263,7 +263,7 @@ START_TEST(test_expiry_and_by_dest)
 	/* Expired: no longer in the backlog nor due to expire. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_EXPIRED, 100, 0,
-	    0), 0);
+	    0), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
 	ck_assert_int_eq(s.n, 1);
@@ -274,49 +274,335 @@ START_TEST(test_expiry_and_by_dest)
 }
 END_TEST
 
+/* The count query q gives on the file, opened beside the backend. */
+static int
+count_in_file(const char *q)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int n = -1;
+
+	ck_assert_int_eq(sqlite3_open(sc.path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+static void
+exec_in_file(const char *q)
+{
+	sqlite3 *db;
+	char *e = NULL;
+
+	ck_assert_int_eq(sqlite3_open(sc.path, &db), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(db, q, NULL, NULL, &e) == SQLITE_OK,
+	    "%s: %s", q, e ? e : "?");
+	sqlite3_close(db);
+}
+
+/* Puts a message of submitter with flags, in its own transaction. */
+static void
+put_from(struct store_backend *b, uint64_t id, const char *submitter,
+    uint32_t flags)
+{
+	struct msg *m = msg_new(2);
+	struct store_rec rec = { .m = m, .state = MSG_STATE_ENROUTE };
+
+	memcpy(m->text, "hi", 2);
+	m->len = 2;
+	m->id = id;
+	m->flags = flags;
+	m->submitted = 1000;
+	snprintf(m->reply_to, sizeof(m->reply_to), "%s", submitter);
+	snprintf(rec.account, sizeof(rec.account), "bob");
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	free(m);
+}
+
 /*
- * A file from before table fin, with a final row in msg: opened, the row
- * moves to fin (still answered for), and msg keeps only waiting ones.
+ * A final state stays only where its submitter can ask for it: an SMPP
+ * or HTTP submitter's message keeps a row in fin; a line client's, a
+ * receipt and one with no submitter leave none (mark says which).
  */
-START_TEST(test_final_rows_move_on_open)
+START_TEST(test_final_rows_only_if_asked)
 {
 	struct store_backend *b = open_ok(false);
 	struct store_rec rec;
 	uint64_t n = 0, bytes = 0;
-	sqlite3 *db;
-	int left = -1;
 
-	put(b, 1024, "bob", "delivered once", 5000);
-	put(b, 2048, "bob", "waiting", 5000);
-	store_sqlite_ops.close(b);
-	ck_assert_int_eq(sqlite3_open(sc.path, &db), SQLITE_OK);
-	ck_assert_int_eq(sqlite3_exec(db, "DROP TABLE fin; UPDATE msg SET"
-	    " state = 2, final_date = 77 WHERE id = 1024", NULL, NULL, NULL),
-	    SQLITE_OK);
-	sqlite3_close(db);
-	b = open_ok(false);
+	put_from(b, 1024, "esme", MSG_F_PREFIX_FIRST);
+	put_from(b, 2048, "linec", MSG_F_LINE_TEXT | MSG_F_LINE_CLIENT);
+	put_from(b, 3072, "", 0);
+	put_from(b, 4096, "esme", MSG_F_RECEIPT | MSG_F_NO_VERDICT);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
+	    1500, 0, 0), 1);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 2048, MSG_STATE_DELIVERED,
+	    1500, 0, 0), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, MSG_STATE_EXPIRED,
+	    1500, 0, 0), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 4096, MSG_STATE_DELIVERED,
+	    1500, 0, 0), 0);
+	/* Twice, or a row that is not there: nothing kept. */
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
+	    1600, 0, 0), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 1);
 	ck_assert_uint_eq(rec.state, MSG_STATE_DELIVERED);
+	ck_assert_uint_eq(rec.final_date, 1500);
+	ck_assert_str_eq(rec.m->reply_to, "esme");
+	ck_assert_str_eq(rec.account, "bob");
+	free(rec.m);
+	for (uint64_t id = 2048; id <= 4096; id += 1024)
+		ck_assert_int_eq(store_sqlite_ops.get(b, id, &rec), 0);
+	ck_assert_int_eq(store_sqlite_ops.finals(b, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(bytes, strlen("bob") + strlen("esme") +
+	    STORE_FINAL_ROW);
+	store_sqlite_ops.close(b);
+	/* In the file: one final row, no message left, and a view of it. */
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM fin"), 1);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM finals WHERE"
+	    " id = 1024 AND account = 'bob' AND submitter = 'esme'"), 1);
+}
+END_TEST
+
+/*
+ * A name first used in a transaction that rolled back is not in the
+ * file: used again, it is written again, not taken from memory.
+ */
+START_TEST(test_names_rollback)
+{
+	struct store_backend *b = open_ok(false);
+	struct msg *m = msg_new(1);
+	struct store_rec rec = { .m = m, .state = MSG_STATE_ENROUTE };
+	struct seen s;
+
+	m->id = 1024;
+	m->len = 1;
+	m->text[0] = 'x';
+	m->registered_delivery = 1;
+	m->sender_ref = 42;
+	snprintf(m->reply_to, sizeof(m->reply_to), "alice");
+	snprintf(rec.account, sizeof(rec.account), "dave");
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
+	store_sqlite_ops.rollback(b);
+	m->id = 2048;
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	free(m);
+	store_sqlite_ops.close(b);
+	b = open_ok(false);
+	s = scan(b, "dave", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 2048);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages WHERE"
+	    " account = 'dave' AND submitter = 'alice'"), 1);
+}
+END_TEST
+
+/*
+ * Schema 1, as the store made it before names had keys: its CREATE
+ * statements as they were (src/store_sqlite.c, schema and fin_schema),
+ * here as text so that the test keeps them when the code moves on.
+ */
+static const char schema1[] =
+    "PRAGMA application_id = 1163019347;"	/* "ERDS" */
+    "PRAGMA user_version = 1;"
+    "CREATE TABLE msg ("
+    " id INTEGER PRIMARY KEY,"
+    " account TEXT NOT NULL,"
+    " submitter TEXT NOT NULL,"
+    " src TEXT NOT NULL,"
+    " dst TEXT NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " submitted INTEGER NOT NULL,"
+    " due INTEGER NOT NULL,"
+    " expires INTEGER NOT NULL,"
+    " final_date INTEGER NOT NULL,"
+    " attempts INTEGER NOT NULL,"
+    " flags INTEGER NOT NULL,"
+    " text BLOB NOT NULL,"
+    " smpp BLOB NOT NULL"
+    ");"
+    "CREATE INDEX msg_backlog ON msg(account, id) WHERE state = 1;"
+    "CREATE INDEX msg_expiry ON msg(expires) WHERE state = 1;";
+static const char schema1_fin[] =
+    "CREATE TABLE fin ("
+    " id INTEGER PRIMARY KEY,"
+    " account TEXT NOT NULL,"
+    " submitter TEXT NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " final_date INTEGER NOT NULL"
+    ");";
+
+/*
+ * Makes a schema 1 file: with_fin, as the last version made them (final
+ * states in fin), else as the one before (final states in msg). Messages
+ * 1024..5120 wait (bob: 1024, 3072, 5120, 4096 of alice, the rest of
+ * esme; carol: 2048); 512 was delivered at 77 (esme's, to bob).
+ */
+static void
+make_schema1(bool with_fin)
+{
+	char q[4096], smpp[2 * 89 + 1];
+
+	exec_in_file(schema1);
+	if (with_fin)
+		exec_in_file(schema1_fin);
+	/* SMPP blob version 2: TON/NPI 1/1 0/0, registered_delivery 1. */
+	snprintf(smpp, sizeof(smpp), "02010100000000%s", "01");
+	while (strlen(smpp) < 2 * 89)
+		strcat(smpp, "00");
+	snprintf(q, sizeof(q),
+	    "INSERT INTO msg VALUES (5120, 'bob', 'esme', 'src5', 'bob', 1,"
+	    " 1005, 0, 9005, 0, 2, 1, 'fifth', X'%s');"
+	    "INSERT INTO msg VALUES (1024, 'bob', 'esme', 'src1', 'bob', 1,"
+	    " 1001, 0, 9001, 0, 0, 1, 'first', X'%s');"
+	    "INSERT INTO msg VALUES (2048, 'carol', 'esme', 'src2', 'carol',"
+	    " 1, 1002, 0, 9002, 0, 0, 0, 'for carol', X'');"
+	    "INSERT INTO msg VALUES (3072, 'bob', 'esme', 'src3', 'bob', 1,"
+	    " 1003, 1500, 9003, 0, 1, 0, 'second', X'');"
+	    "INSERT INTO msg VALUES (4096, 'bob', 'alice', 'src4', 'bob', 1,"
+	    " 1004, 0, 9004, 0, 0, 64, 'third', X'');",
+	    smpp, smpp);
+	exec_in_file(q);
+	exec_in_file(with_fin ? "INSERT INTO fin VALUES (512, 'bob', 'esme',"
+	    " 2, 77);" : "INSERT INTO msg VALUES (512, 'bob', 'esme', 'src0',"
+	    " 'bob', 2, 1000, 0, 9000, 77, 0, 0, '', X'');");
+}
+
+static int
+see_any(struct store_rec *rec, void *arg)
+{
+	struct store_rec *out = arg;
+	size_t i = 0;
+
+	while (out[i].m != NULL)
+		i++;
+	ck_assert_uint_lt(i, 7);
+	out[i] = *rec;
+	rec->m = NULL;
+	return 0;
+}
+
+/* A schema 1 file opened: every message as it was, in order. */
+static void
+check_migrated(void)
+{
+	static const uint64_t ids[] = { 1024, 3072, 4096, 5120 };
+	static const char *const texts[] = { "first", "second", "third",
+	    "fifth" };
+	struct store_rec got[8], rec;
+	struct store_backend *b;
+	char src[16];
+	uint64_t n = 0, bytes = 0, max = 0;
+
+	/* -t: said to be migrated, not migrated. */
+	b = open_ok(true);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 1);
+	b = open_ok(false);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(store_sqlite_ops.scan(b, "bob", 0, 10, see_any, got),
+	    4);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_uint_eq(got[i].m->id, ids[i]);
+		ck_assert_str_eq(got[i].account, "bob");
+		ck_assert_uint_eq(got[i].m->len, strlen(texts[i]));
+		ck_assert_mem_eq(got[i].m->text, texts[i], strlen(texts[i]));
+		ck_assert_str_eq(got[i].m->reply_to, i == 2 ? "alice" : "esme");
+		ck_assert_uint_eq(got[i].m->submitted, 1000 + ids[i] / 1024);
+		snprintf(src, sizeof(src), "src%u", (unsigned)(ids[i] / 1024));
+		ck_assert_str_eq(got[i].m->from, src);
+		ck_assert_uint_eq(got[i].expires, 9000 + ids[i] / 1024);
+		ck_assert_uint_eq(got[i].state, MSG_STATE_ENROUTE);
+		free(got[i].m);
+	}
+	ck_assert_uint_eq(got[1].due, 1500);
+	ck_assert_uint_eq(got[1].attempts, 1);
+	ck_assert_uint_eq(got[3].attempts, 2);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(store_sqlite_ops.scan(b, "carol", 0, 10, see_any,
+	    got), 1);
+	ck_assert_uint_eq(got[0].m->id, 2048);
+	ck_assert_str_eq(got[0].m->from, "src2");
+	ck_assert_str_eq(got[0].m->to, "carol");
+	free(got[0].m);
+	/* The SMPP fields and flags came through. */
+	ck_assert_int_eq(store_sqlite_ops.get(b, 5120, &rec), 1);
+	ck_assert_uint_eq(rec.m->src_ton, 1);
+	ck_assert_uint_eq(rec.m->src_npi, 1);
+	ck_assert_uint_eq(rec.m->registered_delivery, 1);
+	ck_assert_uint_eq(rec.m->flags, MSG_F_PREFIX_FIRST);
+	ck_assert_str_eq(rec.m->from, "src5");
+	free(rec.m);
+	/* The final state survives, still answered for. */
+	ck_assert_int_eq(store_sqlite_ops.get(b, 512, &rec), 1);
+	ck_assert_uint_eq(rec.state, MSG_STATE_DELIVERED);
 	ck_assert_uint_eq(rec.final_date, 77);
-	ck_assert_str_eq(rec.m->reply_to, "alice");
+	ck_assert_str_eq(rec.m->reply_to, "esme");
 	ck_assert_str_eq(rec.account, "bob");
 	free(rec.m);
 	ck_assert_int_eq(store_sqlite_ops.finals(b, &n, &bytes), 0);
 	ck_assert_uint_eq(n, 1);
-	ck_assert_int_eq(scan(b, "bob", 0).n, 1);
+	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
+	ck_assert_uint_eq(max, 5120);
+	/* by_dest and cancel find them by the submitter's name. */
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(store_sqlite_ops.by_dest(b, "esme", "bob", 10,
+	    see_any, got), 3);
+	for (int i = 0; i < 3; i++)
+		free(got[i].m);
 	store_sqlite_ops.close(b);
-	ck_assert_int_eq(sqlite3_open(sc.path, &db), SQLITE_OK);
-	{
-		sqlite3_stmt *st;
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 2);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM sqlite_master"
+	    " WHERE name IN ('msg1', 'fin1')"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages WHERE"
+	    " account = 'bob' AND submitter = 'esme'"), 3);
+	/* Opened again: nothing more to do, the same messages. */
+	b = open_ok(false);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(store_sqlite_ops.scan(b, "bob", 0, 10, see_any, got),
+	    4);
+	for (int i = 0; i < 4; i++)
+		free(got[i].m);
+	store_sqlite_ops.close(b);
+}
 
-		ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM"
-		    " msg WHERE state <> 1", -1, &st, NULL), SQLITE_OK);
-		ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-		left = sqlite3_column_int(st, 0);
-		sqlite3_finalize(st);
-	}
-	sqlite3_close(db);
-	ck_assert_int_eq(left, 0);
+START_TEST(test_migrate_schema1)
+{
+	make_schema1(true);
+	check_migrated();
+}
+END_TEST
+
+/* Older still: no fin, final rows in msg. */
+START_TEST(test_migrate_schema1_no_fin)
+{
+	make_schema1(false);
+	check_migrated();
+}
+END_TEST
+
+/* A schema newer than the code: refused, the file left alone. */
+START_TEST(test_newer_schema_refused)
+{
+	struct store_backend *b = open_ok(false);
+
+	store_sqlite_ops.close(b);
+	exec_in_file("PRAGMA user_version = 3");
+	open_refused("newer than this echorouterd knows");
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 3);
 }
 END_TEST
 
@@ -660,7 +946,11 @@ store_suite(void)
 	tcase_add_test(tc, test_order_marks_reopen);
 	tcase_add_test(tc, test_expiry_and_by_dest);
 	tcase_add_test(tc, test_rollback);
-	tcase_add_test(tc, test_final_rows_move_on_open);
+	tcase_add_test(tc, test_final_rows_only_if_asked);
+	tcase_add_test(tc, test_names_rollback);
+	tcase_add_test(tc, test_migrate_schema1);
+	tcase_add_test(tc, test_migrate_schema1_no_fin);
+	tcase_add_test(tc, test_newer_schema_refused);
 	tcase_add_test(tc, test_text_coding_kept);
 	tcase_add_test(tc, test_check_sees_files_go);
 	tcase_add_test(tc, test_not_a_store);
