@@ -389,7 +389,14 @@ function inspectionCommands(db) {
 		.map((l) => {
 			const q = /'([^']*)'$/.exec(l);
 			assert.ok(q, `no quoted query in: ${l}`);
-			return (args) => execFileSync('sqlite3', ['-readonly', ...args, db, q[1]]).toString();
+			// Each shard's file (store.db, store.db.1, ...): an account's
+			// messages are in one of them.
+			return (args) => fs.readdirSync(path.dirname(db))
+				.filter((f) => f === path.basename(db) || f.startsWith(`${path.basename(db)}.`) &&
+					/^\d+$/.test(f.slice(path.basename(db).length + 1)))
+				.map((f) => execFileSync('sqlite3', ['-readonly', ...args,
+					path.join(path.dirname(db), f), q[1]]).toString())
+				.join('');
 		});
 }
 
