@@ -175,6 +175,17 @@ void	cluster_addr_subject(char *out, size_t n, const char *addr,
 	    const char *node);
 /* Unsubscribes and destroys sub; NULL is fine. */
 void	cluster_unsubscribe(natsSubscription *sub);
+/*
+ * Subscribes to subj (in queue, unless NULL) with handler cb, counted by
+ * cluster_track. Any thread; libnats's status.
+ */
+natsStatus cluster_subscribe(natsSubscription **sub, const char *subj,
+	    const char *queue, natsMsgHandler cb);
+/*
+ * Counts sub (one with a handler; NULL is fine) until libnats is done
+ * with it, for the stop to wait for. Any thread.
+ */
+void	cluster_track(natsSubscription *sub);
 
 /* cluster_send.c: the cluster thread's, every one. */
 /* What the claims' bucket says of an address (a struct owner_note). */
