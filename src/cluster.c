@@ -466,14 +466,20 @@ copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-cluster_answer(struct reactor_batch *b, struct msg *m)
+cluster_post_msg(struct reactor_batch *b, struct msg *m, mailbox_task_fn *fn)
 {
-	m->task.fn = answer_task;
+	m->task.fn = fn;
 	m->task.arg = m;
 	if (b != NULL)
 		reactor_batch_add_service(b, C.svc, &m->task);
 	else
 		service_post(C.svc, &m->task);
+}
+
+void
+cluster_answer(struct reactor_batch *b, struct msg *m)
+{
+	cluster_post_msg(b, m, answer_task);
 }
 
 static void
@@ -881,33 +887,38 @@ stay_out(const char *other)
 	natsConnection_Close(C.nc);
 }
 
+/*
+ * *sub anew: on subj with cb when on, else none. what names it in the
+ * error count.
+ */
+static void
+resubscribe(natsSubscription **sub, const char *subj, natsMsgHandler cb,
+    bool on, const char *what)
+{
+	natsStatus s;
+
+	cluster_unsubscribe(*sub);
+	*sub = NULL;
+	if (on && (s = cluster_subscribe(sub, subj, NULL, cb)) != NATS_OK)
+		cluster_note_error(what, s);
+}
+
 /* Every subscription again (a new prefix), and the inbox. */
 static void
 resubscribe_all(void)
 {
 	char subj[SUBJECT_MAX];
-	natsStatus s;
 
-	cluster_unsubscribe(C.inbox);
-	C.inbox = NULL;
 	snprintf(C.prefix, sizeof(C.prefix), "%s", C.cf->cluster.subject_prefix);
 	snprintf(subj, sizeof(subj), "%s.r.%s.>", C.prefix, C.node);
-	if ((s = cluster_subscribe(&C.inbox, subj, NULL, on_verdict)) !=
-	    NATS_OK)
-		cluster_note_error("subscribe to verdicts", s);
+	resubscribe(&C.inbox, subj, on_verdict, true, "subscribe to verdicts");
 	/* What other nodes send to addresses this node claimed. */
-	cluster_unsubscribe(C.mine);
-	C.mine = NULL;
 	snprintf(subj, sizeof(subj), "%s.o.%s.*", C.prefix, C.node);
-	if ((s = cluster_subscribe(&C.mine, subj, NULL, on_message)) !=
-	    NATS_OK)
-		cluster_note_error("subscribe to our claims' subject", s);
-	cluster_unsubscribe(C.notices);
-	C.notices = NULL;
+	resubscribe(&C.mine, subj, on_message, true,
+	    "subscribe to our claims' subject");
 	snprintf(subj, sizeof(subj), "%s.h.*", C.prefix);
-	if (store_on() && (s = cluster_subscribe(&C.notices, subj, NULL,
-	    on_notice)) != NATS_OK)
-		cluster_note_error("subscribe to notices", s);
+	resubscribe(&C.notices, subj, on_notice, store_on(),
+	    "subscribe to notices");
 	name_subscribe();
 	cluster_receipt_subscribe();
 	for (size_t i = 0; i < SUB_BUCKETS; i++)

@@ -173,6 +173,12 @@ void	cluster_note_error(const char *what, natsStatus s);
 /* The subject of addr, claimed by node ("" or NULL: by none). */
 void	cluster_addr_subject(char *out, size_t n, const char *addr,
 	    const char *node);
+/*
+ * Posts m to the cluster thread with fn as its task (m->task), staged in b
+ * when b is not NULL. Takes m. Any thread.
+ */
+void	cluster_post_msg(struct reactor_batch *b, struct msg *m,
+	    mailbox_task_fn *fn);
 /* Unsubscribes and destroys sub; NULL is fine. */
 void	cluster_unsubscribe(natsSubscription *sub);
 /*

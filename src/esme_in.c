@@ -135,17 +135,6 @@ pdu_is_receipt(const struct smpp_pdu *p, struct smpp_receipt_text *f)
 	    f->stat[0] != '\0';
 }
 
-/* "YYMMDDhhmm" in UTC, as receipts write dates. */
-static void
-receipt_date(uint64_t t, char *buf, size_t len)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	gmtime_r(&tt, &tm);
-	strftime(buf, len, "%y%m%d%H%M", &tm);
-}
-
 /*
  * The centre's receipt as ours to the submitter: our id in its text and
  * receipted_message_id, the centre's stat, err and dates kept.
@@ -158,8 +147,8 @@ receipt_relay(struct reactor *r, const struct receipt_orig *o,
 	bool ok = state == SMPP_STATE_DELIVERED;
 	int n;
 
-	receipt_date(o->submitted, sub, sizeof(sub));
-	receipt_date((uint64_t)time(NULL), done, sizeof(done));
+	smpp_receipt_date(o->submitted, sub, sizeof(sub));
+	smpp_receipt_date((uint64_t)time(NULL), done, sizeof(done));
 	n = snprintf(text, sizeof(text), "id:%llu sub:%s dlvrd:%s submit "
 	    "date:%s done date:%s stat:%s err:%s text:%s",
 	    (unsigned long long)o->id, f->sub[0] ? f->sub : "001",
