@@ -437,17 +437,6 @@ mo_status(enum msg_verdict v)
 	}
 }
 
-/* An SMPP address as the route table knows it: TON 1 gets its '+'. */
-static bool
-mo_addr(const char *addr, uint8_t ton, char *out, size_t len)
-{
-	if (ton == 1 && addr[0] != '+')
-		snprintf(out, len, "+%s", addr);
-	else
-		snprintf(out, len, "%s", addr);
-	return route_addr_valid(out, strlen(out));
-}
-
 static struct msg *
 mo_msg(struct conn *c, struct upstream_sess *s, const struct smpp_pdu *p,
     const char *from, const char *to)
@@ -497,12 +486,12 @@ esme_mo(struct conn *c, struct upstream_sess *s, const struct smpp_pdu *p)
 	char from[ROUTE_ADDR_MAX + 2], to[ROUTE_ADDR_MAX + 2];
 	enum msg_verdict v;
 
-	if (!mo_addr(p->destination_addr, p->dest_addr_ton, to, sizeof(to))) {
+	if (!smpp_msg_addr(p->destination_addr, p->dest_addr_ton, to, sizeof(to))) {
 		mo_answer(c, s, p->command_id, p->sequence_number,
 		    MSG_NO_ROUTE);
 		return;
 	}
-	if (!mo_addr(p->source_addr, p->source_addr_ton, from, sizeof(from))) {
+	if (!smpp_msg_addr(p->source_addr, p->source_addr_ton, from, sizeof(from))) {
 		atomic_fetch_add(&s->stat->deliver_refused, 1);
 		esme_answer_deliver(c, p->command_id, SMPP_ESME_RINVSRCADR,
 		    p->sequence_number);

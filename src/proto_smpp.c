@@ -243,20 +243,6 @@ cmd_bind(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 }
 
 /*
- * An SMPP address as the route table knows it: international numbers
- * (TON 1) get their '+'. false if it is not a valid address.
- */
-static bool
-addr_normalise(const char *addr, uint8_t ton, char *out, size_t len)
-{
-	if (ton == 1 && addr[0] != '+')
-		snprintf(out, len, "+%s", addr);
-	else
-		snprintf(out, len, "%s", addr);
-	return route_addr_valid(out, strlen(out));
-}
-
-/*
  * Whether addr is someone else's: another account, or an address someone
  * else holds now (a line client logged in, another account's binds).
  */
@@ -433,7 +419,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVBNDSTS, seq, NULL);
 		return;
 	}
-	if (!addr_normalise(pdu->destination_addr, pdu->dest_addr_ton, to,
+	if (!smpp_msg_addr(pdu->destination_addr, pdu->dest_addr_ton, to,
 	    sizeof(to))) {
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVDSTADR, seq, NULL);
 		return;
@@ -445,7 +431,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 			    seq, NULL);
 			return;
 		}
-	} else if (!addr_normalise(pdu->source_addr, pdu->source_addr_ton, from,
+	} else if (!smpp_msg_addr(pdu->source_addr, pdu->source_addr_ton, from,
 	    sizeof(from)) ||
 	    !source_allowed(c->r->cf, s, pdu->source_addr, from)) {
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVSRCADR, seq, NULL);
@@ -563,7 +549,7 @@ cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	}
 	/* cancel_sm may name a destination instead of a message. */
 	if (kind == MSG_REQ_CANCEL && pdu->message_id[0] == '\0') {
-		if (!addr_normalise(pdu->destination_addr, pdu->dest_addr_ton,
+		if (!smpp_msg_addr(pdu->destination_addr, pdu->dest_addr_ton,
 		    dst, sizeof(dst))) {
 			smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVDSTADR,
 			    seq, NULL);

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "msg.h"
+#include "route.h"
 #include "smpp_pdu.h"
 
 const uint8_t *
@@ -18,6 +19,16 @@ smpp_msg_text(const struct smpp_pdu *p, size_t *len)
 	}
 	*len = p->sm_length;
 	return p->short_message;
+}
+
+bool
+smpp_msg_addr(const char *addr, uint8_t ton, char *out, size_t len)
+{
+	if (ton == 1 && addr[0] != '+')
+		snprintf(out, len, "+%s", addr);
+	else
+		snprintf(out, len, "%s", addr);
+	return route_addr_valid(out, strlen(out));
 }
 
 struct msg *

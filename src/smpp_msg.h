@@ -2,6 +2,7 @@
 #ifndef ECHOROUTERD_SMPP_MSG_H
 #define ECHOROUTERD_SMPP_MSG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,13 @@ struct smpp_pdu;
  * p.
  */
 const uint8_t *smpp_msg_text(const struct smpp_pdu *p, size_t *len);
+
+/*
+ * An SMPP address (source_addr, destination_addr) as the route table
+ * knows it, in out (len bytes): international numbers (TON 1) get their
+ * '+'. false if it is not a valid address.
+ */
+bool	smpp_msg_addr(const char *addr, uint8_t ton, char *out, size_t len);
 
 /*
  * A new message with p's text (smpp_msg_text) and what p says of it: the

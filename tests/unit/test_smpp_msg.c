@@ -130,6 +130,26 @@ START_TEST(test_long_addresses_cut)
 }
 END_TEST
 
+START_TEST(test_addresses)
+{
+	char out[22];
+
+	/* International (TON 1): the '+' the route table writes. */
+	ck_assert(smpp_msg_addr("4470", 1, out, sizeof(out)));
+	ck_assert_str_eq(out, "+4470");
+	ck_assert(smpp_msg_addr("+4470", 1, out, sizeof(out)));
+	ck_assert_str_eq(out, "+4470");
+	/* Any other TON as it is. */
+	ck_assert(smpp_msg_addr("12345", 3, out, sizeof(out)));
+	ck_assert_str_eq(out, "12345");
+	ck_assert(smpp_msg_addr("alice", 5, out, sizeof(out)));
+	ck_assert_str_eq(out, "alice");
+	/* Not an address the route table takes. */
+	ck_assert(!smpp_msg_addr("", 0, out, sizeof(out)));
+	ck_assert(!smpp_msg_addr("a b", 0, out, sizeof(out)));
+}
+END_TEST
+
 START_TEST(test_coding_flags)
 {
 	ck_assert_uint_eq(smpp_msg_coding_flags(CONFIG_ALPHABET_LATIN1),
@@ -151,6 +171,7 @@ smpp_msg_suite(void)
 	tcase_add_test(tc, test_sar);
 	tcase_add_test(tc, test_payload_wins);
 	tcase_add_test(tc, test_long_addresses_cut);
+	tcase_add_test(tc, test_addresses);
 	tcase_add_test(tc, test_coding_flags);
 	suite_add_tcase(s, tc);
 	return s;
