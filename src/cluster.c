@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "cluster_seen.h"
+#include "fault.h"
 #include "log.h"
 #include "nats_link.h"
 #include "service.h"
@@ -35,6 +36,10 @@
 #define CLUSTER_QUEUE		"erd"	/* every node's queue group */
 /* libnats's delivery threads: a subscription keeps to one, so in order. */
 #define DELIVERY_THREADS	2
+/* How long stopping waits for libnats's threads to end. */
+#define CLUSTER_CLOSE_MS	5000
+/* ... and before that for its delivery threads to be done (a loaded box). */
+#define CLUSTER_SUBS_WAIT_MS	10000
 /*
  * Message ids taken from other nodes that a node remembers (the newest;
  * about 1.3 MiB): a copy of one of them is not delivered again.
@@ -461,14 +466,20 @@ copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 }
 
 void
-cluster_answer(struct reactor_batch *b, struct msg *m)
+cluster_post_msg(struct reactor_batch *b, struct msg *m, mailbox_task_fn *fn)
 {
-	m->task.fn = answer_task;
+	m->task.fn = fn;
 	m->task.arg = m;
 	if (b != NULL)
 		reactor_batch_add_service(b, C.svc, &m->task);
 	else
 		service_post(C.svc, &m->task);
+}
+
+void
+cluster_answer(struct reactor_batch *b, struct msg *m)
+{
+	cluster_post_msg(b, m, answer_task);
 }
 
 static void
@@ -514,8 +525,8 @@ subscribe_addr(const char *addr)
 	natsStatus s;
 
 	cluster_addr_subject(subj, sizeof(subj), addr, NULL);
-	if ((s = natsConnection_QueueSubscribe(&sub, C.nc, subj, CLUSTER_QUEUE,
-	    on_message, NULL)) != NATS_OK) {
+	if ((s = cluster_subscribe(&sub, subj, CLUSTER_QUEUE, on_message)) !=
+	    NATS_OK) {
 		cluster_note_error("subscribe", s);
 		return NULL;
 	}
@@ -529,6 +540,71 @@ cluster_unsubscribe(natsSubscription *sub)
 		return;
 	natsSubscription_Unsubscribe(sub);
 	natsSubscription_Destroy(sub);
+}
+
+/*
+ * libnats's delivery threads hand every message they are done with, and
+ * each subscription's "closed" note, to libnats's garbage collector
+ * thread. nats_CloseAndWait tells the collector and the delivery threads
+ * to end at the same time, and the collector ends once its list is empty:
+ * what a delivery thread still behind (a loaded machine) hands it after
+ * that is never freed (libnats 3.4.1: nats.c _close, _garbageCollector,
+ * natsGC_collect). So each subscription with a handler is counted until
+ * libnats says it is done with it (its completion callback, called after
+ * its last message and its closed note), and the library is closed only
+ * once none is left.
+ */
+static atomic_uint subs_live;
+
+/* libnats's delivery thread: done with a subscription for good. */
+static void
+on_sub_done(void *closure)
+{
+	(void)closure;
+	atomic_fetch_sub(&subs_live, 1);
+}
+
+void
+cluster_track(natsSubscription *sub)
+{
+	if (sub == NULL)
+		return;
+	/* Counted first: the callback may come before the call returns. */
+	atomic_fetch_add(&subs_live, 1);
+	if (natsSubscription_SetOnCompleteCB(sub, on_sub_done, NULL) !=
+	    NATS_OK)
+		atomic_fetch_sub(&subs_live, 1);
+}
+
+natsStatus
+cluster_subscribe(natsSubscription **sub, const char *subj,
+    const char *queue, natsMsgHandler cb)
+{
+	natsStatus s;
+
+	if (queue != NULL)
+		s = natsConnection_QueueSubscribe(sub, C.nc, subj, queue, cb,
+		    NULL);
+	else
+		s = natsConnection_Subscribe(sub, C.nc, subj, cb, NULL);
+	if (s == NATS_OK)
+		cluster_track(*sub);
+	return s;
+}
+
+/*
+ * The connection closed: waits up to ms for libnats's delivery threads to
+ * be done with every subscription. Whether they were.
+ */
+static bool
+subs_wait_done(uint64_t ms)
+{
+	uint64_t end = mono_ms() + ms;
+	const struct timespec tick = { .tv_nsec = 5 * 1000 * 1000 };
+
+	while (atomic_load(&subs_live) > 0 && mono_ms() < end)
+		nanosleep(&tick, NULL);
+	return atomic_load(&subs_live) == 0;
 }
 
 /*
@@ -672,6 +748,7 @@ on_name(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
 	(void)nc;
 	(void)sub;
 	(void)closure;
+	fault_nats_stall();
 	if (reply == NULL || strlen(reply) >= sizeof(nn->reply) ||
 	    !instance_of(natsMsg_GetData(msg), natsMsg_GetDataLength(msg),
 	    nn->other, sizeof(nn->other)) ||
@@ -743,10 +820,9 @@ name_subscribe(void)
 	cluster_unsubscribe(C.named_answer);
 	C.named = C.named_answer = NULL;
 	name_subjects(ask, sizeof(ask), answer, sizeof(answer));
-	if ((s = natsConnection_Subscribe(&C.named, C.nc, ask, on_name,
-	    NULL)) != NATS_OK ||
-	    (s = natsConnection_Subscribe(&C.named_answer, C.nc, answer,
-	    on_name_answer, NULL)) != NATS_OK)
+	if ((s = cluster_subscribe(&C.named, ask, NULL, on_name)) != NATS_OK ||
+	    (s = cluster_subscribe(&C.named_answer, answer, NULL,
+	    on_name_answer)) != NATS_OK)
 		cluster_note_error("subscribe to name probes", s);
 }
 
@@ -811,33 +887,38 @@ stay_out(const char *other)
 	natsConnection_Close(C.nc);
 }
 
+/*
+ * *sub anew: on subj with cb when on, else none. what names it in the
+ * error count.
+ */
+static void
+resubscribe(natsSubscription **sub, const char *subj, natsMsgHandler cb,
+    bool on, const char *what)
+{
+	natsStatus s;
+
+	cluster_unsubscribe(*sub);
+	*sub = NULL;
+	if (on && (s = cluster_subscribe(sub, subj, NULL, cb)) != NATS_OK)
+		cluster_note_error(what, s);
+}
+
 /* Every subscription again (a new prefix), and the inbox. */
 static void
 resubscribe_all(void)
 {
 	char subj[SUBJECT_MAX];
-	natsStatus s;
 
-	cluster_unsubscribe(C.inbox);
-	C.inbox = NULL;
 	snprintf(C.prefix, sizeof(C.prefix), "%s", C.cf->cluster.subject_prefix);
 	snprintf(subj, sizeof(subj), "%s.r.%s.>", C.prefix, C.node);
-	if ((s = natsConnection_Subscribe(&C.inbox, C.nc, subj, on_verdict,
-	    NULL)) != NATS_OK)
-		cluster_note_error("subscribe to verdicts", s);
+	resubscribe(&C.inbox, subj, on_verdict, true, "subscribe to verdicts");
 	/* What other nodes send to addresses this node claimed. */
-	cluster_unsubscribe(C.mine);
-	C.mine = NULL;
 	snprintf(subj, sizeof(subj), "%s.o.%s.*", C.prefix, C.node);
-	if ((s = natsConnection_Subscribe(&C.mine, C.nc, subj, on_message,
-	    NULL)) != NATS_OK)
-		cluster_note_error("subscribe to our claims' subject", s);
-	cluster_unsubscribe(C.notices);
-	C.notices = NULL;
+	resubscribe(&C.mine, subj, on_message, true,
+	    "subscribe to our claims' subject");
 	snprintf(subj, sizeof(subj), "%s.h.*", C.prefix);
-	if (store_on() && (s = natsConnection_Subscribe(&C.notices, C.nc, subj,
-	    on_notice, NULL)) != NATS_OK)
-		cluster_note_error("subscribe to notices", s);
+	resubscribe(&C.notices, subj, on_notice, store_on(),
+	    "subscribe to notices");
 	name_subscribe();
 	cluster_receipt_subscribe();
 	for (size_t i = 0; i < SUB_BUCKETS; i++)
@@ -941,8 +1022,12 @@ cluster_stop(struct service *s, void *arg)
 		natsConnection_Destroy(C.nc);
 		C.nc = NULL;
 	}
+	if (!subs_wait_done(CLUSTER_SUBS_WAIT_MS))
+		log_warnx("cluster: libnats still delivers to %u subscriptions "
+		    "after %d ms; closing it anyway", atomic_load(&subs_live),
+		    CLUSTER_SUBS_WAIT_MS);
 	/* libnats's threads end here: no callback can post after this. */
-	nats_CloseAndWait(5000);
+	nats_CloseAndWait(CLUSTER_CLOSE_MS);
 }
 
 static const struct service_hooks cluster_hooks = {

@@ -173,8 +173,25 @@ void	cluster_note_error(const char *what, natsStatus s);
 /* The subject of addr, claimed by node ("" or NULL: by none). */
 void	cluster_addr_subject(char *out, size_t n, const char *addr,
 	    const char *node);
+/*
+ * Posts m to the cluster thread with fn as its task (m->task), staged in b
+ * when b is not NULL. Takes m. Any thread.
+ */
+void	cluster_post_msg(struct reactor_batch *b, struct msg *m,
+	    mailbox_task_fn *fn);
 /* Unsubscribes and destroys sub; NULL is fine. */
 void	cluster_unsubscribe(natsSubscription *sub);
+/*
+ * Subscribes to subj (in queue, unless NULL) with handler cb, counted by
+ * cluster_track. Any thread; libnats's status.
+ */
+natsStatus cluster_subscribe(natsSubscription **sub, const char *subj,
+	    const char *queue, natsMsgHandler cb);
+/*
+ * Counts sub (one with a handler; NULL is fine) until libnats is done
+ * with it, for the stop to wait for. Any thread.
+ */
+void	cluster_track(natsSubscription *sub);
 
 /* cluster_send.c: the cluster thread's, every one. */
 /* What the claims' bucket says of an address (a struct owner_note). */

@@ -194,6 +194,7 @@ claims_watch(void)
 		C.watch = NULL;
 		cluster_note_error("watch the claims", s);
 	}
+	cluster_track(C.watch);
 }
 
 static bool

@@ -339,12 +339,12 @@ cluster_receipt_subscribe(void)
 
 	cluster_receipt_unsubscribe();
 	snprintf(subj, sizeof(subj), "%s.rq", C.prefix);
-	if ((s = natsConnection_Subscribe(&R.questions, C.nc, subj,
-	    on_question, NULL)) != NATS_OK)
+	if ((s = cluster_subscribe(&R.questions, subj, NULL, on_question)) !=
+	    NATS_OK)
 		cluster_note_error("subscribe to receipts' questions", s);
 	answers_subject(subj, sizeof(subj), C.node, C.instance);
-	if ((s = natsConnection_Subscribe(&R.answers, C.nc, subj, on_answer,
-	    NULL)) != NATS_OK)
+	if ((s = cluster_subscribe(&R.answers, subj, NULL, on_answer)) !=
+	    NATS_OK)
 		cluster_note_error("subscribe to receipts' answers", s);
 }
 

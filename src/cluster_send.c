@@ -458,12 +458,7 @@ send_task(void *owner, void *arg, enum mailbox_status st)
 void
 cluster_send(struct reactor_batch *b, struct msg *m)
 {
-	m->task.fn = send_task;
-	m->task.arg = m;
-	if (b != NULL)
-		reactor_batch_add_service(b, C.svc, &m->task);
-	else
-		service_post(C.svc, &m->task);
+	cluster_post_msg(b, m, send_task);
 }
 
 /* What another node said of request req (nobody: no node has it). */

@@ -14,6 +14,7 @@
 #include "msg.h"
 #include "reactor.h"
 #include "receipt_map.h"
+#include "smpp_msg.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
 #include "store.h"
@@ -112,18 +113,6 @@ esme_answer_deliver(struct conn *c, uint32_t cmd, uint32_t status,
 		conn_write(c, buf, (size_t)n);
 }
 
-/* The text of a message from the centre: short_message or the payload. */
-static const uint8_t *
-pdu_text(const struct smpp_pdu *p, size_t *len)
-{
-	if (p->tlvs & SMPP_TLV_MESSAGE_PAYLOAD) {
-		*len = p->message_payload_len;
-		return p->message_payload;
-	}
-	*len = p->sm_length;
-	return p->short_message;
-}
-
 /*
  * Whether p is a receipt: esm_class says so (a centre's receipt, an
  * SME's acknowledgement, an intermediate notification), it names the
@@ -134,7 +123,7 @@ pdu_is_receipt(const struct smpp_pdu *p, struct smpp_receipt_text *f)
 {
 	unsigned type = p->esm_class & ESM_TYPE_MASK;
 	size_t len;
-	const uint8_t *t = pdu_text(p, &len);
+	const uint8_t *t = smpp_msg_text(p, &len);
 	bool parsed = smpp_receipt_parse(t, len, f) == 0;
 
 	if (type == SMPP_ESM_RECEIPT || type == ESM_SME_ACK ||
@@ -144,17 +133,6 @@ pdu_is_receipt(const struct smpp_pdu *p, struct smpp_receipt_text *f)
 		return true;
 	return parsed && len >= 3 && memcmp(t, "id:", 3) == 0 &&
 	    f->stat[0] != '\0';
-}
-
-/* "YYMMDDhhmm" in UTC, as receipts write dates. */
-static void
-receipt_date(uint64_t t, char *buf, size_t len)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	gmtime_r(&tt, &tm);
-	strftime(buf, len, "%y%m%d%H%M", &tm);
 }
 
 /*
@@ -169,8 +147,8 @@ receipt_relay(struct reactor *r, const struct receipt_orig *o,
 	bool ok = state == SMPP_STATE_DELIVERED;
 	int n;
 
-	receipt_date(o->submitted, sub, sizeof(sub));
-	receipt_date((uint64_t)time(NULL), done, sizeof(done));
+	smpp_receipt_date(o->submitted, sub, sizeof(sub));
+	smpp_receipt_date((uint64_t)time(NULL), done, sizeof(done));
 	n = snprintf(text, sizeof(text), "id:%llu sub:%s dlvrd:%s submit "
 	    "date:%s done date:%s stat:%s err:%s text:%s",
 	    (unsigned long long)o->id, f->sub[0] ? f->sub : "001",
@@ -340,7 +318,7 @@ receipt_ask_store(struct conn *c, struct upstream_sess *s,
     const struct smpp_receipt_text *f, uint8_t state)
 {
 	size_t len;
-	const uint8_t *text = pdu_text(p, &len);
+	const uint8_t *text = smpp_msg_text(p, &len);
 	struct rcpt_wait *w;
 
 	if (len > 1024)
@@ -390,7 +368,7 @@ esme_receipt(struct conn *c, struct upstream_sess *s,
 		receipt_ask_store(c, s, p, id, f, state);
 		return false;
 	}
-	text = pdu_text(p, &len);
+	text = smpp_msg_text(p, &len);
 	receipt_elsewhere(s, id, state, text, len);
 	return true;
 }
@@ -459,65 +437,16 @@ mo_status(enum msg_verdict v)
 	}
 }
 
-/* An SMPP address as the route table knows it: TON 1 gets its '+'. */
-static bool
-mo_addr(const char *addr, uint8_t ton, char *out, size_t len)
-{
-	if (ton == 1 && addr[0] != '+')
-		snprintf(out, len, "+%s", addr);
-	else
-		snprintf(out, len, "%s", addr);
-	return route_addr_valid(out, strlen(out));
-}
-
-/* How a line client reads data_coding 0 from this centre. */
-static uint32_t
-mo_coding_flags(const struct upstream_conf *uc)
-{
-	switch (uc->alphabet) {
-	case CONFIG_ALPHABET_LATIN1:
-		return MSG_F_CODED | MSG_F_DC0_LATIN1;
-	case CONFIG_ALPHABET_ASCII:
-		return MSG_F_CODED | MSG_F_DC0_IA5;
-	default:
-		return MSG_F_CODED;
-	}
-}
-
 static struct msg *
 mo_msg(struct conn *c, struct upstream_sess *s, const struct smpp_pdu *p,
     const char *from, const char *to)
 {
-	size_t len;
-	const uint8_t *t = pdu_text(p, &len);
-	struct msg *m = msg_new(len);
+	struct msg *m = smpp_msg_new(p, from, to);
 
-	if (len > 0)
-		memcpy(m->text, t, len);
-	m->len = len;
 	m->id = msg_next_id(c->r);
 	m->read_ns = c->r->turn_ns;
-	m->flags = MSG_F_PREFIX_FIRST | mo_coding_flags(s->uc);
-	m->sender_ref = p->sequence_number;
-	m->sender_cmd = p->command_id;
-	m->submitted = (uint64_t)time(NULL);
-	m->src_ton = p->source_addr_ton;
-	m->src_npi = p->source_addr_npi;
-	m->dst_ton = p->dest_addr_ton;
-	m->dst_npi = p->dest_addr_npi;
-	m->esm_class = p->esm_class & 0xC0;	/* UDH indicator, reply path */
-	m->data_coding = p->data_coding;
-	snprintf(m->src_addr, sizeof(m->src_addr), "%.20s", p->source_addr);
-	snprintf(m->dst_addr, sizeof(m->dst_addr), "%.20s",
-	    p->destination_addr);
-	snprintf(m->from, sizeof(m->from), "%.64s", from);
-	snprintf(m->to, sizeof(m->to), "%.64s", to);
-	if (p->tlvs & SMPP_TLV_SAR) {
-		m->flags |= MSG_F_SAR;
-		m->sar_ref = p->sar_msg_ref_num;
-		m->sar_total = p->sar_total_segments;
-		m->sar_seq = p->sar_segment_seqnum;
-	}
+	/* How a line client reads data_coding 0 from this centre. */
+	m->flags |= MSG_F_PREFIX_FIRST | smpp_msg_coding_flags(s->uc->alphabet);
 	return m;
 }
 
@@ -557,12 +486,12 @@ esme_mo(struct conn *c, struct upstream_sess *s, const struct smpp_pdu *p)
 	char from[ROUTE_ADDR_MAX + 2], to[ROUTE_ADDR_MAX + 2];
 	enum msg_verdict v;
 
-	if (!mo_addr(p->destination_addr, p->dest_addr_ton, to, sizeof(to))) {
+	if (!smpp_msg_addr(p->destination_addr, p->dest_addr_ton, to, sizeof(to))) {
 		mo_answer(c, s, p->command_id, p->sequence_number,
 		    MSG_NO_ROUTE);
 		return;
 	}
-	if (!mo_addr(p->source_addr, p->source_addr_ton, from, sizeof(from))) {
+	if (!smpp_msg_addr(p->source_addr, p->source_addr_ton, from, sizeof(from))) {
 		atomic_fetch_add(&s->stat->deliver_refused, 1);
 		esme_answer_deliver(c, p->command_id, SMPP_ESME_RINVSRCADR,
 		    p->sequence_number);

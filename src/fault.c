@@ -1,4 +1,7 @@
-/* fault.c: the test-only reactor stall behind ECHOROUTERD_TEST_STALL. */
+/*
+ * fault.c: the test-only stalls behind ECHOROUTERD_TEST_STALL (reactor 0)
+ * and ECHOROUTERD_TEST_NATS_STALL (a libnats delivery thread).
+ */
 #include "fault.h"
 
 #include <errno.h>
@@ -10,8 +13,34 @@
 
 #define FAULT_ENV		"ECHOROUTERD_TEST_STALL"
 #define FAULT_STALL_MAX		3600
+#define FAULT_NATS_ENV		"ECHOROUTERD_TEST_NATS_STALL"
+#define FAULT_NATS_MAX_MS	60000
 
 static unsigned fault_stall_seconds;
+static unsigned fault_nats_ms;
+
+/* ECHOROUTERD_TEST_NATS_STALL: a number of ms, or the hook is off. */
+static void
+fault_nats_init(void)
+{
+	const char *v = getenv(FAULT_NATS_ENV);
+	char *end;
+	unsigned long n;
+
+	if (v == NULL || *v == '\0')
+		return;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n < 1 || n > FAULT_NATS_MAX_MS) {
+		log_err("%s=%s: not a number of ms in 1..%d; test fault hook "
+		    "off", FAULT_NATS_ENV, v, FAULT_NATS_MAX_MS);
+		return;
+	}
+	fault_nats_ms = (unsigned)n;
+	log_warnx("%s=%u: TEST ONLY: a cluster name probe stalls a NATS "
+	    "delivery thread for %u ms", FAULT_NATS_ENV, fault_nats_ms,
+	    fault_nats_ms);
+}
 
 bool
 fault_init(void)
@@ -20,6 +49,7 @@ fault_init(void)
 	char *end;
 	unsigned long n;
 
+	fault_nats_init();
 	if (v == NULL || *v == '\0')
 		return false;
 	errno = 0;
@@ -61,4 +91,19 @@ fault_stall(struct reactor *const *rs, unsigned n)
 	if (fault_stall_seconds == 0 || n == 0)
 		return;
 	reactor_post(rs[0], fault_stall_task, NULL);
+}
+
+void
+fault_nats_stall(void)
+{
+	struct timespec ts = { .tv_sec = fault_nats_ms / 1000,
+	    .tv_nsec = (long)(fault_nats_ms % 1000) * 1000000 };
+
+	if (fault_nats_ms == 0)
+		return;
+	log_warnx("cluster: TEST FAULT: a NATS delivery thread stalls for "
+	    "%u ms", fault_nats_ms);
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+	log_warnx("cluster: TEST FAULT: NATS delivery stall over");
 }

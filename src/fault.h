@@ -11,12 +11,21 @@ struct reactor;
  * is set, SIGUSR2 makes reactor 0 block for that long so that the watchdog
  * can be seen to stop pinging; without it SIGUSR2 is left alone. Returns
  * whether the hook is armed; logs a warning when it is and an error (and
- * returns false) when the value is not a number in range. Main thread,
- * before the signals are blocked.
+ * returns false) when the value is not a number in range. Reads
+ * ECHOROUTERD_TEST_NATS_STALL too (fault_nats_stall). Main thread, before
+ * the signals are blocked.
  */
 bool	fault_init(void);
 
 /* Posts the stall to reactor 0 of rs. Main thread, when armed. */
 void	fault_stall(struct reactor *const *rs, unsigned n);
+
+/*
+ * FOR TESTS ONLY. With ECHOROUTERD_TEST_NATS_STALL (milliseconds,
+ * 1..60000, read by fault_init) set, blocks the calling libnats delivery
+ * thread that long, as a loaded machine may keep it: called when a
+ * cluster name probe arrives. A no-op otherwise. Any thread.
+ */
+void	fault_nats_stall(void);
 
 #endif

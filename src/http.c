@@ -450,6 +450,21 @@ hexval(char c)
 	return -1;
 }
 
+bool
+http_unhex(const char *h, size_t n, uint8_t *out)
+{
+	if (n % 2 != 0)
+		return false;
+	for (size_t i = 0; i < n; i += 2) {
+		int a = hexval(h[i]), b = hexval(h[i + 1]);
+
+		if (a < 0 || b < 0)
+			return false;
+		out[i / 2] = (uint8_t)(a << 4 | b);
+	}
+	return true;
+}
+
 /* Decodes s[0..n) into out (room n + 1): its length, or -1 EILSEQ. */
 static ssize_t
 form_decode(const char *s, size_t n, char *out)

@@ -93,6 +93,12 @@ size_t	http_head(char *out, size_t outsz, int status, const char *type,
 bool	http_path_is(const char *path, size_t n, const char *name);
 
 /*
+ * Hex digits h[0..n) (either case) as octets at out (room n / 2): false
+ * when n is odd or one is not a hex digit (out then partly written).
+ */
+bool	http_unhex(const char *h, size_t n, uint8_t *out);
+
+/*
  * Decoded form fields: application/x-www-form-urlencoded, as a query
  * string or a body. Owns one allocation for every name and value.
  */

@@ -195,34 +195,6 @@ make_coded(struct http_send *s, const uint8_t *udh, size_t ulen)
 	return 0;
 }
 
-static int
-hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Hex digits h[0..n) as octets at out (room n / 2); false if not hex. */
-static bool
-unhex(const char *h, size_t n, uint8_t *out)
-{
-	if (n % 2 != 0)
-		return false;
-	for (size_t i = 0; i < n; i += 2) {
-		int a = hexval((uint8_t)h[i]), b = hexval((uint8_t)h[i + 1]);
-
-		if (a < 0 || b < 0)
-			return false;
-		out[i / 2] = (uint8_t)(a << 4 | b);
-	}
-	return true;
-}
-
 /*
  * Kannel's udh: the octets %-escaped (decoded by now), or hex digits,
  * which the first octet's length tells apart. Its length must be the
@@ -237,7 +209,7 @@ get_udh(struct http_send *s, const char *v, size_t n, uint8_t *udh,
 		*ulen = n;
 		return 0;
 	}
-	if (n / 2 <= UDH_MAX && unhex(v, n, udh) && n > 0 &&
+	if (n / 2 <= UDH_MAX && http_unhex(v, n, udh) && n > 0 &&
 	    n / 2 == (size_t)udh[0] + 1) {
 		*ulen = n / 2;
 		return 0;
@@ -480,7 +452,7 @@ json_text(struct http_send *s, json_t *o)
 	if (!json_is_string(h) || (n = json_string_length(h)) == 0)
 		return refuse(s, "\"hex\" must be a non-empty string");
 	s->text = xmalloc(n / 2 + 1);
-	if (!unhex(json_string_value(h), n, s->text))
+	if (!http_unhex(json_string_value(h), n, s->text))
 		return refuse(s, "\"hex\": an even count of hex digits");
 	s->len = n / 2;
 	s->coded = true;

@@ -35,18 +35,36 @@ net_sockaddr(const char *address, uint16_t port, struct sockaddr_storage *ss,
 	return -1;
 }
 
+/* A non-blocking TCP socket for address and port, in *ss; -1 + errno. */
+static int
+net_socket(const char *address, uint16_t port, struct sockaddr_storage *ss,
+    socklen_t *len)
+{
+	if (net_sockaddr(address, port, ss, len) < 0)
+		return -1;
+	return socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+}
+
+/* Closes fd keeping the errno that failed it; -1. */
+static int
+net_fail(int fd)
+{
+	int saved = errno;
+
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
 int
 net_listen(const char *address, uint16_t port, int backlog)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int fd, one = 1, saved;
+	int fd, one = 1;
 
-	if (net_sockaddr(address, port, &ss, &len) < 0)
-		return -1;
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    0);
-	if (fd < 0)
+	if ((fd = net_socket(address, port, &ss, &len)) < 0)
 		return -1;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
 		goto fail;
@@ -59,10 +77,7 @@ net_listen(const char *address, uint16_t port, int backlog)
 		goto fail;
 	return fd;
 fail:
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return -1;
+	return net_fail(fd);
 }
 
 int
@@ -70,13 +85,9 @@ net_connect(const char *address, uint16_t port)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int fd, one = 1, saved;
+	int fd, one = 1;
 
-	if (net_sockaddr(address, port, &ss, &len) < 0)
-		return -1;
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    0);
-	if (fd < 0)
+	if ((fd = net_socket(address, port, &ss, &len)) < 0)
 		return -1;
 	/* Like accepted clients: what is written is already batched. */
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
@@ -86,10 +97,7 @@ net_connect(const char *address, uint16_t port)
 		goto fail;
 	return fd;
 fail:
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return -1;
+	return net_fail(fd);
 }
 
 int

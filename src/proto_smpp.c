@@ -14,6 +14,7 @@
 #include "route.h"
 #include "smpp_acct.h"
 #include "smpp_long.h"
+#include "smpp_msg.h"
 #include "smpp_pdu.h"
 #include "smpp_receipt.h"
 #include "smpp_time.h"
@@ -242,20 +243,6 @@ cmd_bind(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 }
 
 /*
- * An SMPP address as the route table knows it: international numbers
- * (TON 1) get their '+'. false if it is not a valid address.
- */
-static bool
-addr_normalise(const char *addr, uint8_t ton, char *out, size_t len)
-{
-	if (ton == 1 && addr[0] != '+')
-		snprintf(out, len, "+%s", addr);
-	else
-		snprintf(out, len, "%s", addr);
-	return route_addr_valid(out, strlen(out));
-}
-
-/*
  * Whether addr is someone else's: another account, or an address someone
  * else holds now (a line client logged in, another account's binds).
  */
@@ -356,65 +343,23 @@ acct_alphabet(const struct config *cf, const char *id)
 	    a->alphabet : cf->smpp.alphabet;
 }
 
-/*
- * The flags that tell a line client's edge how to read what this
- * account sends: its octets in data_coding, 0 in the account's alphabet.
- */
-static uint32_t
-coding_flags(const struct config *cf, const char *id)
-{
-	switch (acct_alphabet(cf, id)) {
-	case CONFIG_ALPHABET_LATIN1:
-		return MSG_F_CODED | MSG_F_DC0_LATIN1;
-	case CONFIG_ALPHABET_ASCII:
-		return MSG_F_CODED | MSG_F_DC0_IA5;
-	default:
-		return MSG_F_CODED;
-	}
-}
-
 /* Fills a message from a submit_sm or data_sm. */
 static struct msg *
 submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
     const char *from, const char *to)
 {
-	bool payload = (pdu->tlvs & SMPP_TLV_MESSAGE_PAYLOAD) != 0;
-	size_t len = payload ? pdu->message_payload_len : pdu->sm_length;
-	struct msg *m = msg_new(len);
+	struct msg *m = smpp_msg_new(pdu, from, to);
 
-	if (len > 0)
-		memcpy(m->text, payload ? pdu->message_payload :
-		    pdu->short_message, len);
-	m->len = len;
 	m->id = msg_next_id(c->r);
 	m->read_ns = c->r->turn_ns;
-	m->flags = MSG_F_PREFIX_FIRST | coding_flags(c->r->cf, s->system_id);
-	m->sender_ref = pdu->sequence_number;
-	m->sender_cmd = pdu->command_id;
-	m->submitted = (uint64_t)time(NULL);
-	m->src_ton = pdu->source_addr_ton;
-	m->src_npi = pdu->source_addr_npi;
-	m->dst_ton = pdu->dest_addr_ton;
-	m->dst_npi = pdu->dest_addr_npi;
-	/* The UDH indicator and reply path travel with the message. */
-	m->esm_class = pdu->esm_class & 0xC0;
-	m->data_coding = pdu->data_coding;
+	/* What this account sends: octets in data_coding, 0 in its alphabet. */
+	m->flags |= MSG_F_PREFIX_FIRST |
+	    smpp_msg_coding_flags(acct_alphabet(c->r->cf, s->system_id));
 	m->registered_delivery = pdu->registered_delivery;
-	snprintf(m->src_addr, sizeof(m->src_addr), "%.20s", pdu->source_addr);
-	snprintf(m->dst_addr, sizeof(m->dst_addr), "%.20s",
-	    pdu->destination_addr);
 	snprintf(m->reply_to, sizeof(m->reply_to), "%s", s->system_id);
-	snprintf(m->from, sizeof(m->from), "%.64s", from);
-	snprintf(m->to, sizeof(m->to), "%.64s", to);
 	if (pdu->tlvs & SMPP_TLV_USER_MESSAGE_REFERENCE) {
 		m->flags |= MSG_F_UMR;
 		m->umr = pdu->user_message_reference;
-	}
-	if (pdu->tlvs & SMPP_TLV_SAR) {
-		m->flags |= MSG_F_SAR;
-		m->sar_ref = pdu->sar_msg_ref_num;
-		m->sar_total = pdu->sar_total_segments;
-		m->sar_seq = pdu->sar_segment_seqnum;
 	}
 	return m;
 }
@@ -474,7 +419,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVBNDSTS, seq, NULL);
 		return;
 	}
-	if (!addr_normalise(pdu->destination_addr, pdu->dest_addr_ton, to,
+	if (!smpp_msg_addr(pdu->destination_addr, pdu->dest_addr_ton, to,
 	    sizeof(to))) {
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVDSTADR, seq, NULL);
 		return;
@@ -486,7 +431,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 			    seq, NULL);
 			return;
 		}
-	} else if (!addr_normalise(pdu->source_addr, pdu->source_addr_ton, from,
+	} else if (!smpp_msg_addr(pdu->source_addr, pdu->source_addr_ton, from,
 	    sizeof(from)) ||
 	    !source_allowed(c->r->cf, s, pdu->source_addr, from)) {
 		smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVSRCADR, seq, NULL);
@@ -604,7 +549,7 @@ cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	}
 	/* cancel_sm may name a destination instead of a message. */
 	if (kind == MSG_REQ_CANCEL && pdu->message_id[0] == '\0') {
-		if (!addr_normalise(pdu->destination_addr, pdu->dest_addr_ton,
+		if (!smpp_msg_addr(pdu->destination_addr, pdu->dest_addr_ton,
 		    dst, sizeof(dst))) {
 			smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVDSTADR,
 			    seq, NULL);

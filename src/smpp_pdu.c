@@ -163,17 +163,47 @@ rd_bind(struct rd *r, struct smpp_pdu *pdu)
 	    SMPP_ESME_RINVPARLEN);
 }
 
+/* source_addr_ton, source_addr_npi and source_addr (max with its NUL). */
+static void
+rd_src(struct rd *r, struct smpp_pdu *pdu, size_t max)
+{
+	pdu->source_addr_ton = rd_u8(r);
+	pdu->source_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->source_addr, max, SMPP_ESME_RINVSRCADR);
+}
+
+/* dest_addr_ton, dest_addr_npi and destination_addr. */
+static void
+rd_dst(struct rd *r, struct smpp_pdu *pdu, size_t max)
+{
+	pdu->dest_addr_ton = rd_u8(r);
+	pdu->dest_addr_npi = rd_u8(r);
+	rd_cstr(r, pdu->destination_addr, max, SMPP_ESME_RINVDSTADR);
+}
+
+/* sm_length and short_message; false when it failed. */
+static bool
+rd_short_message(struct rd *r, struct smpp_pdu *pdu)
+{
+	pdu->sm_length = rd_u8(r);
+	if (r->status != SMPP_ESME_ROK)
+		return false;
+	if (pdu->sm_length > 254 || r->n - r->off < pdu->sm_length) {
+		rd_fail(r, SMPP_ESME_RINVMSGLEN);
+		return false;
+	}
+	pdu->short_message = r->p + r->off;
+	r->off += pdu->sm_length;
+	return true;
+}
+
 /* submit_sm and deliver_sm share their layout. */
 static void
 rd_sm(struct rd *r, struct smpp_pdu *pdu)
 {
 	rd_cstr(r, pdu->service_type, 6, SMPP_ESME_RINVSERTYP);
-	pdu->source_addr_ton = rd_u8(r);
-	pdu->source_addr_npi = rd_u8(r);
-	rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
-	pdu->dest_addr_ton = rd_u8(r);
-	pdu->dest_addr_npi = rd_u8(r);
-	rd_cstr(r, pdu->destination_addr, 21, SMPP_ESME_RINVDSTADR);
+	rd_src(r, pdu, 21);
+	rd_dst(r, pdu, 21);
 	pdu->esm_class = rd_u8(r);
 	pdu->protocol_id = rd_u8(r);
 	pdu->priority_flag = rd_u8(r);
@@ -183,15 +213,8 @@ rd_sm(struct rd *r, struct smpp_pdu *pdu)
 	pdu->replace_if_present_flag = rd_u8(r);
 	pdu->data_coding = rd_u8(r);
 	pdu->sm_default_msg_id = rd_u8(r);
-	pdu->sm_length = rd_u8(r);
-	if (r->status != SMPP_ESME_ROK)
+	if (!rd_short_message(r, pdu))
 		return;
-	if (pdu->sm_length > 254 || r->n - r->off < pdu->sm_length) {
-		rd_fail(r, SMPP_ESME_RINVMSGLEN);
-		return;
-	}
-	pdu->short_message = r->p + r->off;
-	r->off += pdu->sm_length;
 	rd_tlvs(r, pdu);
 	if (r->status == SMPP_ESME_ROK && pdu->sm_length > 0 &&
 	    (pdu->tlvs & SMPP_TLV_MESSAGE_PAYLOAD))
@@ -204,12 +227,8 @@ rd_cancel_sm(struct rd *r, struct smpp_pdu *pdu)
 {
 	rd_cstr(r, pdu->service_type, 6, SMPP_ESME_RINVSERTYP);
 	rd_cstr(r, pdu->message_id, 65, SMPP_ESME_RINVMSGID);
-	pdu->source_addr_ton = rd_u8(r);
-	pdu->source_addr_npi = rd_u8(r);
-	rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
-	pdu->dest_addr_ton = rd_u8(r);
-	pdu->dest_addr_npi = rd_u8(r);
-	rd_cstr(r, pdu->destination_addr, 21, SMPP_ESME_RINVDSTADR);
+	rd_src(r, pdu, 21);
+	rd_dst(r, pdu, 21);
 }
 
 /* replace_sm (section 4.10.1). */
@@ -217,34 +236,20 @@ static void
 rd_replace_sm(struct rd *r, struct smpp_pdu *pdu)
 {
 	rd_cstr(r, pdu->message_id, 65, SMPP_ESME_RINVMSGID);
-	pdu->source_addr_ton = rd_u8(r);
-	pdu->source_addr_npi = rd_u8(r);
-	rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
+	rd_src(r, pdu, 21);
 	rd_cstr(r, pdu->schedule_delivery_time, 17, SMPP_ESME_RINVSCHED);
 	rd_cstr(r, pdu->validity_period, 17, SMPP_ESME_RINVEXPIRY);
 	pdu->registered_delivery = rd_u8(r);
 	pdu->sm_default_msg_id = rd_u8(r);
-	pdu->sm_length = rd_u8(r);
-	if (r->status != SMPP_ESME_ROK)
-		return;
-	if (pdu->sm_length > 254 || r->n - r->off < pdu->sm_length) {
-		rd_fail(r, SMPP_ESME_RINVMSGLEN);
-		return;
-	}
-	pdu->short_message = r->p + r->off;
-	r->off += pdu->sm_length;
+	rd_short_message(r, pdu);
 }
 
 static void
 rd_data_sm(struct rd *r, struct smpp_pdu *pdu)
 {
 	rd_cstr(r, pdu->service_type, 6, SMPP_ESME_RINVSERTYP);
-	pdu->source_addr_ton = rd_u8(r);
-	pdu->source_addr_npi = rd_u8(r);
-	rd_cstr(r, pdu->source_addr, 65, SMPP_ESME_RINVSRCADR);
-	pdu->dest_addr_ton = rd_u8(r);
-	pdu->dest_addr_npi = rd_u8(r);
-	rd_cstr(r, pdu->destination_addr, 65, SMPP_ESME_RINVDSTADR);
+	rd_src(r, pdu, 65);
+	rd_dst(r, pdu, 65);
 	pdu->esm_class = rd_u8(r);
 	pdu->registered_delivery = rd_u8(r);
 	pdu->data_coding = rd_u8(r);
@@ -297,9 +302,7 @@ rd_body(struct rd *r, struct smpp_pdu *pdu)
 		break;
 	case SMPP_QUERY_SM:
 		rd_cstr(r, pdu->message_id, 65, SMPP_ESME_RINVMSGID);
-		pdu->source_addr_ton = rd_u8(r);
-		pdu->source_addr_npi = rd_u8(r);
-		rd_cstr(r, pdu->source_addr, 21, SMPP_ESME_RINVSRCADR);
+		rd_src(r, pdu, 21);
 		break;
 	case SMPP_QUERY_SM | SMPP_RESP:
 		if (r->off < r->n) {
@@ -452,16 +455,38 @@ wr_tlvs(struct wr *w, const struct smpp_pdu *pdu)
 		    pdu->message_payload_len);
 }
 
+/* source_addr_ton, source_addr_npi and source_addr (max with its NUL). */
+static void
+wr_src(struct wr *w, const struct smpp_pdu *pdu, size_t max)
+{
+	wr_u8(w, pdu->source_addr_ton);
+	wr_u8(w, pdu->source_addr_npi);
+	wr_cstr(w, pdu->source_addr, max);
+}
+
+/* dest_addr_ton, dest_addr_npi and destination_addr. */
+static void
+wr_dst(struct wr *w, const struct smpp_pdu *pdu, size_t max)
+{
+	wr_u8(w, pdu->dest_addr_ton);
+	wr_u8(w, pdu->dest_addr_npi);
+	wr_cstr(w, pdu->destination_addr, max);
+}
+
+static void
+wr_short_message(struct wr *w, const struct smpp_pdu *pdu)
+{
+	wr_u8(w, pdu->sm_length);
+	if (pdu->sm_length > 0)
+		wr_bytes(w, pdu->short_message, pdu->sm_length);
+}
+
 static void
 wr_sm(struct wr *w, const struct smpp_pdu *pdu)
 {
 	wr_cstr(w, pdu->service_type, 6);
-	wr_u8(w, pdu->source_addr_ton);
-	wr_u8(w, pdu->source_addr_npi);
-	wr_cstr(w, pdu->source_addr, 21);
-	wr_u8(w, pdu->dest_addr_ton);
-	wr_u8(w, pdu->dest_addr_npi);
-	wr_cstr(w, pdu->destination_addr, 21);
+	wr_src(w, pdu, 21);
+	wr_dst(w, pdu, 21);
 	wr_u8(w, pdu->esm_class);
 	wr_u8(w, pdu->protocol_id);
 	wr_u8(w, pdu->priority_flag);
@@ -471,9 +496,7 @@ wr_sm(struct wr *w, const struct smpp_pdu *pdu)
 	wr_u8(w, pdu->replace_if_present_flag);
 	wr_u8(w, pdu->data_coding);
 	wr_u8(w, pdu->sm_default_msg_id);
-	wr_u8(w, pdu->sm_length);
-	if (pdu->sm_length > 0)
-		wr_bytes(w, pdu->short_message, pdu->sm_length);
+	wr_short_message(w, pdu);
 	wr_tlvs(w, pdu);
 }
 
@@ -509,12 +532,8 @@ wr_body(struct wr *w, const struct smpp_pdu *pdu)
 		return true;
 	case SMPP_DATA_SM:
 		wr_cstr(w, pdu->service_type, 6);
-		wr_u8(w, pdu->source_addr_ton);
-		wr_u8(w, pdu->source_addr_npi);
-		wr_cstr(w, pdu->source_addr, 65);
-		wr_u8(w, pdu->dest_addr_ton);
-		wr_u8(w, pdu->dest_addr_npi);
-		wr_cstr(w, pdu->destination_addr, 65);
+		wr_src(w, pdu, 65);
+		wr_dst(w, pdu, 65);
 		wr_u8(w, pdu->esm_class);
 		wr_u8(w, pdu->registered_delivery);
 		wr_u8(w, pdu->data_coding);
@@ -534,9 +553,7 @@ wr_body(struct wr *w, const struct smpp_pdu *pdu)
 		return true;
 	case SMPP_QUERY_SM:
 		wr_cstr(w, pdu->message_id, 65);
-		wr_u8(w, pdu->source_addr_ton);
-		wr_u8(w, pdu->source_addr_npi);
-		wr_cstr(w, pdu->source_addr, 21);
+		wr_src(w, pdu, 21);
 		return true;
 	case SMPP_QUERY_SM | SMPP_RESP:
 		if (!error_resp) {
@@ -549,25 +566,17 @@ wr_body(struct wr *w, const struct smpp_pdu *pdu)
 	case SMPP_CANCEL_SM:
 		wr_cstr(w, pdu->service_type, 6);
 		wr_cstr(w, pdu->message_id, 65);
-		wr_u8(w, pdu->source_addr_ton);
-		wr_u8(w, pdu->source_addr_npi);
-		wr_cstr(w, pdu->source_addr, 21);
-		wr_u8(w, pdu->dest_addr_ton);
-		wr_u8(w, pdu->dest_addr_npi);
-		wr_cstr(w, pdu->destination_addr, 21);
+		wr_src(w, pdu, 21);
+		wr_dst(w, pdu, 21);
 		return true;
 	case SMPP_REPLACE_SM:
 		wr_cstr(w, pdu->message_id, 65);
-		wr_u8(w, pdu->source_addr_ton);
-		wr_u8(w, pdu->source_addr_npi);
-		wr_cstr(w, pdu->source_addr, 21);
+		wr_src(w, pdu, 21);
 		wr_cstr(w, pdu->schedule_delivery_time, 17);
 		wr_cstr(w, pdu->validity_period, 17);
 		wr_u8(w, pdu->registered_delivery);
 		wr_u8(w, pdu->sm_default_msg_id);
-		wr_u8(w, pdu->sm_length);
-		if (pdu->sm_length > 0)
-			wr_bytes(w, pdu->short_message, pdu->sm_length);
+		wr_short_message(w, pdu);
 		return true;
 	case SMPP_CANCEL_SM | SMPP_RESP:
 	case SMPP_REPLACE_SM | SMPP_RESP:

@@ -8,9 +8,8 @@
 
 #include "msg.h"
 
-/* "YYMMDDhhmm" in UTC, as receipts write dates. */
-static void
-receipt_date(uint64_t t, char *buf, size_t len)
+void
+smpp_receipt_date(uint64_t t, char *buf, size_t len)
 {
 	time_t tt = (time_t)t;
 	struct tm tm;
@@ -133,8 +132,8 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
 
 	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
 		return NULL;
-	receipt_date(orig->submitted, sub, sizeof(sub));
-	receipt_date(done_at, done, sizeof(done));
+	smpp_receipt_date(orig->submitted, sub, sizeof(sub));
+	smpp_receipt_date(done_at, done, sizeof(done));
 	n = snprintf(text, sizeof(text), "id:%llu sub:001 dlvrd:%s submit "
 	    "date:%s done date:%s stat:%s err:%s text:%.20s",
 	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,

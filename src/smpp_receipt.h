@@ -26,6 +26,12 @@ struct msg;
 struct msg *smpp_receipt_make(const struct msg *orig,
 	    uint8_t state, uint64_t id, uint64_t done_at);
 
+/*
+ * t (wall clock s) as receipts write dates, "YYMMDDhhmm" in UTC, in buf
+ * (len bytes, 11 for all of it). Any thread.
+ */
+void	smpp_receipt_date(uint64_t t, char *buf, size_t len);
+
 /* The ends of a message a receipt is about: a receipt goes the other way. */
 struct smpp_receipt_ends {
 	uint64_t id;			/* the message's */

@@ -515,6 +515,42 @@ test('request ids start somewhere new each run: a verdict late for an earlier ru
 	assert.notEqual(firsts[0], firsts[1]);
 });
 
+// libnats's delivery threads hand what they are done with (each message,
+// each subscription's "closed" note) to its garbage collector thread, and
+// nats_CloseAndWait tells both to end at once: a delivery thread still
+// behind at the stop (a loaded machine; here the test fault holds it in
+// the name probe's handler) handed its notes to a collector already gone,
+// and under ASan the node exited 1: "Direct leak of 106 byte(s) ...
+// natsMsg_create ... natsLib_msgDeliveryPostControlMsg". (That report is
+// what fails this test, in the ASan run: make check SANITIZE=address.)
+test('a node stopped while a NATS delivery thread is behind waits for it: a clean exit, nothing leaked', { skip }, async () => {
+	process.env.ECHOROUTERD_TEST_NATS_STALL = '2500';
+	let F;
+	try {
+		F = await L.startDaemon(nodeConf('slow', [nats[0]])
+			.replace('subject_prefix = "erdtest"', 'subject_prefix = "erdslow"'));
+	} finally {
+		delete process.env.ECHOROUTERD_TEST_NATS_STALL;
+	}
+	try {
+		await until(() => /cluster: node slow connected/.test(F.log), WAIT_MS,
+			'node slow connected');
+		// Another instance of node "slow" asks for the name (again, should
+		// the first question come before the node's subscription).
+		await until(async () => {
+			await natsPublish(nats[0].port, 'erdslow.n.slow',
+				'erdslow.n.slow.0123456789abcdef', '0123456789abcdef');
+			return until(() => /TEST FAULT: a NATS delivery thread stalls/.test(F.log),
+				3000, 'the stall').then(() => true, () => false);
+		}, WAIT_MS, 'a delivery thread stalled');
+	} finally {
+		// Stopped during the stall: the exit code says whether all was freed.
+		await L.stopDaemon(F);
+	}
+	// The stop came during the stall, and the node waited for it.
+	assert.match(F.log, /delivery thread stalls[^]*shutting down[^]*NATS delivery stall over[^]*\nstopped\n/);
+});
+
 // The nodes bucket's max_age (its TTL) in s, from a nats-server's /jsz.
 async function nodesTtl(n) {
 	const r = await L.withTimeout(fetch(`http://127.0.0.1:${n.mport}/jsz?streams=true&config=true`)

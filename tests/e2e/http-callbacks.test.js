@@ -20,22 +20,12 @@ const { SmscSim } = require('./smsc-sim.js');
 const HTTP_GROUP = 'callback_timeout = 5; callback_retries = 5; callback_concurrency = 2;';
 
 function conf(extra = '', moPort = 9, httpGroup = HTTP_GROUP) {
-	return `dispatchers = 2;
-idle_timeout = 0;
-listeners = (
-  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; },
-  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
-  { name = "http"; address = "127.0.0.1"; port = 0; protocol = "http"; },
-  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }
-);
-accounts = (
-  { id = "app"; password = "pw"; http = true;
+	return L.httpConf(`  { id = "app"; password = "pw"; http = true;
     mo_url = "http://127.0.0.1:${moPort}/mo"; },
   { id = "bob"; password = "b"; },
-  { id = "carol"; password = "c"; }
-);
-http = { callback_allow = [ "127.0.0.0/8" ]; ${httpGroup} };
-${extra}`;
+  { id = "carol"; password = "c"; }`,
+	`http = { callback_allow = [ "127.0.0.0/8" ]; ${httpGroup} };
+${extra}`);
 }
 
 // A receiver on port (0: any): every request as { method, url, body },

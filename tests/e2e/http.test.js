@@ -14,16 +14,7 @@ const BIN = process.env.ECHOROUTERD_BIN;
 const SQLITE = !BIN || /sqlite: yes/.test(execFileSync(BIN, ['-V']).toString());
 
 function conf(extra = '') {
-	return `dispatchers = 2;
-idle_timeout = 0;
-listeners = (
-  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; },
-  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
-  { name = "http"; address = "127.0.0.1"; port = 0; protocol = "http"; },
-  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }
-);
-accounts = (
-  { id = "app"; password = "pw"; http = true;
+	return L.httpConf(`  { id = "app"; password = "pw"; http = true;
     mo_url = "http://127.0.0.1:9/mo"; },
   { id = "slow"; password = "pw"; http = true; max_tps = 1; },
   { id = "nohttp"; password = "pw"; },
@@ -31,9 +22,7 @@ accounts = (
   { id = "carol"; password = "c"; },
   { id = "two"; password = "t"; max_parts = 2; },
   { id = "u0"; password = "u"; }, { id = "u1"; password = "u"; },
-  { id = "u2"; password = "u"; }, { id = "u3"; password = "u"; }
-);
-${extra}`;
+  { id = "u2"; password = "u"; }, { id = "u3"; password = "u"; }`, extra);
 }
 
 // curl, as an application would run it: { status, body }.

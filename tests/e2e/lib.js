@@ -315,9 +315,27 @@ function clusterStats(d, ms = 10000) {
 	}, ms, 'stats line');
 }
 
+// The configuration of a daemon with an smpp, a router, an http and a
+// metrics listener (loopback, port 0): the accounts given (libconfig
+// groups, one a line, without the list's parentheses), then tail.
+function httpConf(accounts, tail = '') {
+	return `dispatchers = 2;
+idle_timeout = 0;
+listeners = (
+  { name = "smpp"; address = "127.0.0.1"; port = 0; protocol = "smpp"; },
+  { name = "router"; address = "127.0.0.1"; port = 0; protocol = "router"; },
+  { name = "http"; address = "127.0.0.1"; port = 0; protocol = "http"; },
+  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }
+);
+accounts = (
+${accounts}
+);
+${tail}`;
+}
+
 module.exports = {
 	natsExchange, sleep, until, clusterStats, lineClient,
 	scrapeRaw, scrape, parseMetrics, val,
 	smpp, startDaemon, stopDaemon, stopAll, connect, call, next, bind, session, rawConnect,
-	rawRead, header, text, withTimeout, WRAP, freePort, natsMissing,
+	rawRead, header, text, withTimeout, WRAP, freePort, natsMissing, httpConf,
 };

@@ -30,6 +30,7 @@
 	X(util_suite)		\
 	X(smpp_pdu_suite)	\
 	X(smpp_time_suite)	\
+	X(smpp_msg_suite)	\
 	X(cluster_wire_suite)	\
 	X(cluster_seen_suite)	\
 	X(nats_link_suite)	\

@@ -175,6 +175,27 @@ START_TEST(http_form_too_many)
 }
 END_TEST
 
+/* Kannel's udh and binary texts in hex: either case, whole octets only. */
+START_TEST(http_unhex_octets)
+{
+	uint8_t out[8];
+
+	memset(out, 0xEE, sizeof(out));
+	ck_assert(http_unhex("0500a3Ff", 8, out));
+	ck_assert_uint_eq(out[0], 0x05);
+	ck_assert_uint_eq(out[1], 0x00);
+	ck_assert_uint_eq(out[2], 0xA3);
+	ck_assert_uint_eq(out[3], 0xFF);
+	ck_assert_uint_eq(out[4], 0xEE);	/* nothing past n / 2 */
+	ck_assert(http_unhex("", 0, out));
+	ck_assert(!http_unhex("050", 3, out));	/* half an octet */
+	ck_assert(!http_unhex("0g", 2, out));
+	ck_assert(!http_unhex("%0", 2, out));
+	ck_assert(!http_unhex(" 5", 2, out));
+	ck_assert(!http_unhex("\xc3\xa9", 2, out));
+}
+END_TEST
+
 START_TEST(http_urls)
 {
 	static const char *const good[] = { "http://h", "HTTPS://h:8/p?x=%d",
@@ -230,6 +251,7 @@ http_suite(void)
 	tcase_add_test(t, http_form_repeated);
 	tcase_add_test(t, http_form_bad_escapes);
 	tcase_add_test(t, http_form_too_many);
+	tcase_add_test(t, http_unhex_octets);
 	tcase_add_test(t, http_urls);
 	tcase_add_test(t, http_basic);
 	suite_add_tcase(s, t);

@@ -326,6 +326,20 @@ START_TEST(receipt_states)
 END_TEST
 
 /* upstream_receipts: its defaults, values and bounds. */
+/* Receipts' dates: YYMMDDhhmm in UTC. */
+START_TEST(receipt_dates)
+{
+	char buf[11];
+
+	/* 2026-11-24 13:45:59 UTC */
+	smpp_receipt_date(1795478400ull + 13 * 3600 + 45 * 60 + 59, buf,
+	    sizeof(buf));
+	ck_assert_str_eq(buf, "2611241345");
+	smpp_receipt_date(0, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "7001010000");
+}
+END_TEST
+
 START_TEST(config_receipts)
 {
 	struct config *cf = unit_config(METRICS
@@ -362,6 +376,7 @@ receipt_map_suite(void)
 	tcase_add_test(tc, receipt_text_parsed);
 	tcase_add_test(tc, receipt_text_bounded);
 	tcase_add_test(tc, receipt_states);
+	tcase_add_test(tc, receipt_dates);
 	tcase_add_test(tc, config_receipts);
 	suite_add_tcase(s, tc);
 	return s;

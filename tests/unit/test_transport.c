@@ -547,6 +547,30 @@ side_fini(struct side *s)
 	config_unref(s->cf);
 }
 
+/*
+ * A listen or connect that fails says why in errno and leaves no socket
+ * open: the next descriptor is the one that was next before.
+ */
+START_TEST(net_failures_keep_errno_close_socket)
+{
+	int lfd, next, fd;
+
+	ck_assert_int_ge(lfd = net_listen("127.0.0.1", 0, 4), 0);
+	ck_assert_int_ge(next = dup(0), 0);
+	close(next);
+	errno = 0;
+	ck_assert_int_eq(net_listen("127.0.0.1",
+	    (uint16_t)net_local_port(lfd), 4), -1);
+	ck_assert_int_eq(errno, EADDRINUSE);
+	errno = 0;
+	ck_assert_int_eq(net_connect("not-an-address", 1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(fd = dup(0), next);
+	close(fd);
+	close(lfd);
+}
+END_TEST
+
 /* A TCP connection over loopback: net_connect's end and the accepted one. */
 static void
 tcp_pair(int *cfd, int *sfd)
@@ -940,6 +964,7 @@ transport_suite(void)
 #endif
 
 	tcase_add_test(ty, transport_registry_by_name);
+	tcase_add_test(ty, net_failures_keep_errno_close_socket);
 	tcase_add_test(ty, transport_lifecycle_under_conn);
 	tcase_add_test(ty, transport_tick_fail_closes_for_timeout);
 	tcase_add_test(ty, transport_dropped_handoff_unadmits);
