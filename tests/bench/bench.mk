@@ -3,7 +3,7 @@
 
 LOADGEN    := $(BUILD)/loadgen
 # The yardsticks make bench compares against, and the plotter.
-BENCH_DEBS := redis-server memcached nats-server nginx-light gnuplot-nox
+BENCH_DEBS := redis-server memcached nats-server nginx gnuplot-nox
 LOADGEN_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 
 # With TLS built, the generator speaks it too (-Y), through the same OpenSSL.
