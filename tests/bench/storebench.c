@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #if SB_LMDB
 #include <lmdb.h>
@@ -156,6 +157,7 @@ struct opts {
 	const char *schemas;
 	bool	full, normal;
 	const char *dir;
+	unsigned writers;	/* -w: LMDB shards, insert only */
 };
 
 /* One phase's measure: messages, wall and thread CPU seconds. */
@@ -204,6 +206,7 @@ static void lmdb_txn(struct run *r, bool begin);
 static unsigned lmdb_scan_page(struct run *r, unsigned k);
 static void lmdb_mark(struct run *r, unsigned k, int64_t id);
 static void lmdb_mark_range(struct run *r, unsigned k);
+static double median(double *v, unsigned n);
 
 /* What every run inserts, the same for every schema. */
 static char **names;		/* accounts, then senders */
@@ -739,7 +742,8 @@ lmdb_pack(const struct run *r, unsigned i, int64_t now, uint8_t *buf)
 	return (size_t)(p - buf);
 }
 
-static MDB_txn *lmdb_wtxn;
+/* The open write transaction: one per thread (shards, -w). */
+static __thread MDB_txn *lmdb_wtxn;
 
 static void
 lmdb_txn(struct run *r, bool begin)
@@ -955,6 +959,110 @@ lmdb_run(struct run *r, bool full, struct result *res)
 	lmdb_check_drained(r, res);
 	lmdb_close(r);
 }
+/*
+ * Shards (-w W): W threads, each with its own env (file) and writer,
+ * insert the messages i with i % W == w, groups of -g / W (the same
+ * traffic split W ways fills a group W times slower). What W writers
+ * insert together; LMDB, like SQLite, has one writer per file.
+ */
+struct shard {
+	struct run r;
+	unsigned w, nw;
+	struct phase ins;
+};
+
+static void *
+shard_insert(void *arg)
+{
+	struct shard *sh = arg;
+	struct run *r = &sh->r;
+	unsigned group = r->o->group / sh->nw ? r->o->group / sh->nw : 1;
+	int64_t now = (int64_t)time(NULL);
+	unsigned in = 0;
+	double w0, c0;
+
+	phase_time(&sh->ins, false, &w0, &c0);
+	for (unsigned i = sh->w; i < r->o->n; i += sh->nw) {
+		if (in % group == 0)
+			lmdb_txn(r, true);
+		lmdb_insert(r, i, now);
+		if (++in % group == 0)
+			lmdb_txn(r, false);
+	}
+	if (in % group != 0)
+		lmdb_txn(r, false);
+	phase_time(&sh->ins, true, &w0, &c0);
+	sh->ins.n = in;
+	return NULL;
+}
+
+/* One sharded insert run: aggregate messages/s, mean CPU us/msg. */
+static void
+shard_run(const struct opts *o, const char *dir, unsigned nw, bool full,
+    double *rate_out, double *us_out)
+{
+	struct shard sh[16];
+	pthread_t t[16];
+	double w0 = clock_s(CLOCK_MONOTONIC), cpu = 0;
+	uint64_t n = 0;
+
+	for (unsigned w = 0; w < nw; w++) {
+		sh[w] = (struct shard){ .r = { .o = o, .s = &schemas[NSCHEMAS -
+		    2] }, .w = w, .nw = nw };
+		snprintf(sh[w].r.path, sizeof(sh[w].r.path), "%s/shard-%u.db",
+		    dir, w);
+		lmdb_open(&sh[w].r, full);
+	}
+	w0 = clock_s(CLOCK_MONOTONIC);
+	for (unsigned w = 0; w < nw; w++)
+		if (pthread_create(&t[w], NULL, shard_insert, &sh[w]) != 0)
+			die("pthread_create failed");
+	for (unsigned w = 0; w < nw; w++) {
+		pthread_join(t[w], NULL);
+		cpu += sh[w].ins.cpu;
+		n += sh[w].ins.n;
+	}
+	*rate_out = (double)n / (clock_s(CLOCK_MONOTONIC) - w0);
+	*us_out = cpu * 1e6 / (double)n;
+	for (unsigned w = 0; w < nw; w++) {
+		if (lmdb_entries(&sh[w].r, sh[w].r.msg_dbi) != sh[w].ins.n)
+			die("%s: a shard lost a message", sh[w].r.path);
+		lmdb_close(&sh[w].r);
+	}
+	if (n != o->n)
+		die("shards inserted %llu of %u", (unsigned long long)n, o->n);
+}
+
+/* -w W: 1, 2, .. W shards, interleaved rounds, medians. */
+static void
+shard_bench(const struct opts *o, const char *dir)
+{
+	double rate[2][16][MAX_ROUNDS], us[2][16][MAX_ROUNDS];
+
+	for (unsigned round = 0; round < o->rounds; round++)
+		for (unsigned nw = 1; nw <= o->writers; nw *= 2)
+			for (int f = 0; f < 2; f++) {
+				if (!(f ? o->full : o->normal))
+					continue;
+				shard_run(o, dir, nw, f, &rate[f][nw - 1][round],
+				    &us[f][nw - 1][round]);
+				printf("shards round=%u writers=%u sync=%s"
+				    " insert=%.0f/%.2f\n", round + 1, nw,
+				    f ? "full" : "normal",
+				    rate[f][nw - 1][round], us[f][nw - 1][round]);
+				fflush(stdout);
+			}
+	printf("%-20s %-6s %9s %7s\n", "lmdb shards", "sync", "insert/s",
+	    "us/msg");
+	for (unsigned nw = 1; nw <= o->writers; nw *= 2)
+		for (int f = 1; f >= 0; f--)
+			if (f ? o->full : o->normal)
+				printf("%-20u %-6s %9.0f %7.2f\n", nw, f ? "full" :
+				    "normal", median(rate[f][nw - 1], o->rounds),
+				    median(us[f][nw - 1], o->rounds));
+	printf("insert/s = all writers together; us/msg = CPU per message,"
+	    " summed over the writers\n");
+}
 #else
 /* Without lmdb.h no schema is lmdb; these are never called. */
 static void lmdb_insert(struct run *r, unsigned i, int64_t now)
@@ -1146,7 +1254,9 @@ usage(void)
 	fprintf(stderr, "  [all]\n"
 	    "  -y SYNC     PRAGMA synchronous: full, normal, both [both]\n"
 	    "  -d DIR      where the files go (a disk, not tmpfs) [$TMPDIR"
-	    " or /var/tmp]\n");
+	    " or /var/tmp]\n"
+	    "  -w W        then LMDB inserts by 1, 2, 4 .. W writers, each on"
+	    " its own file\n");
 	exit(2);
 }
 
@@ -1169,7 +1279,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 	const char *sync = "both";
 	int ch;
 
-	while ((ch = getopt(argc, argv, "n:a:t:g:S:R:r:s:y:d:")) != -1) {
+	while ((ch = getopt(argc, argv, "n:a:t:g:S:R:r:s:y:d:w:")) != -1) {
 		switch (ch) {
 		case 'n': o->n = num(optarg, 1, 100000000); break;
 		case 'a': o->accounts = num(optarg, 1, 1000000); break;
@@ -1181,6 +1291,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case 's': o->schemas = optarg; break;
 		case 'y': sync = optarg; break;
 		case 'd': o->dir = optarg; break;
+		case 'w': o->writers = num(optarg, 1, 16); break;
 		default: usage();
 		}
 	}
@@ -1297,5 +1408,17 @@ main(int argc, char **argv)
 		die("%s: %s", dir, strerror(errno));
 	print_table(cells, ncells, &o);
 	print_yardsticks(cells, ncells);
+#if SB_LMDB
+	if (o.writers > 0) {
+		if (mkdir(dir, 0700) < 0)
+			die("%s: %s", dir, strerror(errno));
+		shard_bench(&o, dir);
+		if (rmdir(dir) < 0)
+			die("%s: %s", dir, strerror(errno));
+	}
+#else
+	if (o.writers > 0)
+		printf("-w: LMDB skipped (no lmdb.h)\n");
+#endif
 	return 0;
 }
