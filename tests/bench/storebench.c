@@ -14,6 +14,8 @@
  * alike; a line per run (messages/s and us of CPU per message for each
  * phase), then a table of the medians. Exit 1 when a run loses or keeps a
  * message it should not: then its figures measured something else.
+ * Built with -DSB_LMDB=1 (where liblmdb-dev is), schemas l and m run the
+ * same phases on LMDB instead (lmdb_run), and -w the sharded inserts.
  */
 #include <errno.h>
 #include <fcntl.h>
