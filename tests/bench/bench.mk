@@ -31,12 +31,16 @@ $(DRAIN): tests/bench/drain.c $(BUILD)/.make-settings
 # messages, STOREBENCH_ARGS the rest (storebench -h).
 STOREBENCH := $(BUILD)/storebench
 STOREBENCH_N ?= 200000
+# LMDB (schemas l and m) only where liblmdb-dev is installed: the daemon
+# does not use it, so it is no build dependency; storebench says it skipped.
+STOREBENCH_LMDB := $(shell $(PKG_CONFIG) --exists lmdb 2>/dev/null && echo yes)
 $(STOREBENCH): tests/bench/storebench.c $(BUILD)/.make-settings
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(LOADGEN_CFLAGS) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ \
-	    tests/bench/storebench.c \
-	    $(shell $(PKG_CONFIG) --cflags --libs $(SQLITE_PKG) 2>/dev/null)
+	    $(if $(STOREBENCH_LMDB),-DSB_LMDB=1) tests/bench/storebench.c \
+	    $(shell $(PKG_CONFIG) --cflags --libs $(SQLITE_PKG) 2>/dev/null) \
+	    $(if $(STOREBENCH_LMDB),$(shell $(PKG_CONFIG) --cflags --libs lmdb))
 
 storebench: $(STOREBENCH)
 	$(STOREBENCH) -n $(STOREBENCH_N) $(STOREBENCH_ARGS)

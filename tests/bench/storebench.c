@@ -14,10 +14,16 @@
  * alike; a line per run (messages/s and us of CPU per message for each
  * phase), then a table of the medians. Exit 1 when a run loses or keeps a
  * message it should not: then its figures measured something else.
+ * Built with -DSB_LMDB=1 (where liblmdb-dev is), schemas l and m run the
+ * same phases on LMDB instead (lmdb_run), and -w the sharded inserts.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
+#if SB_LMDB
+#include <lmdb.h>
+#endif
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -40,7 +46,12 @@
 #define PREFIX_FIRST_FLAG (1 << 0)	/* MSG_F_PREFIX_FIRST: SMPP's, HTTP's */
 /* STORE_FINAL_NOT_KEPT: MSG_F_RECEIPT, MSG_F_LINE_CLIENT. */
 #define FINAL_NOT_KEPT	((1 << 3) | LINE_CLIENT_FLAG)
-#define MAX_SCHEMAS	12
+#define MAX_SCHEMAS	14
+#if SB_LMDB
+#define SB_SCHEMAS	"aohrbcdefglm"
+#else
+#define SB_SCHEMAS	"aohrbcdefg"
+#endif
 #define MAX_ROUNDS	15
 
 /*
@@ -136,6 +147,8 @@ struct schema {
 	bool	returning;	/* del says whether fin keeps the row */
 	uint32_t flags;		/* the messages' (0: LINE_TEXT_FLAG) */
 };
+/* LMDB's schemas (l, m) use neither ddl nor statements: see lmdb_run. */
+#define IS_LMDB(s)	((s)->key >= 'l')
 
 static const struct schema schemas[] = {
 	/* Line clients' messages: no final rows kept. */
@@ -171,6 +184,17 @@ static const struct schema schemas[] = {
 	{ 'g', "e, no fin rows", NAMES ROWID_MSG("INTEGER") BACKLOG EXPIRY
 	    DLV("INTEGER"), true, true, false, NULL, delete_range_sql, false,
 	    0 },
+#if SB_LMDB
+	/*
+	 * LMDB: msg keyed (account, id) big-endian, so a backlog is one
+	 * cursor range; ids keyed id -> account for query_sm. Like g: no
+	 * final rows. l deletes per message; m per account range, with a
+	 * delivered-up-to mark in dlv.
+	 */
+	{ 'l', "lmdb, per msg", "", true, false, false, NULL, NULL, false, 0 },
+	{ 'm', "lmdb, range marks", "", true, true, false, NULL, NULL, false,
+	    0 },
+#endif
 };
 #define NSCHEMAS (sizeof(schemas) / sizeof(schemas[0]))
 
@@ -179,6 +203,7 @@ struct opts {
 	const char *schemas;
 	bool	full, normal;
 	const char *dir;
+	unsigned writers;	/* -w: LMDB shards, insert only */
 };
 
 /* One phase's measure: messages, wall and thread CPU seconds. */
@@ -209,6 +234,10 @@ struct run {
 	const struct schema *s;
 	sqlite3	*db;
 	sqlite3_stmt *put, *scan, *fin, *del, *upto;
+#if SB_LMDB
+	MDB_env	*env;
+	MDB_dbi	msg_dbi, id_dbi, dlv_dbi;
+#endif
 	char	path[4096];
 	struct acct *acct;
 	int64_t	*marks;		/* the open group: ids, with macct */
@@ -216,6 +245,14 @@ struct run {
 	unsigned nmarks;
 	uint64_t scanned, marked;
 };
+
+/* LMDB (schemas l, m): the same phases on an env; see lmdb_run. */
+static void lmdb_insert(struct run *r, unsigned i, int64_t now);
+static void lmdb_txn(struct run *r, bool begin);
+static unsigned lmdb_scan_page(struct run *r, unsigned k);
+static void lmdb_mark(struct run *r, unsigned k, int64_t id);
+static void lmdb_mark_range(struct run *r, unsigned k);
+static double median(double *v, unsigned n);
 
 /* What every run inserts, the same for every schema. */
 static char **names;		/* accounts, then senders */
@@ -409,6 +446,14 @@ insert_all(struct run *r, struct phase *p)
 
 	phase_time(p, false, &w0, &c0);
 	for (unsigned i = 0; i < o->n; i++) {
+		if (IS_LMDB(r->s)) {
+			if (i % o->group == 0)
+				lmdb_txn(r, true);
+			lmdb_insert(r, i, now);
+			if ((i + 1) % o->group == 0 || i + 1 == o->n)
+				lmdb_txn(r, false);
+			continue;
+		}
 		if (i % o->group == 0)
 			exec_sql(r, "BEGIN");
 		bind_put(r, i, now);
@@ -489,6 +534,12 @@ scan_page(struct run *r, unsigned k, struct phase *p)
 	int rc;
 
 	phase_time(p, false, &w0, &c0);
+	if (IS_LMDB(r->s)) {
+		n = lmdb_scan_page(r, k);
+		phase_time(p, true, &w0, &c0);
+		p->n += n;
+		return n;
+	}
 	bind_name(r, st, 1, k);
 	sqlite3_bind_int64(st, 2, a->cursor);
 	sqlite3_bind_int64(st, 3, r->o->page);
@@ -596,16 +647,28 @@ flush_marks(struct run *r, struct phase *p)
 	if (r->nmarks == 0)
 		return;
 	phase_time(p, false, &w0, &c0);
-	exec_sql(r, "BEGIN");
+	if (IS_LMDB(r->s))
+		lmdb_txn(r, true);
+	else
+		exec_sql(r, "BEGIN");
 	for (unsigned i = 0; i < r->nmarks; i++) {
 		unsigned k = r->macct[i];
 
-		if (!r->s->range)
+		if (IS_LMDB(r->s) && !r->s->range)
+			lmdb_mark(r, k, r->marks[i]);
+		else if (IS_LMDB(r->s) && r->acct[k].touched)
+			lmdb_mark_range(r, k);
+		else if (IS_LMDB(r->s))
+			continue;
+		else if (!r->s->range)
 			mark_row(r, k, r->marks[i], now);
 		else if (r->acct[k].touched)
 			mark_range(r, k, now);
 	}
-	exec_sql(r, "COMMIT");
+	if (IS_LMDB(r->s))
+		lmdb_txn(r, false);
+	else
+		exec_sql(r, "COMMIT");
 	phase_time(p, true, &w0, &c0);
 	p->n += r->nmarks;
 	r->marked += r->nmarks;
@@ -689,6 +752,420 @@ check_drained(struct run *r, const struct result *res)
 		    (long long)fin, (long long)want, r->o->n);
 }
 
+#if SB_LMDB
+/*
+ * LMDB. Keys are big-endian so that memcmp orders them: msg (account 4,
+ * id 8) -> the packed record, ids (id 8) -> account 4, dlv (account 4) ->
+ * delivered up to (8). Commits are durable as LMDB's default makes them
+ * (fdatasync of the data, then of the meta page); "normal" opens the env
+ * with MDB_NOMETASYNC (the meta page written but not synced: a crash may
+ * lose the last commit, not the file), like SQLite's NORMAL in WAL mode.
+ */
+#define LMDB_REC_MAX	(4 + 2 * 65 + 1 + 4 * 8 + 2 * 4 + 2 + 65536 + 2)
+
+static void
+lmdb_check(const struct run *r, int rc, const char *what)
+{
+	if (rc != MDB_SUCCESS)
+		die("%s: %s: %s", r->path, what, mdb_strerror(rc));
+}
+
+static void
+be_put(uint8_t *p, uint64_t v, unsigned len)
+{
+	for (unsigned i = len; i-- > 0; v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static uint64_t
+be_get(const uint8_t *p, unsigned len)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < len; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Account k's key (k + 1, as the name table's) with message id. */
+static MDB_val
+lmdb_key(uint8_t buf[12], unsigned k, int64_t id)
+{
+	be_put(buf, (uint64_t)k + 1, 4);
+	be_put(buf + 4, (uint64_t)id, 8);
+	return (MDB_val){ .mv_size = 12, .mv_data = buf };
+}
+
+static uint8_t *
+pack_str(uint8_t *p, const char *s)
+{
+	size_t n = strlen(s);
+
+	*p++ = (uint8_t)n;
+	memcpy(p, s, n);
+	return p + n;
+}
+
+/* Message i packed as the store's columns, names as integer keys. */
+static size_t
+lmdb_pack(const struct run *r, unsigned i, int64_t now, uint8_t *buf)
+{
+	unsigned a = msg_acct[i], from = r->o->accounts + msg_from[i];
+	uint8_t *p = buf;
+
+	be_put(p, (uint64_t)from + 1, 4), p += 4;
+	p = pack_str(p, names[from]);
+	p = pack_str(p, names[a]);
+	*p++ = MSG_STATE_ENROUTE;
+	be_put(p, (uint64_t)now, 8), p += 8;			/* submitted */
+	be_put(p, 0, 8), p += 8;				/* due */
+	be_put(p, (uint64_t)(now + VALIDITY), 8), p += 8;	/* expires */
+	be_put(p, 0, 8), p += 8;				/* final_date */
+	be_put(p, 0, 4), p += 4;				/* attempts */
+	be_put(p, LINE_TEXT_FLAG, 4), p += 4;
+	be_put(p, r->o->text, 2), p += 2;
+	memcpy(p, text, r->o->text), p += r->o->text;
+	be_put(p, 0, 2), p += 2;				/* smpp */
+	return (size_t)(p - buf);
+}
+
+/* The open write transaction: one per thread (shards, -w). */
+static __thread MDB_txn *lmdb_wtxn;
+
+static void
+lmdb_txn(struct run *r, bool begin)
+{
+	if (begin)
+		lmdb_check(r, mdb_txn_begin(r->env, NULL, 0, &lmdb_wtxn),
+		    "begin");
+	else
+		lmdb_check(r, mdb_txn_commit(lmdb_wtxn), "commit");
+}
+
+static void
+lmdb_insert(struct run *r, unsigned i, int64_t now)
+{
+	static uint8_t rec[LMDB_REC_MAX];
+	uint8_t kb[12], ib[8], ab[4];
+	MDB_val key = lmdb_key(kb, msg_acct[i], msg_id(i));
+	MDB_val val = { .mv_size = lmdb_pack(r, i, now, rec), .mv_data = rec };
+	MDB_val ik = { .mv_size = 8, .mv_data = ib };
+	MDB_val iv = { .mv_size = 4, .mv_data = ab };
+
+	/* As the store's INSERT: a key already there is an error. */
+	lmdb_check(r, mdb_put(lmdb_wtxn, r->msg_dbi, &key, &val,
+	    MDB_NOOVERWRITE), "put msg");
+	be_put(ib, (uint64_t)msg_id(i), 8);
+	be_put(ab, (uint64_t)msg_acct[i] + 1, 4);
+	lmdb_check(r, mdb_put(lmdb_wtxn, r->id_dbi, &ik, &iv,
+	    MDB_NOOVERWRITE), "put id");
+}
+
+/* A record read back as read_row does: names, a copied text, checks. */
+static void
+lmdb_read(const struct run *r, const MDB_val *key, const MDB_val *val)
+{
+	const uint8_t *p = val->mv_data, *end = p + val->mv_size;
+	int64_t id = (int64_t)be_get((const uint8_t *)key->mv_data + 4, 8);
+	struct rec rec = { .id = id };
+	size_t len;
+
+	p += 4;
+	snprintf(rec.submitter, sizeof(rec.submitter), "%.*s", p[0],
+	    (const char *)p + 1), p += 1 + p[0];
+	snprintf(rec.dst, sizeof(rec.dst), "%.*s", p[0],
+	    (const char *)p + 1), p += 1 + p[0];
+	if (p + 1 + 40 + 2 > end || *p != MSG_STATE_ENROUTE)
+		die("%s: record %lld is not what was stored", r->path,
+		    (long long)id);
+	p += 1 + 40;
+	len = (size_t)be_get(p, 2), p += 2;
+	if (p + len + 2 != end || len != r->o->text || strcmp(rec.dst,
+	    names[msg_acct[(id >> 10) - 1]]) != 0)
+		die("%s: record %lld is not what was stored", r->path,
+		    (long long)id);
+	rec.text = xmalloc(len);
+	memcpy(rec.text, p, len);
+	free(rec.text);
+}
+
+/* The next page of account k's backlog: one cursor range, read-only. */
+static unsigned
+lmdb_scan_page(struct run *r, unsigned k)
+{
+	struct acct *a = &r->acct[k];
+	uint8_t kb[12];
+	MDB_val key = lmdb_key(kb, k, a->cursor + 1), val;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	unsigned n = 0;
+	int rc;
+
+	lmdb_check(r, mdb_txn_begin(r->env, NULL, MDB_RDONLY, &txn), "read");
+	lmdb_check(r, mdb_cursor_open(txn, r->msg_dbi, &cur), "cursor");
+	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	while (rc == MDB_SUCCESS && n < r->o->page &&
+	    be_get(key.mv_data, 4) == (uint64_t)k + 1) {
+		lmdb_read(r, &key, &val);
+		a->cursor = (int64_t)be_get((uint8_t *)key.mv_data + 4, 8);
+		a->queue[(a->qhead + a->qlen++) % 256] = a->cursor;
+		n++;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	}
+	if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+		lmdb_check(r, rc, "scan");
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	return n;
+}
+
+static void
+lmdb_del_id(struct run *r, int64_t id)
+{
+	uint8_t ib[8];
+	MDB_val ik = { .mv_size = 8, .mv_data = ib };
+
+	be_put(ib, (uint64_t)id, 8);
+	lmdb_check(r, mdb_del(lmdb_wtxn, r->id_dbi, &ik, NULL), "del id");
+}
+
+/* l: a delivery deletes its record and its id entry. */
+static void
+lmdb_mark(struct run *r, unsigned k, int64_t id)
+{
+	uint8_t kb[12];
+	MDB_val key = lmdb_key(kb, k, id);
+
+	lmdb_check(r, mdb_del(lmdb_wtxn, r->msg_dbi, &key, NULL), "del msg");
+	lmdb_del_id(r, id);
+}
+
+/* m: account k's (group_lo, upto] by one cursor walk, and its mark. */
+static void
+lmdb_mark_range(struct run *r, unsigned k)
+{
+	struct acct *a = &r->acct[k];
+	uint8_t kb[12], ub[8];
+	MDB_val key = lmdb_key(kb, k, a->group_lo + 1), val;
+	MDB_val uk = { .mv_size = 4, .mv_data = kb };
+	MDB_val uv = { .mv_size = 8, .mv_data = ub };
+	MDB_cursor *cur;
+	int64_t id;
+	int rc;
+
+	lmdb_check(r, mdb_cursor_open(lmdb_wtxn, r->msg_dbi, &cur), "cursor");
+	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	while (rc == MDB_SUCCESS && be_get(key.mv_data, 4) == (uint64_t)k + 1 &&
+	    (id = (int64_t)be_get((uint8_t *)key.mv_data + 4, 8)) <= a->upto) {
+		lmdb_del_id(r, id);
+		lmdb_check(r, mdb_cursor_del(cur, 0), "del range");
+		/* After a delete, MDB_NEXT yields the entry that took its place. */
+		rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	}
+	if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+		lmdb_check(r, rc, "range");
+	mdb_cursor_close(cur);
+	be_put(kb, (uint64_t)k + 1, 4);
+	be_put(ub, (uint64_t)a->upto, 8);
+	lmdb_check(r, mdb_put(lmdb_wtxn, r->dlv_dbi, &uk, &uv, 0), "put dlv");
+	a->group_lo = a->upto;
+	a->touched = false;
+}
+
+static void
+lmdb_open(struct run *r, bool full)
+{
+	/* The map is the most the file may grow to; sparse until written. */
+	size_t map = ((size_t)1 << 30) + (size_t)r->o->n * (1024 +
+	    2 * r->o->text);
+	MDB_txn *txn;
+
+	lmdb_check(r, mdb_env_create(&r->env), "env");
+	lmdb_check(r, mdb_env_set_mapsize(r->env, map), "mapsize");
+	lmdb_check(r, mdb_env_set_maxdbs(r->env, 4), "maxdbs");
+	lmdb_check(r, mdb_env_open(r->env, r->path, MDB_NOSUBDIR | MDB_NOTLS |
+	    (full ? 0 : MDB_NOMETASYNC), 0600), "open");
+	lmdb_check(r, mdb_txn_begin(r->env, NULL, 0, &txn), "begin");
+	lmdb_check(r, mdb_dbi_open(txn, "msg", MDB_CREATE, &r->msg_dbi), "msg");
+	lmdb_check(r, mdb_dbi_open(txn, "ids", MDB_CREATE, &r->id_dbi), "ids");
+	lmdb_check(r, mdb_dbi_open(txn, "dlv", MDB_CREATE, &r->dlv_dbi), "dlv");
+	lmdb_check(r, mdb_txn_commit(txn), "commit");
+}
+
+static size_t
+lmdb_entries(struct run *r, MDB_dbi dbi)
+{
+	MDB_txn *txn;
+	MDB_stat st;
+
+	lmdb_check(r, mdb_txn_begin(r->env, NULL, MDB_RDONLY, &txn), "read");
+	lmdb_check(r, mdb_stat(txn, dbi, &st), "stat");
+	mdb_txn_abort(txn);
+	return st.ms_entries;
+}
+
+/* Every message scanned and marked once; no record nor id entry left. */
+static void
+lmdb_check_drained(struct run *r, const struct result *res)
+{
+	size_t left = lmdb_entries(r, r->msg_dbi);
+	size_t ids = lmdb_entries(r, r->id_dbi);
+
+	if (res->scan.n != r->o->n || r->marked != r->o->n || left != 0 ||
+	    ids != 0)
+		die("%s (%c): %llu scanned, %llu marked, %zu left, %zu ids"
+		    " of %u", r->path, r->s->key,
+		    (unsigned long long)res->scan.n,
+		    (unsigned long long)r->marked, left, ids, r->o->n);
+}
+
+static void
+lmdb_close(struct run *r)
+{
+	char p[sizeof(r->path) + 8];
+
+	mdb_env_close(r->env);
+	snprintf(p, sizeof(p), "%s-lock", r->path);
+	if ((unlink(r->path) < 0 && errno != ENOENT) ||
+	    (unlink(p) < 0 && errno != ENOENT))
+		die("%s: %s", r->path, strerror(errno));
+}
+
+/* One LMDB cell: the same phases as run_one's; the file as LMDB grew it. */
+static void
+lmdb_run(struct run *r, bool full, struct result *res)
+{
+	struct stat st;
+
+	lmdb_open(r, full);
+	insert_all(r, &res->ins);
+	if (stat(r->path, &st) < 0)
+		die("%s: %s", r->path, strerror(errno));
+	res->mib = (double)st.st_size / (1024.0 * 1024.0);
+	drain_all(r, res);
+	lmdb_check_drained(r, res);
+	lmdb_close(r);
+}
+/*
+ * Shards (-w W): W threads, each with its own env (file) and writer,
+ * insert the messages i with i % W == w, groups of -g / W (the same
+ * traffic split W ways fills a group W times slower). What W writers
+ * insert together; LMDB, like SQLite, has one writer per file.
+ */
+struct shard {
+	struct run r;
+	unsigned w, nw;
+	struct phase ins;
+};
+
+static void *
+shard_insert(void *arg)
+{
+	struct shard *sh = arg;
+	struct run *r = &sh->r;
+	unsigned group = r->o->group / sh->nw ? r->o->group / sh->nw : 1;
+	int64_t now = (int64_t)time(NULL);
+	unsigned in = 0;
+	double w0, c0;
+
+	phase_time(&sh->ins, false, &w0, &c0);
+	for (unsigned i = sh->w; i < r->o->n; i += sh->nw) {
+		if (in % group == 0)
+			lmdb_txn(r, true);
+		lmdb_insert(r, i, now);
+		if (++in % group == 0)
+			lmdb_txn(r, false);
+	}
+	if (in % group != 0)
+		lmdb_txn(r, false);
+	phase_time(&sh->ins, true, &w0, &c0);
+	sh->ins.n = in;
+	return NULL;
+}
+
+/* One sharded insert run: aggregate messages/s, mean CPU us/msg. */
+static void
+shard_run(const struct opts *o, const char *dir, unsigned nw, bool full,
+    double *rate_out, double *us_out)
+{
+	struct shard sh[16];
+	pthread_t t[16];
+	double w0 = clock_s(CLOCK_MONOTONIC), cpu = 0;
+	uint64_t n = 0;
+
+	for (unsigned w = 0; w < nw; w++) {
+		sh[w] = (struct shard){ .r = { .o = o, .s = &schemas[NSCHEMAS -
+		    2] }, .w = w, .nw = nw };
+		snprintf(sh[w].r.path, sizeof(sh[w].r.path), "%s/shard-%u.db",
+		    dir, w);
+		lmdb_open(&sh[w].r, full);
+	}
+	w0 = clock_s(CLOCK_MONOTONIC);
+	for (unsigned w = 0; w < nw; w++)
+		if (pthread_create(&t[w], NULL, shard_insert, &sh[w]) != 0)
+			die("pthread_create failed");
+	for (unsigned w = 0; w < nw; w++) {
+		pthread_join(t[w], NULL);
+		cpu += sh[w].ins.cpu;
+		n += sh[w].ins.n;
+	}
+	*rate_out = (double)n / (clock_s(CLOCK_MONOTONIC) - w0);
+	*us_out = cpu * 1e6 / (double)n;
+	for (unsigned w = 0; w < nw; w++) {
+		if (lmdb_entries(&sh[w].r, sh[w].r.msg_dbi) != sh[w].ins.n)
+			die("%s: a shard lost a message", sh[w].r.path);
+		lmdb_close(&sh[w].r);
+	}
+	if (n != o->n)
+		die("shards inserted %llu of %u", (unsigned long long)n, o->n);
+}
+
+/* -w W: 1, 2, .. W shards, interleaved rounds, medians. */
+static void
+shard_bench(const struct opts *o, const char *dir)
+{
+	double rate[2][16][MAX_ROUNDS], us[2][16][MAX_ROUNDS];
+
+	for (unsigned round = 0; round < o->rounds; round++)
+		for (unsigned nw = 1; nw <= o->writers; nw *= 2)
+			for (int f = 0; f < 2; f++) {
+				if (!(f ? o->full : o->normal))
+					continue;
+				shard_run(o, dir, nw, f, &rate[f][nw - 1][round],
+				    &us[f][nw - 1][round]);
+				printf("shards round=%u writers=%u sync=%s"
+				    " insert=%.0f/%.2f\n", round + 1, nw,
+				    f ? "full" : "normal",
+				    rate[f][nw - 1][round], us[f][nw - 1][round]);
+				fflush(stdout);
+			}
+	printf("%-20s %-6s %9s %7s\n", "lmdb shards", "sync", "insert/s",
+	    "us/msg");
+	for (unsigned nw = 1; nw <= o->writers; nw *= 2)
+		for (int f = 1; f >= 0; f--)
+			if (f ? o->full : o->normal)
+				printf("%-20u %-6s %9.0f %7.2f\n", nw, f ? "full" :
+				    "normal", median(rate[f][nw - 1], o->rounds),
+				    median(us[f][nw - 1], o->rounds));
+	printf("insert/s = all writers together; us/msg = CPU per message,"
+	    " summed over the writers\n");
+}
+#else
+/* Without lmdb.h no schema is lmdb; these are never called. */
+static void lmdb_insert(struct run *r, unsigned i, int64_t now)
+{ (void)i, (void)now; die("%s: no LMDB", r->path); }
+static void lmdb_txn(struct run *r, bool begin)
+{ (void)begin; die("%s: no LMDB", r->path); }
+static unsigned lmdb_scan_page(struct run *r, unsigned k)
+{ (void)k; die("%s: no LMDB", r->path); }
+static void lmdb_mark(struct run *r, unsigned k, int64_t id)
+{ (void)k, (void)id; die("%s: no LMDB", r->path); }
+static void lmdb_mark_range(struct run *r, unsigned k)
+{ (void)k; die("%s: no LMDB", r->path); }
+static void lmdb_run(struct run *r, bool full, struct result *res)
+{ (void)full, (void)res; die("%s: no LMDB", r->path); }
+#endif
+
 /* One cell: schema s with sync full or normal, on a fresh file. */
 static void
 run_one(const struct opts *o, const char *dir, const struct schema *s,
@@ -701,6 +1178,13 @@ run_one(const struct opts *o, const char *dir, const struct schema *s,
 	r.acct = xmalloc(o->accounts * sizeof(*r.acct));
 	r.marks = xmalloc(o->group * sizeof(*r.marks));
 	r.macct = xmalloc(o->group * sizeof(*r.macct));
+	if (IS_LMDB(s)) {
+		lmdb_run(&r, full, res);
+		free(r.acct);
+		free(r.marks);
+		free(r.macct);
+		return;
+	}
 	run_open(&r, full);
 	run_names(&r);
 	insert_all(&r, &res->ins);
@@ -829,7 +1313,7 @@ print_yardsticks(const struct cell *cells, unsigned n)
 	    " store accept 157k/s at 6.8 us, drain 89k/s at 8.3 us\n");
 	if (best == NULL)
 		return;
-	printf("here, sync = full, SQLite alone on one thread:");
+	printf("here, sync = full, the engine alone on one thread:");
 	if (today != NULL)
 		printf(" a today inserts %.0f/s (%.2fx redis's 340k/s),",
 		    today->med[0], today->med[0] / 340000.0);
@@ -857,7 +1341,9 @@ usage(void)
 	fprintf(stderr, "  [all]\n"
 	    "  -y SYNC     PRAGMA synchronous: full, normal, both [both]\n"
 	    "  -d DIR      where the files go (a disk, not tmpfs) [$TMPDIR"
-	    " or /var/tmp]\n");
+	    " or /var/tmp]\n"
+	    "  -w W        then LMDB inserts by 1, 2, 4 .. W writers, each on"
+	    " its own file\n");
 	exit(2);
 }
 
@@ -880,7 +1366,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 	const char *sync = "both";
 	int ch;
 
-	while ((ch = getopt(argc, argv, "n:a:t:g:S:R:r:s:y:d:")) != -1) {
+	while ((ch = getopt(argc, argv, "n:a:t:g:S:R:r:s:y:d:w:")) != -1) {
 		switch (ch) {
 		case 'n': o->n = num(optarg, 1, 100000000); break;
 		case 'a': o->accounts = num(optarg, 1, 1000000); break;
@@ -892,6 +1378,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case 's': o->schemas = optarg; break;
 		case 'y': sync = optarg; break;
 		case 'd': o->dir = optarg; break;
+		case 'w': o->writers = num(optarg, 1, 16); break;
 		default: usage();
 		}
 	}
@@ -963,9 +1450,15 @@ print_header(const struct opts *o, const char *dir)
 {
 	printf("storebench: N=%u messages to %u accounts from %u senders,"
 	    " %u-byte texts, %u per commit; drain: scans of %u, %u marks per"
-	    " account per turn; %u interleaved round%s; SQLite %s; %s (%s)\n",
-	    o->n, o->accounts, o->accounts, o->text, o->group, o->page,
-	    o->run, o->rounds, o->rounds == 1 ? "" : "s", sqlite3_libversion(),
+	    " account per turn; %u interleaved round%s; SQLite %s; %s; %s"
+	    " (%s)\n", o->n, o->accounts, o->accounts, o->text, o->group,
+	    o->page, o->run, o->rounds, o->rounds == 1 ? "" : "s",
+	    sqlite3_libversion(),
+#if SB_LMDB
+	    MDB_VERSION_STRING,
+#else
+	    "LMDB skipped (no lmdb.h: apt-get install liblmdb-dev)",
+#endif
 	    dir, fs_name(dir));
 	fflush(stdout);
 }
@@ -974,7 +1467,7 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .n = 200000, .accounts = 1000, .text = 64,
-	    .group = 7600, .page = 32, .rounds = 3, .schemas = "aohrbcdefg" };
+	    .group = 7600, .page = 32, .rounds = 3, .schemas = SB_SCHEMAS };
 	static struct cell cells[2 * MAX_SCHEMAS];
 	const char *tmp = getenv("TMPDIR");
 	char dir[2048];
@@ -1002,5 +1495,17 @@ main(int argc, char **argv)
 		die("%s: %s", dir, strerror(errno));
 	print_table(cells, ncells, &o);
 	print_yardsticks(cells, ncells);
+#if SB_LMDB
+	if (o.writers > 0) {
+		if (mkdir(dir, 0700) < 0)
+			die("%s: %s", dir, strerror(errno));
+		shard_bench(&o, dir);
+		if (rmdir(dir) < 0)
+			die("%s: %s", dir, strerror(errno));
+	}
+#else
+	if (o.writers > 0)
+		printf("-w: LMDB skipped (no lmdb.h)\n");
+#endif
 	return 0;
 }
