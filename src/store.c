@@ -618,6 +618,14 @@ put_one(struct store_acct *a, struct msg *m)
 	if (a->count == 1)
 		a->oldest = m->submitted;
 	store_count(1, (int64_t)b);
+	/*
+	 * Ids from different reactors arrive out of order: one below what
+	 * the pump has handed out would wait for the scan to come round,
+	 * while later ones of its sender went first. The next scan starts
+	 * at it.
+	 */
+	if (a->cursor >= m->id)
+		a->cursor = m->id - 1;
 	if (m->due > now && (a->rescan_at == 0 || m->due < a->rescan_at))
 		a->rescan_at = m->due;
 	store_mark_dirty(a);

@@ -448,16 +448,28 @@ test('with a store, a receipt awaited across a restart is posted once the stored
 	}
 });
 
-test('a send routed to an upstream SMS centre gets the centre\'s receipt at its dlr-url, with our id', async () => {
-	const sim = new SmscSim({ messageId: () => '3039' });
-	const simPort = await sim.start();
+// A daemon whose route +351 goes to the SMS centre simulator on simPort,
+// once its session is bound.
+async function upstreamDaemon(simPort) {
 	const d = await L.startDaemon(conf(`routes = ( { prefix = "+351"; to = "upstream:opA"; } );
 upstreams = ( { name = "opA"; host = "127.0.0.1"; port = ${simPort};
   system_id = "erd"; password = "secret"; } );`));
-	const r = await receiver();
 	try {
 		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
 			'echorouterd_upstream_sessions_bound{upstream="opA"}') === 1, 20000, 'bound');
+	} catch (e) {
+		await L.stopDaemon(d);
+		throw e;
+	}
+	return d;
+}
+
+test('a send routed to an upstream SMS centre gets the centre\'s receipt at its dlr-url, with our id', async () => {
+	const sim = new SmscSim({ messageId: () => '3039' });
+	const simPort = await sim.start();
+	const d = await upstreamDaemon(simPort);
+	const r = await receiver();
+	try {
 		const dlr = `http://127.0.0.1:${r.port}/dlr?type=%d&id=%I&a=%A`;
 		const q = `username=app&password=pw&to=${encodeURIComponent('+351910000001')}` +
 		    `&text=hi&dlr-mask=3&dlr-url=${encodeURIComponent(dlr)}`;
@@ -489,13 +501,9 @@ test('dlr-mask 8 and 16: the SMS centre took the send (ACK, %F its id, also in t
 	const sim = new SmscSim({ messageId: () => '3039',
 		submitStatus: (p, n) => (n === 0 ? 0 : 0x45) });
 	const simPort = await sim.start();
-	const d = await L.startDaemon(conf(`routes = ( { prefix = "+351"; to = "upstream:opA"; } );
-upstreams = ( { name = "opA"; host = "127.0.0.1"; port = ${simPort};
-  system_id = "erd"; password = "secret"; } );`));
+	const d = await upstreamDaemon(simPort);
 	const r = await receiver();
 	try {
-		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
-			'echorouterd_upstream_sessions_bound{upstream="opA"}') === 1, 20000, 'bound');
 		const dlr = `http://127.0.0.1:${r.port}/dlr?type=%d&a=%A&f=%F`;
 		const send = (to, mask) => get(`http://127.0.0.1:${d.ports.http}/cgi-bin/sendsms?` +
 			`username=app&password=pw&to=${encodeURIComponent(to)}&text=hi` +
