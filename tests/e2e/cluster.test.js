@@ -19,6 +19,8 @@ const skip = L.natsMissing(BIN);
 
 const WAIT_MS = 20000;
 const CLAIM_TTL = 6;
+// JetStream usable again after all its servers restarted at once.
+const JS_BACK_MS = 90000;
 const ESME_ROK = 0;
 const ESME_RTHROTTLED = 0x58;
 
@@ -136,15 +138,22 @@ async function login(port, addr, pass) {
 }
 
 // LOGIN, again until the address is free (a session that just left
-// gives it back asynchronously); the logged-in client.
-function loginWhenFree(port, addr, pass) {
-	return until(async () => {
-		const l = await login(port, addr, pass);
-		if (l.reply === `OK LOGIN ${addr}`)
-			return l.c;
-		l.c.sock.destroy();
-		return null;
-	}, WAIT_MS, `${addr} free`);
+// gives it back asynchronously); the logged-in client. A timeout says
+// what the last LOGIN was answered.
+async function loginWhenFree(port, addr, pass, ms = WAIT_MS) {
+	let last = 'nothing yet';
+	try {
+		return await until(async () => {
+			const l = await login(port, addr, pass);
+			if (l.reply === `OK LOGIN ${addr}`)
+				return l.c;
+			last = l.reply;
+			l.c.sock.destroy();
+			return null;
+		}, ms, `${addr} free`);
+	} catch (e) {
+		throw new Error(`${e.message} (the last LOGIN: ${last})`);
+	}
 }
 
 // One LOGIN on a fresh connection, its reply, then closed.
@@ -677,11 +686,17 @@ test('every NATS server down: local routing goes on, remote sends get 503, then 
 	const LB = await L.startDaemon(longConf('lb', nats[1]));
 	try {
 		await outage(a, b, c, LA, LB);
+	} catch (e) {
+		// What the nodes said, for a failure seen only where it ran.
+		const tail = (d) => d.log.trimEnd().split('\n').slice(-25).join('\n');
+		e.message += `\nnode a's log ends:\n${tail(A)}\nnode b's log ends:\n${tail(B)}`;
+		throw e;
 	} finally {
 		await L.stopAll(LA, LB);
+		// (Closed even on a failure: bob held here would fail the next tests.)
+		for (const y of [a, b])
+			y.sock.destroy();
 	}
-	for (const y of [a, b])
-		y.sock.destroy();
 });
 
 async function outage(a, b, c, LA, LB) {
@@ -711,6 +726,12 @@ async function outage(a, b, c, LA, LB) {
 			startNatsOne(n, nats);
 		await Promise.all(nats.map((n) => waitNatsReady(n)));
 	}
+	// Three servers started at once elect JetStream's leaders again, which
+	// a loaded machine has been seen to take well over WAIT_MS: until a
+	// LOGIN (a claim) goes through on both nodes, nothing is judged.
+	for (const d of [A, B])
+		await quitAndWaitFree(await loginWhenFree(d.ports.router, 'shared', 's',
+			JS_BACK_MS), d.ports.router, 'shared', 's');
 	a.lines = [];
 	await until(async () => {
 		send(a, 'SEND bob again\n');
