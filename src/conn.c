@@ -1049,6 +1049,88 @@ conn_log_close(struct conn *c)
 		    conn_close_reason_name(c->close_reason));
 }
 
+uint64_t
+conn_out_acked(struct conn *c)
+{
+	size_t q = c->xp->ops->unsent != NULL ? c->xp->ops->unsent(c) : 0;
+
+	/* Once half-closed, the kernel counts our FIN in the queue. */
+	if (q > 0 && (c->flags & CONN_F_LINGER))
+		q--;
+	if (q == 0)
+		c->out_acked = c->out_sent;
+	else if ((q += c->xp->ops->ack_slack) < c->out_sent &&
+	    c->out_sent - q > c->out_acked)
+		c->out_acked = c->out_sent - q;
+	return c->out_acked;
+}
+
+/* The first poll soon after; later ones slower while nothing moves. */
+#define CONN_ACK_POLL_MIN_MS	1
+#define CONN_ACK_POLL_MAX_MS	100
+
+void
+conn_watch_acked(struct conn *c)
+{
+	struct conn_set *set = set_of(c);
+
+	if (c->flags & (CONN_F_ACKWAIT | CONN_F_CLOSING))
+		return;
+	if (set->nackwait == set->ackwait_cap) {
+		set->ackwait_cap = set->ackwait_cap ? set->ackwait_cap * 2 : 16;
+		set->ackwait = xrealloc(set->ackwait,
+		    set->ackwait_cap * sizeof(*set->ackwait));
+	}
+	if (set->nackwait == 0) {
+		set->ack_poll_ms = CONN_ACK_POLL_MIN_MS;
+		set->ack_polled_ms = c->r->now_ms;
+	}
+	c->flags |= CONN_F_ACKWAIT;
+	set->ackwait[set->nackwait++] = c;
+}
+
+/*
+ * Before the reactor sleeps: once the poll interval has passed, each
+ * watched connection's on_sent looks again (and asks again if it still
+ * waits); the interval doubles while no acknowledgement moves. The reactor
+ * wakes for the next poll.
+ */
+void
+conn_poll_acked(struct conn_set *set)
+{
+	uint64_t now = set->r->now_ms, due;
+
+	if (now - set->ack_polled_ms >= set->ack_poll_ms) {
+		struct conn **list = set->ackwait;
+		uint32_t n = set->nackwait;
+
+		set->ackwait = NULL;
+		set->nackwait = set->ackwait_cap = 0;
+		bool moved = false;
+
+		for (uint32_t i = 0; i < n; i++) {
+			struct conn *c = list[i];
+			uint64_t before = c->out_acked;
+
+			c->flags &= ~CONN_F_ACKWAIT;
+			if (!(c->flags & CONN_F_CLOSING) &&
+			    c->proto->on_sent != NULL)
+				c->proto->on_sent(c);
+			moved |= c->out_acked != before;
+		}
+		free(list);
+		if (moved)
+			set->ack_poll_ms = CONN_ACK_POLL_MIN_MS;
+		else if (set->ack_poll_ms < CONN_ACK_POLL_MAX_MS)
+			set->ack_poll_ms *= 2;
+		set->ack_polled_ms = now;
+	}
+	if (set->nackwait == 0)
+		return;
+	due = set->ack_polled_ms + set->ack_poll_ms;
+	reactor_wake_within(set->r, due > now ? (int)(due - now) : 0);
+}
+
 /* Takes c off the list of connections whose transport holds input. */
 static void
 pending_unlink(struct conn_set *set, struct conn *c)
@@ -1059,6 +1141,17 @@ pending_unlink(struct conn_set *set, struct conn *c)
 			break;
 		}
 	c->flags &= ~CONN_F_PENDING;
+}
+
+static void
+ackwait_unlink(struct conn_set *set, struct conn *c)
+{
+	for (uint32_t i = 0; i < set->nackwait; i++)
+		if (set->ackwait[i] == c) {
+			set->ackwait[i] = set->ackwait[--set->nackwait];
+			break;
+		}
+	c->flags &= ~CONN_F_ACKWAIT;
 }
 
 void
@@ -1073,6 +1166,8 @@ conn_free(struct conn *c)
 		c->xp->ops->close(c);
 	if (c->flags & CONN_F_PENDING)
 		pending_unlink(set, c);
+	if (c->flags & CONN_F_ACKWAIT)
+		ackwait_unlink(set, c);
 	/* Closing the fd also takes it out of the epoll set. */
 	close(c->io.fd);
 	slot_del(set, c->slot);

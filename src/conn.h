@@ -46,6 +46,7 @@ enum {
 	CONN_F_EOF = 1 << 7,		/* the peer half-closed: read no more */
 	CONN_F_PENDING = 1 << 8,	/* on the set's list: transport has input */
 	CONN_F_BACKLOG = 1 << 9,	/* input kept while output was high */
+	CONN_F_ACKWAIT = 1 << 10,	/* on the set's list: polled for acks */
 };
 
 /*
@@ -75,6 +76,7 @@ struct conn {
 	uint8_t	listener;		/* its listener's index, or CONN_NO_LISTENER */
 	uint32_t linger_input;		/* lingering: ms of the last input */
 	uint64_t out_sent;		/* queued bytes written, since open */
+	uint64_t out_acked;		/* conn_out_acked's last answer */
 };
 
 #define CONN_NO_LISTENER	0xff
@@ -212,6 +214,23 @@ conn_out_sent(const struct conn *c)
 {
 	return c->out_sent;
 }
+
+/*
+ * How far the peer has surely acknowledged the output (an offset as
+ * above, at most conn_out_sent): bytes written but not acknowledged are
+ * lost if the connection is reset or the daemon killed, so a message
+ * whose only copy is its line leaves its keeper only past here. Asks the
+ * kernel (the transport's unsent). Owning reactor only.
+ */
+uint64_t conn_out_acked(struct conn *c);
+
+/*
+ * The protocol waits for the peer to acknowledge bytes already written:
+ * the kernel announces no acknowledgement, so c's on_sent is called again
+ * soon (polled, a few ms at first, less often while nothing moves), once;
+ * on_sent asks again if it still waits. Owning reactor only.
+ */
+void	conn_watch_acked(struct conn *c);
 
 /*
  * r's connection set, made (and hooked into r's loop) on first use: every

@@ -68,6 +68,11 @@ struct conn_set {
 	struct conn **pending;		/* their transports hold input */
 	uint32_t npending;
 	uint32_t pending_cap;
+	struct conn **ackwait;		/* conn_watch_acked: polled */
+	uint32_t nackwait;
+	uint32_t ackwait_cap;
+	uint32_t ack_poll_ms;		/* between polls: grows while idle */
+	uint64_t ack_polled_ms;		/* the last poll, the turn's clock */
 	uint32_t npaused;		/* over the high watermark */
 	uint32_t nlinger;		/* lingering before close */
 	bool	draining;		/* the reactor is stopping */
@@ -98,6 +103,7 @@ void	conn_xp_failed(struct conn *c);
 void	conn_read(struct conn *c);
 void	conn_read_batch(struct conn_set *set);
 bool	conn_linger_done(struct conn *c);
+void	conn_poll_acked(struct conn_set *set);
 void	conn_free(struct conn *c);
 
 #endif

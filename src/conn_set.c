@@ -213,6 +213,8 @@ conn_set_before_sleep(struct reactor *r, void *arg)
 	 */
 	if (set->nlinger > 0 && set->draining)
 		conn_sweep_linger(set, CONN_LINGER_TIMEOUT);
+	if (set->nackwait > 0)
+		conn_poll_acked(set);
 	conn_reap(set);
 	/* A flush in the reap may have made room for kept messages. */
 	return busy || set->npending > 0;
@@ -290,6 +292,7 @@ conn_set_free(struct reactor *r, void *arg)
 	free(set->gens);
 	free(set->free_slots);
 	free(set->pending);
+	free(set->ackwait);
 	buf_pool_fini(&set->pool);
 	free(set->scratch);
 	free(set);

@@ -77,6 +77,15 @@ deliver_outcome(struct msg *m, enum msg_outcome o)
 }
 
 void
+deliver_written(struct msg *const *ms, unsigned n)
+{
+	const struct deliver_kind_ops *ops = kind_ops(MSG_KIND_STORE);
+
+	if (ops != NULL && ops->written != NULL && n > 0)
+		ops->written(ms, n);
+}
+
+void
 deliver_wake(const char *address)
 {
 	for (unsigned k = 0; k < MSG_KIND_MAX; k++) {

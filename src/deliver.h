@@ -52,6 +52,11 @@ struct deliver_kind_ops {
 	 * holds m.
 	 */
 	void	(*outcome)(struct msg *m, enum msg_outcome o);
+	/*
+	 * Optional: MSG_OUT_WRITTEN for ms[0..n) at once (a flush's worth),
+	 * which the caller keeps. The reactor that holds them.
+	 */
+	void	(*written)(struct msg *const *ms, unsigned n);
 	/* Optional: a session that can receive for address appeared. */
 	void	(*wake)(const char *address);
 	/*
@@ -79,6 +84,13 @@ bool	deliver_kind_up(unsigned kind);
  * to the store's outcome. Takes m. The reactor that holds m.
  */
 void	deliver_outcome(struct msg *m, enum msg_outcome o);
+
+/*
+ * MSG_OUT_WRITTEN for each of ms[0..n), messages the store handed out,
+ * told to the store in one go; the caller keeps them (their DELIVERED or
+ * RETURNED is to come). The reactor that holds them.
+ */
+void	deliver_written(struct msg *const *ms, unsigned n);
 
 /*
  * A session that can receive for address appeared: every registered kind

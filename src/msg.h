@@ -125,6 +125,12 @@ enum msg_outcome {
 	MSG_OUT_RETRY,		/* a temporary error: again later, backing off */
 	MSG_OUT_RETURNED,	/* not tried (no room, session gone): again soon */
 	MSG_OUT_FAILED,		/* a permanent error: it leaves, UNDELIV receipt */
+	/*
+	 * Written to the socket, not yet acknowledged by the peer's TCP: out
+	 * of the account's window (the next go out), still kept; DELIVERED
+	 * or RETURNED follows.
+	 */
+	MSG_OUT_WRITTEN,
 };
 
 /* A held message's state: SMPP message_state (SMPP 3.4 section 5.2.28). */

@@ -35,8 +35,12 @@ struct reply {
 };
 
 /*
- * A message from the store whose MSG line is queued: it leaves the store
- * once the socket has taken the line (conn_out_sent reaches end).
+ * A message from the store whose MSG line is queued: once the socket has
+ * taken the line (conn_out_sent reaches end) the store is told it is on
+ * the wire, and sends the next; it leaves the store once the peer's TCP
+ * has acknowledged the line (conn_out_acked reaches end). Written is not
+ * enough: a line in the kernel's send queue is lost when the connection
+ * is reset or the daemon killed.
  */
 struct stored_wait {
 	struct msg *m;
@@ -58,6 +62,7 @@ struct router_sess {
 	struct stored_wait *sw;		/* ring, oldest at swhead */
 	unsigned swhead;
 	unsigned swlen;
+	unsigned swwritten;		/* the first swlen told to be written */
 	unsigned swcap;
 	struct router_join *join;	/* SMPP parts waiting; NULL none */
 	size_t	addrlen;
@@ -715,22 +720,54 @@ stored_wait_add(struct conn *c, struct router_sess *s,
 }
 
 /*
- * The stored messages whose lines the socket has taken leave the store;
- * at close (gone), those it has not go back to it, to come again.
+ * The stored messages whose lines the peer has acknowledged leave the
+ * store; at close (gone), the others go back to it, to come again (the
+ * client may then see one twice: never none). Lines written and not yet
+ * acknowledged are looked at again soon.
  */
 static void
 stored_wait_done(struct conn *c, struct router_sess *s, bool gone)
 {
+	uint64_t sent = conn_out_sent(c), acked = conn_out_acked(c);
+
 	while (s->swlen > 0) {
 		struct stored_wait *w = &s->sw[s->swhead];
 
-		if (!gone && w->end > conn_out_sent(c))
+		if (!gone && w->end > acked)
 			break;
-		deliver_outcome(w->m, gone && w->end > conn_out_sent(c) ?
+		deliver_outcome(w->m, w->end > acked ?
 		    MSG_OUT_RETURNED : MSG_OUT_DELIVERED);
 		s->swhead = (s->swhead + 1) % s->swcap;
 		s->swlen--;
+		if (s->swwritten > 0)
+			s->swwritten--;
 	}
+	if (s->swlen == 0)
+		return;
+	/*
+	 * Written, not yet acknowledged: the store sends the next meanwhile
+	 * (a peer that delays its acknowledgements would otherwise hold each
+	 * window of the backlog for its delay), and the kernel is asked
+	 * again soon.
+	 */
+	while (s->swwritten < s->swlen) {
+		struct msg *ms[64];
+		unsigned n = 0;
+
+		for (; n < 64 && s->swwritten < s->swlen; n++, s->swwritten++) {
+			struct stored_wait *w =
+			    &s->sw[(s->swhead + s->swwritten) % s->swcap];
+
+			if (w->end > sent)
+				break;
+			ms[n] = w->m;
+		}
+		deliver_written(ms, n);
+		if (n < 64)
+			break;
+	}
+	if (s->sw[s->swhead].end <= sent)
+		conn_watch_acked(c);
 }
 
 static void

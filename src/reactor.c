@@ -59,6 +59,7 @@ reactor_new(unsigned id, struct config *cf)
 	reactor_clock(r);
 	r->last_second = r->now;
 	r->mb.evfd = -1;
+	r->wake_within_ms = -1;
 	if ((r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
 		goto fail;
 	if (mailbox_init(&r->mb) < 0)
@@ -152,6 +153,15 @@ reactor_before_sleep(struct reactor *r)
 	return busy;
 }
 
+void
+reactor_wake_within(struct reactor *r, int ms)
+{
+	if (ms < 0)
+		ms = 0;
+	if (r->wake_within_ms < 0 || ms < r->wake_within_ms)
+		r->wake_within_ms = ms;
+}
+
 int
 reactor_hook_add(struct reactor *r, const struct reactor_hooks *h, void *arg)
 {
@@ -242,7 +252,12 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 	uint64_t t0;
 	int n;
 
-	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, r->busy ? 0 : timeout);
+	if (r->busy)
+		timeout = 0;
+	else if (r->wake_within_ms >= 0 && r->wake_within_ms < timeout)
+		timeout = r->wake_within_ms;
+	r->wake_within_ms = -1;
+	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, timeout);
 	if (n < 0 && errno != EINTR)
 		fatal("reactor=%u epoll_wait", r->id);
 	t0 = counter_now_ns();

@@ -126,6 +126,12 @@ struct reactor {
 	bool	stopping;
 	bool	done;
 	bool	busy;			/* a hook has work: do not block */
+	/*
+	 * A hook wants the next wait to last no longer than this (ms): it
+	 * polls for something no descriptor announces. -1: no such wish.
+	 * Set during a turn, for the wait after it.
+	 */
+	int	wake_within_ms;
 	uint32_t now;			/* seconds, CLOCK_MONOTONIC, per turn */
 	uint64_t now_ms;		/* the same reading in milliseconds */
 	/*
@@ -265,6 +271,13 @@ int	reactor_del_io(struct reactor *r, struct reactor_io *io);
  * with errno ENOSPC when REACTOR_MAX_HOOKS are in. Owning reactor only
  * (or the main thread before the reactor starts).
  */
+/*
+ * The next wait ends within ms milliseconds even if nothing happens: for a
+ * hook that polls what no descriptor announces (a peer's TCP
+ * acknowledgements). The shortest wish of the turn wins. Owning reactor.
+ */
+void	reactor_wake_within(struct reactor *r, int ms);
+
 int	reactor_hook_add(struct reactor *r, const struct reactor_hooks *h,
 	    void *arg);
 

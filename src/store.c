@@ -349,11 +349,100 @@ inflight_has(const struct store_acct *a, uint64_t id)
 	return false;
 }
 
-/* Whether id is out: at a session, or its final state not committed. */
+/* ---- on the wire: a set of ids ------------------------------------- */
+
+static unsigned
+wire_slot(const struct store_acct *a, uint64_t id)
+{
+	/* (Ids are sequential: a multiplier spreads them over the table.) */
+	return (unsigned)((id * 0x9e3779b97f4a7c15ull) >> 32) &
+	    (a->wire_cap - 1);
+}
+
+static bool
+wire_has(const struct store_acct *a, uint64_t id)
+{
+	if (a->nwire == 0)
+		return false;
+	for (unsigned i = wire_slot(a, id); a->wire[i] != 0;
+	    i = (i + 1) & (a->wire_cap - 1))
+		if (a->wire[i] == id)
+			return true;
+	return false;
+}
+
+static void wire_add(struct store_acct *a, uint64_t id);
+
+/* Twice the room (or the first), the ids placed again. */
+static void
+wire_grow(struct store_acct *a)
+{
+	uint64_t *old = a->wire;
+	unsigned cap = a->wire_cap;
+
+	a->wire_cap = cap ? cap * 2 : 64;
+	a->wire = xcalloc(a->wire_cap, sizeof(*a->wire));
+	a->nwire = 0;
+	for (unsigned i = 0; i < cap; i++)
+		if (old[i] != 0)
+			wire_add(a, old[i]);
+	free(old);
+}
+
+static void
+wire_add(struct store_acct *a, uint64_t id)
+{
+	unsigned i;
+
+	/* At most half full: probes stay short. */
+	if (2 * (a->nwire + 1) > a->wire_cap)
+		wire_grow(a);
+	for (i = wire_slot(a, id); a->wire[i] != 0;
+	    i = (i + 1) & (a->wire_cap - 1))
+		if (a->wire[i] == id)
+			return;
+	a->wire[i] = id;
+	a->nwire++;
+}
+
+/* Takes id off the wire: whether it was there. */
+static bool
+wire_del(struct store_acct *a, uint64_t id)
+{
+	unsigned mask = a->wire_cap - 1, i, j;
+
+	if (a->nwire == 0)
+		return false;
+	for (i = wire_slot(a, id); a->wire[i] != id; i = (i + 1) & mask)
+		if (a->wire[i] == 0)
+			return false;
+	/* Shifts back the entries after it that probed past i. */
+	for (j = (i + 1) & mask; a->wire[j] != 0; j = (j + 1) & mask) {
+		unsigned home = wire_slot(a, a->wire[j]);
+
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			a->wire[i] = a->wire[j];
+			i = j;
+		}
+	}
+	a->wire[i] = 0;
+	if (--a->nwire == 0) {
+		/* The common end of a burst: the memory goes with it. */
+		free(a->wire);
+		a->wire = NULL;
+		a->wire_cap = 0;
+	}
+	return true;
+}
+
+/*
+ * Whether id is out: at a session, on the wire to one, or its final
+ * state not committed.
+ */
 bool
 store_acct_has_out(const struct store_acct *a, uint64_t id)
 {
-	if (inflight_has(a, id))
+	if (inflight_has(a, id) || wire_has(a, id))
 		return true;
 	for (unsigned i = 0; i < a->nmarks; i++)
 		if (a->marks[i].m->id == id)
@@ -875,13 +964,15 @@ pump_one(struct store_rec *rec, void *arg)
 	}
 	/*
 	 * An address one session holds alone (a router LOGIN) takes its
-	 * backlog from one session at a time: what is still in flight to one
-	 * that left comes back (or is written) before anything goes to the
-	 * next, which would otherwise get later messages first.
+	 * backlog from one session at a time: what is still in flight (or
+	 * on the wire) to one that left comes back (or is acknowledged)
+	 * before anything goes to the next, which would otherwise get later
+	 * messages first.
 	 */
 	if (!route_lookup(a->id, &owner) || owner.kind != ROUTE_OWNER_CONN ||
 	    (r = reactor_get(owner.conn.reactor)) == NULL ||
-	    (a->ninflight > 0 && !route_owner_eq(&owner, &a->inflight_to) &&
+	    (a->ninflight + a->nwire > 0 &&
+	    !route_owner_eq(&owner, &a->inflight_to) &&
 	    route_is_claimed(a->id))) {
 		p->offline = true;
 		a->cursor = m->id - 1;
@@ -918,7 +1009,8 @@ pump(struct store_acct *a)
 		 * Refilled from half empty: one scan hands out a batch, not
 		 * a message per answer.
 		 */
-		if (a->count <= a->ninflight || mono_ms() < a->resume_ms ||
+		if (a->count <= a->ninflight + a->nwire ||
+		    mono_ms() < a->resume_ms ||
 		    S.ninflight >= S.inflight_max || a->nunwritten > 0 ||
 		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
 			return;
@@ -935,8 +1027,8 @@ pump(struct store_acct *a)
 		p.room = STORE_ACCT_INFLIGHT - a->ninflight - a->nmarks;
 		if (p.room > global)
 			p.room = global;
-		n = S.ops->scan(S.b, a->id, a->cursor, p.room + a->ninflight,
-		    pump_one, &p);
+		n = S.ops->scan(S.b, a->id, a->cursor, p.room + a->ninflight +
+		    a->nwire, pump_one, &p);
 		if (n <= 0 || p.offline) {
 			/* The end: start from the first next time. */
 			if (n == 0)
@@ -957,7 +1049,7 @@ unstarve(void)
 		return;
 	S.starved = false;
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
-		if (a->count > a->ninflight)
+		if (a->count > a->ninflight + a->nwire)
 			store_mark_dirty(a);
 }
 
@@ -1037,9 +1129,15 @@ mark_add(struct store_acct *a, struct msg *m, uint8_t state)
 {
 	struct store_mark *k;
 
-	/* A message goes from inflight to here: pump leaves room for both. */
-	if (a->nmarks >= STORE_ACCT_INFLIGHT)
-		fatalx("store: %s: more marks than in flight", a->id);
+	/*
+	 * From in flight (pump leaves room for both) or from the wire (a
+	 * send queue's worth at once).
+	 */
+	if (a->nmarks == a->marks_cap) {
+		a->marks_cap = a->marks_cap ? a->marks_cap * 2 :
+		    STORE_ACCT_INFLIGHT;
+		a->marks = xrealloc(a->marks, a->marks_cap * sizeof(*a->marks));
+	}
 	k = &a->marks[a->nmarks++];
 	k->m = m;
 	k->state = state;
@@ -1117,11 +1215,13 @@ outcome(struct msg *m, enum msg_outcome o)
 	struct store_acct *a = m->store_acct;
 	uint64_t now = store_wall_now();
 
-	if (!inflight_del(a, m->id)) {
+	if (!inflight_del(a, m->id) && !wire_del(a, m->id)) {
 		free(m);	/* cancelled or expired meanwhile */
 		return;
 	}
 	switch (o) {
+	case MSG_OUT_WRITTEN:
+		break;		/* (store_written's) */
 	case MSG_OUT_DELIVERED:
 	case MSG_OUT_FAILED:
 		mark_add(a, m, o == MSG_OUT_DELIVERED ? MSG_STATE_DELIVERED :
@@ -1181,9 +1281,61 @@ store_outcome(struct msg *m, enum msg_outcome o)
 		[MSG_OUT_FAILED] = failed_task,
 	};
 
+	/* (MSG_OUT_WRITTEN comes through store_written.) */
+	if (o == MSG_OUT_WRITTEN) {
+		free(m);
+		return;
+	}
 	m->task.fn = fns[o];
 	m->task.arg = m;
 	service_post(shards[m->store_acct->shard].svc, &m->task);
+}
+
+/* MSG_OUT_WRITTEN for a run of one account's messages. */
+struct wire_note {
+	struct mailbox_task task;
+	struct store_acct *a;
+	unsigned n;
+	uint64_t ids[];
+};
+
+static void
+written_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct wire_note *w = arg;
+	struct store_acct *a = w->a;
+	bool moved = false;
+
+	(void)owner;
+	for (unsigned i = 0; st == MAILBOX_RUN && i < w->n; i++)
+		/* (Not in flight: cancelled or expired meanwhile.) */
+		if (inflight_del(a, w->ids[i])) {
+			wire_add(a, w->ids[i]);
+			moved = true;
+		}
+	if (moved)
+		store_mark_dirty(a);
+	free(w);
+}
+
+static void
+store_written(struct msg *const *ms, unsigned n)
+{
+	for (unsigned i = 0, j; i < n; i = j) {
+		struct store_acct *a = ms[i]->store_acct;
+		struct wire_note *w;
+
+		for (j = i + 1; j < n && ms[j]->store_acct == a; j++)
+			;
+		w = xmalloc(sizeof(*w) + (j - i) * sizeof(w->ids[0]));
+		w->a = a;
+		w->n = j - i;
+		for (unsigned k = i; k < j; k++)
+			w->ids[k - i] = ms[k]->id;
+		w->task.fn = written_task;
+		w->task.arg = w;
+		service_post(shards[a->shard].svc, &w->task);
+	}
 }
 
 /*
@@ -1247,6 +1399,7 @@ static const struct deliver_kind_ops store_kind = {
 	.take = store_take,
 	.answer = store_answer,
 	.outcome = store_outcome,
+	.written = store_written,
 	.wake = store_wake,
 	.request = store_request,
 };
@@ -1369,13 +1522,13 @@ tick(struct service *svc, void *arg)
 				store_mark_dirty(a);
 			}
 			/* A bind that raced its wake-up, a pause that ended. */
-			if (a->count > a->ninflight)
+			if (a->count > a->ninflight + a->nwire)
 				store_mark_dirty(a);
 			/*
 			 * Nobody here: now and then, whether another node
 			 * has it (a notice of its bind may have been missed).
 			 */
-			if (a->count > a->ninflight && !a->remote &&
+			if (a->count > a->ninflight + a->nwire && !a->remote &&
 			    now >= a->probe_at &&
 			    deliver_kind_up(MSG_KIND_NODE) &&
 			    !route_is_held(a->id)) {
@@ -1865,6 +2018,8 @@ store_close(void)
 			next = a->all;
 			for (unsigned i = 0; i < a->nmarks; i++)
 				free(a->marks[i].m);
+			free(a->marks);
+			free(a->wire);
 			free(a);
 		}
 	}

@@ -66,18 +66,29 @@ struct store_acct {
 	unsigned ninflight;
 	uint64_t inflight[STORE_ACCT_INFLIGHT];
 	/*
+	 * On the wire (MSG_OUT_WRITTEN): written to a session's socket, not
+	 * yet acknowledged by its peer. Out of the window, so that the next
+	 * go out meanwhile, but kept: they come again if the session ends
+	 * first. As many as a socket's send queue holds: a set of ids (open
+	 * addressing; 0 is empty, wire_cap a power of 2 or 0).
+	 */
+	uint64_t *wire;
+	unsigned nwire;
+	unsigned wire_cap;
+	/*
 	 * Delivered or failed, their final state not yet committed: kept
 	 * (with the message, for its receipt) until it is, and while one is
 	 * not even written the account gets nothing more, so that a full disk
 	 * pauses it instead of sending the same messages again and again.
-	 * Each was in flight: with inflight, at most STORE_ACCT_INFLIGHT.
+	 * Each was in flight or on the wire.
 	 */
 	struct store_mark {
 		struct msg *m;
 		uint8_t	state;		/* the final enum msg_state */
 		bool	written;	/* in the open transaction */
-	} marks[STORE_ACCT_INFLIGHT];
+	} *marks;
 	unsigned nmarks;
+	unsigned marks_cap;
 	unsigned nunwritten;
 	struct store_acct *marking_next; /* S.marking: nmarks is not 0 */
 	bool	marking;

@@ -40,6 +40,12 @@ struct transport_ops {
 	/* Bytes written that the peer has not acknowledged yet. */
 	size_t	(*unsent)(struct conn *c);
 	/*
+	 * The connection's bytes that a unit partly acknowledged may hide:
+	 * while unsent is not 0, the peer has surely had all but unsent +
+	 * ack_slack of those written (a TLS record's plaintext; plain: 0).
+	 */
+	size_t	ack_slack;
+	/*
 	 * The epoll events to wait for, given those the connection wants:
 	 * the transport adds what it waits for itself (a TLS handshake that
 	 * must write) and takes away what would only wake it for nothing

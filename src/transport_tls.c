@@ -853,6 +853,8 @@ static const struct transport_ops tls_ops = {
 	.writev = tls_writev,
 	.shutdown = tls_shutdown,
 	.unsent = transport_socket_unsent,
+	/* A record: up to 16 KiB of plaintext, sent whole or not at all. */
+	.ack_slack = SSL3_RT_MAX_PLAIN_LENGTH,
 	.events = tls_events,
 	.has_pending = tls_has_pending,
 	.tick = tls_tick,
