@@ -267,17 +267,17 @@ int	reactor_mod_io(struct reactor *r, struct reactor_io *io,
 int	reactor_del_io(struct reactor *r, struct reactor_io *io);
 
 /*
- * Hooks h (with arg) into r's loop, after those added before. 0, or -1
- * with errno ENOSPC when REACTOR_MAX_HOOKS are in. Owning reactor only
- * (or the main thread before the reactor starts).
- */
-/*
  * The next wait ends within ms milliseconds even if nothing happens: for a
  * hook that polls what no descriptor announces (a peer's TCP
  * acknowledgements). The shortest wish of the turn wins. Owning reactor.
  */
 void	reactor_wake_within(struct reactor *r, int ms);
 
+/*
+ * Hooks h (with arg) into r's loop, after those added before. 0, or -1
+ * with errno ENOSPC when REACTOR_MAX_HOOKS are in. Owning reactor only
+ * (or the main thread before the reactor starts).
+ */
 int	reactor_hook_add(struct reactor *r, const struct reactor_hooks *h,
 	    void *arg);
 
