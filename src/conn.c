@@ -1081,9 +1081,14 @@ conn_watch_acked(struct conn *c)
 		set->ackwait = xrealloc(set->ackwait,
 		    set->ackwait_cap * sizeof(*set->ackwait));
 	}
-	if (set->nackwait == 0) {
+	/*
+	 * A new list: polled soon (the reactor may be about to sleep its
+	 * full tick). Not while a poll runs: the poll sets its interval.
+	 */
+	if (set->nackwait == 0 && !set->ack_polling) {
 		set->ack_poll_ms = CONN_ACK_POLL_MIN_MS;
 		set->ack_polled_ms = c->r->now_ms;
+		reactor_wake_within(c->r, CONN_ACK_POLL_MIN_MS);
 	}
 	c->flags |= CONN_F_ACKWAIT;
 	set->ackwait[set->nackwait++] = c;
@@ -1108,6 +1113,7 @@ conn_poll_acked(struct conn_set *set)
 		set->nackwait = set->ackwait_cap = 0;
 		bool moved = false;
 
+		set->ack_polling = true;
 		for (uint32_t i = 0; i < n; i++) {
 			struct conn *c = list[i];
 			uint64_t before = c->out_acked;
@@ -1118,6 +1124,7 @@ conn_poll_acked(struct conn_set *set)
 				c->proto->on_sent(c);
 			moved |= c->out_acked != before;
 		}
+		set->ack_polling = false;
 		free(list);
 		if (moved)
 			set->ack_poll_ms = CONN_ACK_POLL_MIN_MS;

@@ -73,6 +73,7 @@ struct conn_set {
 	uint32_t ackwait_cap;
 	uint32_t ack_poll_ms;		/* between polls: grows while idle */
 	uint64_t ack_polled_ms;		/* the last poll, the turn's clock */
+	bool	ack_polling;		/* conn_poll_acked's on_sent calls run */
 	uint32_t npaused;		/* over the high watermark */
 	uint32_t nlinger;		/* lingering before close */
 	bool	draining;		/* the reactor is stopping */

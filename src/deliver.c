@@ -229,7 +229,8 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 		c = conn_resolve(r, &m->recipient.conn);
 		/*
 		 * The protocol holds a copy and tells the store once the
-		 * client has it (SMPP: deliver_sm_resp; router: written).
+		 * client has it (SMPP: deliver_sm_resp; router: its line
+		 * acknowledged by the client's TCP).
 		 */
 		if (c != NULL && c->proto->reports_stored) {
 			free(m);

@@ -699,7 +699,7 @@ msg_behind_login(struct conn *c, struct router_sess *s,
 	return MSG_OK;
 }
 
-/* Keeps a copy of stored m until the socket has taken its line. */
+/* Keeps a copy of stored m until the peer has acknowledged its line. */
 static void
 stored_wait_add(struct conn *c, struct router_sess *s,
     const struct msg *m)

@@ -254,7 +254,8 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 
 	if (r->busy)
 		timeout = 0;
-	else if (r->wake_within_ms >= 0 && r->wake_within_ms < timeout)
+	else if (r->wake_within_ms >= 0 &&
+	    (timeout < 0 || r->wake_within_ms < timeout))
 		timeout = r->wake_within_ms;
 	r->wake_within_ms = -1;
 	n = epoll_wait(r->epfd, evs, REACTOR_MAX_EVENTS, timeout);

@@ -1221,7 +1221,8 @@ outcome(struct msg *m, enum msg_outcome o)
 	}
 	switch (o) {
 	case MSG_OUT_WRITTEN:
-		break;		/* (store_written's) */
+		fatalx("store: an outcome 'written' for message %llu",
+		    (unsigned long long)m->id);	/* (store_written's) */
 	case MSG_OUT_DELIVERED:
 	case MSG_OUT_FAILED:
 		mark_add(a, m, o == MSG_OUT_DELIVERED ? MSG_STATE_DELIVERED :
@@ -1307,7 +1308,8 @@ written_task(void *owner, void *arg, enum mailbox_status st)
 	bool moved = false;
 
 	(void)owner;
-	for (unsigned i = 0; st == MAILBOX_RUN && i < w->n; i++)
+	for (unsigned i = 0; st == MAILBOX_RUN && i < w->n &&
+	    a->nwire < STORE_ACCT_WIRE_MAX; i++)
 		/* (Not in flight: cancelled or expired meanwhile.) */
 		if (inflight_del(a, w->ids[i])) {
 			wire_add(a, w->ids[i]);

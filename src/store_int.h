@@ -22,6 +22,15 @@
  */
 #define STORE_ACCT_INFLIGHT	64
 #define STORE_INFLIGHT_MAX	8192
+/*
+ * Per account, at most this many on the wire (written to a session's
+ * socket, not yet acknowledged by its peer): past it, a written message
+ * keeps its place in flight. Enough for a receiver that holds its ACK for
+ * two 64 KiB loopback segments of short lines; it bounds the copies the
+ * session keeps, the rows a scan skips, and what may come twice after a
+ * crash.
+ */
+#define STORE_ACCT_WIRE_MAX	4096
 /* How long an account whose sessions had no room waits to be tried. */
 #define STORE_PAUSE_MS		200
 /* Retries back off from 1 s, doubling, to at most this. */

@@ -1020,8 +1020,12 @@ function procState(pid) {
 }
 
 test('a node frozen past claim_ttl gets nothing for an address taken from it lawfully: traffic follows the claim', { skip }, async () => {
-	// A third node sends: bob's traffic goes through the cluster.
-	const C3 = await L.startDaemon(nodeConf('c', [nats[1]]));
+	// A third node sends: bob's traffic goes through the cluster. Its
+	// sends to frozen B wait up to 10 s for a verdict, so that the one on
+	// its way when A takes bob is sent on to A, not timed out with 503
+	// first, even on a slow machine (a TSan run once was).
+	const C3 = await L.startDaemon(nodeConf('c', [nats[1]])
+		.replace('request_timeout = 2;', 'request_timeout = 10;'));
 	let frozen = false;
 	try {
 		const x = await loginWhenFree(C3.ports.router, 'dave', 'd');
