@@ -303,6 +303,36 @@ read_fillers(int fd, unsigned char *seen, int n, int quiet_ms)
 	return got;
 }
 
+/* alice sends n filler messages to bob, who is offline: all stored. */
+static void
+store_fillers(struct daemon *d, int n)
+{
+	int a = login(d, "alice", "a");
+
+	for (int i = 0; i < n; i += 500)
+		send_fillers(a, i, i + 500 < n ? i + 500 : n);
+	close(a);
+}
+
+/*
+ * After wait_ms, the stats (*st) once the store's count stands still (a
+ * slow build may still be writing; at most 30 s more): that count.
+ */
+static long long
+stored_when_still(struct daemon *d, int wait_ms, struct daemon_stats *st)
+{
+	long long stored = -1, prev = -2;
+
+	harness_sleep_ms(wait_ms);
+	for (int i = 0; i < 30 && stored != prev; i++) {
+		prev = stored;
+		harness_sleep_ms(i > 0 ? 1000 : 0);
+		daemon_stats(d, st);
+		stored = daemon_stats_get(st, "stored");
+	}
+	return stored;
+}
+
 /*
  * A stored message leaves the store only once bob's TCP has acknowledged
  * its line, not when it is queued in the daemon's output buffer nor when
@@ -320,24 +350,13 @@ START_TEST(test_stored_leave_once_written)
 	char *conf = store_conf(path, "");
 	struct daemon *d = daemon_start(conf, NULL);
 	unsigned char *seen = calloc(N, 1);
-	int a, b, before, after, missing = 0, twice = 0;
-	long long stored = -1, prev = -2;
+	int b, before, after, missing = 0, twice = 0;
 	struct daemon_stats st;
 
 	ck_assert_ptr_nonnull(seen);
-	a = login(d, "alice", "a");
-	for (int i = 0; i < N; i += 500)
-		send_fillers(a, i, i + 500);
-	close(a);
+	store_fillers(d, N);
 	b = login(d, "bob", "b");
-	harness_sleep_ms(3000);
-	/* (A slow build may still be writing: until the backlog stands.) */
-	for (int i = 0; i < 30 && stored != prev; i++) {
-		prev = stored;
-		harness_sleep_ms(i > 0 ? 1000 : 0);
-		daemon_stats(d, &st);
-		stored = daemon_stats_get(&st, "stored");
-	}
+	stored_when_still(d, 3000, &st);
 	ck_assert_int_eq(daemon_signal(d, SIGKILL), 0);
 	ck_assert_int_ge(daemon_wait_exit(d, HARNESS_STOP_MS), 0);
 	daemon_free(d);
@@ -416,25 +435,16 @@ START_TEST(test_stored_leave_once_acked)
 	char *conf = store_conf(path, "");
 	struct daemon *d = daemon_start(conf, NULL);
 	unsigned char *seen = calloc(N, 1);
-	long long stored = -1, prev = -2, out0, unacked;
+	long long stored, out0, unacked;
 	struct daemon_stats st;
-	int a, b, queued, qbytes, got;
+	int b, queued, qbytes, got;
 
 	ck_assert_ptr_nonnull(seen);
-	a = login(d, "alice", "a");
-	for (int i = 0; i < N; i += 500)
-		send_fillers(a, i, i + 500);
-	close(a);
+	store_fillers(d, N);
 	daemon_stats(d, &st);
 	out0 = daemon_stats_get(&st, "bytes_out");
 	b = login(d, "bob", "b");
-	harness_sleep_ms(1000);
-	for (int i = 0; i < 30 && stored != prev; i++) {
-		prev = stored;
-		harness_sleep_ms(i > 0 ? 1000 : 0);
-		daemon_stats(d, &st);
-		stored = daemon_stats_get(&st, "stored");
-	}
+	stored = stored_when_still(d, 1000, &st);
 	queued = lines_queued(b, &qbytes);
 	/* (Less bob's OK LOGIN, read already: a line's worth at most.) */
 	unacked = daemon_stats_get(&st, "bytes_out") - out0 - qbytes;
@@ -509,7 +519,7 @@ START_TEST(test_stored_drain_keeps_order)
 	char *dir = harness_mkdtemp(), *path = store_path(dir), *conf;
 	char *base = store_conf(path, "");
 	unsigned char *seen = calloc(N, 1);
-	int a, b, last = -1, misordered = 0, got = 0, missing = 0, twice = 0;
+	int b, last = -1, misordered = 0, got = 0, missing = 0, twice = 0;
 	uint64_t deadline;
 	struct daemon *d;
 
@@ -518,10 +528,7 @@ START_TEST(test_stored_drain_keeps_order)
 	    base) < 0)
 		ck_abort_msg("asprintf");
 	d = daemon_start(conf, NULL);
-	a = login(d, "alice", "a");
-	for (int i = 0; i < N; i += 500)
-		send_fillers(a, i, i + 500);
-	close(a);
+	store_fillers(d, N);
 	deadline = harness_now_ms() + 40000;
 	while (got < N && harness_now_ms() < deadline) {
 		int n;
