@@ -672,6 +672,7 @@ job_start(struct job *j)
 {
 	CURL *e = curl_easy_init();
 	long t = (long)O.cf->http.callback_timeout;
+	char ua[48];
 
 	j->easy = e;
 	j->refused = false;
@@ -684,7 +685,9 @@ job_start(struct job *j)
 	curl_easy_setopt(e, CURLOPT_PROXY, "");
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_USERAGENT, "echorouterd/" VERSION);
+	/* (libcurl copies the string.) */
+	snprintf(ua, sizeof(ua), "echorouterd/%s", version_number());
+	curl_easy_setopt(e, CURLOPT_USERAGENT, ua);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_checked);
 	curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, j);
