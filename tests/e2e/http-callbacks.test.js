@@ -37,7 +37,7 @@ function receiver(port = 0, delayMs = 0) {
 		req.on('data', (c) => { body += c; });
 		req.on('end', () => {
 			got.push({ method: req.method, url: req.url, body,
-				type: req.headers['content-type'] });
+				type: req.headers['content-type'], agent: req.headers['user-agent'] });
 			setTimeout(() => res.end('ok'), delayMs);
 		});
 	});
@@ -79,6 +79,7 @@ test('a Kannel dlr-url gets the delivered receipt with its escapes', async () =>
 		await L.until(() => r.got.length === 1, 15000, 'the receipt');
 		const u = new URL(r.got[0].url, 'http://x');
 		assert.equal(r.got[0].method, 'GET');
+		assert.match(r.got[0].agent, /^echorouterd\/\d+\.\d+\.\d+$/);
 		assert.equal(u.pathname, '/dlr');
 		assert.equal(u.searchParams.get('type'), '1');
 		assert.match(u.searchParams.get('id'), /^\d+$/);
