@@ -220,11 +220,14 @@ struct upstream_conf {
 
 /*
  * The map from upstreams' message ids to ours, for their receipts
- * (upstream_receipts): at most limit entries, none older than expiry s.
+ * (upstream_receipts): at most limit entries, none older than expiry s;
+ * a receipt that comes before the submit_sm_resp that files its id is
+ * looked for again for up to wait s.
  */
 struct upstream_receipts_conf {
 	uint64_t limit;
 	unsigned expiry;
+	unsigned wait;
 };
 
 /*

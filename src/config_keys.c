@@ -1196,6 +1196,9 @@ static const struct cfkey upstream_receipts_keys[] = {
 	{ .name = "expiry", .type = CFK_UINT,
 	  FIELD(struct upstream_receipts_conf, expiry), .min = 0,
 	  .max = 31536000, .def = 172800, .doc = UP_DOC },
+	{ .name = "wait", .type = CFK_UINT,
+	  FIELD(struct upstream_receipts_conf, wait), .min = 0,
+	  .max = 60, .def = 2, .doc = UP_DOC },
 };
 
 static const struct cfgroup upstream_receipts_group = {

@@ -264,6 +264,166 @@ receipt_match(struct reactor *r, const char *upstream, unsigned form,
 	return true;
 }
 
+/*
+ * A receipt that matched nothing yet. An SMS centre may send a receipt
+ * before the submit_sm_resp that files its id: on another session, which
+ * another reactor reads, or on one the centre answers from several
+ * threads. Such a receipt is looked for again after 1, 2, 4... ms (at
+ * most 256 between tries) for up to upstream_receipts.wait seconds, its
+ * deliver_sm unanswered meanwhile (so a crash loses nothing the centre
+ * was told we took; the session's input waits while LATE_SESS_MAX wait),
+ * and only then counted unmatched. In a cluster the other nodes are
+ * asked at once instead: the receipt may be theirs.
+ */
+struct esme_late {
+	struct esme_late *next;
+	struct conn_handle conn;
+	uint32_t cmd, seq;
+	uint8_t	state;
+	uint64_t due_ms, until_ms;	/* the reactor's clock */
+	unsigned step_ms;
+	char	id[RECEIPT_ID_MAX + 1];
+	struct smpp_receipt_text f;
+	size_t	len;			/* the receipt's text, for the cluster */
+	uint8_t	text[];
+};
+
+#define LATE_STEP_MAX_MS	256
+#define LATE_SESS_MAX		1024	/* waiting at once, per session */
+
+/*
+ * One try of l, due now: true when it is done with (matched, given up,
+ * or its session gone), answered where its session is still there.
+ */
+static bool
+late_try(struct reactor *r, struct esme_late *l)
+{
+	struct conn *c = conn_resolve(r, &l->conn);
+	struct upstream_sess *s;
+
+	/* Gone: the centre sends the receipt again on another link. */
+	if (c == NULL || (s = c->pdata) == NULL || s->late == 0)
+		return true;
+	if (s->state != UPSTREAM_CLOSING) {
+		if (!receipt_match(r, s->uc->name, s->uc->receipt_id, l->id,
+		    l->state, &l->f)) {
+			if (r->now_ms < l->until_ms) {
+				l->due_ms = r->now_ms + l->step_ms;
+				if (l->step_ms < LATE_STEP_MAX_MS)
+					l->step_ms *= 2;
+				return false;
+			}
+			receipt_elsewhere(s, l->id, l->state, l->text, l->len);
+		}
+		esme_answer_deliver(c, l->cmd, SMPP_ESME_ROK, l->seq);
+	}
+	s->late--;
+	s->mo_pending--;
+	mo_update_hold(c, s);
+	return true;
+}
+
+/* Tries what is due, and wakes the reactor for the next one. */
+static void
+late_after_events(struct reactor *r, void *arg)
+{
+	struct esme_late **pp = arg, *l;
+	uint64_t next = UINT64_MAX;
+
+	while ((l = *pp) != NULL) {
+		if (l->due_ms <= r->now_ms && late_try(r, l)) {
+			*pp = l->next;
+			free(l);
+			continue;
+		}
+		if (l->due_ms < next)
+			next = l->due_ms;
+		pp = &l->next;
+	}
+	if (next != UINT64_MAX)
+		reactor_wake_within(r, next > r->now_ms ?
+		    (int)(next - r->now_ms) : 0);
+}
+
+/* The reactor goes: nobody is left to answer. */
+static void
+late_free(struct reactor *r, void *arg)
+{
+	struct esme_late **list = arg;
+
+	(void)r;
+	while (*list != NULL) {
+		struct esme_late *l = *list;
+
+		*list = l->next;
+		free(l);
+	}
+	free(list);
+}
+
+static const struct reactor_hooks late_hooks = {
+	.after_events = late_after_events,
+	.free = late_free,
+};
+
+/*
+ * r's receipts looked for again, its hook added with the first; NULL if
+ * no hook has room.
+ */
+static struct esme_late **
+late_list(struct reactor *r)
+{
+	struct esme_late **list = reactor_hook_arg(r, &late_hooks);
+
+	if (list == NULL) {
+		list = xcalloc(1, sizeof(*list));
+		if (reactor_hook_add(r, &late_hooks, list) < 0) {
+			free(list);
+			return NULL;
+		}
+	}
+	return list;
+}
+
+/*
+ * Parks a receipt that matched nothing (its deliver_sm: cmd, seq) to be
+ * looked for again; the caller counts it in mo_pending and answers
+ * nothing. false: it is not to wait (upstream_receipts.wait is 0, or a
+ * cluster's other nodes are asked at once instead).
+ */
+static bool
+late_park(struct conn *c, struct upstream_sess *s, uint32_t cmd,
+    uint32_t seq, const char *id, uint8_t state,
+    const struct smpp_receipt_text *f, const uint8_t *text, size_t len)
+{
+	unsigned wait = c->r->cf->upstream_receipts.wait;
+	struct esme_late **list, *l;
+
+	if (wait == 0 || id[0] == '\0' || cluster_on() ||
+	    (list = late_list(c->r)) == NULL)
+		return false;
+	if (len > 1024)
+		len = 0;	/* too long to ask the cluster about */
+	l = xcalloc(1, sizeof(*l) + len);
+	l->conn = conn_handle(c);
+	l->cmd = cmd;
+	l->seq = seq;
+	l->state = state;
+	l->step_ms = 1;
+	l->due_ms = c->r->now_ms + l->step_ms;
+	l->until_ms = c->r->now_ms + (uint64_t)wait * 1000;
+	snprintf(l->id, sizeof(l->id), "%s", id);
+	l->f = *f;
+	memcpy(l->text, text, len);
+	l->len = len;
+	l->next = *list;
+	*list = l;
+	s->late++;
+	atomic_fetch_add(&s->stat->receipts_late, 1);
+	reactor_wake_within(c->r, (int)l->step_ms);
+	return true;
+}
+
 /* A receipt looked up in the store: what it needs when the answer comes. */
 struct rcpt_wait {
 	struct store_rcpt_req q;	/* first: the store's part */
@@ -294,13 +454,17 @@ rcpt_found(void *owner, void *arg, enum mailbox_status st)
 	if (st == MAILBOX_RUN && (c = conn_resolve(owner, &w->conn)) != NULL &&
 	    (s = c->pdata) != NULL && s->mo_pending > 0) {
 		s->mo_pending--;
-		if (s->state != UPSTREAM_CLOSING) {
-			if (w->q.found)
-				receipt_settle(c->r, s->uc->name, &w->f,
-				    w->state, &w->o);
-			else
-				receipt_elsewhere(s, w->id, w->state, w->text,
-				    w->len);
+		if (s->state == UPSTREAM_CLOSING) {
+			/* nothing more is answered */
+		} else if (w->q.found) {
+			receipt_settle(c->r, s->uc->name, &w->f, w->state,
+			    &w->o);
+			esme_answer_deliver(c, w->cmd, SMPP_ESME_ROK, w->seq);
+		} else if (late_park(c, s, w->cmd, w->seq, w->id, w->state,
+		    &w->f, w->text, w->len)) {
+			s->mo_pending++;	/* its answer waits on */
+		} else {
+			receipt_elsewhere(s, w->id, w->state, w->text, w->len);
 			esme_answer_deliver(c, w->cmd, SMPP_ESME_ROK, w->seq);
 		}
 		mo_update_hold(c, s);
@@ -369,6 +533,12 @@ esme_receipt(struct conn *c, struct upstream_sess *s,
 		return false;
 	}
 	text = smpp_msg_text(p, &len);
+	if (late_park(c, s, p->command_id, p->sequence_number, id, state, f,
+	    text, len)) {
+		s->mo_pending++;
+		mo_update_hold(c, s);
+		return false;
+	}
 	receipt_elsewhere(s, id, state, text, len);
 	return true;
 }
@@ -452,14 +622,18 @@ mo_msg(struct conn *c, struct upstream_sess *s, const struct smpp_pdu *p,
 
 /*
  * Input waits while a window of messages awaits verdicts: a flood from
- * the centre is bounded by what it may leave unanswered.
+ * the centre is bounded by what it may leave unanswered. Receipts looked
+ * for again have a bound of their own (LATE_SESS_MAX): their ids may be
+ * in submit_sm_resps behind them in this very input.
  */
 static void
 mo_update_hold(struct conn *c, struct upstream_sess *s)
 {
-	if (s->mo_pending >= s->uc->window)
+	unsigned n = s->mo_pending - s->late;
+
+	if (n >= s->uc->window || s->late >= LATE_SESS_MAX)
 		conn_hold(c);
-	else if (s->mo_pending <= s->uc->window / 2)
+	else if (n <= s->uc->window / 2 && s->late < LATE_SESS_MAX / 2)
 		conn_release(c);
 }
 

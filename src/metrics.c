@@ -333,14 +333,15 @@ static void
 upstream_line(const char *name, const struct upstream_counts *n, void *arg)
 {
 	struct upstream_lines *u = arg;
-	static const char *const fam[7] = { "upstream_sessions_bound",
+	static const char *const fam[8] = { "upstream_sessions_bound",
 	    "upstream_reconnects_total", "upstream_bind_failures_total",
 	    "upstream_deliver_refused_total", "upstream_mo_routed_total",
 	    "upstream_receipts_matched_total",
-	    "upstream_receipts_unmatched_total" };
-	const uint64_t v[7] = { n->bound, n->reconnects, n->bind_failures,
+	    "upstream_receipts_unmatched_total",
+	    "upstream_receipts_late_total" };
+	const uint64_t v[8] = { n->bound, n->reconnects, n->bind_failures,
 	    n->deliver_refused, n->mo_routed, n->receipts_matched,
-	    n->receipts_unmatched };
+	    n->receipts_unmatched, n->receipts_late };
 
 	out_printf(u->out, PREFIX "%s{upstream=\"", fam[u->fam]);
 	out_label_value(u->out, name);
@@ -351,7 +352,7 @@ upstream_line(const char *name, const struct upstream_counts *n, void *arg)
 static void
 render_upstreams(struct buf *out)
 {
-	static const char *const fam[7][3] = {
+	static const char *const fam[8][3] = {
 		{ PREFIX "upstream_sessions_bound", "gauge",
 		  "Sessions bound to the upstream SMS centre now." },
 		{ PREFIX "upstream_reconnects_total", "counter",
@@ -370,9 +371,13 @@ render_upstreams(struct buf *out)
 		{ PREFIX "upstream_receipts_unmatched_total", "counter",
 		  "Receipts from the upstream for no message of ours "
 		  "(dropped)." },
+		{ PREFIX "upstream_receipts_late_total", "counter",
+		  "Receipts from the upstream that came before the answer "
+		  "that gave their message's id, looked for again "
+		  "(upstream_receipts.wait)." },
 	};
 
-	for (unsigned i = 0; i < 7; i++) {
+	for (unsigned i = 0; i < 8; i++) {
 		struct upstream_lines u = { .out = out, .fam = i };
 
 		out_family(out, fam[i][0], fam[i][1], fam[i][2]);

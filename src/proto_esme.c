@@ -82,6 +82,7 @@ esme_open(struct conn *c)
 
 	s->state = UPSTREAM_OPENING;
 	s->mo_pending = 0;
+	s->late = 0;
 	if (tls_is_handshaken(c->xp))
 		esme_bind(c);
 }

@@ -118,6 +118,7 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 			.receipts_matched = atomic_load(&st->receipts_matched),
 			.receipts_unmatched =
 			    atomic_load(&st->receipts_unmatched),
+			.receipts_late = atomic_load(&st->receipts_late),
 			.mo_routed = atomic_load(&st->mo_routed),
 			.submits = atomic_load(&st->submits),
 			.resp_ok = atomic_load(&st->resp_ok),
@@ -166,7 +167,8 @@ upstream_counts_append(char *buf, size_t len, const char *name,
 	    " upstream_%s_throttled=%llu upstream_%s_refused=%llu"
 	    " upstream_%s_window=%llu upstream_%s_oldest_age=%llu"
 	    " upstream_%s_receipts_matched=%llu"
-	    " upstream_%s_receipts_unmatched=%llu",
+	    " upstream_%s_receipts_unmatched=%llu"
+	    " upstream_%s_receipts_late=%llu",
 	    name, (unsigned long long)n->bound, name,
 	    (unsigned long long)n->reconnects, name,
 	    (unsigned long long)n->bind_failures, name,
@@ -177,7 +179,8 @@ upstream_counts_append(char *buf, size_t len, const char *name,
 	    (unsigned long long)n->window, name,
 	    (unsigned long long)n->oldest_age, name,
 	    (unsigned long long)n->receipts_matched, name,
-	    (unsigned long long)n->receipts_unmatched);
+	    (unsigned long long)n->receipts_unmatched, name,
+	    (unsigned long long)n->receipts_late);
 }
 
 struct append_arg {

@@ -41,6 +41,8 @@ struct upstream_counts {
 	uint64_t deliver_refused;	/* deliver_sm and data_sm not taken */
 	uint64_t receipts_matched;	/* receipts passed to the submitter */
 	uint64_t receipts_unmatched;	/* receipts for no id of ours */
+	uint64_t receipts_late;		/* receipts before their id was filed,
+					   looked for again */
 	uint64_t mo_routed;		/* other messages taken by a recipient */
 	uint64_t submits;		/* submit_sm sent (parts) */
 	uint64_t resp_ok;		/* submit_sm_resp: ESME_ROK */

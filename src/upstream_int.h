@@ -36,6 +36,7 @@ struct upstream_stat {
 	_Atomic uint64_t bound, connects, reconnects, bind_failures;
 	_Atomic uint64_t dead_links, unbinds, deliver_refused;
 	_Atomic uint64_t receipts_matched, receipts_unmatched, mo_routed;
+	_Atomic uint64_t receipts_late;
 	_Atomic uint64_t links_tx[2];	/* bound links that submit: bit each */
 	/*
 	 * Per link, the wall clock s its oldest message waiting (queued or
@@ -115,6 +116,7 @@ struct upstream_sess {
 	uint32_t last_enquire;		/* reactor seconds */
 	uint32_t logged;		/* the failure this episode logged */
 	unsigned mo_pending;		/* messages from it awaiting verdicts */
+	unsigned late;			/* of those, receipts looked for again */
 	struct upstream_job *qhead, *qtail;	/* waiting to be sent */
 	unsigned qlen;
 	struct upstream_slot *win;	/* wincap slots */

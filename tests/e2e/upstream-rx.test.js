@@ -2,8 +2,9 @@
 // smsc-sim.js) sends echorouterd: messages from the network routed to a
 // line client and to an SMPP ESME, answered by what became of them;
 // receipts for messages sent to it, named in another form of the SMSC's
-// id, reaching a line client and an ESME with echorouterd's ids; and
-// receipts for ids echorouterd never sent, counted and dropped.
+// id, reaching a line client and an ESME with echorouterd's ids, also
+// when they come before the SMSC's submit_sm_resp; and receipts for ids
+// echorouterd never sent, counted and dropped.
 'use strict';
 
 const test = require('node:test');
@@ -140,7 +141,9 @@ test('an MO with no route is answered ESME_RINVDSTADR: the SMSC keeps it', async
 });
 
 test('receipts for ids never sent are answered ESME_ROK, counted unmatched, delivered to nobody', async () => {
-	const t = await setup();
+	// Each is looked for again for a second (upstream_receipts.wait)
+	// before it counts as unmatched.
+	const t = await setup('', {}, 'upstream_receipts = { wait = 1; };\n');
 	try {
 		const text = 'id:777 sub:001 dlvrd:001 submit date:2611261830 ' +
 			'done date:2611261831 stat:DELIVRD err:000 text:x';
@@ -162,6 +165,7 @@ test('receipts for ids never sent are answered ESME_ROK, counted unmatched, deli
 		const m = await L.scrape(t.d.ports.metrics);
 		assert.equal(metric(m, 'receipts_unmatched_total'), 3);
 		assert.equal(metric(m, 'receipts_matched_total'), 0);
+		assert.equal(metric(m, 'receipts_late_total'), 3);
 		// The stats line (SIGUSR1) counts them too.
 		const before = t.d.log.length;
 		t.d.child.kill('SIGUSR1');
@@ -316,3 +320,38 @@ test('with a store, a receipt matches after a restart: the SMSC id was kept on d
 		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
+
+// The SMSC's receipt overtakes its submit_sm_resp: SMSCs that answer
+// from one thread and deliver from another do this, and so does one
+// that sends receipts on another session than the submit's. The receipt
+// is looked for again until the answer files the id, then reaches the
+// submitter; its deliver_sm_resp waits for that.
+for (const stored of [false, true]) {
+	test(`a receipt that comes before its submit_sm_resp still reaches the submitter${stored ? ' (with a store)' : ''}`, async () => {
+		const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-early-'));
+		const store = stored ? `store = { path = "${path.join(dir, 'store.db')}"; };\n` : '';
+		const t = await setup('', { delay: 700, messageId: () => 'early1' }, store);
+		try {
+			t.alice.sock.write('RECEIPTS ON\nSEND +351910000001 overtaken\n');
+			await L.until(() => t.sim.submits.length === 1, WAIT, 'the submit_sm at the SMSC');
+			const r = await t.sim.deliver(receipt('early1', 'DELIVRD', '000'));
+			const answered = Date.now() - t.sim.submits[0].at;
+			assert.equal(r.command_status, 0);
+			const ok = await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
+			const id = ok.split(' ')[1];
+			const rcpt = await t.alice.wait((l) => l.startsWith('RCPT '), 'the receipt');
+			assert.equal(rcpt, `RCPT ${id} DELIVRD 000 2611261832`);
+			// Answered once the submit_sm_resp had gone (700 ms after
+			// the submit came), not before.
+			assert.ok(answered >= 690, `deliver_sm_resp ${answered} ms after the submit`);
+			const m = await L.scrape(t.d.ports.metrics);
+			assert.equal(metric(m, 'receipts_matched_total'), 1);
+			assert.equal(metric(m, 'receipts_unmatched_total'), 0);
+			assert.equal(metric(m, 'receipts_late_total'), 1);
+			assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
+		} finally {
+			await teardown(t);
+			fs.rmSync(dir, { recursive: true, force: true });
+		}
+	});
+}

@@ -210,11 +210,13 @@ line_until(struct reactor *r, int fd, const char *want, char *got,
  * gave reaches the submitter (a line client with RECEIPTS ON) as a RCPT
  * line with our id and the centre's stat, err and date; an intermediate
  * one is not passed on, and once the final one took the entry the same
- * receipt again matches nothing. Each is answered ESME_ROK.
+ * receipt again matches nothing (at once: upstream_receipts.wait is 0).
+ * Each is answered ESME_ROK.
  */
 START_TEST(receipt_matched_to_line_client)
 {
-	struct config *cf = unit_config(METRICS_ONLY);
+	struct config *cf = unit_config(METRICS_ONLY
+	    "upstream_receipts = { wait = 0; };\n");
 	struct reactor *r0 = reactor_new(0, cf);
 	const char *fmt = "id:%s sub:001 dlvrd:001 submit date:2611261830 "
 	    "done date:2611261831 stat:%s err:%s text:hi";
@@ -261,6 +263,70 @@ START_TEST(receipt_matched_to_line_client)
 }
 END_TEST
 
+/*
+ * A receipt before the submit_sm_resp that files its id: unanswered
+ * while nothing matches it, then, once the id is filed, passed to its
+ * submitter and answered ESME_ROK. One for an id never filed is
+ * answered too, after upstream_receipts.wait, and passed to nobody.
+ */
+START_TEST(receipt_before_its_id_waits_for_it)
+{
+	struct config *cf = unit_config(METRICS_ONLY
+	    "upstream_receipts = { wait = 1; };\n");
+	struct reactor *r0 = reactor_new(0, cf);
+	const char *fmt = "id:%s sub:001 dlvrd:001 submit date:2611261830 "
+	    "done date:2611261831 stat:DELIVRD err:000 text:hi";
+	struct msg *m = msg_new(2);
+	uint32_t cmds[4], sts[4];
+	char got[1024] = "", text[160];
+	uint64_t t0;
+	int peer, lv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, lv), 0);
+	atomic_fetch_add(&conn_live, 1);
+	ck_assert_ptr_nonnull(conn_new(r0, lv[0], &proto_router));
+	ck_assert_int_eq(write(lv[1], "LOGIN alice\nRECEIPTS ON\n", 24), 24);
+	ck_assert_msg(line_until(r0, lv[1], "OK RECEIPTS ON\n", got,
+	    sizeof(got)), "got: %s", got);
+	esme_session(r0, &peer);
+	snprintf(text, sizeof(text), fmt, "E77");
+	put_deliver(peer, 30, "alice", 0x04, text);
+	for (int i = 0; i < 5; i++)
+		reactor_run_once(r0, 10);
+	ck_assert_uint_eq(read_answers(peer, cmds, sts, 4), 0);
+	/* Message 43's submit_sm_resp comes now: the centre called it E77. */
+	m->id = 43;
+	m->registered_delivery = 1;
+	snprintf(m->reply_to, sizeof(m->reply_to), "alice");
+	snprintf(m->to, sizeof(m->to), "+351911");
+	esme_receipt_record(cf, &uc, "E77", 3, m);
+	free(m);
+	ck_assert_msg(line_until(r0, lv[1], "RCPT 43 DELIVRD 000 2611261831\n",
+	    got, sizeof(got)), "got: %s", got);
+	turns(r0, 5);
+	ck_assert_uint_eq(read_answers(peer, cmds, sts, 4), 1);
+	ck_assert(cmds[0] == (SMPP_DELIVER_SM | SMPP_RESP) &&
+	    sts[0] == SMPP_ESME_ROK);
+	ck_assert_uint_eq(upstream_receipt_ids(), 0);
+	/* An id nobody files: answered once the wait is over, not before. */
+	snprintf(text, sizeof(text), fmt, "E78");
+	t0 = unit_now_ms();
+	put_deliver(peer, 31, "alice", 0x04, text);
+	while (read_answers(peer, cmds, sts, 4) == 0 &&
+	    unit_now_ms() < t0 + 5000)
+		reactor_run_once(r0, 50);
+	ck_assert(cmds[0] == (SMPP_DELIVER_SM | SMPP_RESP) &&
+	    sts[0] == SMPP_ESME_ROK);
+	ck_assert_uint_ge(unit_now_ms() - t0, 1000);
+	ck_assert_ptr_null(strstr(strstr(got, "RCPT") + 4, "RCPT"));
+	close(lv[1]);
+	esme_session_end(r0, peer);
+	reactor_free(r0);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 esme_in_suite(void)
 {
@@ -270,6 +336,7 @@ esme_in_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, mo_flood_read_a_window_at_a_time);
 	tcase_add_test(tc, receipt_matched_to_line_client);
+	tcase_add_test(tc, receipt_before_its_id_waits_for_it);
 	suite_add_tcase(s, tc);
 	return s;
 }

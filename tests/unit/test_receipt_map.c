@@ -343,15 +343,19 @@ END_TEST
 START_TEST(config_receipts)
 {
 	struct config *cf = unit_config(METRICS
-	    "upstream_receipts = { limit = 10; expiry = 0; };\n");
+	    "upstream_receipts = { limit = 10; expiry = 0; wait = 0; };\n");
 
 	ck_assert_uint_eq(cf->upstream_receipts.limit, 10);
 	ck_assert_uint_eq(cf->upstream_receipts.expiry, 0);
+	ck_assert_uint_eq(cf->upstream_receipts.wait, 0);
 	config_unref(cf);
 	cf = unit_config(METRICS);
 	ck_assert_uint_eq(cf->upstream_receipts.limit, 200000);
 	ck_assert_uint_eq(cf->upstream_receipts.expiry, 172800);
+	ck_assert_uint_eq(cf->upstream_receipts.wait, 2);
 	config_unref(cf);
+	unit_expect_one_error(METRICS
+	    "upstream_receipts = { wait = 61; };\n", 2, "wait");
 	unit_expect_one_error(METRICS
 	    "upstream_receipts = { limit = 0; };\n", 2, "limit");
 	unit_expect_one_error(METRICS

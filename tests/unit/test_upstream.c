@@ -92,7 +92,7 @@ START_TEST(counts_appended)
 {
 	struct upstream_counts n = { .bound = 2, .reconnects = 7,
 	    .bind_failures = 3, .receipts_matched = 5,
-	    .receipts_unmatched = 1, .submits = 40, .resp_ok = 30,
+	    .receipts_unmatched = 1, .receipts_late = 6, .submits = 40, .resp_ok = 30,
 	    .resp_throttled = 4, .resp_failed = 2, .window = 4,
 	    .oldest_age = 9 };
 	char buf[512] = "stats conns=1";
@@ -105,7 +105,8 @@ START_TEST(counts_appended)
 	    "upstream_opA_throttled=4 upstream_opA_refused=2 "
 	    "upstream_opA_window=4 upstream_opA_oldest_age=9 "
 	    "upstream_opA_receipts_matched=5 "
-	    "upstream_opA_receipts_unmatched=1");
+	    "upstream_opA_receipts_unmatched=1 "
+	    "upstream_opA_receipts_late=6");
 	snprintf(buf, sizeof(buf), "2 connections");
 	upstream_counts_append(buf, sizeof(buf), "opA", &n, true);
 	ck_assert_str_eq(buf, "2 connections, opA 2 bound 4 in flight "
