@@ -81,7 +81,8 @@ struct cluster_receipt_q {
 };
 typedef void (*cluster_receipt_match_fn)(struct cluster_receipt_q *q);
 typedef void (*cluster_receipt_done_fn)(const char *upstream,
-	    const char *id, bool matched);
+	    const char *id, uint8_t state, const uint8_t *text, size_t len,
+	    bool matched);
 
 #if ER_WITH_NATS
 
@@ -138,7 +139,7 @@ void	cluster_receipt_answer(struct cluster_receipt_q *q, bool matched);
 /*
  * Asks the other nodes about a receipt (its upstream, the id it names,
  * its message_state, its text) that matched nothing here; done hears the
- * outcome within two seconds. false: no cluster, or the receipt cannot
+ * outcome, with the receipt as asked, within two seconds. false: no cluster, or the receipt cannot
  * be asked about (an id over 64 characters, a text over 1 KiB): it is
  * unmatched now. Any thread.
  */

@@ -54,6 +54,9 @@ struct rcpt_wait {
 	cluster_receipt_done_fn done;
 	char	upstream[RCPT_UPSTREAM_MAX + 1];
 	char	id[RCPT_ID_MAX + 1];
+	uint8_t	state;
+	uint8_t	*text;			/* malloc'd, len bytes */
+	size_t	len;
 };
 
 _Static_assert(sizeof(((struct cluster_receipt_q *)0)->upstream) ==
@@ -87,8 +90,10 @@ static void
 wait_end(struct rcpt_wait *w, bool matched)
 {
 	if (w->done != NULL)
-		w->done(w->upstream, w->id, matched);
+		w->done(w->upstream, w->id, w->state, w->text, w->len, matched);
 	w->done = NULL;
+	free(w->text);
+	w->text = NULL;
 }
 
 /* ---- our questions ------------------------------------------------------- */
@@ -106,13 +111,18 @@ ask_task(void *owner, void *arg, enum mailbox_status st)
 	(void)owner;
 	if (st != MAILBOX_RUN || !cluster_up() ||
 	    R.tail - R.head == RCPT_PENDING_MAX) {
-		q->done(q->upstream, q->id, false);
+		q->done(q->upstream, q->id, q->state, q->text, q->len, false);
 		free(q);
 		return;
 	}
 	w = &R.ring[R.tail % RCPT_PENDING_MAX];
 	*w = (struct rcpt_wait){ .seq = R.tail, .done = q->done,
-	    .deadline = mono_ms() + RCPT_WAIT_MS };
+	    .deadline = mono_ms() + RCPT_WAIT_MS, .state = q->state,
+	    .len = q->len };
+	if (q->len > 0) {
+		w->text = xmalloc(q->len);
+		memcpy(w->text, q->text, q->len);
+	}
 	memcpy(w->upstream, q->upstream, sizeof(w->upstream));
 	memcpy(w->id, q->id, sizeof(w->id));
 	R.tail++;
@@ -212,7 +222,12 @@ cluster_receipt_expire(uint64_t now)
 		struct rcpt_wait *w = &R.ring[R.head % RCPT_PENDING_MAX];
 
 		if (atomic_load(&C.stopping)) {
-			R.head = R.tail;	/* nobody to tell by now */
+			/* Nobody to tell by now. */
+			for (; R.head < R.tail; R.head++) {
+				w = &R.ring[R.head % RCPT_PENDING_MAX];
+				free(w->text);
+				w->text = NULL;
+			}
 			break;
 		}
 		if (!w->answered && w->deadline > now)

@@ -192,12 +192,20 @@ receipt_unmatched(const char *upstream, const char *id, const char *why)
 	    "ours%s: dropped", upstream, id, why);
 }
 
-/* The cluster thread: what the other nodes said of a receipt we asked. */
+static void receipt_cluster_again(const char *upstream, const char *id,
+	    uint8_t state, const uint8_t *text, size_t len);
+
+/*
+ * The cluster thread: what the other nodes said of a receipt we asked.
+ * Matched nowhere, it is looked for here once more: it may have come
+ * before the submit_sm_resp that filed its id here.
+ */
 static void
-receipt_cluster_done(const char *upstream, const char *id, bool matched)
+receipt_cluster_done(const char *upstream, const char *id, uint8_t state,
+    const uint8_t *text, size_t len, bool matched)
 {
 	if (!matched)
-		receipt_unmatched(upstream, id, " on any node");
+		receipt_cluster_again(upstream, id, state, text, len);
 }
 
 /*
@@ -543,26 +551,66 @@ esme_receipt(struct conn *c, struct upstream_sess *s,
 	return true;
 }
 
+/*
+ * A reactor: a receipt the cluster carried (another node's question, or
+ * ours that no other node matched) looked up in this node's memory.
+ */
+static bool
+question_match(struct reactor *r, const struct cluster_receipt_q *q)
+{
+	struct smpp_receipt_text f;
+
+	if (smpp_receipt_parse(q->text, q->len, &f) < 0)
+		memset(&f, 0, sizeof(f));
+	/* An upstream this node does not have has no ids here. */
+	for (size_t i = 0; i < r->cf->nupstreams; i++)
+		if (strcmp(r->cf->upstreams[i].name, q->upstream) == 0)
+			return receipt_match(r, q->upstream,
+			    r->cf->upstreams[i].receipt_id, q->id, q->state,
+			    &f);
+	return false;
+}
+
 /* A reactor: another node's question, looked up here (q is the cluster's). */
 static void
 question_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct cluster_receipt_q *q = arg;
-	struct reactor *r = owner;
-	struct smpp_receipt_text f;
-	bool matched = false;
 
-	if (st == MAILBOX_RUN) {
-		if (smpp_receipt_parse(q->text, q->len, &f) < 0)
-			memset(&f, 0, sizeof(f));
-		/* An upstream this node does not have has no ids here. */
-		for (size_t i = 0; i < r->cf->nupstreams && !matched; i++)
-			if (strcmp(r->cf->upstreams[i].name, q->upstream) == 0)
-				matched = receipt_match(r, q->upstream,
-				    r->cf->upstreams[i].receipt_id, q->id,
-				    q->state, &f);
+	cluster_receipt_answer(q, st == MAILBOX_RUN && question_match(owner, q));
+}
+
+/* A reactor: our receipt that no other node matched, tried here again. */
+static void
+again_task(void *owner, void *arg, enum mailbox_status st)
+{
+	struct cluster_receipt_q *q = arg;
+
+	if (st == MAILBOX_RUN && !question_match(owner, q))
+		receipt_unmatched(q->upstream, q->id, " on any node");
+	free(q);
+}
+
+static void
+receipt_cluster_again(const char *upstream, const char *id, uint8_t state,
+    const uint8_t *text, size_t len)
+{
+	struct reactor *r = reactor_get(0);
+	struct cluster_receipt_q *q;
+
+	if (r == NULL) {
+		receipt_unmatched(upstream, id, " on any node");
+		return;
 	}
-	cluster_receipt_answer(q, matched);
+	q = xcalloc(1, sizeof(*q) + len);
+	q->state = state;
+	snprintf(q->upstream, sizeof(q->upstream), "%s", upstream);
+	snprintf(q->id, sizeof(q->id), "%s", id);
+	memcpy(q->text, text, len);
+	q->len = len;
+	q->task.fn = again_task;
+	q->task.arg = q;
+	reactor_post_task(r, &q->task);
 }
 
 /* The cluster thread: another node's question goes to a reactor. */
