@@ -236,7 +236,7 @@ receipt_settle(struct reactor *r, const char *upstream,
 	struct upstream_stat *st = upstream_stat_find(upstream);
 
 	if (st != NULL)
-		atomic_fetch_add(&st->receipts_matched, 1);
+		UPSTREAM_COUNT(upstream_slice(st, r)->receipts_matched, 1);
 	/* An HTTP send: http-out posts it to the application's URL. */
 	if (o->http) {
 		if (smpp_receipt_final(state) &&
@@ -692,7 +692,7 @@ mo_answer(struct conn *c, struct upstream_sess *s, uint32_t cmd,
 	uint32_t status = mo_status(v);
 
 	if (status == SMPP_ESME_ROK)
-		atomic_fetch_add(&s->stat->mo_routed, 1);
+		UPSTREAM_COUNT(upstream_slice(s->stat, c->r)->mo_routed, 1);
 	else {
 		atomic_fetch_add(&s->stat->deliver_refused, 1);
 		log_debug("upstream %s: link %u: %s refused: %s", s->uc->name,

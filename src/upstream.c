@@ -47,6 +47,23 @@ static _Thread_local struct upstream_rs *self_rs;
 static struct upstream_stat stats[UPSTREAM_STATS_MAX];
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * Bumped (under stats_lock) whenever a slot changes hands: a name's slot
+ * that a thread found in this generation is still that name's.
+ */
+static atomic_uint stats_gen;
+
+/* A thread's last finds: each message to an upstream looks its name up. */
+#define FIND_CACHE	4
+static _Thread_local struct {
+	unsigned gen;
+	unsigned next;
+	struct {
+		struct upstream_stat *st;
+		char	name[CONFIG_NAME_MAX + 1];
+	} e[FIND_CACHE];
+} found;
+
 /* name's counters, one more user; NULL if every slot is in use. */
 static struct upstream_stat *
 stat_get(const char *name)
@@ -66,6 +83,7 @@ stat_get(const char *name)
 		st = free_slot;
 		memset(st, 0, sizeof(*st));
 		snprintf(st->name, sizeof(st->name), "%s", name);
+		atomic_fetch_add(&stats_gen, 1);
 	}
 	if (st != NULL)
 		atomic_fetch_add(&st->users, 1);
@@ -77,12 +95,29 @@ struct upstream_stat *
 upstream_stat_find(const char *name)
 {
 	struct upstream_stat *st = NULL;
+	unsigned gen = atomic_load(&stats_gen);
 
+	if (found.gen == gen) {
+		for (unsigned i = 0; i < FIND_CACHE; i++)
+			if (found.e[i].st != NULL &&
+			    strcmp(found.e[i].name, name) == 0)
+				return found.e[i].st;
+	} else {
+		memset(&found, 0, sizeof(found));
+		found.gen = gen;
+	}
 	pthread_mutex_lock(&stats_lock);
 	for (size_t i = 0; i < UPSTREAM_STATS_MAX && st == NULL; i++)
 		if (atomic_load(&stats[i].users) > 0 &&
 		    strcmp(stats[i].name, name) == 0)
 			st = &stats[i];
+	/* Still this generation's: no slot changed hands since gen. */
+	if (st != NULL && atomic_load(&stats_gen) == gen) {
+		unsigned k = found.next++ % FIND_CACHE;
+
+		found.e[k].st = st;
+		snprintf(found.e[k].name, sizeof(found.e[k].name), "%s", name);
+	}
 	pthread_mutex_unlock(&stats_lock);
 	return st;
 }
@@ -91,8 +126,41 @@ static void
 stat_put(struct upstream_stat *st)
 {
 	pthread_mutex_lock(&stats_lock);
-	atomic_fetch_sub(&st->users, 1);
+	if (atomic_fetch_sub(&st->users, 1) == 1)
+		atomic_fetch_add(&stats_gen, 1);
 	pthread_mutex_unlock(&stats_lock);
+}
+
+enum slice_ctr { SUBMITS, RESP_OK, RECEIPTS_MATCHED, MO_ROUTED, WINDOW };
+
+/* A counter summed over st's slices (the window: 0 if below). */
+static uint64_t
+slices_sum(struct upstream_stat *st, enum slice_ctr k)
+{
+	int64_t sum = 0;
+
+	for (unsigned i = 0; i < UPSTREAM_SLICES; i++) {
+		struct upstream_slice *sl = &st->slice[i];
+
+		switch (k) {
+		case SUBMITS:
+			sum += (int64_t)atomic_load(&sl->submits);
+			break;
+		case RESP_OK:
+			sum += (int64_t)atomic_load(&sl->resp_ok);
+			break;
+		case RECEIPTS_MATCHED:
+			sum += (int64_t)atomic_load(&sl->receipts_matched);
+			break;
+		case MO_ROUTED:
+			sum += (int64_t)atomic_load(&sl->mo_routed);
+			break;
+		case WINDOW:
+			sum += atomic_load(&sl->window);
+			break;
+		}
+	}
+	return sum > 0 ? (uint64_t)sum : 0;
 }
 
 void
@@ -102,7 +170,7 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 
 	pthread_mutex_lock(&stats_lock);
 	for (size_t i = 0; i < UPSTREAM_STATS_MAX; i++) {
-		const struct upstream_stat *st = &stats[i];
+		struct upstream_stat *st = &stats[i];
 		struct upstream_counts n;
 
 		if (atomic_load(&st->users) == 0)
@@ -115,18 +183,18 @@ upstream_stats_each(upstream_stats_fn *fn, void *arg)
 			.dead_links = atomic_load(&st->dead_links),
 			.unbinds = atomic_load(&st->unbinds),
 			.deliver_refused = atomic_load(&st->deliver_refused),
-			.receipts_matched = atomic_load(&st->receipts_matched),
+			.receipts_matched = slices_sum(st, RECEIPTS_MATCHED),
 			.receipts_unmatched =
 			    atomic_load(&st->receipts_unmatched),
 			.receipts_late = atomic_load(&st->receipts_late),
-			.mo_routed = atomic_load(&st->mo_routed),
-			.submits = atomic_load(&st->submits),
-			.resp_ok = atomic_load(&st->resp_ok),
+			.mo_routed = slices_sum(st, MO_ROUTED),
+			.submits = slices_sum(st, SUBMITS),
+			.resp_ok = slices_sum(st, RESP_OK),
 			.resp_throttled = atomic_load(&st->resp_throttled),
 			.resp_failed = atomic_load(&st->resp_failed),
 			.throttles = atomic_load(&st->throttles),
 			.bad_ids = atomic_load(&st->bad_ids),
-			.window = (uint64_t)atomic_load(&st->window),
+			.window = slices_sum(st, WINDOW),
 		};
 		for (size_t k = 0; k < 128; k++) {
 			uint64_t at = atomic_load(&st->oldest_at[k]);

@@ -25,18 +25,33 @@ enum upstream_state {
 };
 
 /*
+ * The counters every message moves, one slice per reactor (by id, modulo
+ * UPSTREAM_SLICES), each on a cache line of its own: reactors that run
+ * links of one upstream do not take turns owning one line per message.
+ * Readers sum the slices.
+ */
+#define UPSTREAM_SLICES		16
+
+struct upstream_slice {
+	_Atomic uint64_t submits;	/* submit_sm sent (parts) */
+	_Atomic uint64_t resp_ok;
+	_Atomic uint64_t receipts_matched, mo_routed;
+	_Atomic int64_t window;		/* submit_sm unanswered now */
+} __attribute__((aligned(64)));
+
+/*
  * One upstream's counters, shared by the reactors that run its links,
  * and what submits share across them: which links can take submit_sm
  * now, a pause after a throttle and the max_tps
  * pace.
  */
 struct upstream_stat {
+	struct upstream_slice slice[UPSTREAM_SLICES];
 	char	name[CONFIG_NAME_MAX + 1];
 	atomic_uint users;		/* sessions that count here */
 	_Atomic uint64_t bound, connects, reconnects, bind_failures;
 	_Atomic uint64_t dead_links, unbinds, deliver_refused;
-	_Atomic uint64_t receipts_matched, receipts_unmatched, mo_routed;
-	_Atomic uint64_t receipts_late;
+	_Atomic uint64_t receipts_unmatched, receipts_late;
 	_Atomic uint64_t links_tx[2];	/* bound links that submit: bit each */
 	/*
 	 * Per link, the wall clock s its oldest message waiting (queued or
@@ -45,12 +60,21 @@ struct upstream_stat {
 	_Atomic uint64_t oldest_at[128];
 	_Atomic uint64_t paused_until;	/* ms, reactor clock: none before */
 	_Atomic uint64_t tps_at;	/* ns: the max_tps pace (GCRA) */
-	_Atomic uint64_t submits;	/* submit_sm sent (parts) */
-	_Atomic uint64_t resp_ok, resp_throttled, resp_failed;
+	_Atomic uint64_t resp_throttled, resp_failed;
 	_Atomic uint64_t throttles;	/* pauses after a throttle */
 	_Atomic uint64_t bad_ids;	/* ESME_ROK with no usable message_id */
-	_Atomic int64_t window;		/* submit_sm unanswered now */
 };
+
+/* Reactor r's slice of st's counters. */
+static inline struct upstream_slice *
+upstream_slice(struct upstream_stat *st, const struct reactor *r)
+{
+	return &st->slice[r->id % UPSTREAM_SLICES];
+}
+
+/* Adds n to a slice's counter: its reactor's alone, so no lock is taken. */
+#define UPSTREAM_COUNT(ctr, n)						\
+	atomic_fetch_add_explicit(&(ctr), (n), memory_order_relaxed)
 
 /* A part's state in a job. */
 enum { UPJ_WAIT, UPJ_SENT, UPJ_DONE };

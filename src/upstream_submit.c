@@ -438,8 +438,8 @@ submit_part(struct upstream_sess *s, struct upstream_slot *slot,
 	    .sent_at = s->c->r->now, .part = i };
 	j->part[i] = UPJ_SENT;
 	s->inflight++;
-	atomic_fetch_add(&s->stat->submits, 1);
-	atomic_fetch_add(&s->stat->window, 1);
+	UPSTREAM_COUNT(upstream_slice(s->stat, s->r)->submits, 1);
+	UPSTREAM_COUNT(upstream_slice(s->stat, s->r)->window, 1);
 }
 
 /* A free slot, the window grown to the upstream's window if need be. */
@@ -596,9 +596,9 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 	part = slot->part;
 	slot->job = NULL;
 	s->inflight--;
-	atomic_fetch_sub(&s->stat->window, 1);
+	UPSTREAM_COUNT(upstream_slice(s->stat, s->r)->window, -1);
 	if (status == SMPP_ESME_ROK) {
-		atomic_fetch_add(&s->stat->resp_ok, 1);
+		UPSTREAM_COUNT(upstream_slice(s->stat, s->r)->resp_ok, 1);
 		j->part[part] = UPJ_DONE;
 		if (answer_id_ok(s, j, id)) {
 			upstream_submitted(s->cf, s->uc, id, strlen(id), j->m);
@@ -654,7 +654,8 @@ job_detach(struct upstream_sess *s, struct upstream_job *j)
 		if (s->win[i].job == j) {
 			s->win[i].job = NULL;
 			s->inflight--;
-			atomic_fetch_sub(&s->stat->window, 1);
+			UPSTREAM_COUNT(upstream_slice(s->stat, s->r)->window,
+			    -1);
 		}
 	for (unsigned i = 0; i < j->nparts; i++)
 		if (j->part[i] == UPJ_SENT)
