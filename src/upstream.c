@@ -25,6 +25,7 @@ struct upstream_rs {
 	unsigned n;			/* reactors in all */
 	struct upstream_sess *head;
 	struct config *seen;		/* the configuration followed last */
+	uint64_t pump_at;		/* ms: the soonest session's pump_at */
 	bool	stopping;
 	bool	detached;		/* upstream_fuzz_attach's: freed with
 					   its session */
@@ -784,8 +785,51 @@ rs_free(struct reactor *r, void *arg)
 	free(rs);
 }
 
+/* Pumps the sessions whose pace or pause ended; wakes for the next. */
+static void
+rs_after_events(struct reactor *r, void *arg)
+{
+	struct upstream_rs *rs = arg;
+	uint64_t next = 0;
+
+	if (rs->pump_at == 0)
+		return;
+	if (rs->pump_at > r->now_ms) {
+		reactor_wake_within(r, (int)(rs->pump_at - r->now_ms));
+		return;
+	}
+	for (struct upstream_sess *s = rs->head; s != NULL; s = s->next) {
+		if (s->pump_at == 0)
+			continue;
+		if (s->pump_at <= r->now_ms) {
+			s->pump_at = 0;
+			upstream_sess_pump(s);	/* may wait again */
+		}
+		if (s->pump_at != 0 && (next == 0 || s->pump_at < next))
+			next = s->pump_at;
+	}
+	rs->pump_at = next;
+	if (next != 0)
+		reactor_wake_within(r, next > r->now_ms ?
+		    (int)(next - r->now_ms) : 0);
+}
+
+void
+upstream_sess_pump_at(struct upstream_sess *s, uint64_t at_ms)
+{
+	struct upstream_rs *rs = s->rs;
+
+	if (s->pump_at == 0 || at_ms < s->pump_at)
+		s->pump_at = at_ms;
+	if (rs->pump_at == 0 || at_ms < rs->pump_at)
+		rs->pump_at = at_ms;
+	reactor_wake_within(s->r, at_ms > s->r->now_ms ?
+	    (int)(at_ms - s->r->now_ms) : 0);
+}
+
 static const struct reactor_hooks upstream_hooks = {
 	.start = rs_start,
+	.after_events = rs_after_events,
 	.every_second = rs_every_second,
 	.stop = rs_stop,
 	.free = rs_free,

@@ -139,6 +139,7 @@ struct upstream_sess {
 	uint32_t pending_since;		/* reactor seconds */
 	uint32_t last_enquire;		/* reactor seconds */
 	uint32_t logged;		/* the failure this episode logged */
+	uint64_t pump_at;		/* ms: pump then (a pace, a pause); 0 */
 	unsigned mo_pending;		/* messages from it awaiting verdicts */
 	unsigned late;			/* of those, receipts looked for again */
 	struct upstream_job *qhead, *qtail;	/* waiting to be sent */
@@ -226,6 +227,18 @@ unsigned upstream_reactor_of(const char *name, unsigned link);
  * once), now (ns, monotonic); *at is the pace, 0 at first. Any thread.
  */
 bool	upstream_tps_take(_Atomic uint64_t *at, unsigned tps, uint64_t now);
+
+/*
+ * How long (ns) from now until upstream_tps_take would allow a part; 0:
+ * it would now. Any thread.
+ */
+uint64_t upstream_tps_wait(_Atomic uint64_t *at, unsigned tps, uint64_t now);
+
+/*
+ * s waits for a pace or a pause that ends at at_ms (the reactor's clock):
+ * its reactor wakes then and pumps it. Owning reactor only.
+ */
+void	upstream_sess_pump_at(struct upstream_sess *s, uint64_t at_ms);
 
 /* Reactors in all. Any thread. */
 unsigned upstream_nreactors(void);

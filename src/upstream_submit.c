@@ -353,15 +353,34 @@ upstream_tps_take(_Atomic uint64_t *at, unsigned tps, uint64_t now)
 	return true;
 }
 
-/* One more part within the upstream's max_tps, now. */
+uint64_t
+upstream_tps_wait(_Atomic uint64_t *at, unsigned tps, uint64_t now)
+{
+	uint64_t t = atomic_load(at), step = 1000000000u / tps;
+	uint64_t ok = t + step;		/* allowed once ok - now <= 1 s */
+
+	return ok > now + 1000000000u ? ok - now - 1000000000u : 0;
+}
+
+/*
+ * One more part within the upstream's max_tps, now; if not, true in
+ * *wait_ms how long until one may go (at least 1).
+ */
 static bool
-tps_take(struct upstream_stat *st, unsigned tps)
+tps_take(struct upstream_stat *st, unsigned tps, uint64_t *wait_ms)
 {
 	struct timespec ts;
+	uint64_t now;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return upstream_tps_take(&st->tps_at, tps,
-	    (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (upstream_tps_take(&st->tps_at, tps, now))
+		return true;
+	*wait_ms = (upstream_tps_wait(&st->tps_at, tps, now) + 999999) /
+	    1000000;
+	if (*wait_ms == 0)
+		*wait_ms = 1;
+	return false;
 }
 
 /*
@@ -471,24 +490,37 @@ job_next_part(const struct upstream_job *j)
 	return i;
 }
 
+/*
+ * Sends what the window, the pause after a throttle and max_tps allow;
+ * a pause or a pace that holds parts back has the reactor pump s again
+ * when it ends.
+ */
 void
 upstream_sess_pump(struct upstream_sess *s)
 {
 	struct upstream_slot *slot;
+	uint64_t now = s->r->now_ms, until, wait_ms;
 
 	while (s->state == UPSTREAM_BOUND && s->qhead != NULL &&
-	    s->inflight < s->uc->window && !conn_is_closing(s->c) &&
-	    atomic_load(&s->stat->paused_until) <= s->c->r->now_ms) {
+	    s->inflight < s->uc->window && !conn_is_closing(s->c)) {
 		struct upstream_job *j = s->qhead;
 		unsigned i = job_next_part(j);
 
+		if ((until = atomic_load(&s->stat->paused_until)) > now) {
+			upstream_sess_pump_at(s, until);
+			break;
+		}
 		if (i == j->nparts) {
 			queue_del(s, j);	/* every part is out */
 			continue;
 		}
-		if ((slot = slot_free(s)) == NULL || (s->uc->max_tps > 0 &&
-		    !tps_take(s->stat, s->uc->max_tps)))
+		if ((slot = slot_free(s)) == NULL)
 			break;
+		if (s->uc->max_tps > 0 &&
+		    !tps_take(s->stat, s->uc->max_tps, &wait_ms)) {
+			upstream_sess_pump_at(s, now + wait_ms);
+			break;
+		}
 		submit_part(s, slot, j, i);
 		if (job_next_part(j) == j->nparts)
 			queue_del(s, j);

@@ -891,6 +891,42 @@ test('max_tps paces parts over all sessions of the upstream', async () => {
 	}
 });
 
+// Past the burst, parts go as the pace allows them, each when its turn
+// comes: the reactor wakes for it, rather than sending the rest at once
+// at the next second's tick.
+test('max_tps spreads the parts past its burst, one every 1/max_tps second', async () => {
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'max_tps = 20;' }]));
+	try {
+		await untilBound(d, 1, 'opA bound');
+		const c = await lineLogin(d);
+		let all = '';
+		for (let i = 0; i < 30; i++)
+			all += `SEND +3519100009${String(i).padStart(2, '0')} spread ${i}\n`;
+		c.sock.write(all);
+		await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === 30,
+			WAIT, 'thirty OKs');
+		assert.equal(sim.taken().length, 30);
+		// A second's worth (20) at once; the last ten one per 50 ms:
+		// they span 450 ms, however late the reactor wakes.
+		const at = sim.submits.map((x) => x.at).sort((a, b) => a - b);
+		const last = at.slice(20);
+		const span = last[last.length - 1] - last[0];
+		assert.ok(span >= 350, `the last ten parts within ${span} ms`);
+		// And none waits for a tick: sent at the second's ticks, the
+		// rest would leave a gap of 450 ms or more somewhere.
+		if (!L.WRAP.length) {
+			const gaps = at.slice(19).map((t, i, a) => (i ? t - a[i - 1] : 0));
+			assert.ok(Math.max(...gaps) < 400, `gaps ${gaps.join(' ')} ms`);
+		}
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
 test('SIGTERM with a submit unanswered: the session unbinds, the sender hears a temporary error, exit 0', async () => {
 	const sim = new SmscSim({ submitStatus: () => null });
 	const port = await sim.start();

@@ -341,10 +341,15 @@ START_TEST(tps_paces)
 	const uint64_t s = 1000000000u, t0 = 100 * s;
 	unsigned n = 0;
 
+	ck_assert_uint_eq(upstream_tps_wait(&at, 2, t0), 0);
 	ck_assert(upstream_tps_take(&at, 2, t0));
 	ck_assert(upstream_tps_take(&at, 2, t0));
+	/* The burst is spent: the next part may go half a second on. */
+	ck_assert_uint_eq(upstream_tps_wait(&at, 2, t0), s / 2);
+	ck_assert_uint_eq(upstream_tps_wait(&at, 2, t0 + s / 4), s / 4);
 	ck_assert(!upstream_tps_take(&at, 2, t0));
 	ck_assert(!upstream_tps_take(&at, 2, t0 + s / 2 - 1));
+	ck_assert_uint_eq(upstream_tps_wait(&at, 2, t0 + s / 2), 0);
 	ck_assert(upstream_tps_take(&at, 2, t0 + s / 2));
 	ck_assert(!upstream_tps_take(&at, 2, t0 + s / 2));
 	/* Idle a while: the burst is a second's, not more. */
