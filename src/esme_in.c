@@ -276,12 +276,14 @@ receipt_match(struct reactor *r, const char *upstream, unsigned form,
  * A receipt that matched nothing yet. An SMS centre may send a receipt
  * before the submit_sm_resp that files its id: on another session, which
  * another reactor reads, or on one the centre answers from several
- * threads. Such a receipt is looked for again after 1, 2, 4... ms (at
- * most 256 between tries) for up to upstream_receipts.wait seconds, its
- * deliver_sm unanswered meanwhile (so a crash loses nothing the centre
- * was told we took; the session's input waits while LATE_SESS_MAX wait),
- * and only then counted unmatched. In a cluster the other nodes are
- * asked at once instead: the receipt may be theirs.
+ * threads. While the upstream has submits unanswered, such a receipt is
+ * looked for again after 4, 8, 16... ms (at most 256 between tries) for
+ * up to upstream_receipts.wait seconds, its deliver_sm unanswered
+ * meanwhile (so a crash loses nothing the centre was told we took; the
+ * session's input waits while LATE_SESS_MAX wait), and only then counted
+ * unmatched. In a cluster the other nodes are asked at once instead: the
+ * receipt may be theirs (cluster_receipt.c looks here once more when
+ * none has it).
  */
 struct esme_late {
 	struct esme_late *next;
@@ -292,16 +294,30 @@ struct esme_late {
 	unsigned step_ms;
 	char	id[RECEIPT_ID_MAX + 1];
 	struct smpp_receipt_text f;
-	size_t	len;			/* the receipt's text, for the cluster */
-	uint8_t	text[];
 };
 
+/* A reactor's late receipts, oldest first. */
+struct late_list {
+	struct esme_late *head, **tail;
+};
+
+#define LATE_STEP_MIN_MS	4	/* the reactor's clock's grain */
 #define LATE_STEP_MAX_MS	256
 #define LATE_SESS_MAX		1024	/* waiting at once, per session */
+
+static void
+late_append(struct late_list *list, struct esme_late *l)
+{
+	l->next = NULL;
+	*list->tail = l;
+	list->tail = &l->next;
+}
 
 /*
  * One try of l, due now: true when it is done with (matched, given up,
  * or its session gone), answered where its session is still there.
+ * Answering may release the session's held input, which may park more
+ * receipts on the list: the caller walks a list of its own.
  */
 static bool
 late_try(struct reactor *r, struct esme_late *l)
@@ -321,7 +337,7 @@ late_try(struct reactor *r, struct esme_late *l)
 					l->step_ms *= 2;
 				return false;
 			}
-			receipt_elsewhere(s, l->id, l->state, l->text, l->len);
+			receipt_elsewhere(s, l->id, l->state, NULL, 0);
 		}
 		esme_answer_deliver(c, l->cmd, SMPP_ESME_ROK, l->seq);
 	}
@@ -331,39 +347,55 @@ late_try(struct reactor *r, struct esme_late *l)
 	return true;
 }
 
-/* Tries what is due, and wakes the reactor for the next one. */
+/* Tries what is due, in the order they came, and wakes for the next. */
 static void
 late_after_events(struct reactor *r, void *arg)
 {
-	struct esme_late **pp = arg, *l;
-	uint64_t next = UINT64_MAX;
+	struct late_list *list = arg, todo = *list, kept;
+	struct esme_late *l, *next;
+	uint64_t soonest = UINT64_MAX;
 
-	while ((l = *pp) != NULL) {
+	if (todo.head == NULL)
+		return;
+	/* What the tries park meanwhile goes on the emptied list. */
+	list->head = NULL;
+	list->tail = &list->head;
+	kept.head = NULL;
+	kept.tail = &kept.head;
+	for (l = todo.head; l != NULL; l = next) {
+		next = l->next;
 		if (l->due_ms <= r->now_ms && late_try(r, l)) {
-			*pp = l->next;
 			free(l);
 			continue;
 		}
-		if (l->due_ms < next)
-			next = l->due_ms;
-		pp = &l->next;
+		late_append(&kept, l);
 	}
-	if (next != UINT64_MAX)
-		reactor_wake_within(r, next > r->now_ms ?
-		    (int)(next - r->now_ms) : 0);
+	/* The kept ones first, then those parked meanwhile. */
+	if (kept.head != NULL) {
+		*kept.tail = list->head;
+		list->head = kept.head;
+		if (*kept.tail == NULL)
+			list->tail = kept.tail;
+	}
+	for (l = list->head; l != NULL; l = l->next)
+		if (l->due_ms < soonest)
+			soonest = l->due_ms;
+	if (soonest != UINT64_MAX)
+		reactor_wake_within(r, soonest > r->now_ms ?
+		    (int)(soonest - r->now_ms) : 0);
 }
 
 /* The reactor goes: nobody is left to answer. */
 static void
 late_free(struct reactor *r, void *arg)
 {
-	struct esme_late **list = arg;
+	struct late_list *list = arg;
 
 	(void)r;
-	while (*list != NULL) {
-		struct esme_late *l = *list;
+	while (list->head != NULL) {
+		struct esme_late *l = list->head;
 
-		*list = l->next;
+		list->head = l->next;
 		free(l);
 	}
 	free(list);
@@ -375,18 +407,24 @@ static const struct reactor_hooks late_hooks = {
 };
 
 /*
- * r's receipts looked for again, its hook added with the first; NULL if
+ * r's late receipts, its hook added with the first; NULL (said once) if
  * no hook has room.
  */
-static struct esme_late **
+static struct late_list *
 late_list(struct reactor *r)
 {
-	struct esme_late **list = reactor_hook_arg(r, &late_hooks);
+	static atomic_bool told;
+	struct late_list *list = reactor_hook_arg(r, &late_hooks);
 
 	if (list == NULL) {
 		list = xcalloc(1, sizeof(*list));
+		list->tail = &list->head;
 		if (reactor_hook_add(r, &late_hooks, list) < 0) {
 			free(list);
+			if (!atomic_exchange(&told, true))
+				log_warnx("reactor=%u: no room for its late "
+				    "receipts' hook: receipts that come before "
+				    "their id count as unmatched", r->id);
 			return NULL;
 		}
 	}
@@ -396,36 +434,34 @@ late_list(struct reactor *r)
 /*
  * Parks a receipt that matched nothing (its deliver_sm: cmd, seq) to be
  * looked for again; the caller counts it in mo_pending and answers
- * nothing. false: it is not to wait (upstream_receipts.wait is 0, or a
+ * nothing. false: it is not to wait (upstream_receipts.wait is 0, no
+ * submit of this upstream was unanswered before the receipt was first
+ * looked up (pending false), so no answer can still file its id, or a
  * cluster's other nodes are asked at once instead).
  */
 static bool
 late_park(struct conn *c, struct upstream_sess *s, uint32_t cmd,
     uint32_t seq, const char *id, uint8_t state,
-    const struct smpp_receipt_text *f, const uint8_t *text, size_t len)
+    const struct smpp_receipt_text *f, bool pending)
 {
 	unsigned wait = c->r->cf->upstream_receipts.wait;
-	struct esme_late **list, *l;
+	struct late_list *list;
+	struct esme_late *l;
 
-	if (wait == 0 || id[0] == '\0' || cluster_on() ||
+	if (wait == 0 || id[0] == '\0' || !pending || cluster_on() ||
 	    (list = late_list(c->r)) == NULL)
 		return false;
-	if (len > 1024)
-		len = 0;	/* too long to ask the cluster about */
-	l = xcalloc(1, sizeof(*l) + len);
+	l = xcalloc(1, sizeof(*l));
 	l->conn = conn_handle(c);
 	l->cmd = cmd;
 	l->seq = seq;
 	l->state = state;
-	l->step_ms = 1;
+	l->step_ms = LATE_STEP_MIN_MS;
 	l->due_ms = c->r->now_ms + l->step_ms;
 	l->until_ms = c->r->now_ms + (uint64_t)wait * 1000;
 	snprintf(l->id, sizeof(l->id), "%s", id);
 	l->f = *f;
-	memcpy(l->text, text, len);
-	l->len = len;
-	l->next = *list;
-	*list = l;
+	late_append(list, l);
 	s->late++;
 	atomic_fetch_add(&s->stat->receipts_late, 1);
 	reactor_wake_within(c->r, (int)l->step_ms);
@@ -442,13 +478,15 @@ struct rcpt_wait {
 	struct smpp_receipt_text f;
 	struct receipt_key keys[RECEIPT_KEYS_MAX];
 	struct receipt_orig o;
+	bool	pending;		/* submits were unanswered before */
 	size_t	len;			/* the receipt's text, for the cluster */
 	uint8_t	text[];
 };
 
 /*
  * The store's answer, on the session's reactor: settled and answered as
- * at once from memory (not there either: asked of the cluster). A
+ * at once from memory (not there either: looked for again while its id
+ * may still come, or asked of the cluster). A
  * session gone meanwhile answers nothing: the centre sends the receipt
  * again.
  */
@@ -464,12 +502,20 @@ rcpt_found(void *owner, void *arg, enum mailbox_status st)
 		s->mo_pending--;
 		if (s->state == UPSTREAM_CLOSING) {
 			/* nothing more is answered */
+		} else if (receipt_match(c->r, s->uc->name, s->uc->receipt_id,
+		    w->id, w->state, &w->f)) {
+			/*
+			 * Filed in memory meanwhile (its submit_sm_resp came
+			 * while the store looked): settled from there, so that
+			 * no entry is left behind.
+			 */
+			esme_answer_deliver(c, w->cmd, SMPP_ESME_ROK, w->seq);
 		} else if (w->q.found) {
 			receipt_settle(c->r, s->uc->name, &w->f, w->state,
 			    &w->o);
 			esme_answer_deliver(c, w->cmd, SMPP_ESME_ROK, w->seq);
 		} else if (late_park(c, s, w->cmd, w->seq, w->id, w->state,
-		    &w->f, w->text, w->len)) {
+		    &w->f, w->pending)) {
 			s->mo_pending++;	/* its answer waits on */
 		} else {
 			receipt_elsewhere(s, w->id, w->state, w->text, w->len);
@@ -487,7 +533,7 @@ rcpt_found(void *owner, void *arg, enum mailbox_status st)
 static void
 receipt_ask_store(struct conn *c, struct upstream_sess *s,
     const struct smpp_pdu *p, const char *id,
-    const struct smpp_receipt_text *f, uint8_t state)
+    const struct smpp_receipt_text *f, uint8_t state, bool pending)
 {
 	size_t len;
 	const uint8_t *text = smpp_msg_text(p, &len);
@@ -510,6 +556,7 @@ receipt_ask_store(struct conn *c, struct upstream_sess *s,
 	w->cmd = p->command_id;
 	w->seq = p->sequence_number;
 	w->state = state;
+	w->pending = pending;
 	snprintf(w->id, sizeof(w->id), "%s", id);
 	w->f = *f;
 	s->mo_pending++;
@@ -533,16 +580,22 @@ esme_receipt(struct conn *c, struct upstream_sess *s,
 	    p->message_state_tlv : smpp_receipt_state(f->stat);
 	const uint8_t *text;
 	size_t len;
+	/*
+	 * Read before the lookup: an answer files its id before it leaves
+	 * the window, so with none unanswered now no answer can still come
+	 * with this receipt's id.
+	 */
+	bool pending = upstream_stat_unanswered(s->stat);
 
 	if (receipt_match(c->r, s->uc->name, s->uc->receipt_id, id, state, f))
 		return true;
 	if (store_rcpt_on() && id[0] != '\0') {
-		receipt_ask_store(c, s, p, id, f, state);
+		receipt_ask_store(c, s, p, id, f, state, pending);
 		return false;
 	}
 	text = smpp_msg_text(p, &len);
 	if (late_park(c, s, p->command_id, p->sequence_number, id, state, f,
-	    text, len)) {
+	    pending)) {
 		s->mo_pending++;
 		mo_update_hold(c, s);
 		return false;
@@ -606,7 +659,8 @@ receipt_cluster_again(const char *upstream, const char *id, uint8_t state,
 	q->state = state;
 	snprintf(q->upstream, sizeof(q->upstream), "%s", upstream);
 	snprintf(q->id, sizeof(q->id), "%s", id);
-	memcpy(q->text, text, len);
+	if (len > 0)
+		memcpy(q->text, text, len);
 	q->len = len;
 	q->task.fn = again_task;
 	q->task.arg = q;

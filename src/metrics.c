@@ -372,9 +372,10 @@ render_upstreams(struct buf *out)
 		  "Receipts from the upstream for no message of ours "
 		  "(dropped)." },
 		{ PREFIX "upstream_receipts_late_total", "counter",
-		  "Receipts from the upstream that came before the answer "
-		  "that gave their message's id, looked for again "
-		  "(upstream_receipts.wait)." },
+		  "Receipts from the upstream for an id not known yet while "
+		  "submits to it were unanswered, looked for again "
+		  "(upstream_receipts.wait); those that never match count "
+		  "as unmatched too." },
 	};
 
 	for (unsigned i = 0; i < 8; i++) {

@@ -164,6 +164,12 @@ slices_sum(struct upstream_stat *st, enum slice_ctr k)
 	return sum > 0 ? (uint64_t)sum : 0;
 }
 
+bool
+upstream_stat_unanswered(struct upstream_stat *st)
+{
+	return slices_sum(st, WINDOW) > 0;
+}
+
 void
 upstream_stats_each(upstream_stats_fn *fn, void *arg)
 {

@@ -72,7 +72,10 @@ upstream_slice(struct upstream_stat *st, const struct reactor *r)
 	return &st->slice[r->id % UPSTREAM_SLICES];
 }
 
-/* Adds n to a slice's counter: its reactor's alone, so no lock is taken. */
+/*
+ * Adds n to a slice's counter: an atomic add, but one that other reactors
+ * seldom contend (only with more than UPSTREAM_SLICES of them).
+ */
 #define UPSTREAM_COUNT(ctr, n)						\
 	atomic_fetch_add_explicit(&(ctr), (n), memory_order_relaxed)
 
@@ -245,6 +248,9 @@ unsigned upstream_nreactors(void);
 
 /* name's counters (no reference taken), or NULL. Any thread. */
 struct upstream_stat *upstream_stat_find(const char *name);
+
+/* Whether any submit_sm of st's upstream is unanswered now. Any thread. */
+bool	upstream_stat_unanswered(struct upstream_stat *st);
 
 /* The session of name's link on r, or NULL. Owning reactor only. */
 struct upstream_sess *upstream_sess_find(struct reactor *r,

@@ -628,7 +628,6 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 	part = slot->part;
 	slot->job = NULL;
 	s->inflight--;
-	UPSTREAM_COUNT(upstream_slice(s->stat, s->r)->window, -1);
 	if (status == SMPP_ESME_ROK) {
 		UPSTREAM_COUNT(upstream_slice(s->stat, s->r)->resp_ok, 1);
 		j->part[part] = UPJ_DONE;
@@ -651,6 +650,14 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 			if (j->part[i] == UPJ_WAIT)
 				j->part[i] = UPJ_DONE;
 	}
+	/*
+	 * Out of the window once its id is filed (release: a reader that
+	 * sees the window without it sees the id filed): a receipt that
+	 * overtook this answer waits while any submit is unanswered
+	 * (esme_in.c).
+	 */
+	atomic_fetch_add_explicit(&upstream_slice(s->stat, s->r)->window, -1,
+	    memory_order_release);
 	job_settle(s, j);
 	upstream_sess_pump(s);
 	return true;

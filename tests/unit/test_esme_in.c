@@ -210,13 +210,12 @@ line_until(struct reactor *r, int fd, const char *want, char *got,
  * gave reaches the submitter (a line client with RECEIPTS ON) as a RCPT
  * line with our id and the centre's stat, err and date; an intermediate
  * one is not passed on, and once the final one took the entry the same
- * receipt again matches nothing (at once: upstream_receipts.wait is 0).
- * Each is answered ESME_ROK.
+ * receipt again matches nothing, at once: no submit is unanswered, so
+ * no answer can file its id later. Each is answered ESME_ROK.
  */
 START_TEST(receipt_matched_to_line_client)
 {
-	struct config *cf = unit_config(METRICS_ONLY
-	    "upstream_receipts = { wait = 0; };\n");
+	struct config *cf = unit_config(METRICS_ONLY);
 	struct reactor *r0 = reactor_new(0, cf);
 	const char *fmt = "id:%s sub:001 dlvrd:001 submit date:2611261830 "
 	    "done date:2611261831 stat:%s err:%s text:hi";
@@ -264,15 +263,16 @@ START_TEST(receipt_matched_to_line_client)
 END_TEST
 
 /*
- * A receipt before the submit_sm_resp that files its id: unanswered
- * while nothing matches it, then, once the id is filed, passed to its
- * submitter and answered ESME_ROK. One for an id never filed is
- * answered too, after upstream_receipts.wait, and passed to nobody.
+ * A receipt before the submit_sm_resp that files its id (a submit is
+ * unanswered): unanswered while nothing matches it, then, once the id
+ * is filed, passed to its submitter and answered ESME_ROK. One for an id
+ * never filed is answered too, after upstream_receipts.wait, and passed
+ * to nobody.
  */
 START_TEST(receipt_before_its_id_waits_for_it)
 {
 	struct config *cf = unit_config(METRICS_ONLY
-	    "upstream_receipts = { wait = 1; };\n");
+	    "upstream_receipts = { wait = 3; };\n");
 	struct reactor *r0 = reactor_new(0, cf);
 	const char *fmt = "id:%s sub:001 dlvrd:001 submit date:2611261830 "
 	    "done date:2611261831 stat:DELIVRD err:000 text:hi";
@@ -280,6 +280,8 @@ START_TEST(receipt_before_its_id_waits_for_it)
 	uint32_t cmds[4], sts[4];
 	char got[1024] = "", text[160];
 	uint64_t t0;
+	struct conn *c;
+	unsigned n = 0;
 	int peer, lv[2];
 
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
@@ -289,7 +291,12 @@ START_TEST(receipt_before_its_id_waits_for_it)
 	ck_assert_int_eq(write(lv[1], "LOGIN alice\nRECEIPTS ON\n", 24), 24);
 	ck_assert_msg(line_until(r0, lv[1], "OK RECEIPTS ON\n", got,
 	    sizeof(got)), "got: %s", got);
-	esme_session(r0, &peer);
+	c = esme_session(r0, &peer);
+	/* A submit goes and stays unanswered. */
+	upstream_fuzz_submit(c, "in flight");
+	turns(r0, 5);
+	ck_assert_uint_eq(read_answers(peer, cmds, sts, 4), 1);
+	ck_assert_uint_eq(cmds[0], SMPP_SUBMIT_SM);
 	snprintf(text, sizeof(text), fmt, "E77");
 	put_deliver(peer, 30, "alice", 0x04, text);
 	for (int i = 0; i < 5; i++)
@@ -313,12 +320,22 @@ START_TEST(receipt_before_its_id_waits_for_it)
 	snprintf(text, sizeof(text), fmt, "E78");
 	t0 = unit_now_ms();
 	put_deliver(peer, 31, "alice", 0x04, text);
-	while (read_answers(peer, cmds, sts, 4) == 0 &&
-	    unit_now_ms() < t0 + 5000)
+	while ((n = read_answers(peer, cmds, sts, 4)) == 0 &&
+	    unit_now_ms() < t0 + 10000)
 		reactor_run_once(r0, 50);
+	ck_assert_uint_eq(n, 1);
 	ck_assert(cmds[0] == (SMPP_DELIVER_SM | SMPP_RESP) &&
 	    sts[0] == SMPP_ESME_ROK);
-	ck_assert_uint_ge(unit_now_ms() - t0, 1000);
+	ck_assert_uint_ge(unit_now_ms() - t0, 3000);
+	/* Nothing more reached alice: one RCPT line in all. */
+	for (int i = 0; i < 10; i++) {
+		size_t have = strlen(got);
+		ssize_t k;
+
+		reactor_run_once(r0, 10);
+		if ((k = read(lv[1], got + have, sizeof(got) - 1 - have)) > 0)
+			got[have + (size_t)k] = '\0';
+	}
 	ck_assert_ptr_null(strstr(strstr(got, "RCPT") + 4, "RCPT"));
 	close(lv[1]);
 	esme_session_end(r0, peer);
