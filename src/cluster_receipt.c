@@ -162,7 +162,8 @@ cluster_receipt_ask(const char *upstream, const char *id, size_t idlen,
 	q->state = state;
 	snprintf(q->upstream, sizeof(q->upstream), "%s", upstream);
 	memcpy(q->id, id, idlen);
-	memcpy(q->text, text, len);
+	if (len > 0)
+		memcpy(q->text, text, len);
 	q->len = len;
 	q->task.fn = ask_task;
 	q->task.arg = q;

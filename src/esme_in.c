@@ -314,8 +314,10 @@ late_append(struct late_list *list, struct esme_late *l)
 }
 
 /*
- * One try of l, due now: true when it is done with (matched, given up,
- * or its session gone), answered where its session is still there.
+ * One try of l, due now: true when it is done with (matched, given up:
+ * the wait is over, or no submit is unanswered any more, so none can
+ * file its id; or its session gone), answered where its session is
+ * still there.
  * Answering may release the session's held input, which may park more
  * receipts on the list: the caller walks a list of its own.
  */
@@ -329,9 +331,12 @@ late_try(struct reactor *r, struct esme_late *l)
 	if (c == NULL || (s = c->pdata) == NULL || s->late == 0)
 		return true;
 	if (s->state != UPSTREAM_CLOSING) {
+		/* As at first: read before the lookup (esme_receipt). */
+		bool pending = upstream_stat_unanswered(s->stat);
+
 		if (!receipt_match(r, s->uc->name, s->uc->receipt_id, l->id,
 		    l->state, &l->f)) {
-			if (r->now_ms < l->until_ms) {
+			if (pending && r->now_ms < l->until_ms) {
 				l->due_ms = r->now_ms + l->step_ms;
 				if (l->step_ms < LATE_STEP_MAX_MS)
 					l->step_ms *= 2;
@@ -347,7 +352,7 @@ late_try(struct reactor *r, struct esme_late *l)
 	return true;
 }
 
-/* Tries what is due, in the order they came, and wakes for the next. */
+/* Tries what is due, oldest first, and wakes for the next. */
 static void
 late_after_events(struct reactor *r, void *arg)
 {

@@ -363,11 +363,12 @@ upstream_tps_wait(_Atomic uint64_t *at, unsigned tps, uint64_t now)
 }
 
 /*
- * One more part within the upstream's max_tps, now; if not, true in
- * *wait_ms how long until one may go (at least 1).
+ * One more part within the upstream's max_tps, now. If none may go, false
+ * and in *at_ms when one may: on the monotonic clock, which the reactor's
+ * coarse one follows, so that a turn that sees that time may send.
  */
 static bool
-tps_take(struct upstream_stat *st, unsigned tps, uint64_t *wait_ms)
+tps_take(struct upstream_stat *st, unsigned tps, uint64_t *at_ms)
 {
 	struct timespec ts;
 	uint64_t now;
@@ -376,10 +377,8 @@ tps_take(struct upstream_stat *st, unsigned tps, uint64_t *wait_ms)
 	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	if (upstream_tps_take(&st->tps_at, tps, now))
 		return true;
-	*wait_ms = (upstream_tps_wait(&st->tps_at, tps, now) + 999999) /
+	*at_ms = (now + upstream_tps_wait(&st->tps_at, tps, now) + 999999) /
 	    1000000;
-	if (*wait_ms == 0)
-		*wait_ms = 1;
 	return false;
 }
 
@@ -499,7 +498,7 @@ void
 upstream_sess_pump(struct upstream_sess *s)
 {
 	struct upstream_slot *slot;
-	uint64_t now = s->r->now_ms, until, wait_ms;
+	uint64_t now = s->r->now_ms, until, at_ms;
 
 	while (s->state == UPSTREAM_BOUND && s->qhead != NULL &&
 	    s->inflight < s->uc->window && !conn_is_closing(s->c)) {
@@ -517,8 +516,8 @@ upstream_sess_pump(struct upstream_sess *s)
 		if ((slot = slot_free(s)) == NULL)
 			break;
 		if (s->uc->max_tps > 0 &&
-		    !tps_take(s->stat, s->uc->max_tps, &wait_ms)) {
-			upstream_sess_pump_at(s, now + wait_ms);
+		    !tps_take(s->stat, s->uc->max_tps, &at_ms)) {
+			upstream_sess_pump_at(s, at_ms > now ? at_ms : now + 1);
 			break;
 		}
 		submit_part(s, slot, j, i);

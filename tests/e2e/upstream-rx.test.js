@@ -331,7 +331,9 @@ for (const stored of [false, true]) {
 		const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-early-'));
 		const store = stored ? `store = { path = "${path.join(dir, 'store.db')}"; };\n` : '';
 		// The SMSC holds its answer to the submit until told.
-		const t = await setup('', { submitStatus: () => null }, store);
+		// A wait long enough for a slow machine: the match ends it.
+		const t = await setup('', { submitStatus: () => null },
+			store + 'upstream_receipts = { wait = 10; };\n');
 		try {
 			t.alice.sock.write('RECEIPTS ON\nSEND +351910000001 overtaken\n');
 			await L.until(() => t.sim.held.length === 1, WAIT, 'the submit_sm at the SMSC');
