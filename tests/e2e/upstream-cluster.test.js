@@ -110,16 +110,21 @@ test.after(async () => {
 		throw errors[0];
 });
 
+// alice logs in on a line to node a: the address may still be held by
+// an earlier LOGIN a moment.
+async function loginAlice(alice) {
+	await L.until(async () => {
+		alice.lines = [];
+		alice.sock.write('LOGIN alice pw\n');
+		const r = await alice.wait((l) => /^(OK LOGIN|ERR)/.test(l), 'LOGIN');
+		return r === 'OK LOGIN alice';
+	}, WAIT, 'alice logged in on node a');
+}
+
 test('a receipt that comes back on another node\'s session reaches the submitter with our id', { skip }, async () => {
 	const alice = await L.lineClient(A.ports.router);
 	try {
-		// The address may still be held by the probe's LOGIN a moment.
-		await L.until(async () => {
-			alice.lines = [];
-			alice.sock.write('LOGIN alice pw\n');
-			const r = await alice.wait((l) => /^(OK LOGIN|ERR)/.test(l), 'LOGIN');
-			return r === 'OK LOGIN alice';
-		}, WAIT, 'alice logged in on node a');
+		await loginAlice(alice);
 		alice.sock.write('RECEIPTS ON\nSEND +351910000001 hello\n');
 		const ok = await alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
 		const id = ok.split(' ')[1];
@@ -168,12 +173,7 @@ test('a receipt before its submit_sm_resp on the submitting node is matched afte
 		metric(await L.scrape(B.ports.metrics), 'receipts_unmatched_total');
 	const before = await unmatched();
 	try {
-		await L.until(async () => {
-			alice.lines = [];
-			alice.sock.write('LOGIN alice pw\n');
-			const r = await alice.wait((l) => /^(OK LOGIN|ERR)/.test(l), 'LOGIN');
-			return r === 'OK LOGIN alice';
-		}, WAIT, 'alice logged in on node a');
+		await loginAlice(alice);
 		const n = sim.submits.length;
 		sim.delay = 700;
 		alice.sock.write('RECEIPTS ON\nSEND +351910000001 overtaken\n');

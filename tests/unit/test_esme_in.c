@@ -206,6 +206,25 @@ line_until(struct reactor *r, int fd, const char *want, char *got,
 }
 
 /*
+ * A line client logged in as alice on r with RECEIPTS ON; its peer end.
+ * got has what it read so far.
+ */
+static int
+alice_on(struct reactor *r, char *got, size_t cap)
+{
+	int lv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, lv), 0);
+	atomic_fetch_add(&conn_live, 1);
+	ck_assert_ptr_nonnull(conn_new(r, lv[0], &proto_router));
+	ck_assert_int_eq(write(lv[1], "LOGIN alice\nRECEIPTS ON\n", 24), 24);
+	ck_assert_msg(line_until(r, lv[1], "OK RECEIPTS ON\n", got, cap),
+	    "got: %s", got);
+	return lv[1];
+}
+
+/*
  * A receipt naming the SMSC's id in another form than its submit_sm_resp
  * gave reaches the submitter (a line client with RECEIPTS ON) as a RCPT
  * line with our id and the centre's stat, err and date; an intermediate
@@ -222,15 +241,9 @@ START_TEST(receipt_matched_to_line_client)
 	struct msg *m = msg_new(2);
 	uint32_t cmds[4], sts[4];
 	char got[1024] = "", text[160];
-	int peer, lv[2];
+	int peer, lv[2] = { -1, -1 };
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0, lv), 0);
-	atomic_fetch_add(&conn_live, 1);
-	ck_assert_ptr_nonnull(conn_new(r0, lv[0], &proto_router));
-	ck_assert_int_eq(write(lv[1], "LOGIN alice\nRECEIPTS ON\n", 24), 24);
-	ck_assert_msg(line_until(r0, lv[1], "OK RECEIPTS ON\n", got,
-	    sizeof(got)), "got: %s", got);
+	lv[1] = alice_on(r0, got, sizeof(got));
 	/* Message 42 went to opT, which called it "3039". */
 	m->id = 42;
 	m->registered_delivery = 1;
@@ -282,15 +295,9 @@ START_TEST(receipt_before_its_id_waits_for_it)
 	uint64_t t0;
 	struct conn *c;
 	unsigned n = 0;
-	int peer, lv[2];
+	int peer, lv[2] = { -1, -1 };
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0, lv), 0);
-	atomic_fetch_add(&conn_live, 1);
-	ck_assert_ptr_nonnull(conn_new(r0, lv[0], &proto_router));
-	ck_assert_int_eq(write(lv[1], "LOGIN alice\nRECEIPTS ON\n", 24), 24);
-	ck_assert_msg(line_until(r0, lv[1], "OK RECEIPTS ON\n", got,
-	    sizeof(got)), "got: %s", got);
+	lv[1] = alice_on(r0, got, sizeof(got));
 	c = esme_session(r0, &peer);
 	/* A submit goes and stays unanswered. */
 	upstream_fuzz_submit(c, "in flight");
