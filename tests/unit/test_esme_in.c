@@ -368,6 +368,26 @@ file_id(const struct config *cf, unsigned n)
 }
 
 /*
+ * Drives r until peer has had want deliver_sm_resp in all (counting from
+ * have) or deadline passes; how many it had.
+ */
+static unsigned
+answers_until(struct reactor *r, int peer, unsigned have, unsigned want,
+    uint64_t deadline)
+{
+	static uint32_t cmds[256], sts[256];
+	unsigned k;
+
+	while (have < want && unit_now_ms() < deadline) {
+		reactor_run_once(r, 10);
+		while ((k = read_answers(peer, cmds, sts, 256)) > 0)
+			for (unsigned i = 0; i < k; i++)
+				have += cmds[i] == (SMPP_DELIVER_SM | SMPP_RESP);
+	}
+	return have;
+}
+
+/*
  * More early receipts than a session keeps waiting (1024): its input
  * waits. Once the first 1024 ids are filed, answering those releases the
  * input, and the receipts read then (their ids not filed yet) wait on the
@@ -381,9 +401,9 @@ START_TEST(late_receipts_past_the_bound_all_answered)
 	struct reactor *r0 = reactor_new(0, cf);
 	const char *fmt = "id:R%u sub:001 dlvrd:001 submit date:2611261830 "
 	    "done date:2611261831 stat:DELIVRD err:000 text:hi";
-	static uint32_t cmds[256], sts[256];
+	uint32_t cmds[4], sts[4];
 	char text[160];
-	unsigned answered = 0, k;
+	unsigned answered = 0;
 	uint64_t deadline;
 	struct conn *c;
 	int peer;
@@ -404,27 +424,15 @@ START_TEST(late_receipts_past_the_bound_all_answered)
 			turns(r0, 3);
 	}
 	turns(r0, 50);
-	ck_assert_uint_eq(read_answers(peer, cmds, sts, 256), 0);
+	ck_assert_uint_eq(read_answers(peer, cmds, sts, 4), 0);
 	for (unsigned n = 0; n < 1024; n++)
 		file_id(cf, n);
 	deadline = unit_now_ms() + 10000;
-	while (answered < 1024 && unit_now_ms() < deadline) {
-		reactor_run_once(r0, 10);
-		while ((k = read_answers(peer, cmds, sts, 256)) > 0)
-			for (unsigned i = 0; i < k; i++)
-				answered += cmds[i] ==
-				    (SMPP_DELIVER_SM | SMPP_RESP);
-	}
+	answered = answers_until(r0, peer, answered, 1024, deadline);
 	ck_assert_uint_eq(answered, 1024);
 	for (unsigned n = 1024; n < 1100; n++)
 		file_id(cf, n);
-	while (answered < 1100 && unit_now_ms() < deadline) {
-		reactor_run_once(r0, 10);
-		while ((k = read_answers(peer, cmds, sts, 256)) > 0)
-			for (unsigned i = 0; i < k; i++)
-				answered += cmds[i] ==
-				    (SMPP_DELIVER_SM | SMPP_RESP);
-	}
+	answered = answers_until(r0, peer, answered, 1100, deadline);
 	ck_assert_uint_eq(answered, 1100);
 	ck_assert_uint_eq(upstream_receipt_ids(), 0);
 	esme_session_end(r0, peer);
