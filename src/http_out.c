@@ -99,6 +99,8 @@ static struct {
 	_Atomic unsigned queue_limit;	/* http.callback_queue now */
 	_Atomic unsigned nports;
 	_Atomic unsigned ports[OWN_PORTS_MAX];
+	/* Posts kept with ids up to this one are durable: they may go. */
+	_Atomic uint64_t kept_upto;
 	/* Set by http_out_open, read-only after. */
 	struct config_cidr own[OWN_ADDRS_MAX];
 	unsigned nown;
@@ -714,6 +716,9 @@ host_take_due(struct host *h, uint64_t now, uint64_t *next)
 	struct job **p = &h->head, *j, *prev = NULL;
 
 	for (; (j = *p) != NULL; prev = j, p = &j->next) {
+		/* Not before it is kept: http_out_kept wakes the thread. */
+		if (j->kept > atomic_load(&O.kept_upto))
+			continue;
 		if (j->due_ms > now) {
 			if (j->due_ms < *next)
 				*next = j->due_ms;
@@ -965,6 +970,26 @@ http_out_keep_with(const struct http_out_keep *k)
 		O.next_kept = floor;
 }
 
+static void
+op_wake(void *owner, void *arg, enum mailbox_status st)
+{
+	(void)owner;
+	(void)arg;
+	(void)st;
+}
+
+void
+http_out_kept(uint64_t upto)
+{
+	uint64_t was = atomic_load(&O.kept_upto);
+
+	while (was < upto &&
+	    !atomic_compare_exchange_weak(&O.kept_upto, &was, upto))
+		;
+	if (O.open)
+		mailbox_post_fn(&O.mb, op_wake, NULL);
+}
+
 int
 http_out_adopt(uint64_t id, const char *url, const char *body, void *arg)
 {
@@ -986,6 +1011,8 @@ http_out_adopt(uint64_t id, const char *url, const char *body, void *arg)
 		j->host[0] = '\0';
 	if (O.next_kept <= id)
 		O.next_kept = id + 1;
+	if (atomic_load(&O.kept_upto) < id)
+		atomic_store(&O.kept_upto, id);
 	atomic_fetch_add(&O.pending, 1);
 	j->due_ms = mono_ms();
 	job_queue(j);

@@ -78,6 +78,14 @@ int	http_out_adopt(uint64_t id, const char *url, const char *body,
 int	http_out_adopt_want(const struct http_out_want *w, void *arg);
 
 /*
+ * The posts kept (http_out_keep.keep) with ids up to upto are committed,
+ * or could not be written and go from memory: they may be made now. A
+ * kept post is not made before, so that one made is one a kill -9 keeps.
+ * The store thread that keeps them; until http_out_close.
+ */
+void	http_out_kept(uint64_t upto);
+
+/*
  * Ends the thread: posts still pending are dropped (counted), and stay
  * kept (http_out_keep_with) for the next start. Tasks posted after it
  * wait for http_out_close, which cancels them. The main thread, before
@@ -168,6 +176,7 @@ static inline int http_out_adopt(uint64_t id, const char *url,
 static inline int http_out_adopt_want(const struct http_out_want *w,
     void *arg)
 { (void)w; (void)arg; return 0; }
+static inline void http_out_kept(uint64_t upto) { (void)upto; }
 static inline void http_out_close(void) { }
 static inline void http_out_reload(const struct config *cf) { (void)cf; }
 static inline void http_out_own_port(unsigned port) { (void)port; }

@@ -825,12 +825,17 @@ void
 store_group_commit(void)
 {
 	struct mailbox_task *t, *next, *rev = NULL;
+	uint64_t posts = S.posts_kept;
 
+	S.posts_kept = 0;
 	if (S.in_txn) {
 		S.in_txn = false;
 		if (S.ops->commit(S.b) < 0) {
 			atomic_fetch_add(&S.st_commit_failures, 1);
 			group_failed();
+			/* Lost with the group: they go from memory. */
+			if (posts != 0)
+				http_out_kept(posts);
 			return;
 		}
 		atomic_fetch_add(&S.st_commits, 1);
@@ -839,6 +844,9 @@ store_group_commit(void)
 		marks_committed();
 		write_ok();
 	}
+	/* Committed (or rolled back before: then made from memory). */
+	if (posts != 0)
+		http_out_kept(posts);
 	for (t = S.waiting; t != NULL; t = next) {
 		next = t->next;
 		t->next = rev;
@@ -1718,6 +1726,13 @@ post_task(void *owner, void *arg, enum mailbox_status st)
 			store_write_error();
 			write_failed("keeping an HTTP post");
 		}
+		/* Made once the group is committed (store_group_commit). */
+		if (!p->want && p->url != NULL && rc == 0)
+			S.posts_kept = p->id;
+		else if (!p->want && p->url != NULL)
+			http_out_kept(p->id);
+	} else if (!p->want && p->url != NULL) {
+		http_out_kept(p->id);	/* not kept: made from memory */
 	}
 	free(p->url);
 	free(p->body);

@@ -126,6 +126,7 @@ struct store {
 	/* The file was removed or replaced under us: store nothing more. */
 	atomic_bool lost;
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
+	uint64_t posts_kept;		/* the last HTTP post kept in the group */
 	struct store_acct *dirty;
 	struct store_acct *marking;	/* accounts with marks to finish */
 	uint64_t mark_retry_ms;		/* failing: marks written again then */

@@ -22,6 +22,7 @@
 	X(http_suite)		\
 	X(http_send_suite)	\
 	X(http_cb_suite)	\
+	X(http_out_suite)	\
 	X(acceptor_suite)	\
 	X(route_suite)		\
 	X(proto_router_suite)	\
