@@ -252,6 +252,25 @@ adopt_passed_sockets(struct daemon *d)
 }
 
 /*
+ * A receipt awaited before a restart. A kill -9 may have come after its
+ * message's final state was committed and before its post was: posted
+ * now, then. Not in a cluster, whose stored message another node took
+ * is final here before the receipt that node gives comes back.
+ */
+static int
+adopt_want(const struct http_out_want *w, void *arg)
+{
+	const struct config *cf = arg;
+	uint8_t state;
+	uint64_t at;
+
+	http_out_adopt_want(w, NULL);
+	if (!cf->cluster.enabled && store_final_of(w->id, &state, &at))
+		http_out_receipt_of(w->id, state, at);
+	return 0;
+}
+
+/*
  * Opens what the service threads own and makes them, in start order: the
  * store first. A store that cannot be opened, is not a store or fails its
  * check ends the start (exit 1), naming the file: never start empty over
@@ -275,7 +294,7 @@ open_services(struct daemon *d)
 		    .keep = store_post_keep, .done = store_post_done,
 		    .want = store_want_keep, .unwant = store_want_done });
 		if (store_posts_each(http_out_adopt, NULL) < 0 ||
-		    store_wants_each(http_out_adopt_want, NULL) < 0)
+		    store_wants_each(adopt_want, d->cf) < 0)
 			log_warnx("store: cannot read the HTTP posts kept");
 	}
 	/* The cluster after the store: it stores what no node takes. */

@@ -1825,6 +1825,31 @@ store_posts_each(store_post_fn *fn, void *arg)
 	return shards[0].ops->posts(shards[0].b, fn, arg);
 }
 
+bool
+store_final_of(uint64_t id, uint8_t *state, uint64_t *at)
+{
+	struct store_rec rec;
+	bool found = false;
+
+	for (unsigned k = 0; k < nshards && !found; k++) {
+		memset(&rec, 0, sizeof(rec));
+		if (shards[k].ops->get(shards[k].b, id, &rec) != 1)
+			continue;
+		found = true;
+		/* Delivered to an SMS centre: the receipt is the centre's. */
+		if (rec.state == MSG_STATE_ENROUTE ||
+		    (id_is_upstream(rec.account) &&
+		    rec.state == MSG_STATE_DELIVERED)) {
+			free(rec.m);
+			return false;
+		}
+		*state = rec.state;
+		*at = rec.final_date;
+		free(rec.m);
+	}
+	return found;
+}
+
 uint64_t
 store_id_floor(void)
 {

@@ -197,4 +197,13 @@ void	store_want_done(uint64_t id);
 int	store_posts_each(store_post_fn *fn, void *arg);
 int	store_wants_each(store_want_fn *fn, void *arg);
 
+/*
+ * Whether message id is in a final state of its own whose receipt is
+ * ours to give (not an SMS centre's): then its SMPP message_state and
+ * when, in *state and *at. The shards are asked in turn. The main thread,
+ * like store_wants_each: a receipt awaited whose message a kill -9 left
+ * final before the post was kept is posted at the start.
+ */
+bool	store_final_of(uint64_t id, uint8_t *state, uint64_t *at);
+
 #endif
