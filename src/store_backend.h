@@ -83,10 +83,12 @@ struct store_backend_ops {
 	/*
 	 * Sets a row's state and times. A final state: 1 when a final row is
 	 * kept (and counts in finals), 0 when the row went (or was none).
-	 * Else 0, or -1.
+	 * Else 0, or -1. final_row: store_final_row of the message; false
+	 * spares the backend looking for what to keep.
 	 */
 	int	(*mark)(struct store_backend *b, uint64_t id, uint8_t state,
-		    uint64_t final_date, uint64_t due, uint32_t attempts);
+		    uint64_t final_date, uint64_t due, uint32_t attempts,
+		    bool final_row);
 	/* The row with this id into *rec (rec->m malloc'd): 1, 0 none, -1. */
 	int	(*get)(struct store_backend *b, uint64_t id,
 		    struct store_rec *rec);
@@ -228,5 +230,12 @@ store_final_bytes(const char *account, const struct msg *m)
  * protocol has no query) or one with no submitter leaves no final row.
  */
 #define STORE_FINAL_NOT_KEPT	(MSG_F_RECEIPT | MSG_F_LINE_CLIENT)
+
+/* Whether m, once final, keeps a final row (above). */
+static inline bool
+store_final_row(const struct msg *m)
+{
+	return !(m->flags & STORE_FINAL_NOT_KEPT) && m->reply_to[0] != '\0';
+}
 
 #endif

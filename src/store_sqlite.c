@@ -173,7 +173,8 @@ static const char *const sql[ST_N] = {
 	/*
 	 * Final: to fin where a submitter can ask (?4: STORE_FINAL_NOT_KEPT),
 	 * then out of msg. A DELETE ... RETURNING the row's flags, then an
-	 * INSERT where kept, cost half as much again (storebench).
+	 * INSERT where kept, cost half as much again (storebench). Not run
+	 * for a message the store knows keeps none (mark's final_row).
 	 */
 	[ST_FIN_ADD] = "INSERT INTO fin SELECT id, account, submitter, ?2, ?3"
 	    " FROM msg WHERE id = ?1 AND submitter <> 0 AND flags & ?4 = 0",
@@ -1171,11 +1172,14 @@ sqlite_update(struct store_backend *b, const struct store_rec *rec)
  */
 static int
 mark_final(struct store_backend *b, uint64_t id, uint8_t state,
-    uint64_t final_date)
+    uint64_t final_date, bool final_row)
 {
 	sqlite3_stmt *st = b->st[ST_FIN_ADD];
-	int kept;
+	int kept = 0;
 
+	/* A line client's message: no final row to look for (a probe less). */
+	if (!final_row)
+		goto del;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
 	sqlite3_bind_int(st, 2, state);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
@@ -1183,6 +1187,7 @@ mark_final(struct store_backend *b, uint64_t id, uint8_t state,
 	if (exec_stmt(b, st) < 0)
 		return -1;
 	kept = sqlite3_changes(b->db) > 0;
+del:
 	st = b->st[ST_DELETE];
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
 	return exec_stmt(b, st) < 0 ? -1 : kept;
@@ -1190,12 +1195,12 @@ mark_final(struct store_backend *b, uint64_t id, uint8_t state,
 
 static int
 sqlite_mark(struct store_backend *b, uint64_t id, uint8_t state,
-    uint64_t final_date, uint64_t due, uint32_t attempts)
+    uint64_t final_date, uint64_t due, uint32_t attempts, bool final_row)
 {
 	sqlite3_stmt *st = b->st[ST_MARK];
 
 	if (state != MSG_STATE_ENROUTE)
-		return mark_final(b, id, state, final_date);
+		return mark_final(b, id, state, final_date, final_row);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
 	sqlite3_bind_int(st, 2, state);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);

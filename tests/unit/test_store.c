@@ -185,7 +185,7 @@ START_TEST(test_order_marks_reopen)
 	/* Delivered: out of the backlog, still there to be asked about. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
-	    1500, 0, 0), 1);
+	    1500, 0, 0, true), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
 	ck_assert_int_eq(s.n, 2);
@@ -231,7 +231,7 @@ START_TEST(test_order_marks_reopen)
 	/* The highest id stays known though its row went. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, MSG_STATE_DELIVERED,
-	    1700, 0, 0), 1);
+	    1700, 0, 0, true), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
 	ck_assert_uint_eq(max, 3072);
@@ -263,7 +263,7 @@ START_TEST(test_expiry_and_by_dest)
 	/* Expired: no longer in the backlog nor due to expire. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_EXPIRED, 100, 0,
-	    0), 1);
+	    0, true), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
 	ck_assert_int_eq(s.n, 1);
@@ -324,6 +324,25 @@ put_from(struct store_backend *b, uint64_t id, const char *submitter,
 	free(m);
 }
 
+/* Which messages keep a final row: what mark is told (final_row). */
+START_TEST(test_final_row_predicate)
+{
+	struct msg *m = msg_new(0);
+
+	snprintf(m->reply_to, sizeof(m->reply_to), "esme");
+	m->flags = MSG_F_PREFIX_FIRST;
+	ck_assert(store_final_row(m));
+	m->flags = MSG_F_LINE_TEXT | MSG_F_LINE_CLIENT;
+	ck_assert(!store_final_row(m));
+	m->flags = MSG_F_RECEIPT | MSG_F_NO_VERDICT;
+	ck_assert(!store_final_row(m));
+	m->flags = 0;
+	m->reply_to[0] = '\0';
+	ck_assert(!store_final_row(m));
+	free(m);
+}
+END_TEST
+
 /*
  * A final state stays only where its submitter can ask for it: an SMPP
  * or HTTP submitter's message keeps a row in fin; a line client's, a
@@ -339,18 +358,22 @@ START_TEST(test_final_rows_only_if_asked)
 	put_from(b, 2048, "linec", MSG_F_LINE_TEXT | MSG_F_LINE_CLIENT);
 	put_from(b, 3072, "", 0);
 	put_from(b, 4096, "esme", MSG_F_RECEIPT | MSG_F_NO_VERDICT);
+	put_from(b, 5120, "esme", MSG_F_PREFIX_FIRST);
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
-	    1500, 0, 0), 1);
+	    1500, 0, 0, true), 1);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 2048, MSG_STATE_DELIVERED,
-	    1500, 0, 0), 0);
+	    1500, 0, 0, true), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, MSG_STATE_EXPIRED,
-	    1500, 0, 0), 0);
+	    1500, 0, 0, true), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 4096, MSG_STATE_DELIVERED,
-	    1500, 0, 0), 0);
+	    1500, 0, 0, true), 0);
+	/* Told it keeps none (a line client's, say): none, looked for or not. */
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 5120, MSG_STATE_DELIVERED,
+	    1500, 0, 0, false), 0);
 	/* Twice, or a row that is not there: nothing kept. */
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
-	    1600, 0, 0), 0);
+	    1600, 0, 0, true), 0);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 1);
 	ck_assert_uint_eq(rec.state, MSG_STATE_DELIVERED);
@@ -358,7 +381,7 @@ START_TEST(test_final_rows_only_if_asked)
 	ck_assert_str_eq(rec.m->reply_to, "esme");
 	ck_assert_str_eq(rec.account, "bob");
 	free(rec.m);
-	for (uint64_t id = 2048; id <= 4096; id += 1024)
+	for (uint64_t id = 2048; id <= 5120; id += 1024)
 		ck_assert_int_eq(store_sqlite_ops.get(b, id, &rec), 0);
 	ck_assert_int_eq(store_sqlite_ops.finals(b, &n, &bytes), 0);
 	ck_assert_uint_eq(n, 1);
@@ -947,6 +970,7 @@ store_suite(void)
 	tcase_add_test(tc, test_expiry_and_by_dest);
 	tcase_add_test(tc, test_rollback);
 	tcase_add_test(tc, test_final_rows_only_if_asked);
+	tcase_add_test(tc, test_final_row_predicate);
 	tcase_add_test(tc, test_names_rollback);
 	tcase_add_test(tc, test_migrate_schema1);
 	tcase_add_test(tc, test_migrate_schema1_no_fin);
