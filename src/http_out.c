@@ -313,21 +313,28 @@ job_queue(struct job *j)
 	h->tail = j;
 }
 
-/* A new post: kept (with a store) until it is answered or given up. */
+/*
+ * A new post: kept (with a store) until it is answered or given up; with
+ * it, the receipt awaited unwant (0 none) is forgotten where it is kept.
+ */
 static void
-job_made(struct job *j)
+job_made(struct job *j, uint64_t unwant)
 {
 	if (O.keep.keep != NULL && j->kept == 0) {
 		j->kept = O.next_kept++;
-		O.keep.keep(j->kept, j->url, j->body);
+		O.keep.keep(j->kept, j->url, j->body, unwant);
 	}
 	j->due_ms = mono_ms();
 	job_queue(j);
 }
 
-/* The post that tells w's application of an event of type at at. */
-static void
-want_post(const struct want *w, int type, uint64_t at)
+/*
+ * The post that tells w's application of an event of type at at; ends:
+ * the wait for w ends with it (forgotten where it is kept, with the
+ * post). Whether a post was made.
+ */
+static bool
+want_post(const struct want *w, int type, uint64_t at, bool ends)
 {
 	struct http_dlr d = { .type = type, .id = w->id, .at = at,
 	    .to = w->to, .from = w->from, .upstream_id = w->smsc_id };
@@ -341,13 +348,13 @@ want_post(const struct want *w, int type, uint64_t at)
 			log_warnx("http-out: receipt for %" PRIu64 " dropped: "
 			    "%u posts pending (http.callback_queue)", w->id,
 			    O.cf->http.callback_queue);
-		return;
+		return false;
 	}
 	if (!w->json && http_cb_expand(w->url, &d, url, sizeof(url)) < 0) {
 		atomic_fetch_add(&O.failed, 1);
 		log_warnx("http-out: receipt for %" PRIu64 " not posted: its "
 		    "dlr-url is too long once expanded", w->id);
-		return;
+		return false;
 	}
 	j = xcalloc(1, sizeof(*j));
 	j->url = xstrdup(w->json ? w->url : url);
@@ -359,7 +366,8 @@ want_post(const struct want *w, int type, uint64_t at)
 	if (http_cb_url_host(j->url, j->host, sizeof(j->host), &port) < 0)
 		j->host[0] = '\0';
 	atomic_fetch_add(&O.pending, 1);
-	job_made(j);
+	job_made(j, ends ? w->id : 0);
+	return true;
 }
 
 /*
@@ -372,6 +380,7 @@ want_event(uint64_t id, int type, uint64_t at)
 	struct want **p = want_slot(id);
 	int finals = HTTP_DLR_DELIVERED | HTTP_DLR_UNDELIVERED |
 	    HTTP_DLR_SMSC_REJECT;
+	bool ends, posted;
 
 	if (*p == NULL) {
 		/* Its send came before a restart, or gave up waiting. */
@@ -379,10 +388,11 @@ want_event(uint64_t id, int type, uint64_t at)
 		    "nobody: not posted", id);
 		return;
 	}
-	if ((*p)->mask & type)
-		want_post(*p, type, at);
-	if ((type & finals) || !((*p)->mask & finals))
-		want_drop(p, true);
+	ends = (type & finals) || !((*p)->mask & finals);
+	posted = ((*p)->mask & type) && want_post(*p, type, at, ends);
+	/* Posted: forgotten in the store with the post, in one group. */
+	if (ends)
+		want_drop(p, !(posted && O.keep.keep != NULL));
 }
 
 static void
@@ -596,7 +606,7 @@ op_mo(void *owner, void *arg, enum mailbox_status st)
 
 	(void)owner;
 	if (st == MAILBOX_RUN) {
-		job_made(j);
+		job_made(j, 0);
 		return;
 	}
 	atomic_fetch_add(&O.dropped, 1);

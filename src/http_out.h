@@ -46,11 +46,13 @@ struct http_out_want {
 
 /*
  * Where pending posts are kept so that a restart posts them (the store):
- * keep(id, url, body) once a post is made, done(id) once it was answered
- * or given up. The main thread, before http_out_start.
+ * keep(id, url, body, unwant) once a post is made (unwant: the receipt
+ * awaited it ends, forgotten with it, else 0), done(id) once it was
+ * answered or given up. The main thread, before http_out_start.
  */
 struct http_out_keep {
-	void	(*keep)(uint64_t id, const char *url, const char *body);
+	void	(*keep)(uint64_t id, const char *url, const char *body,
+		    uint64_t unwant);
 	void	(*done)(uint64_t id);
 	/* The same for receipts awaited, by message id. */
 	void	(*want)(const struct http_out_want *w);

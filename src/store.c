@@ -1700,6 +1700,7 @@ store_check(const struct config *cf, char **err)
 struct post_op {
 	struct mailbox_task task;
 	uint64_t id;
+	uint64_t unwant;		/* a receipt awaited it ends, or 0 */
 	char	*url;
 	char	*body;
 	bool	want;
@@ -1721,16 +1722,20 @@ post_task(void *owner, void *arg, enum mailbox_status st)
 		else
 			rc = p->url != NULL ? S.ops->post_put(S.b, p->id,
 			    p->url, p->body) : S.ops->post_del(S.b, p->id);
+		/* In the same group: a restart has the one or the other. */
+		if (rc == 0 && p->unwant != 0)
+			rc = S.ops->want_del(S.b, p->unwant);
 		/* Still posted from memory: only a restart would lose it. */
 		if (rc < 0) {
 			store_write_error();
 			write_failed("keeping an HTTP post");
 		}
-		/* Made once the group is committed (store_group_commit). */
-		if (!p->want && p->url != NULL && rc == 0)
+		/*
+		 * Made once the group is committed or failed
+		 * (store_group_commit), not before the posts ahead of it.
+		 */
+		if (!p->want && p->url != NULL)
 			S.posts_kept = p->id;
-		else if (!p->want && p->url != NULL)
-			http_out_kept(p->id);
 	} else if (!p->want && p->url != NULL) {
 		http_out_kept(p->id);	/* not kept: made from memory */
 	}
@@ -1747,11 +1752,12 @@ store_keeps_posts(void)
 }
 
 static void
-post_send(uint64_t id, const char *url, const char *body)
+post_send(uint64_t id, const char *url, const char *body, uint64_t unwant)
 {
 	struct post_op *p = xcalloc(1, sizeof(*p));
 
 	p->id = id;
+	p->unwant = unwant;
 	p->url = url != NULL ? xstrdup(url) : NULL;
 	p->body = body != NULL ? xstrdup(body) : NULL;
 	p->task.fn = post_task;
@@ -1760,17 +1766,18 @@ post_send(uint64_t id, const char *url, const char *body)
 }
 
 void
-store_post_keep(uint64_t id, const char *url, const char *body)
+store_post_keep(uint64_t id, const char *url, const char *body,
+    uint64_t unwant)
 {
 	if (store_keeps_posts())
-		post_send(id, url, body);
+		post_send(id, url, body, unwant);
 }
 
 void
 store_post_done(uint64_t id)
 {
 	if (store_keeps_posts())
-		post_send(id, NULL, NULL);
+		post_send(id, NULL, NULL, 0);
 }
 
 void

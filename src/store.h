@@ -171,13 +171,16 @@ void	store_rcpt_find(struct store_rcpt_req *q);
  * HTTP posts not yet answered (http_out.h), kept so that a restart (a
  * kill -9 included) posts them: with a store whose backend keeps them
  * (SQLite; store_keeps_posts). store_post_keep adds post id (body NULL: a
- * GET), store_post_done removes it; written by the store thread in its
- * next group commit. Any thread.
+ * GET) and, in the same group, forgets the receipt awaited unwant (0
+ * none: store_want_done) that the post ends; store_post_done removes it;
+ * written by the store thread in its next group commit, after which it
+ * tells http_out_kept. Any thread.
  */
 typedef int store_post_fn(uint64_t id, const char *url, const char *body,
 	    void *arg);
 bool	store_keeps_posts(void);
-void	store_post_keep(uint64_t id, const char *url, const char *body);
+void	store_post_keep(uint64_t id, const char *url, const char *body,
+	    uint64_t unwant);
 void	store_post_done(uint64_t id);
 
 /*

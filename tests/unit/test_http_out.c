@@ -1,4 +1,7 @@
-/* test_http_out.c: the http-out thread makes a kept post only once it is kept. */
+/*
+ * test_http_out.c: the http-out thread makes a kept post only once it is
+ * kept, and the receipt awaited it ends is forgotten with it.
+ */
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
@@ -16,14 +19,15 @@
 #include "suites.h"
 
 #if ER_WITH_CURL
-static _Atomic uint64_t kept_id;
-static _Atomic unsigned kept_n, done_n;
+static _Atomic uint64_t kept_id, unwanted;
+static _Atomic unsigned kept_n, done_n, unwant_n;
 
 static void
-keep(uint64_t id, const char *url, const char *body)
+keep(uint64_t id, const char *url, const char *body, uint64_t unwant)
 {
 	(void)url;
 	(void)body;
+	atomic_store(&unwanted, unwant);
 	atomic_store(&kept_id, id);
 	atomic_fetch_add(&kept_n, 1);
 }
@@ -45,6 +49,7 @@ static void
 unwant(uint64_t id)
 {
 	(void)id;
+	atomic_fetch_add(&unwant_n, 1);
 }
 
 /* A listener on 127.0.0.1: its fd, and its port in *port. */
@@ -104,6 +109,12 @@ START_TEST(kept_before_made)
 	    unit_now_ms() - t0 < 5000;)
 		unit_sleep_ms(5);
 	ck_assert_uint_eq(atomic_load(&kept_n), 1);
+	/*
+	 * Its receipt is no longer awaited: forgotten with the post (one
+	 * group in the store), not on its own.
+	 */
+	ck_assert_uint_eq(atomic_load(&unwanted), 42);
+	ck_assert_uint_eq(atomic_load(&unwant_n), 0);
 	/* Kept, not yet committed: nobody is called. */
 	ck_assert(!called(fd, 300));
 	/* An earlier id committed is not this one. */
