@@ -609,6 +609,24 @@ esme_receipt(struct conn *c, struct upstream_sess *s,
 	return true;
 }
 
+/* The upstream called name in r's configuration, or NULL. */
+static const struct upstream_conf *
+upstream_named(const struct reactor *r, const char *name)
+{
+	for (size_t i = 0; i < r->cf->nupstreams; i++)
+		if (strcmp(r->cf->upstreams[i].name, name) == 0)
+			return &r->cf->upstreams[i];
+	return NULL;
+}
+
+/* The receipt's text fields, or none. */
+static void
+question_text(const struct cluster_receipt_q *q, struct smpp_receipt_text *f)
+{
+	if (smpp_receipt_parse(q->text, q->len, f) < 0)
+		memset(f, 0, sizeof(*f));
+}
+
 /*
  * A reactor: a receipt the cluster carried (another node's question, or
  * ours that no other node matched) looked up in this node's memory.
@@ -616,26 +634,81 @@ esme_receipt(struct conn *c, struct upstream_sess *s,
 static bool
 question_match(struct reactor *r, const struct cluster_receipt_q *q)
 {
+	const struct upstream_conf *uc = upstream_named(r, q->upstream);
 	struct smpp_receipt_text f;
 
-	if (smpp_receipt_parse(q->text, q->len, &f) < 0)
-		memset(&f, 0, sizeof(f));
 	/* An upstream this node does not have has no ids here. */
-	for (size_t i = 0; i < r->cf->nupstreams; i++)
-		if (strcmp(r->cf->upstreams[i].name, q->upstream) == 0)
-			return receipt_match(r, q->upstream,
-			    r->cf->upstreams[i].receipt_id, q->id, q->state,
-			    &f);
-	return false;
+	if (uc == NULL)
+		return false;
+	question_text(q, &f);
+	return receipt_match(r, q->upstream, uc->receipt_id, q->id, q->state,
+	    &f);
 }
 
-/* A reactor: another node's question, looked up here (q is the cluster's). */
+/* Another node's question, looked up in this node's store. */
+struct question_wait {
+	struct store_rcpt_req q;	/* first: the store's part */
+	struct cluster_receipt_q *cq;
+	struct smpp_receipt_text f;
+	struct receipt_key keys[RECEIPT_KEYS_MAX];
+	struct receipt_orig o;
+};
+
+/* The store's answer, on reactor 0: relayed and answered when found. */
+static void
+question_found(void *owner, void *arg, enum mailbox_status st)
+{
+	struct question_wait *w = arg;
+	bool matched = st == MAILBOX_RUN && w->q.found;
+
+	if (matched)
+		receipt_settle(owner, w->cq->upstream, &w->f, w->cq->state,
+		    &w->o);
+	cluster_receipt_answer(w->cq, matched);
+	free(w);
+}
+
+/*
+ * Not in memory: filed before a restart, or gone from memory, the id may
+ * be in this node's store. false: not asked (no store, or no such
+ * upstream here).
+ */
+static bool
+question_ask_store(struct reactor *r, struct cluster_receipt_q *cq)
+{
+	const struct upstream_conf *uc = upstream_named(r, cq->upstream);
+	struct question_wait *w;
+
+	if (uc == NULL || !store_rcpt_on() || cq->id[0] == '\0')
+		return false;
+	w = xcalloc(1, sizeof(*w));
+	w->cq = cq;
+	question_text(cq, &w->f);
+	w->q.done = question_found;
+	w->q.reactor = r->id;
+	snprintf(w->q.upstream, sizeof(w->q.upstream), "%s", cq->upstream);
+	w->q.nkeys = receipt_id_keys(uc->receipt_id, true, cq->id,
+	    strlen(cq->id), w->keys);
+	w->q.keys = w->keys;
+	w->q.take = smpp_receipt_final(cq->state);
+	w->q.o = &w->o;
+	store_rcpt_find(&w->q);
+	return true;
+}
+
+/*
+ * A reactor: another node's question, looked up here, in memory, then in
+ * the store (q is the cluster's until it is answered).
+ */
 static void
 question_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct cluster_receipt_q *q = arg;
 
-	cluster_receipt_answer(q, st == MAILBOX_RUN && question_match(owner, q));
+	if (st == MAILBOX_RUN && question_match(owner, q))
+		cluster_receipt_answer(q, true);
+	else if (st != MAILBOX_RUN || !question_ask_store(owner, q))
+		cluster_receipt_answer(q, false);
 }
 
 /* A reactor: our receipt that no other node matched, tried here again. */

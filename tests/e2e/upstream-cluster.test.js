@@ -5,6 +5,8 @@
 // asks the cluster, and node a relays the receipt to its submitter with
 // echorouterd's id. A receipt no node knows is counted unmatched, once;
 // one that overtook its submit_sm_resp is matched once the id is filed.
+// With SQLite stores, a node restarted since its submit answers from its
+// store file.
 'use strict';
 
 const test = require('node:test');
@@ -18,9 +20,11 @@ const { SmscSim } = require('./smsc-sim.js');
 
 const BIN = process.env.ECHOROUTERD_BIN;
 const skip = L.natsMissing(BIN);
+const SQLITE = !BIN || /sqlite: yes/.test(require('node:child_process')
+	.execFileSync(BIN, ['-V']).toString());
 const WAIT = L.WRAP.length ? 120000 : 20000;
 
-function nodeConf(node, natsPort, simPort) {
+function nodeConf(node, natsPort, simPort, prefix = 'erdup', extra = '') {
 	return `dispatchers = 2;
 idle_timeout = 0;
 listeners = (
@@ -36,10 +40,10 @@ upstreams = (
 cluster = {
   node = "${node}";
   servers = ( "nats://127.0.0.1:${natsPort}" );
-  subject_prefix = "erdup";
+  subject_prefix = "${prefix}";
   request_timeout = 2;
 };
-`;
+${extra}`;
 }
 
 function metric(m, name) {
@@ -212,4 +216,55 @@ test('malformed questions about receipts are dropped; one for a known id is not 
 		'receipts_unmatched_total') === before + 1, WAIT, 'unmatched on node b');
 	for (const d of [A, B])
 		assert.equal(d.exited, null, 'still running');
+});
+
+test('with stores: a node restarted since its submit matches another node\'s question from its store file', { skip: skip || (!SQLITE && 'no SQLite') }, async () => {
+	const sim2 = new SmscSim({ messageId: (n) => `st${7000 + n}` });
+	const simPort = await sim2.start();
+	const conf = (node) => nodeConf(node, nats.port, simPort, 'erdst',
+		`store = { path = "${dir}/${node}.db"; };`);
+	const bound = async (d) => L.until(async () => metric(await L.scrape(d.ports.metrics),
+		'sessions_bound') === 1, WAIT, 'the upstream bound');
+	let C = null, D = null, alice = null;
+	try {
+		C = await L.startDaemon(conf('c'));
+		D = await L.startDaemon(conf('d'));
+		await bound(C);
+		await bound(D);
+		alice = await L.lineClient(C.ports.router);
+		await loginAlice(alice);
+		alice.sock.write('RECEIPTS ON\nSEND +351910000001 kept\n');
+		const ok = await alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
+		const id = ok.split(' ')[1];
+		await L.until(() => sim2.submits.length === 1, WAIT, 'the submit');
+		const byC = sim2.submits[0].session;
+		const dSession = [...sim2.sessions].find((s) => s !== byC);
+		assert.ok(dSession, 'node d has a session of its own');
+		alice.sock.destroy();
+		// The id is in c's store file (a clean stop commits); c's memory
+		// starts empty.
+		await L.stopDaemon(C);
+		C = await L.startDaemon(conf('c'));
+		await bound(C);
+		alice = await L.lineClient(C.ports.router);
+		await loginAlice(alice);
+		alice.sock.write('RECEIPTS ON\n');
+		await alice.wait((l) => l === 'OK RECEIPTS ON', 'RECEIPTS ON');
+		const r = await sim2.deliver(receipt('st7000', 'DELIVRD'), WAIT, dSession);
+		assert.equal(r.command_status, 0);
+		const rcpt = await alice.wait((l) => l.startsWith('RCPT '), 'the receipt, through node d');
+		assert.equal(rcpt, `RCPT ${id} DELIVRD 000 2611261832`);
+		assert.equal(metric(await L.scrape(C.ports.metrics), 'receipts_matched_total'), 1,
+			'node c matched it');
+		await L.sleep(2500);	// past the question's wait: not unmatched
+		assert.equal(metric(await L.scrape(D.ports.metrics), 'receipts_unmatched_total'), 0);
+		assert.equal(alice.lines.filter((l) => l.startsWith('RCPT ')).length, 1);
+	} finally {
+		if (alice)
+			alice.sock.destroy();
+		for (const d of [C, D])
+			if (d)
+				await L.stopDaemon(d);
+		await sim2.stop();
+	}
 });
