@@ -792,6 +792,25 @@ rs_free(struct reactor *r, void *arg)
 }
 
 /* Pumps the sessions whose pace or pause ended; wakes for the next. */
+/*
+ * The first session goes last: the next round starts with the next one,
+ * so that the parts a saturated max_tps lets go are taken in turn, not
+ * all by the session that happens to be first.
+ */
+static void
+rotate(struct upstream_rs *rs)
+{
+	struct upstream_sess *first = rs->head, *last;
+
+	if (first == NULL || first->next == NULL)
+		return;
+	for (last = first; last->next != NULL; last = last->next)
+		;
+	rs->head = first->next;
+	first->next = NULL;
+	last->next = first;
+}
+
 static void
 rs_after_events(struct reactor *r, void *arg)
 {
@@ -814,6 +833,7 @@ rs_after_events(struct reactor *r, void *arg)
 		if (s->pump_at != 0 && (next == 0 || s->pump_at < next))
 			next = s->pump_at;
 	}
+	rotate(rs);
 	rs->pump_at = next;
 	if (next != 0)
 		reactor_wake_within(r, next > r->now_ms ?

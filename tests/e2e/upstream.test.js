@@ -891,6 +891,57 @@ test('max_tps paces parts over all sessions of the upstream', async () => {
 	}
 });
 
+// The link a destination's messages take of n bound ones: FNV-1a of the
+// address, as the daemon picks (upstream_submit.c).
+function linkOf(to, n) {
+	let h = 2166136261;
+	for (const b of Buffer.from(to))
+		h = Math.imul((h ^ b) >>> 0, 16777619) >>> 0;
+	return h % n;
+}
+
+// Two sessions on one reactor, both with parts queued behind a saturated
+// max_tps: the parts it lets go are taken by each in turn, not first all
+// of one session's queue (8 or so in a row). A reactor that wakes late
+// finds several parts' time come, all taken by the session first in
+// turn: runs of a few are allowed.
+test('max_tps past its burst: two sessions of one reactor take their turns', async () => {
+	const sim = new SmscSim();
+	const port = await sim.start();
+	const d = await L.startDaemon(routeConf([{ name: 'opA', port,
+		extra: 'sessions = 2; max_tps = 5;' }]).replace('dispatchers = 2;', 'dispatchers = 1;'));
+	try {
+		await untilBound(d, 2, 'two sessions');
+		const c = await lineLogin(d);
+		// Ten numbers for each link, sent alternately.
+		const by = [[], []];
+		for (let i = 0; by[0].length < 10 || by[1].length < 10; i++) {
+			const to = `+3519100077${String(i).padStart(2, '0')}`;
+			if (by[linkOf(to, 2)].length < 10)
+				by[linkOf(to, 2)].push(to);
+		}
+		let all = '';
+		for (let i = 0; i < 10; i++)
+			all += `SEND ${by[0][i]} turn\nSEND ${by[1][i]} turn\n`;
+		c.sock.write(all);
+		await L.until(() => c.lines.filter((l) => /^OK \d+$/.test(l)).length === 20,
+			WAIT, 'twenty OKs');
+		assert.equal(sim.taken().length, 20);
+		// After the burst (5), the longest run of one session's parts.
+		const order = sim.submits.slice(5)
+			.map((x) => x.session);
+		let run = 1, longest = 1;
+		for (let i = 1; i < order.length; i++) {
+			run = order[i] === order[i - 1] ? run + 1 : 1;
+			longest = Math.max(longest, run);
+		}
+		assert.ok(longest <= 4, `a run of ${longest} parts of one session`);
+	} finally {
+		await L.stopDaemon(d);
+		await sim.stop();
+	}
+});
+
 // Past the burst, parts go as the pace allows them, each when its turn
 // comes: the reactor wakes for it, rather than sending the rest at once
 // at the next second's tick.
