@@ -654,16 +654,29 @@ struct question_wait {
 	struct receipt_orig o;
 };
 
-/* The store's answer, on reactor 0: relayed and answered when found. */
+/*
+ * The store's answer, on reactor 0: relayed and answered when found.
+ * Memory first: an id filed there while the store looked (its
+ * submit_sm_resp files the store's copy first) is settled from there, so
+ * that no entry is left behind. The store's copy goes once relayed.
+ */
 static void
 question_found(void *owner, void *arg, enum mailbox_status st)
 {
 	struct question_wait *w = arg;
-	bool matched = st == MAILBOX_RUN && w->q.found;
+	bool matched = false;
 
-	if (matched)
-		receipt_settle(owner, w->cq->upstream, &w->f, w->cq->state,
-		    &w->o);
+	if (st == MAILBOX_RUN) {
+		if (question_match(owner, w->cq)) {
+			matched = true;
+		} else if (w->q.found) {
+			matched = true;
+			if (smpp_receipt_final(w->cq->state))
+				store_rcpt_forget(w->o.id);
+			receipt_settle(owner, w->cq->upstream, &w->f,
+			    w->cq->state, &w->o);
+		}
+	}
 	cluster_receipt_answer(w->cq, matched);
 	free(w);
 }
@@ -690,7 +703,7 @@ question_ask_store(struct reactor *r, struct cluster_receipt_q *cq)
 	w->q.nkeys = receipt_id_keys(uc->receipt_id, true, cq->id,
 	    strlen(cq->id), w->keys);
 	w->q.keys = w->keys;
-	w->q.take = smpp_receipt_final(cq->state);
+	w->q.take = false;	/* forgotten once relayed (question_found) */
 	w->q.o = &w->o;
 	store_rcpt_find(&w->q);
 	return true;

@@ -791,7 +791,6 @@ rs_free(struct reactor *r, void *arg)
 	free(rs);
 }
 
-/* Pumps the sessions whose pace or pause ended; wakes for the next. */
 /*
  * The first session goes last: the next round starts with the next one,
  * so that the parts a saturated max_tps lets go are taken in turn, not
@@ -811,6 +810,7 @@ rotate(struct upstream_rs *rs)
 	last->next = first;
 }
 
+/* Pumps the sessions whose pace or pause ended; wakes for the next. */
 static void
 rs_after_events(struct reactor *r, void *arg)
 {

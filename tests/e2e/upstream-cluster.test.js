@@ -14,14 +14,22 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 const L = require('./lib.js');
 const { SmscSim } = require('./smsc-sim.js');
 
 const BIN = process.env.ECHOROUTERD_BIN;
 const skip = L.natsMissing(BIN);
-const SQLITE = !BIN || /sqlite: yes/.test(require('node:child_process')
-	.execFileSync(BIN, ['-V']).toString());
+const SQLITE = !BIN || /sqlite: yes/.test(execFileSync(BIN, ['-V']).toString());
+
+function sqlite3Missing() {
+	try {
+		execFileSync('sqlite3', ['-version'], { stdio: 'ignore' });
+		return false;
+	} catch {
+		return 'no sqlite3 shell';
+	}
+}
 const WAIT = L.WRAP.length ? 120000 : 20000;
 
 function nodeConf(node, natsPort, simPort, prefix = 'erdup', extra = '') {
@@ -218,7 +226,7 @@ test('malformed questions about receipts are dropped; one for a known id is not 
 		assert.equal(d.exited, null, 'still running');
 });
 
-test('with stores: a node restarted since its submit matches another node\'s question from its store file', { skip: skip || (!SQLITE && 'no SQLite') }, async () => {
+test('with stores: a node restarted since its submit matches another node\'s question from its store file', { skip: skip || (!SQLITE && 'no SQLite') || sqlite3Missing() }, async () => {
 	const sim2 = new SmscSim({ messageId: (n) => `st${7000 + n}` });
 	const simPort = await sim2.start();
 	const conf = (node) => nodeConf(node, nats.port, simPort, 'erdst',
@@ -259,6 +267,13 @@ test('with stores: a node restarted since its submit matches another node\'s que
 		await L.sleep(2500);	// past the question's wait: not unmatched
 		assert.equal(metric(await L.scrape(D.ports.metrics), 'receipts_unmatched_total'), 0);
 		assert.equal(alice.lines.filter((l) => l.startsWith('RCPT ')).length, 1);
+		// A final receipt: the id leaves c's store file once relayed.
+		await L.stopDaemon(C);
+		C = null;
+		const rows = fs.readdirSync(dir).filter((f) => /^c\.db(\.\d+)?$/.test(f))
+			.map((f) => execFileSync('sqlite3', [path.join(dir, f),
+				'SELECT count(*) FROM rcpt']).toString().trim());
+		assert.deepEqual(rows.filter((n) => n !== '0'), [], 'nothing left in rcpt');
 	} finally {
 		if (alice)
 			alice.sock.destroy();
