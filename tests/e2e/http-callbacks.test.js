@@ -35,15 +35,6 @@ function sql(f, query) {
 	return require('node:child_process').execFileSync('sqlite3', [f, query]).toString();
 }
 
-function sqlite3Missing() {
-	try {
-		require('node:child_process').execFileSync('sqlite3', ['-version'], { stdio: 'ignore' });
-		return false;
-	} catch {
-		return 'no sqlite3 shell';
-	}
-}
-
 // A receiver on port (0: any): every request as { method, url, body },
 // answered after delayMs.
 function receiver(port = 0, delayMs = 0) {
@@ -469,7 +460,7 @@ test('with a store, a receipt awaited across a restart is posted once the stored
 // message final and the one that keeps its receipt's post: the message in
 // fin, its receipt still awaited. Made here with the sqlite3 shell in a
 // store a clean stop left, as no timing could make it every time.
-test('with a store, a receipt awaited whose message a kill -9 left delivered is posted at the start', { skip: (!SQLITE && 'no SQLite') || sqlite3Missing() }, async () => {
+test('with a store, a receipt awaited whose message a kill -9 left delivered is posted at the start', { skip: (!SQLITE && 'no SQLite') || L.sqlite3Missing() }, async () => {
 	const fs = require('node:fs');
 	const os = require('node:os');
 	const path = require('node:path');

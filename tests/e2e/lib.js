@@ -103,6 +103,18 @@ async function bind(port, how, system_id, password) {
 	return { s, status: r.command_status, resp: r };
 }
 
+// Why a test that reads a store file with the sqlite3 shell cannot run
+// (false: it can).
+function sqlite3Missing() {
+	const { execFileSync } = require('node:child_process');
+	try {
+		execFileSync('sqlite3', ['-version'], { stdio: 'ignore' });
+		return false;
+	} catch {
+		return 'no sqlite3 shell';
+	}
+}
+
 // Why a test that needs NATS cannot run (false: it can): a build without
 // the NATS client, or no nats-server.
 function natsMissing(bin) {
@@ -337,5 +349,5 @@ module.exports = {
 	natsExchange, sleep, until, clusterStats, lineClient,
 	scrapeRaw, scrape, parseMetrics, val,
 	smpp, startDaemon, stopDaemon, stopAll, connect, call, next, bind, session, rawConnect,
-	rawRead, header, text, withTimeout, WRAP, freePort, natsMissing, httpConf,
+	rawRead, header, text, withTimeout, WRAP, freePort, natsMissing, sqlite3Missing, httpConf,
 };

@@ -370,15 +370,6 @@ test('a restart keeps the backlog: 100 delivered once, in order', { skip }, asyn
 
 // The commands docs/operations.md gives to look inside the store, run as
 // written (the path changed) with the sqlite3 shell, where there is one.
-function sqlite3Missing() {
-	try {
-		execFileSync('sqlite3', ['-version'], { stdio: 'ignore' });
-		return false;
-	} catch {
-		return 'no sqlite3 shell';
-	}
-}
-
 function inspectionCommands(db) {
 	const text = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'operations.md'), 'utf8');
 	const start = text.indexOf('\n### Looking inside the SQLite store\n');
@@ -400,7 +391,7 @@ function inspectionCommands(db) {
 		});
 }
 
-test('the documented sqlite3 commands show the waiting messages by name, and an SMPP message\'s final state, still answered by query_sm', { skip: skip || (JS && 'the SQLite backend only') || sqlite3Missing() }, async () => {
+test('the documented sqlite3 commands show the waiting messages by name, and an SMPP message\'s final state, still answered by query_sm', { skip: skip || (JS && 'the SQLite backend only') || L.sqlite3Missing() }, async () => {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
 	const db = path.join(dir, 'store.db');
 	try {

@@ -22,14 +22,6 @@ const BIN = process.env.ECHOROUTERD_BIN;
 const skip = L.natsMissing(BIN);
 const SQLITE = !BIN || /sqlite: yes/.test(execFileSync(BIN, ['-V']).toString());
 
-function sqlite3Missing() {
-	try {
-		execFileSync('sqlite3', ['-version'], { stdio: 'ignore' });
-		return false;
-	} catch {
-		return 'no sqlite3 shell';
-	}
-}
 const WAIT = L.WRAP.length ? 120000 : 20000;
 
 function nodeConf(node, natsPort, simPort, prefix = 'erdup', extra = '') {
@@ -226,7 +218,7 @@ test('malformed questions about receipts are dropped; one for a known id is not 
 		assert.equal(d.exited, null, 'still running');
 });
 
-test('with stores: a node restarted since its submit matches another node\'s question from its store file', { skip: skip || (!SQLITE && 'no SQLite') || sqlite3Missing() }, async () => {
+test('with stores: a node restarted since its submit matches another node\'s question from its store file', { skip: skip || (!SQLITE && 'no SQLite') || L.sqlite3Missing() }, async () => {
 	const sim2 = new SmscSim({ messageId: (n) => `st${7000 + n}` });
 	const simPort = await sim2.start();
 	const conf = (node) => nodeConf(node, nats.port, simPort, 'erdst',
