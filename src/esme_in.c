@@ -1,5 +1,6 @@
 /* esme_in.c: what an upstream SMS centre sends us: receipts, matched to our ids and passed to their submitters, and messages from the network, routed like a local submit. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -645,6 +646,15 @@ question_match(struct reactor *r, const struct cluster_receipt_q *q)
 	    &f);
 }
 
+/*
+ * Other nodes' questions waiting for this node's store at once: each
+ * asking node keeps at most 4,096 in flight; past this (a flood on the
+ * cluster's subject), a question that misses memory is answered no.
+ */
+#define QUESTIONS_STORE_MAX	16384
+
+static atomic_uint questions_in_store;
+
 /* Another node's question, looked up in this node's store. */
 struct question_wait {
 	struct store_rcpt_req q;	/* first: the store's part */
@@ -678,13 +688,14 @@ question_found(void *owner, void *arg, enum mailbox_status st)
 		}
 	}
 	cluster_receipt_answer(w->cq, matched);
+	atomic_fetch_sub(&questions_in_store, 1);
 	free(w);
 }
 
 /*
  * Not in memory: filed before a restart, or gone from memory, the id may
- * be in this node's store. false: not asked (no store, or no such
- * upstream here).
+ * be in this node's store. false: not asked (no store, no such upstream
+ * here, or QUESTIONS_STORE_MAX waiting).
  */
 static bool
 question_ask_store(struct reactor *r, struct cluster_receipt_q *cq)
@@ -694,6 +705,10 @@ question_ask_store(struct reactor *r, struct cluster_receipt_q *cq)
 
 	if (uc == NULL || !store_rcpt_on() || cq->id[0] == '\0')
 		return false;
+	if (atomic_fetch_add(&questions_in_store, 1) >= QUESTIONS_STORE_MAX) {
+		atomic_fetch_sub(&questions_in_store, 1);
+		return false;
+	}
 	w = xcalloc(1, sizeof(*w));
 	w->cq = cq;
 	question_text(cq, &w->f);
