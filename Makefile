@@ -264,9 +264,13 @@ node-deps:
 		cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
 
+# Two test files at a time (E2E_JOBS): most of their time is spent
+# waiting (back-offs, timeouts, restarts), and each starts its own daemons
+# and servers on ports of its own.
+E2E_JOBS ?= 2
 check-e2e: $(BIN)
 	ECHOROUTERD_BIN=$(CURDIR)/$(BIN) ECHOROUTERD_SANITIZE=$(SANITIZE) \
-	    node --test --test-concurrency=1 tests/e2e/
+	    node --test --test-concurrency=$(E2E_JOBS) tests/e2e/
 
 # The name these tests had when they were only SMPP's.
 check-smpp: check-e2e
