@@ -19,7 +19,7 @@
 /* The flags that mean something to the recipient's node. */
 #define WIRE_FLAGS	(MSG_F_PREFIX_FIRST | MSG_F_EXACT | \
 	MSG_F_RECEIPT | MSG_F_UMR | MSG_F_SAR | MSG_F_LINE_TEXT | \
-	MSG_F_CODING)
+	MSG_F_CODING | MSG_F_NODE_HELD)
 
 static const char hex[] = "0123456789ABCDEF";
 

@@ -63,11 +63,52 @@ deliver_kind_up(unsigned kind)
 	return ops->up != NULL ? ops->up() : ops->on();
 }
 
+/*
+ * What became of m, sent here by another node's store (MSG_F_NODE_HELD):
+ * the verdict that node waits for, and the receipt, made here as for a
+ * message delivered here. Delivered: it leaves that store; given back or
+ * a temporary error: it comes again.
+ */
+static void
+node_outcome(struct msg *m, enum msg_outcome o)
+{
+	struct reactor *r;
+
+	switch (o) {
+	case MSG_OUT_WRITTEN:
+		free(m);
+		return;
+	case MSG_OUT_DELIVERED:
+		m->verdict = MSG_OK;
+		if (m->recipient.kind == ROUTE_OWNER_CONN &&
+		    (r = reactor_get(m->recipient.conn.reactor)) != NULL &&
+		    !(m->flags & MSG_F_RECEIPT))
+			deliver_receipt(r, m, SMPP_STATE_DELIVERED);
+		break;
+	case MSG_OUT_FAILED:
+		/* (That store sends the UNDELIV receipt, as for its own.) */
+		m->verdict = MSG_UNFIT;
+		break;
+	case MSG_OUT_RETRY:
+		m->verdict = MSG_FULL;
+		break;
+	default:
+		m->verdict = MSG_BUSY;
+		break;
+	}
+	m->flags &= ~(uint32_t)(MSG_F_STORED | MSG_F_NODE_HELD);
+	deliver_answer(m);
+}
+
 void
 deliver_outcome(struct msg *m, enum msg_outcome o)
 {
 	const struct deliver_kind_ops *ops = kind_ops(MSG_KIND_STORE);
 
+	if (m->flags & MSG_F_NODE_HELD) {
+		node_outcome(m, o);
+		return;
+	}
 	/* Only the store hands messages out, and it outlives the reactors. */
 	if (ops == NULL || ops->outcome == NULL) {
 		free(m);
@@ -81,8 +122,15 @@ deliver_written(struct msg *const *ms, unsigned n)
 {
 	const struct deliver_kind_ops *ops = kind_ops(MSG_KIND_STORE);
 
-	if (ops != NULL && ops->written != NULL && n > 0)
-		ops->written(ms, n);
+	if (ops == NULL || ops->written == NULL)
+		return;
+	/* Another node's store waits for DELIVERED alone: not told. */
+	for (unsigned i = 0, j; i < n; i = j + 1) {
+		for (j = i; j < n && !(ms[j]->flags & MSG_F_NODE_HELD); j++)
+			;
+		if (j > i)
+			ops->written(ms + i, j - i);
+	}
 }
 
 void
@@ -355,18 +403,22 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct reactor *r = owner;
 	struct msg *m = arg;
-
+	/* From another node's store: it leaves there once delivered. */
+	bool held_there = (m->flags & MSG_F_NODE_HELD) != 0;
 	bool held;
 	const char *to;
+	struct conn *c;
 
 	if (st == MAILBOX_CANCELLED) {
 		/* Exiting: the sending node hears nothing and times out. */
 		free(m);
 		return;
 	}
+	m->flags &= ~(uint32_t)MSG_F_NODE_HELD;
 	/*
 	 * Behind what this node's store holds for the account, as a local
-	 * sender's message would go: per sender -> recipient order.
+	 * sender's message would go: per sender -> recipient order. (Once
+	 * this store has it, it is this store's.)
 	 */
 	if (deliver_kind_on(MSG_KIND_STORE)) {
 		struct route_owner chosen = m->recipient;
@@ -376,13 +428,27 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 			return;
 		m->recipient = chosen;	/* the owner the cluster picked */
 	}
+	/*
+	 * As a stored message here: the protocol keeps a copy and tells
+	 * deliver_outcome, which answers, once its client has it.
+	 */
+	if (held_there)
+		m->flags |= MSG_F_STORED | MSG_F_NODE_HELD;
 	m->verdict = deliver_here(r, m);
-	if (m->verdict == MSG_OK)
+	if (m->verdict == MSG_OK) {
 		counter_add(&r->counters, COUNTER_ROUTED_NODE, 1);
-	else if (m->verdict == MSG_STORE) {
+		c = conn_resolve(r, &m->recipient.conn);
+		if (held_there && c != NULL && c->proto->reports_stored) {
+			free(m);
+			return;
+		}
+	} else if (m->verdict == MSG_STORE && !held_there) {
 		deliver_store_now(r, m);
 		return;
+	} else if (m->verdict == MSG_STORE) {
+		m->verdict = MSG_BUSY;	/* that store keeps it */
 	}
+	m->flags &= ~(uint32_t)(MSG_F_STORED | MSG_F_NODE_HELD);
 	/* "No route" lets the sending node look further (or store it). */
 	deliver_reply(r, m);
 }

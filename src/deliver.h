@@ -81,7 +81,9 @@ bool	deliver_kind_up(unsigned kind);
 
 /*
  * What became of m, a message the store handed out (MSG_F_STORED), told
- * to the store's outcome. Takes m. The reactor that holds m.
+ * to the store's outcome; or, one another node's store sent here
+ * (MSG_F_NODE_HELD), as the verdict that node waits for, with the receipt
+ * made here. Takes m. The reactor that holds m.
  */
 void	deliver_outcome(struct msg *m, enum msg_outcome o);
 

@@ -94,6 +94,13 @@ enum {
 	 * store keeps no final state for it (store_final_kept).
 	 */
 	MSG_F_LINE_CLIENT = 1 << 13,
+	/*
+	 * Held in another node's store, which waits for its verdict: it goes
+	 * as a stored message would (MSG_F_STORED here too), and its verdict
+	 * waits for what its recipient made of it (deliver_outcome), so that
+	 * it leaves that store only once the recipient has it.
+	 */
+	MSG_F_NODE_HELD = 1 << 14,
 };
 
 /* The flags that tell how to read a message's text. */
@@ -117,8 +124,8 @@ enum msg_kind {
 
 /*
  * What became of a message a kind handed out to a session here (the
- * store's, MSG_F_STORED), as the recipient's protocol tells it back
- * (deliver_outcome).
+ * store's, MSG_F_STORED, or another node's store's, MSG_F_NODE_HELD), as
+ * the recipient's protocol tells it back (deliver_outcome).
  */
 enum msg_outcome {
 	MSG_OUT_DELIVERED = 0,	/* the recipient has it: it leaves the store */

@@ -178,7 +178,7 @@ join_done(struct router_join *j, struct conn *c, const struct msg *m,
 
 	w->id = tm->ids[0];
 	/* Its parts are the store's: they are reported one by one below. */
-	w->flags &= ~(uint32_t)MSG_F_STORED;
+	w->flags &= ~(uint32_t)(MSG_F_STORED | MSG_F_NODE_HELD);
 	v = ops->put(c, w);
 	free(w);
 	if (v == MSG_OK)

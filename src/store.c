@@ -942,13 +942,14 @@ pump_one(struct store_rec *rec, void *arg)
 	if (p->remote) {
 		/*
 		 * To the node that holds the account, as a sender's message
-		 * would go; its verdict comes back to store_answer.
-		 * It travels as a live message: that node's session sends
-		 * the receipt, as for any message it delivers.
+		 * would go; its verdict comes back to store_answer once the
+		 * recipient there has it (or gave it back: MSG_F_NODE_HELD),
+		 * and that node sends the receipt.
 		 */
 		rec->m = NULL;
 		/* (A receipt is stored with nobody waiting: the store is.) */
 		m->flags &= ~(uint32_t)MSG_F_NO_VERDICT;
+		m->flags |= MSG_F_NODE_HELD;
 		m->due = 0;	/* due now: not to be scheduled there again */
 		m->sender_kind = MSG_KIND_STORE;
 		m->store_acct = a;
@@ -1355,9 +1356,13 @@ store_written(struct msg *const *ms, unsigned n)
 static void
 remote_verdict(struct msg *m)
 {
+	m->flags &= ~(uint32_t)MSG_F_NODE_HELD;
 	switch (m->verdict) {
 	case MSG_OK:
-		/* Queued there (or in that node's store): its receipt. */
+		/*
+		 * Its recipient there has it (or that node's store does):
+		 * that node sends the receipt.
+		 */
 		m->flags |= MSG_F_VIA_NODE;
 		store_outcome(m, MSG_OUT_DELIVERED);
 		break;
@@ -1366,10 +1371,14 @@ remote_verdict(struct msg *m)
 		store_outcome(m, MSG_OUT_FAILED);
 		break;
 	case MSG_FULL:
+		/* (Also a temporary error from its recipient there.) */
 		store_outcome(m, MSG_OUT_RETRY);
 		break;
 	default:
-		/* Nobody, busy, gone, the cluster down or silent: later. */
+		/*
+		 * Nobody, busy, gone, the cluster down or silent, its
+		 * session there closed before it had it: later.
+		 */
 		store_outcome(m, MSG_OUT_RETURNED);
 		break;
 	}

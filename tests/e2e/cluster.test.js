@@ -843,6 +843,45 @@ test('stored messages reach an account bound on another node, and their receipts
 	}
 });
 
+test('a stored message sent to another node leaves the store only once its recipient there has it: that node killed with -9 before, it comes again', { skip }, async () => {
+	const SA = await L.startDaemon(storeNodeConf('sa', [nats[0]], path.join(dir, 'sa-held.db')));
+	let SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb-held.db')));
+	try {
+		const tx = await L.bind(SA.ports.smpp, 'bind_transmitter', 'esme', 'e');
+		assert.equal(tx.status, ESME_ROK);
+		const N = 20;
+		for (let i = 0; i < N; i++)
+			assert.equal((await L.call(tx.s, 'submit_sm', { source_addr: 'esme',
+				destination_addr: 'dave', short_message: `h${i}` })).command_status,
+			ESME_ROK);
+		tx.s.close();
+		assert.equal(await storedCount(SA), N);
+		// dave binds on SB and takes deliver_sms there, answering none.
+		const rx = await L.bind(SB.ports.smpp, 'bind_receiver', 'dave', 'd');
+		assert.equal(rx.status, ESME_ROK);
+		const unanswered = [];
+		rx.s.on('deliver_sm', (pdu) => unanswered.push(L.text(pdu)));
+		await until(() => unanswered.length > 0, WAIT_MS, 'deliver_sms on SB');
+		await sleep(500);
+		// Nobody has one yet: every message is still in SA's store.
+		assert.equal(await storedCount(SA), N);
+		SB.child.kill('SIGKILL');
+		await until(() => SB.exited !== null, WAIT_MS, 'sb gone');
+		fs.rmSync(SB.dir, { recursive: true, force: true });
+		SB = null;
+		rx.s.destroy();
+		// dave on SA: each comes again, in order, and then leaves SA.
+		const again = await L.session(SA.ports.smpp, 'bind_receiver', 'dave', 'd');
+		await until(() => again.got.length >= N, WAIT_MS * 2, 'the backlog again on SA');
+		await sleep(300);
+		assert.deepEqual(again.got.map(L.text), Array.from({ length: N }, (_, i) => `h${i}`));
+		await until(async () => (await storedCount(SA)) === 0, WAIT_MS, 'SA\'s store empty');
+		again.s.close();
+	} finally {
+		await L.stopAll(SA, SB);
+	}
+});
+
 // Nodes whose store is in JetStream (three copies on the three servers).
 function jsNodeConf(node, servers) {
 	return nodeConf(node, servers).replace('subject_prefix = "erdtest"',
