@@ -16,7 +16,7 @@ $(STRESS): tests/stress/stress.c $(BUILD)/.make-settings
 	$(Q)$(CC) $(ER_CFLAGS) $(CFLAGS) $(CPPFLAGS) $(ER_LDFLAGS) $(LDFLAGS) \
 		-o $@ $< -pthread
 
-# Five hostile-client and fault scenarios, about 2 minutes in all.
+# The hostile-client and fault scenarios (twelve), about 5 minutes in all.
 check-stress: $(BIN) $(STRESS)
 	$(Q)$(STRESS_ENV) ECHOROUTERD_BIN=$(BIN) STRESS_BIN=$(STRESS) \
 		tests/stress/run-stress $(STRESS_SCENARIOS)
