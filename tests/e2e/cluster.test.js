@@ -877,6 +877,25 @@ test('a stored message sent to another node leaves the store only once its recip
 		assert.deepEqual(again.got.map(L.text), Array.from({ length: N }, (_, i) => `h${i}`));
 		await until(async () => (await storedCount(SA)) === 0, WAIT_MS, 'SA\'s store empty');
 		again.s.close();
+
+		// A line client on the other node: each message once, in order,
+		// and each leaves SA's store once its line was taken.
+		SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb-held.db')));
+		const { c: alice } = await login(SA.ports.router, 'alice', 'a');
+		for (let i = 0; i < N; i++) {
+			send(alice, `SEND bob l${i}\n`);
+			await waitLines(alice, /^OK \d+$/, i + 1);
+		}
+		alice.sock.destroy();
+		assert.equal(await storedCount(SA), N);
+		const { c: bob, reply } = await login(SB.ports.router, 'bob', 'b');
+		assert.equal(reply, 'OK LOGIN bob');
+		await waitLines(bob, /^MSG /, N, WAIT_MS * 2);
+		await until(async () => (await storedCount(SA)) === 0, WAIT_MS, 'SA\'s store empty again');
+		await sleep(300);
+		assert.deepEqual(bob.lines.filter((l) => /^MSG /.test(l)).map((l) => l.split(' ').slice(3).join(' ')),
+			Array.from({ length: N }, (_, i) => `l${i}`));
+		bob.sock.destroy();
 	} finally {
 		await L.stopAll(SA, SB);
 	}
