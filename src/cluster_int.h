@@ -149,7 +149,8 @@ struct cluster {
 	char	linked_url[256];	/* the server last logged; "" down */
 	uint64_t next_req;		/* from a random start (cluster_open) */
 	struct pend *pend[PEND_BUCKETS];
-	struct pend *oldest, *newest;
+	struct pend *oldest, *newest;	/* by deadline: request_timeout */
+	struct pend *held_oldest, *held_newest;	/* held ones' (held_wait_ms) */
 	struct pend *spare;		/* for reuse, by hnext */
 	unsigned nspare;
 	struct csub *subs[SUB_BUCKETS];

@@ -18,6 +18,8 @@
 /* A bundle, or a batch of verdicts, is sent once it is this big. */
 #define BUNDLE_BYTES		(64 * 1024)
 #define VERDICTS_BYTES		(64 * 1024)
+/* Seconds a held message waits beyond its recipient's own timeouts. */
+#define HELD_SLACK_S		5
 /* Spare struct pends kept for reuse, at most. */
 #define PEND_SPARE		4096
 
@@ -28,6 +30,7 @@ struct pend {
 	struct pend *qnext;		/* in its outbox */
 	uint64_t req;
 	uint64_t deadline_ms;
+	bool	held;			/* MSG_F_NODE_HELD: the longer wait */
 	unsigned cand;			/* which address is being tried */
 	unsigned tries;			/* its owners tried, after the first */
 	struct msg *m;
@@ -68,6 +71,22 @@ pend_slot(uint64_t req)
 	return pp;
 }
 
+/*
+ * The two lists by deadline, each in sent order: requests, which wait
+ * request_timeout, and the store's held messages, which wait longer.
+ */
+static struct pend **
+oldest_of(const struct pend *p)
+{
+	return p->held ? &C.held_oldest : &C.oldest;
+}
+
+static struct pend **
+newest_of(const struct pend *p)
+{
+	return p->held ? &C.held_newest : &C.newest;
+}
+
 static void
 pend_unlink(struct pend *p)
 {
@@ -77,12 +96,12 @@ pend_unlink(struct pend *p)
 		*pp = p->hnext;
 	if (p->prev != NULL)
 		p->prev->next = p->next;
-	else if (C.oldest == p)
-		C.oldest = p->next;
+	else if (*oldest_of(p) == p)
+		*oldest_of(p) = p->next;
 	if (p->next != NULL)
 		p->next->prev = p->prev;
-	else if (C.newest == p)
-		C.newest = p->prev;
+	else if (*newest_of(p) == p)
+		*newest_of(p) = p->prev;
 	p->prev = p->next = p->hnext = NULL;
 }
 
@@ -127,13 +146,33 @@ pend_link(struct pend *p, uint64_t deadline_ms)
 	pp = &C.pend[p->req & (PEND_BUCKETS - 1)];
 	p->hnext = *pp;
 	*pp = p;
-	p->prev = C.newest;
+	p->prev = *newest_of(p);
 	p->next = NULL;
-	if (C.newest != NULL)
-		C.newest->next = p;
+	if (p->prev != NULL)
+		p->prev->next = p;
 	else
-		C.oldest = p;
-	C.newest = p;
+		*oldest_of(p) = p;
+	*newest_of(p) = p;
+}
+
+/*
+ * How long a message of this node's store (MSG_F_NODE_HELD) waits for its
+ * verdict: the other node answers once its recipient has it, which an
+ * SMPP client may take smpp.response_timeout to say, and a line client
+ * that stopped reading output_stall_timeout (its session is closed then,
+ * and the message given back). Past it, the store sends it again, as
+ * JetStream redelivers past a consumer's ack wait.
+ */
+static uint64_t
+held_wait_ms(void)
+{
+	const struct config *cf = C.cf;
+	unsigned s = cf->smpp.response_timeout;
+
+	if (cf->limits.output_stall_timeout > s)
+		s = cf->limits.output_stall_timeout;
+	return ((uint64_t)cf->cluster.request_timeout + s +
+	    HELD_SLACK_S) * 1000;
 }
 
 /* Ends p, which is in no list, with verdict v, told to the sender. */
@@ -226,17 +265,20 @@ pend_redirect(const char *addr, const char *was)
 	struct pend *p, *next, *head = NULL, **tail = &head;
 	const char *a;
 
-	for (p = C.oldest; p != NULL; p = next) {
-		next = p->next;
-		if (strcmp(p->via, was) != 0 ||
-		    (a = candidate(p->m, p->cand)) == NULL ||
-		    strcmp(a, addr) != 0)
-			continue;
-		pend_unlink(p);
-		p->qnext = NULL;
-		*tail = p;
-		tail = &p->qnext;
-	}
+	/* (Each list in sent order: per sender, order holds.) */
+	for (int held = 0; held < 2; held++)
+		for (p = held ? C.held_oldest : C.oldest; p != NULL;
+		    p = next) {
+			next = p->next;
+			if (strcmp(p->via, was) != 0 ||
+			    (a = candidate(p->m, p->cand)) == NULL ||
+			    strcmp(a, addr) != 0)
+				continue;
+			pend_unlink(p);
+			p->qnext = NULL;
+			*tail = p;
+			tail = &p->qnext;
+		}
 	for (p = head; p != NULL; p = next) {
 		next = p->qnext;
 		pend_try(p);
@@ -308,14 +350,16 @@ outbox_send(struct outbox *ob)
 {
 	char subj[SUBJECT_MAX], reply[SUBJECT_MAX];
 	uint8_t *buf = wire_room(ob->bytes);
-	uint64_t first = C.next_req + 1, deadline = mono_ms() +
-	    (uint64_t)C.cf->cluster.request_timeout * 1000;
+	uint64_t first = C.next_req + 1, now = mono_ms(),
+	    deadline = now + (uint64_t)C.cf->cluster.request_timeout * 1000,
+	    held_deadline = now + held_wait_ms();
 	struct pend *p, *next;
 	natsStatus s = NATS_CONNECTION_DISCONNECTED;
 	size_t n = cluster_bundle_head(buf);
 
 	for (p = ob->head; p != NULL; p = p->qnext) {
-		pend_link(p, deadline);
+		p->held = (p->m->flags & MSG_F_NODE_HELD) != 0;
+		pend_link(p, p->held ? held_deadline : deadline);
 		n += cluster_bundle_put(p->m, buf + n);
 	}
 	cluster_addr_subject(subj, sizeof(subj), ob->addr, ob->node);
@@ -589,6 +633,8 @@ cluster_send_expire(uint64_t now)
 {
 	while (C.oldest != NULL && C.oldest->deadline_ms <= now)
 		pend_finish(C.oldest, MSG_UNAVAILABLE);
+	while (C.held_oldest != NULL && C.held_oldest->deadline_ms <= now)
+		pend_finish(C.held_oldest, MSG_UNAVAILABLE);
 }
 
 void
@@ -598,6 +644,8 @@ cluster_send_stop(void)
 	cluster_send_flush(false);
 	while (C.oldest != NULL)
 		pend_finish(C.oldest, MSG_UNAVAILABLE);
+	while (C.held_oldest != NULL)
+		pend_finish(C.held_oldest, MSG_UNAVAILABLE);
 	while (C.spare != NULL) {
 		struct pend *p = C.spare;
 

@@ -843,9 +843,16 @@ test('stored messages reach an account bound on another node, and their receipts
 	}
 });
 
+// A held message waits request_timeout + max(response_timeout,
+// output_stall_timeout) + 5 s for its verdict: 10 s here.
+function heldNodeConf(node, db) {
+	return storeNodeConf(node, [nats[node === 'sa' ? 0 : 1]], db) +
+		'smpp = { response_timeout = 3; };\nlimits = { output_stall_timeout = 3; };\n';
+}
+
 test('a stored message sent to another node leaves the store only once its recipient there has it: that node killed with -9 before, it comes again', { skip }, async () => {
-	const SA = await L.startDaemon(storeNodeConf('sa', [nats[0]], path.join(dir, 'sa-held.db')));
-	let SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb-held.db')));
+	const SA = await L.startDaemon(heldNodeConf('sa', path.join(dir, 'sa-held.db')));
+	let SB = await L.startDaemon(heldNodeConf('sb', path.join(dir, 'sb-held.db')));
 	try {
 		const tx = await L.bind(SA.ports.smpp, 'bind_transmitter', 'esme', 'e');
 		assert.equal(tx.status, ESME_ROK);
@@ -857,10 +864,11 @@ test('a stored message sent to another node leaves the store only once its recip
 		tx.s.close();
 		assert.equal(await storedCount(SA), N);
 		// dave binds on SB and takes deliver_sms there, answering none.
-		const rx = await L.bind(SB.ports.smpp, 'bind_receiver', 'dave', 'd');
-		assert.equal(rx.status, ESME_ROK);
+		const rx = { s: await L.connect(SB.ports.smpp) };
 		const unanswered = [];
 		rx.s.on('deliver_sm', (pdu) => unanswered.push(L.text(pdu)));
+		assert.equal((await L.call(rx.s, 'bind_receiver', { system_id: 'dave',
+			password: 'd' })).command_status, ESME_ROK);
 		await until(() => unanswered.length > 0, WAIT_MS, 'deliver_sms on SB');
 		await sleep(500);
 		// Nobody has one yet: every message is still in SA's store.
@@ -880,7 +888,7 @@ test('a stored message sent to another node leaves the store only once its recip
 
 		// A line client on the other node: each message once, in order,
 		// and each leaves SA's store once its line was taken.
-		SB = await L.startDaemon(storeNodeConf('sb', [nats[1]], path.join(dir, 'sb-held.db')));
+		SB = await L.startDaemon(heldNodeConf('sb', path.join(dir, 'sb-held.db')));
 		const { c: alice } = await login(SA.ports.router, 'alice', 'a');
 		for (let i = 0; i < N; i++) {
 			send(alice, `SEND bob l${i}\n`);
