@@ -128,17 +128,24 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
 {
 	char sub[16], done[16], text[200];
 	bool ok = state == SMPP_STATE_DELIVERED;
+	const uint8_t *t = orig->text;
+	size_t tl = orig->flags & MSG_F_RECEIPT ? 0 : orig->len;
 	int n;
 
 	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
 		return NULL;
+	/* A part's UDH (esm_class UDHI) is the SMS's, not text to quote. */
+	if ((orig->esm_class & 0x40) && tl > 0 && (size_t)t[0] + 1 <= tl) {
+		tl -= (size_t)t[0] + 1;
+		t += t[0] + 1;
+	}
 	smpp_receipt_date(orig->submitted, sub, sizeof(sub));
 	smpp_receipt_date(done_at, done, sizeof(done));
 	n = snprintf(text, sizeof(text), "id:%llu sub:001 dlvrd:%s submit "
-	    "date:%s done date:%s stat:%s err:%s text:%.20s",
+	    "date:%s done date:%s stat:%s err:%s text:%.*s",
 	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
 	    state_stat(state), ok ? "000" : "001",
-	    orig->flags & MSG_F_RECEIPT ? "" : (const char *)orig->text);
+	    (int)strnlen((const char *)t, tl < 20 ? tl : 20), (const char *)t);
 	return smpp_receipt_msg(text, (size_t)n, id, done_at, state,
 	    &(struct smpp_receipt_ends){ .id = orig->id, .to = orig->to,
 	    .reply_to = orig->reply_to, .src_addr = orig->src_addr,

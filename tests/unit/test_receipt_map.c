@@ -1,10 +1,11 @@
-/* test_receipt_map.c: SMS centres' message ids in their forms, the receipt id map's bounds, and receipt texts read. */
+/* test_receipt_map.c: SMS centres' message ids in their forms, the receipt id map's bounds, and receipt texts made and read. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "msg.h"
 #include "receipt_map.h"
 #include "smpp_receipt.h"
 #include "helpers.h"
@@ -325,6 +326,38 @@ START_TEST(receipt_states)
 }
 END_TEST
 
+/*
+ * A receipt quotes the first 20 bytes of the text (up to a NUL), not a
+ * part's UDH.
+ */
+START_TEST(receipt_text_quoted)
+{
+	static const uint8_t udh[] = { 5, 0, 3, 0x2A, 2, 1 };
+	const char *body = "first part of a long text";
+	struct smpp_receipt_text f;
+	struct msg *m = msg_new(sizeof(udh) + strlen(body)), *r;
+
+	memcpy(m->text, udh, sizeof(udh));
+	memcpy(m->text + sizeof(udh), body, strlen(body));
+	m->len = sizeof(udh) + strlen(body);
+	m->registered_delivery = 1;
+	snprintf(m->reply_to, sizeof(m->reply_to), "esme");
+	m->esm_class = 0x40;
+	r = smpp_receipt_make(m, SMPP_STATE_DELIVERED, 7, 0);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(smpp_receipt_parse(r->text, r->len, &f), 0);
+	ck_assert_str_eq(f.text, "first part of a long");
+	free(r);
+	/* Without UDHI the same octets are text, quoted up to the NUL. */
+	m->esm_class = 0;
+	r = smpp_receipt_make(m, SMPP_STATE_DELIVERED, 8, 0);
+	ck_assert_int_eq(smpp_receipt_parse(r->text, r->len, &f), 0);
+	ck_assert_int_eq(strlen(f.text), 1);
+	free(r);
+	free(m);
+}
+END_TEST
+
 /* upstream_receipts: its defaults, values and bounds. */
 /* Receipts' dates: YYMMDDhhmm in UTC. */
 START_TEST(receipt_dates)
@@ -380,6 +413,7 @@ receipt_map_suite(void)
 	tcase_add_test(tc, receipt_text_parsed);
 	tcase_add_test(tc, receipt_text_bounded);
 	tcase_add_test(tc, receipt_states);
+	tcase_add_test(tc, receipt_text_quoted);
 	tcase_add_test(tc, receipt_dates);
 	tcase_add_test(tc, config_receipts);
 	suite_add_tcase(s, tc);
