@@ -583,7 +583,12 @@ deliver_unrouted(const struct config *cf, struct msg *m)
 	bool held;
 	const char *to = deliver_target(cf, m, &held);
 
-	if (held) {
+	/*
+	 * The store's own message: back to it (no route), which hands it
+	 * to whoever holds it here now as a stored message, kept until
+	 * delivered, not as a sender's message would go.
+	 */
+	if (held && m->sender_kind != MSG_KIND_STORE) {
 		/*
 		 * Someone here holds it after all (it came after the cluster
 		 * was asked): this node's reactor takes it, as a sender's

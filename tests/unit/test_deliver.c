@@ -2,7 +2,8 @@
  * test_deliver.c: messages on their way: a new one is clean on dirty
  * memory; the low bits of ids, as a cluster hands them out; a registered
  * kind of destination takes what is addressed to it and its answer goes
- * back through the origin's registered answerer.
+ * back through the origin's registered answerer; a message another node's
+ * store holds is answered to that node once its recipient has it.
  */
 #include <check.h>
 #include <errno.h>
@@ -347,6 +348,162 @@ START_TEST(test_deliver_store_seam)
 }
 END_TEST
 
+/* What a fake node kind heard: the verdicts of held messages. */
+static struct {
+	int	answers;
+	enum msg_verdict verdict;
+	uint32_t flags;
+} fnode;
+
+static void
+fnode_answer(struct reactor_batch *b, struct msg *m)
+{
+	(void)b;
+	fnode.answers++;
+	fnode.verdict = m->verdict;
+	fnode.flags = m->flags;
+	free(m);
+}
+
+static const struct deliver_kind_ops fnode_ops = {
+	.name = "fake node",
+	.on = fake_on,
+	.answer = fnode_answer,
+};
+
+static unsigned fstore_nwritten;
+
+static void
+fstore_written(struct msg *const *ms, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		ck_assert(!(ms[i]->flags & MSG_F_NODE_HELD));
+	fstore_nwritten += n;
+}
+
+/*
+ * A message another node's store sent here (MSG_F_NODE_HELD): what its
+ * recipient's protocol makes of it is that node's verdict, not this
+ * node's store's outcome; "written" is nobody's business.
+ */
+START_TEST(test_deliver_node_held)
+{
+	static const struct {
+		enum msg_outcome o;
+		enum msg_verdict v;
+	} map[] = {
+		{ MSG_OUT_DELIVERED, MSG_OK }, { MSG_OUT_RETRY, MSG_FULL },
+		{ MSG_OUT_FAILED, MSG_UNFIT }, { MSG_OUT_RETURNED, MSG_BUSY },
+	};
+	struct deliver_kind_ops store = fstore_ops;
+	struct msg *m, *ms[4];
+
+	memset(&fstore, 0, sizeof(fstore));
+	memset(&fnode, 0, sizeof(fnode));
+	fstore.on = true;
+	fstore_nwritten = 0;
+	store.written = fstore_written;
+	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &store), 0);
+	ck_assert_int_eq(deliver_register(MSG_KIND_NODE, &fnode_ops), 0);
+	for (unsigned i = 0; i < ARRAY_LEN(map); i++) {
+		m = msg_new(0);
+		m->flags = MSG_F_STORED | MSG_F_NODE_HELD;
+		m->sender_kind = MSG_KIND_NODE;
+		deliver_outcome(m, map[i].o);
+		ck_assert_int_eq(fnode.answers, (int)i + 1);
+		ck_assert_int_eq(fnode.verdict, map[i].v);
+		ck_assert_uint_eq(fnode.flags &
+		    (MSG_F_STORED | MSG_F_NODE_HELD), 0);
+	}
+	m = msg_new(0);
+	m->flags = MSG_F_STORED | MSG_F_NODE_HELD;
+	m->sender_kind = MSG_KIND_NODE;
+	deliver_outcome(m, MSG_OUT_WRITTEN);
+	ck_assert_int_eq(fnode.answers, (int)ARRAY_LEN(map));
+	ck_assert_int_eq(fstore.outcomes, 0);
+
+	/* Written: the store hears of its own, in runs around the held. */
+	for (unsigned i = 0; i < 4; i++) {
+		ms[i] = msg_new(0);
+		ms[i]->flags = MSG_F_STORED | (i == 1 || i == 3 ?
+		    MSG_F_NODE_HELD : 0);
+	}
+	deliver_written(ms, 4);
+	ck_assert_uint_eq(fstore_nwritten, 2);
+	for (unsigned i = 0; i < 4; i++)
+		free(ms[i]);
+
+	/* The store's own still reach it. */
+	m = msg_new(0);
+	m->flags = MSG_F_STORED;
+	deliver_outcome(m, MSG_OUT_DELIVERED);
+	ck_assert_int_eq(fstore.outcomes, 1);
+	ck_assert_int_eq(fnode.answers, (int)ARRAY_LEN(map));
+	deliver_register(MSG_KIND_NODE, NULL);
+	deliver_register(MSG_KIND_STORE, NULL);
+}
+END_TEST
+
+/* What the fake store was answered: its own messages' verdicts. */
+static struct {
+	int	answers;
+	enum msg_verdict verdict;
+} fstore_ans;
+
+static void
+fstore_answer(struct reactor_batch *b, struct msg *m)
+{
+	(void)b;
+	fstore_ans.answers++;
+	fstore_ans.verdict = m->verdict;
+	free(m);
+}
+
+/*
+ * A message the store sent to the cluster, and nobody else holds its
+ * address but a session here now: it goes back to the store (which hands
+ * it out as a stored message, kept until delivered), not to the session
+ * as a sender's message would.
+ */
+START_TEST(test_deliver_unrouted_store_msg)
+{
+	struct config *cf = unit_config(deliver_conf);
+	struct reactor *r = reactor_new(0, cf);
+	struct route_owner owner =
+	    route_owner_conn((struct conn_handle){ 0, 1, 1 });
+	struct deliver_kind_ops store = fstore_ops;
+	struct msg *m;
+
+	ck_assert_ptr_nonnull(r);
+	memset(&fstore, 0, sizeof(fstore));
+	memset(&fstore_ans, 0, sizeof(fstore_ans));
+	memset(&fake, 0, sizeof(fake));
+	fstore.on = true;
+	store.answer = fstore_answer;
+	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &store), 0);
+	ck_assert_int_eq(deliver_register(FAKE_KIND, &fake_ops), 0);
+	ck_assert_int_eq(route_claim("held-here", &owner), 0);
+
+	m = fake_msg("held-here");
+	m->sender_kind = MSG_KIND_STORE;
+	m->flags |= MSG_F_NODE_HELD;
+	deliver_unrouted(cf, m);
+	ck_assert_int_eq(fstore_ans.answers, 1);
+	ck_assert_int_eq(fstore_ans.verdict, MSG_NO_ROUTE);
+
+	/* A sender's goes to the session's reactor (no verdict yet). */
+	deliver_unrouted(cf, fake_msg("held-here"));
+	ck_assert_int_eq(fake.answers, 0);
+	ck_assert_int_eq(fstore_ans.answers, 1);
+
+	route_release("held-here", &owner);
+	deliver_register(FAKE_KIND, NULL);
+	deliver_register(MSG_KIND_STORE, NULL);
+	reactor_free(r);
+	config_unref(cf);
+}
+END_TEST
+
 static const char *const upstream_conf =
     "dispatchers = 1;\n"
     "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = 0;"
@@ -450,6 +607,8 @@ deliver_suite(void)
 	tcase_add_test(tc, test_deliver_unregistered_kind);
 	tcase_add_test(tc, test_deliver_store_seam);
 	tcase_add_test(tc, test_deliver_upstream_route);
+	tcase_add_test(tc, test_deliver_node_held);
+	tcase_add_test(tc, test_deliver_unrouted_store_msg);
 	suite_add_tcase(s, tc);
 	return s;
 }
