@@ -572,19 +572,15 @@ http_out_on(void)
 static char *
 mo_text(const struct msg *m)
 {
-	const uint8_t *p = m->text;
-	size_t n = m->len;
+	const uint8_t *p;
+	size_t n;
 	int coding;
 	char *out;
 	ssize_t k;
 
 	if (!(m->flags & MSG_F_CODED))
 		return strndup((const char *)m->text, m->len);
-	/* A UDH (esm_class UDHI) is the SMS's, not the text's. */
-	if ((m->esm_class & 0x40) && n > 0 && (size_t)p[0] + 1 <= n) {
-		n -= (size_t)p[0] + 1;
-		p += p[0] + 1;
-	}
+	p = msg_text_after_udh(m, &n);
 	coding = text_coding_of(m->data_coding, m->flags & MSG_F_DC0_LATIN1 ?
 	    TEXT_LATIN1 : m->flags & MSG_F_DC0_IA5 ? TEXT_IA5 : TEXT_GSM);
 	if (coding < 0)

@@ -251,6 +251,23 @@ msg_size(const struct msg *m)
 /* A copy of m (text included) that the caller owns. Any thread. */
 struct msg *msg_dup(const struct msg *m);
 
+/*
+ * m's text without the user data header a part of a long message starts
+ * with (esm_class UDHI: the SMS's, not the text's); its length in *len.
+ */
+static inline const uint8_t *
+msg_text_after_udh(const struct msg *m, size_t *len)
+{
+	const uint8_t *p = m->text;
+
+	*len = m->len;
+	if ((m->esm_class & 0x40) && *len > 0 && (size_t)p[0] + 1 <= *len) {
+		*len -= (size_t)p[0] + 1;
+		p += p[0] + 1;
+	}
+	return p;
+}
+
 /* The verdict's name: "ok", "no route", ... Any thread. */
 const char *msg_verdict_name(enum msg_verdict v);
 

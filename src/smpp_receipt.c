@@ -128,17 +128,15 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
 {
 	char sub[16], done[16], text[200];
 	bool ok = state == SMPP_STATE_DELIVERED;
-	const uint8_t *t = orig->text;
-	size_t tl = orig->flags & MSG_F_RECEIPT ? 0 : orig->len;
+	size_t tl;
+	/* A part's UDH is not text to quote; a receipt's text is not either. */
+	const uint8_t *t = msg_text_after_udh(orig, &tl);
 	int n;
 
 	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
 		return NULL;
-	/* A part's UDH (esm_class UDHI) is the SMS's, not text to quote. */
-	if ((orig->esm_class & 0x40) && tl > 0 && (size_t)t[0] + 1 <= tl) {
-		tl -= (size_t)t[0] + 1;
-		t += t[0] + 1;
-	}
+	if (orig->flags & MSG_F_RECEIPT)
+		tl = 0;
 	smpp_receipt_date(orig->submitted, sub, sizeof(sub));
 	smpp_receipt_date(done_at, done, sizeof(done));
 	n = snprintf(text, sizeof(text), "id:%llu sub:001 dlvrd:%s submit "
