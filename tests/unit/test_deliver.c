@@ -85,6 +85,7 @@ static struct {
 	char	taken_to[ROUTE_ADDR_MAX + 1];
 	struct msg *answered;
 	enum msg_verdict answered_verdict;
+	uint32_t answered_flags;
 	struct conn_handle answered_to;
 } fake;
 
@@ -106,6 +107,7 @@ fake_answer(struct reactor_batch *b, struct msg *m)
 	fake.answers++;
 	fake.answered = m;
 	fake.answered_verdict = m->verdict;
+	fake.answered_flags = m->flags;
 	fake.answered_to = m->sender;
 	free(m);
 }
@@ -348,29 +350,6 @@ START_TEST(test_deliver_store_seam)
 }
 END_TEST
 
-/* What a fake node kind heard: the verdicts of held messages. */
-static struct {
-	int	answers;
-	enum msg_verdict verdict;
-	uint32_t flags;
-} fnode;
-
-static void
-fnode_answer(struct reactor_batch *b, struct msg *m)
-{
-	(void)b;
-	fnode.answers++;
-	fnode.verdict = m->verdict;
-	fnode.flags = m->flags;
-	free(m);
-}
-
-static const struct deliver_kind_ops fnode_ops = {
-	.name = "fake node",
-	.on = fake_on,
-	.answer = fnode_answer,
-};
-
 static unsigned fstore_nwritten;
 
 static void
@@ -399,27 +378,27 @@ START_TEST(test_deliver_node_held)
 	struct msg *m, *ms[4];
 
 	memset(&fstore, 0, sizeof(fstore));
-	memset(&fnode, 0, sizeof(fnode));
+	memset(&fake, 0, sizeof(fake));
 	fstore.on = true;
 	fstore_nwritten = 0;
 	store.written = fstore_written;
 	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &store), 0);
-	ck_assert_int_eq(deliver_register(MSG_KIND_NODE, &fnode_ops), 0);
+	ck_assert_int_eq(deliver_register(MSG_KIND_NODE, &fake_ops), 0);
 	for (unsigned i = 0; i < ARRAY_LEN(map); i++) {
 		m = msg_new(0);
 		m->flags = MSG_F_STORED | MSG_F_NODE_HELD;
 		m->sender_kind = MSG_KIND_NODE;
 		deliver_outcome(m, map[i].o);
-		ck_assert_int_eq(fnode.answers, (int)i + 1);
-		ck_assert_int_eq(fnode.verdict, map[i].v);
-		ck_assert_uint_eq(fnode.flags &
+		ck_assert_int_eq(fake.answers, (int)i + 1);
+		ck_assert_int_eq(fake.answered_verdict, map[i].v);
+		ck_assert_uint_eq(fake.answered_flags &
 		    (MSG_F_STORED | MSG_F_NODE_HELD), 0);
 	}
 	m = msg_new(0);
 	m->flags = MSG_F_STORED | MSG_F_NODE_HELD;
 	m->sender_kind = MSG_KIND_NODE;
 	deliver_outcome(m, MSG_OUT_WRITTEN);
-	ck_assert_int_eq(fnode.answers, (int)ARRAY_LEN(map));
+	ck_assert_int_eq(fake.answers, (int)ARRAY_LEN(map));
 	ck_assert_int_eq(fstore.outcomes, 0);
 
 	/* Written: the store hears of its own, in runs around the held. */
@@ -438,26 +417,11 @@ START_TEST(test_deliver_node_held)
 	m->flags = MSG_F_STORED;
 	deliver_outcome(m, MSG_OUT_DELIVERED);
 	ck_assert_int_eq(fstore.outcomes, 1);
-	ck_assert_int_eq(fnode.answers, (int)ARRAY_LEN(map));
+	ck_assert_int_eq(fake.answers, (int)ARRAY_LEN(map));
 	deliver_register(MSG_KIND_NODE, NULL);
 	deliver_register(MSG_KIND_STORE, NULL);
 }
 END_TEST
-
-/* What the fake store was answered: its own messages' verdicts. */
-static struct {
-	int	answers;
-	enum msg_verdict verdict;
-} fstore_ans;
-
-static void
-fstore_answer(struct reactor_batch *b, struct msg *m)
-{
-	(void)b;
-	fstore_ans.answers++;
-	fstore_ans.verdict = m->verdict;
-	free(m);
-}
 
 /*
  * A message the store sent to the cluster, and nobody else holds its
@@ -476,10 +440,9 @@ START_TEST(test_deliver_unrouted_store_msg)
 
 	ck_assert_ptr_nonnull(r);
 	memset(&fstore, 0, sizeof(fstore));
-	memset(&fstore_ans, 0, sizeof(fstore_ans));
 	memset(&fake, 0, sizeof(fake));
 	fstore.on = true;
-	store.answer = fstore_answer;
+	store.answer = fake_answer;
 	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &store), 0);
 	ck_assert_int_eq(deliver_register(FAKE_KIND, &fake_ops), 0);
 	ck_assert_int_eq(route_claim("held-here", &owner), 0);
@@ -488,13 +451,12 @@ START_TEST(test_deliver_unrouted_store_msg)
 	m->sender_kind = MSG_KIND_STORE;
 	m->flags |= MSG_F_NODE_HELD;
 	deliver_unrouted(cf, m);
-	ck_assert_int_eq(fstore_ans.answers, 1);
-	ck_assert_int_eq(fstore_ans.verdict, MSG_NO_ROUTE);
+	ck_assert_int_eq(fake.answers, 1);
+	ck_assert_int_eq(fake.answered_verdict, MSG_NO_ROUTE);
 
 	/* A sender's goes to the session's reactor (no verdict yet). */
 	deliver_unrouted(cf, fake_msg("held-here"));
-	ck_assert_int_eq(fake.answers, 0);
-	ck_assert_int_eq(fstore_ans.answers, 1);
+	ck_assert_int_eq(fake.answers, 1);
 
 	route_release("held-here", &owner);
 	deliver_register(FAKE_KIND, NULL);
