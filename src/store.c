@@ -1114,7 +1114,7 @@ mark_write(struct store_acct *a, struct store_mark *k)
 	struct msg *m = k->m;
 	int kept = -1;
 
-	if (!store_txn(false) || (kept = S.ops->mark(S.b, m->id, k->state,
+	if (!store_txn(false) || (kept = S.ops->mark(S.b, m->id, a->id, k->state,
 	    store_wall_now(), 0, m->attempts, store_final_row(m))) < 0) {
 		write_failed("a write");
 		store_write_error();
@@ -1242,8 +1242,8 @@ outcome(struct msg *m, enum msg_outcome o)
 		m->attempts++;
 		m->due = now + backoff(m->attempts);
 		if (store_txn(false))
-			S.ops->mark(S.b, m->id, MSG_STATE_ENROUTE, 0, m->due,
-			    m->attempts, false);
+			S.ops->mark(S.b, m->id, a->id, MSG_STATE_ENROUTE, 0,
+			    m->due, m->attempts, false);
 		if (a->rescan_at == 0 || m->due < a->rescan_at)
 			a->rescan_at = m->due;
 		a->cursor = 0;

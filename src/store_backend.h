@@ -77,18 +77,19 @@ struct store_backend_ops {
 	int	(*update)(struct store_backend *b, const struct store_rec *rec);
 	/*
 	 * Optional (a backend of one shard): deletes the waiting message
-	 * with this id, moved to another shard. 0, or -1.
+	 * with this id, for account, moved to another shard. 0, or -1.
 	 */
-	int	(*del)(struct store_backend *b, uint64_t id);
+	int	(*del)(struct store_backend *b, uint64_t id, const char *account);
 	/*
-	 * Sets a row's state and times. A final state: 1 when a final row is
-	 * kept (and counts in finals), 0 when the row went (or was none).
-	 * Else 0, or -1. final_row: store_final_row of the message; false
-	 * spares the backend looking for what to keep.
+	 * Sets the state and times of message id, for account. A final
+	 * state: 1 when a final row is kept (and counts in finals), 0 when
+	 * the row went (or was none). Else 0, or -1. final_row:
+	 * store_final_row of the message; false spares the backend looking
+	 * for what to keep.
 	 */
-	int	(*mark)(struct store_backend *b, uint64_t id, uint8_t state,
-		    uint64_t final_date, uint64_t due, uint32_t attempts,
-		    bool final_row);
+	int	(*mark)(struct store_backend *b, uint64_t id,
+		    const char *account, uint8_t state, uint64_t final_date,
+		    uint64_t due, uint32_t attempts, bool final_row);
 	/* The row with this id into *rec (rec->m malloc'd): 1, 0 none, -1. */
 	int	(*get)(struct store_backend *b, uint64_t id,
 		    struct store_rec *rec);

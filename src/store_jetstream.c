@@ -1005,12 +1005,14 @@ js_update(struct store_backend *b, const struct store_rec *rec)
 }
 
 static int
-js_mark(struct store_backend *b, uint64_t id, uint8_t state,
-    uint64_t final_date, uint64_t due, uint32_t attempts, bool final_row)
+js_mark(struct store_backend *b, uint64_t id, const char *account,
+    uint8_t state, uint64_t final_date, uint64_t due, uint32_t attempts,
+    bool final_row)
 {
 	struct js_row *row = row_find(b, id);
 	struct store_rec r;
 
+	(void)account;		/* the row has it */
 	(void)final_row;	/* the bucket keeps every final row */
 	if (!b->in_txn || row == NULL)
 		return -1;

@@ -75,7 +75,7 @@ batch_del(const struct store_backend_ops *ops, struct store_backend *from,
 	if (ops->begin(from, true) < 0)
 		return -1;
 	for (size_t i = 0; i < bt->n; i++)
-		if (ops->del(from, bt->v[i].m->id) < 0) {
+		if (ops->del(from, bt->v[i].m->id, bt->v[i].account) < 0) {
 			ops->rollback(from);
 			return -1;
 		}

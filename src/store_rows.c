@@ -60,7 +60,7 @@ store_expire(uint64_t now)
 		if (store_acct_has_out(a, rec->m->id))
 			continue;
 		if (!store_txn(false) || (kept = S->ops->mark(S->b, rec->m->id,
-		    MSG_STATE_EXPIRED, now, rec->due, rec->attempts,
+		    rec->account, MSG_STATE_EXPIRED, now, rec->due, rec->attempts,
 		    store_final_row(rec->m))) < 0)
 			break;
 		store_acct_leave(a, rec->m);
@@ -125,7 +125,7 @@ cancel_rec(struct msg_req *q, struct store_rec *rec)
 	    store_acct_has_out(a, rec->m->id))
 		return false;
 	if (!store_txn(false) || (kept = S->ops->mark(S->b, rec->m->id,
-	    MSG_STATE_DELETED, store_wall_now(), rec->due, rec->attempts,
+	    rec->account, MSG_STATE_DELETED, store_wall_now(), rec->due, rec->attempts,
 	    store_final_row(rec->m))) < 0)
 		return false;
 	store_acct_leave(a, rec->m);

@@ -40,6 +40,7 @@
 	X(uring_suite)		\
 	X(counter_suite)	\
 	X(store_suite)		\
+	X(store_ids_suite)	\
 	X(text_suite)		\
 	X(text_join_suite)	\
 	X(smpp_long_suite)	\

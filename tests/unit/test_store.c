@@ -78,9 +78,12 @@ open_refused(const char *why)
 	free(err);
 }
 
-/* Puts message id for account, with text and times, in its own txn. */
+/*
+ * Puts message id for account, with text and times, into the open
+ * transaction (or on its own); the fields see() checks set.
+ */
 static void
-put(struct store_backend *b, uint64_t id, const char *account,
+put_in_txn(struct store_backend *b, uint64_t id, const char *account,
     const char *text, uint64_t expires)
 {
 	struct msg *m = msg_new(strlen(text));
@@ -100,10 +103,18 @@ put(struct store_backend *b, uint64_t id, const char *account,
 	snprintf(rec.account, sizeof(rec.account), "%s", account);
 	rec.state = MSG_STATE_ENROUTE;
 	rec.expires = expires;
-	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
 	ck_assert_int_eq(store_sqlite_ops.put(b, &rec), 0);
-	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	free(m);
+}
+
+/* put_in_txn in a transaction of its own. */
+static void
+put(struct store_backend *b, uint64_t id, const char *account,
+    const char *text, uint64_t expires)
+{
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	put_in_txn(b, id, account, text, expires);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 }
 
 /* Collects the ids and texts a scan calls back with. */
@@ -184,7 +195,7 @@ START_TEST(test_order_marks_reopen)
 	ck_assert_uint_eq(s.ids[0], 3072);
 	/* Delivered: out of the backlog, still there to be asked about. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, "bob", MSG_STATE_DELIVERED,
 	    1500, 0, 0, true), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
@@ -230,7 +241,7 @@ START_TEST(test_order_marks_reopen)
 	ck_assert_uint_eq(n, 0);
 	/* The highest id stays known though its row went. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, MSG_STATE_DELIVERED,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, "bob", MSG_STATE_DELIVERED,
 	    1700, 0, 0, true), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
@@ -262,7 +273,7 @@ START_TEST(test_expiry_and_by_dest)
 	    see, &s), 0);
 	/* Expired: no longer in the backlog nor due to expire. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_EXPIRED, 100, 0,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, "bob", MSG_STATE_EXPIRED, 100, 0,
 	    0, true), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
@@ -360,19 +371,19 @@ START_TEST(test_final_rows_only_if_asked)
 	put_from(b, 4096, "esme", MSG_F_RECEIPT | MSG_F_NO_VERDICT);
 	put_from(b, 5120, "esme", MSG_F_PREFIX_FIRST);
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, "bob", MSG_STATE_DELIVERED,
 	    1500, 0, 0, true), 1);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 2048, MSG_STATE_DELIVERED,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 2048, "bob", MSG_STATE_DELIVERED,
 	    1500, 0, 0, true), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, MSG_STATE_EXPIRED,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 3072, "bob", MSG_STATE_EXPIRED,
 	    1500, 0, 0, true), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 4096, MSG_STATE_DELIVERED,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 4096, "bob", MSG_STATE_DELIVERED,
 	    1500, 0, 0, true), 0);
 	/* Told it keeps none (a line client's, say): none, looked for or not. */
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 5120, MSG_STATE_DELIVERED,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 5120, "bob", MSG_STATE_DELIVERED,
 	    1500, 0, 0, false), 0);
 	/* Twice, or a row that is not there: nothing kept. */
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, MSG_STATE_DELIVERED,
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, "bob", MSG_STATE_DELIVERED,
 	    1600, 0, 0, true), 0);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 1);
@@ -587,9 +598,9 @@ check_migrated(void)
 	for (int i = 0; i < 3; i++)
 		free(got[i].m);
 	store_sqlite_ops.close(b);
-	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 2);
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 3);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM sqlite_master"
-	    " WHERE name IN ('msg1', 'fin1')"), 0);
+	    " WHERE name IN ('msg1', 'fin1', 'msg_backlog')"), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages WHERE"
 	    " account = 'bob' AND submitter = 'esme'"), 3);
 	/* Opened again: nothing more to do, the same messages. */
@@ -623,9 +634,94 @@ START_TEST(test_newer_schema_refused)
 	struct store_backend *b = open_ok(false);
 
 	store_sqlite_ops.close(b);
-	exec_in_file("PRAGMA user_version = 3");
+	exec_in_file("PRAGMA user_version = 4");
 	open_refused("newer than this echorouterd knows");
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 4);
+}
+END_TEST
+
+/*
+ * Schema 2 kept each account's waiting messages in an index of the file;
+ * schema 3 keeps them in memory. A schema 2 file opened: its index
+ * dropped, its messages found as before.
+ */
+START_TEST(test_migrate_schema2)
+{
+	struct store_backend *b = open_ok(false);
+	struct seen s;
+
+	put(b, 3072, "bob", "third", 5000);
+	put(b, 1024, "bob", "first", 5000);
+	put(b, 2048, "carol", "for carol", 5000);
+	store_sqlite_ops.close(b);
+	exec_in_file("CREATE INDEX msg_backlog ON msg(account, id)"
+	    " WHERE state = 1; PRAGMA user_version = 2;");
+	/* -t: said to be migrated, not migrated. */
+	b = open_ok(true);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 2);
+	b = open_ok(false);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_str_eq(s.texts[0], "first");
+	ck_assert_str_eq(s.texts[1], "third");
+	s = scan(b, "carol", 0);
+	ck_assert_int_eq(s.n, 1);
+	store_sqlite_ops.close(b);
 	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 3);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM sqlite_master"
+	    " WHERE name = 'msg_backlog'"), 0);
+}
+END_TEST
+
+/*
+ * What a transaction that does not commit put or took away is not found
+ * by a scan: the waiting ids in memory follow the file.
+ */
+START_TEST(test_rollback_undoes_waiting)
+{
+	struct store_backend *b = open_ok(false);
+	struct seen s;
+
+	put(b, 1024, "bob", "kept", 5000);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	put_in_txn(b, 2048, "bob", "lost", 5000);
+	put_in_txn(b, 3072, "newcomer", "lost", 5000);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, true), 1);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 1);	/* inside it: as it left them */
+	ck_assert_uint_eq(s.ids[0], 2048);
+	store_sqlite_ops.rollback(b);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 1024);
+	s = scan(b, "newcomer", 0);
+	ck_assert_int_eq(s.n, 0);
+	/* Another name takes the newcomer's place: none of its messages. */
+	put(b, 4096, "dora", "hers", 5000);
+	s = scan(b, "dora", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 4096);
+	store_sqlite_ops.close(b);
+}
+END_TEST
+
+/* A row deleted by hand (sqlite3 on the file) is passed over. */
+START_TEST(test_row_deleted_by_hand)
+{
+	struct store_backend *b = open_ok(false);
+	struct seen s;
+
+	put(b, 1024, "bob", "first", 5000);
+	put(b, 2048, "bob", "second", 5000);
+	put(b, 3072, "bob", "third", 5000);
+	exec_in_file("DELETE FROM msg WHERE id IN (1024, 3072)");
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 2048);
+	ck_assert_uint_eq(store_sqlite_ops.oldest(b, "bob"), 1000);
+	store_sqlite_ops.close(b);
 }
 END_TEST
 
@@ -975,6 +1071,9 @@ store_suite(void)
 	tcase_add_test(tc, test_migrate_schema1);
 	tcase_add_test(tc, test_migrate_schema1_no_fin);
 	tcase_add_test(tc, test_newer_schema_refused);
+	tcase_add_test(tc, test_migrate_schema2);
+	tcase_add_test(tc, test_rollback_undoes_waiting);
+	tcase_add_test(tc, test_row_deleted_by_hand);
 	tcase_add_test(tc, test_text_coding_kept);
 	tcase_add_test(tc, test_check_sees_files_go);
 	tcase_add_test(tc, test_not_a_store);
