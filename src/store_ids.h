@@ -56,6 +56,9 @@ bool	store_ids_del(struct store_ids *ids, size_t slot, uint64_t id);
 size_t	store_ids_from(const struct store_ids *ids, size_t slot,
 	    uint64_t after, uint64_t *out, size_t n);
 
+/* Gives back the room the lists have beyond their ids (after a load). */
+void	store_ids_trim(struct store_ids *ids);
+
 /* Slot's lowest id; 0 for an empty list. */
 uint64_t store_ids_first(const struct store_ids *ids, size_t slot);
 

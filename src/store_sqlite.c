@@ -711,6 +711,7 @@ ids_load(struct store_backend *b)
 			    (uint64_t)sqlite3_column_int64(st, 0));
 	}
 	done_stmt(st);
+	store_ids_trim(&b->ids);
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
