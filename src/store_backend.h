@@ -95,7 +95,8 @@ struct store_backend_ops {
 		    struct store_rec *rec);
 	/*
 	 * Calls fn for up to n ENROUTE messages of account with ids above
-	 * after, in id order. The count called, or -1.
+	 * after, in id order. fn must not write to the backend. The count
+	 * called, or -1.
 	 */
 	int	(*scan)(struct store_backend *b, const char *account,
 		    uint64_t after, unsigned n, store_rec_fn *fn, void *arg);

@@ -59,7 +59,29 @@ list_room_back(struct store_id_list *l)
 		l->head = 0;
 		return;
 	}
-	list_resize(l, l->cap ? l->cap + l->cap / 2 : IDS_MIN_CAP);
+	/* Grown in place: what room the front has, it keeps. */
+	l->cap += l->cap / 2 + IDS_MIN_CAP;
+	l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+}
+
+/*
+ * Room for one more id at the front: the ids moved to the middle of a
+ * larger array. Ids older than a list's (a receipt's, numbered by the
+ * store, not by a reactor's clock) then cost one id's move each, not the
+ * whole list's.
+ */
+static void
+list_room_front(struct store_id_list *l)
+{
+	size_t cap = l->cap, gap;
+
+	if (l->head > 0)
+		return;
+	if (l->n + l->n / 2 + IDS_MIN_CAP > cap)
+		list_resize(l, l->n + l->n / 2 + IDS_MIN_CAP);
+	gap = (l->cap - l->n) / 2;
+	memmove(l->v + gap, l->v, l->n * sizeof(*l->v));
+	l->head = gap;
 }
 
 /* A list that shrank to a quarter of its places gives half back. */
@@ -121,8 +143,12 @@ list_add(struct store_id_list *l, uint64_t id)
 	at = lower_bound(l, id);
 	if (l->v[at] == id)
 		return false;
-	if (l->head > 0 && at - l->head < l->n / 2) {
-		/* Nearer the front, with room there: the front moves. */
+	if (at - l->head < l->n / 2) {
+		/* Nearer the front: the front moves. */
+		size_t off = at - l->head;
+
+		list_room_front(l);	/* may move the ids: at with them */
+		at = l->head + off;
 		memmove(l->v + l->head - 1, l->v + l->head,
 		    (at - l->head) * sizeof(*l->v));
 		l->head--;
@@ -225,7 +251,7 @@ store_ids_commit(struct store_ids *ids)
 {
 	ids->nundo = 0;
 	ids->journal = false;
-	/* A long transaction's journal (a migration) is not kept. */
+	/* A long transaction's journal (shards' messages moved) goes. */
 	if (ids->capundo > 65536) {
 		free(ids->undo);
 		ids->undo = NULL;

@@ -193,8 +193,10 @@ static const char *const sql[ST_N] = {
 	 * read transaction for them all (one for each, outside the store's
 	 * transactions, cost more than the rows).
 	 */
-	[ST_SCAN] = "SELECT " COLS " FROM msg WHERE id IN (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?"
-	    "13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32) AND state = 1 ORDER BY id",
+	[ST_SCAN] = "SELECT " COLS " FROM msg WHERE id IN (?1, ?2, ?3, ?4,"
+	    " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+	    " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31,"
+	    " ?32) AND state = 1 AND account = ?33 ORDER BY id",
 	[ST_FIN_GET] = "SELECT id, account, submitter, state, final_date"
 	    " FROM fin WHERE id = ?1",
 	[ST_EXPIRED] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
@@ -213,13 +215,17 @@ static const char *const sql[ST_N] = {
 	[ST_FINALS] = "SELECT count(*), total(" FINAL_BYTES ")" FIN_NAMES,
 #undef FIN_NAMES
 #undef FINAL_BYTES
-	[ST_BACKLOGS] = "SELECT m.account, count(*), sum(length(m.text) +"
-	    " length(m.src) + length(m.dst) + ifnull(length(s.name), 0) +"
-	    " length(m.smpp)) FROM msg m LEFT JOIN name s ON"
-	    " s.id = m.submitter"
-	    " WHERE m.state = 1 GROUP BY m.account",
+	/*
+	 * NOT INDEXED and in rowid order: the partial index msg_expiry
+	 * matches state = 1, and through it the rows come in random order
+	 * (and the ids out of order, each an insert into a list).
+	 */
+	[ST_BACKLOGS] = "SELECT account, submitter, length(text) +"
+	    " length(src) + length(dst) + length(smpp) FROM msg NOT INDEXED"
+	    " WHERE state = 1",
 	[ST_OLDEST] = "SELECT submitted FROM msg WHERE id = ?1",
-	[ST_WAITING] = "SELECT id, account FROM msg WHERE state = 1",
+	[ST_WAITING] = "SELECT id, account FROM msg NOT INDEXED"
+	    " WHERE state = 1 ORDER BY id",
 	[ST_MAX_ID] = "SELECT max(coalesce((SELECT max(id) FROM msg), 0),"
 	    " coalesce((SELECT max(id) FROM fin), 0))",
 	[ST_POST_PUT] = "INSERT OR REPLACE INTO post (id, url, body)"
@@ -1327,6 +1333,8 @@ sqlite_mark(struct store_backend *b, uint64_t id, const char *account,
     bool final_row)
 {
 	sqlite3_stmt *st = b->st[ST_MARK];
+	int64_t key;
+	size_t pos;
 
 	if (state != MSG_STATE_ENROUTE)
 		return mark_final(b, id, account, state, final_date,
@@ -1336,7 +1344,13 @@ sqlite_mark(struct store_backend *b, uint64_t id, const char *account,
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)final_date);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)due);
 	sqlite3_bind_int64(st, 5, attempts);
-	return exec_stmt(b, st);
+	if (exec_stmt(b, st) < 0)
+		return -1;
+	/* Waiting again (it was always, so far): where a scan finds it. */
+	if (sqlite3_changes(b->db) > 0 &&
+	    name_key(b, account, false, &key, &pos) > 0)
+		store_ids_add(&b->ids, pos, id);
+	return 0;
 }
 
 /* A final message from fin: its numbers, no text. 1, 0 none, -1. */
@@ -1389,11 +1403,13 @@ scan_ids(struct store_backend *b, size_t pos, const uint64_t *ids, size_t k,
 {
 	sqlite3_stmt *st = b->st[ST_SCAN];
 	size_t next = 0;
-	int rc, called = 0;
+	int rc = SQLITE_DONE, called = 0;
 
 	for (size_t i = 0; i < SCAN_IDS; i++)
 		sqlite3_bind_int64(st, (int)i + 1,
 		    (sqlite3_int64)ids[i < k ? i : k - 1]);
+	/* An id in the wrong list (a row edited by hand) is dropped. */
+	sqlite3_bind_int64(st, SCAN_IDS + 1, b->names.v[pos].key);
 	while (!*stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct store_rec rec;
 		uint64_t id = (uint64_t)sqlite3_column_int64(st, 0);
@@ -1526,23 +1542,37 @@ sqlite_finals(struct store_backend *b, uint64_t *count, uint64_t *bytes)
 	return rc == SQLITE_ROW ? 0 : -1;
 }
 
+/*
+ * Summed here by the account's place in the names, not by a GROUP BY:
+ * without an index by account that sorts every row in a temporary tree,
+ * which may not fit in memory, nor on the full disk a resync follows.
+ */
 static int
 sqlite_backlogs(struct store_backend *b, store_backlog_fn *fn, void *arg)
 {
 	sqlite3_stmt *st = b->st[ST_BACKLOGS];
+	size_t n = b->names.n;
+	uint64_t *count = xcalloc(n ? n : 1, sizeof(*count));
+	uint64_t *bytes = xcalloc(n ? n : 1, sizeof(*bytes));
+	size_t pos;
 	int rc;
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *acct = names_get(&b->names,
-		    sqlite3_column_int64(st, 0));
-		uint64_t count = (uint64_t)sqlite3_column_int64(st, 1);
-		uint64_t bytes = (uint64_t)sqlite3_column_int64(st, 2);
-
-		if (acct[0] != '\0' && fn(acct, count, bytes, arg))
-			break;
+		if (!names_pos(&b->names, sqlite3_column_int64(st, 0), &pos) ||
+		    pos >= n)
+			continue;
+		count[pos]++;
+		bytes[pos] += (uint64_t)sqlite3_column_int64(st, 2) +
+		    strlen(names_get(&b->names, sqlite3_column_int64(st, 1)));
 	}
 	done_stmt(st);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+	for (pos = 0; rc == SQLITE_DONE && pos < n; pos++)
+		if (count[pos] != 0 && b->names.v[pos].name[0] != '\0' &&
+		    fn(b->names.v[pos].name, count[pos], bytes[pos], arg))
+			break;
+	free(count);
+	free(bytes);
+	return rc == SQLITE_DONE ? 0 : -1;
 }
 
 static uint64_t

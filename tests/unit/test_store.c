@@ -707,7 +707,7 @@ START_TEST(test_rollback_undoes_waiting)
 }
 END_TEST
 
-/* A row deleted by hand (sqlite3 on the file) is passed over. */
+/* A row deleted or moved by hand (sqlite3 on the file) is passed over. */
 START_TEST(test_row_deleted_by_hand)
 {
 	struct store_backend *b = open_ok(false);
@@ -721,6 +721,18 @@ START_TEST(test_row_deleted_by_hand)
 	ck_assert_int_eq(s.n, 1);
 	ck_assert_uint_eq(s.ids[0], 2048);
 	ck_assert_uint_eq(store_sqlite_ops.oldest(b, "bob"), 1000);
+	/* Given to another account by hand: not bob's to be given. */
+	put(b, 4096, "carol", "carol's", 5000);
+	exec_in_file("UPDATE msg SET account = (SELECT account FROM msg"
+	    " WHERE id = 4096) WHERE id = 2048");
+	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
+	store_sqlite_ops.close(b);
+	/* Reopened: where the file says. */
+	b = open_ok(false);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
+	s = scan(b, "carol", 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_uint_eq(s.ids[0], 2048);
 	store_sqlite_ops.close(b);
 }
 END_TEST

@@ -143,6 +143,47 @@ START_TEST(test_undo_and_commit)
 }
 END_TEST
 
+/*
+ * Ids older than the list's (receipts, numbered by the store) go in
+ * front, ids newer at the back, a list trimmed to fit grows again: every
+ * id in order.
+ */
+START_TEST(test_both_ends_after_trim)
+{
+	struct store_ids ids = { 0 };
+	uint64_t got[64];
+	size_t k;
+
+	store_ids_add(&ids, 0, 100000);
+	store_ids_trim(&ids);
+	ck_assert_uint_eq(ids.l[0].cap, 1);
+	for (uint64_t i = 1; i <= 3000; i++) {
+		store_ids_add(&ids, 0, 100000 + i);	/* at the back */
+		store_ids_add(&ids, 0, 100000 - i);	/* in front */
+	}
+	store_ids_trim(&ids);
+	store_ids_add(&ids, 0, 1);
+	store_ids_add(&ids, 0, 200000);
+	ck_assert_uint_eq(ids.count, 6003);
+	ck_assert_uint_eq(store_ids_first(&ids, 0), 1);
+	k = store_ids_from(&ids, 0, 0, got, 3);
+	ck_assert_uint_eq(k, 3);
+	ck_assert_uint_eq(got[1], 97000);
+	ck_assert_uint_eq(got[2], 97001);
+	for (uint64_t after = 1, n = 1; (k = store_ids_from(&ids, 0, after,
+	    got, 64)) > 0; after = got[k - 1]) {
+		for (size_t i = 0; i < k; i++, n++) {
+			ck_assert_uint_gt(got[i], after);
+			if (i > 0)
+				ck_assert_uint_gt(got[i], got[i - 1]);
+		}
+		if (got[k - 1] == 200000)
+			ck_assert_uint_eq(n, 6003);
+	}
+	store_ids_fini(&ids);
+}
+END_TEST
+
 Suite *
 store_ids_suite(void)
 {
@@ -153,6 +194,7 @@ store_ids_suite(void)
 	tcase_add_test(tc, test_del_anywhere);
 	tcase_add_test(tc, test_fifo_many);
 	tcase_add_test(tc, test_undo_and_commit);
+	tcase_add_test(tc, test_both_ends_after_trim);
 	suite_add_tcase(s, tc);
 	return s;
 }
