@@ -51,6 +51,16 @@
 /* The page cache, KiB, of all shards together. */
 #define CACHE_KIB	16384u
 #define CKPT_PAGES_LOW	256
+/*
+ * The sweep of done (DONE_TABLE): once it holds SWEEP_AT rows, with each
+ * group's commit, SWEEP_ROWS (or twice what the group added, if more: it
+ * keeps up); what is left below it, once a store is idle for SWEEP_IDLE s.
+ * The rows swept are the oldest: their pages, long since delivered, are
+ * mostly done with. A sweep of 16,384 adds some 30 ms to its group.
+ */
+#define SWEEP_AT	65536
+#define SWEEP_ROWS	16384u
+#define SWEEP_IDLE	5
 /* The ids one scan statement looks up (?1 .. ?32 of ST_SCAN). */
 #define SCAN_IDS	32
 #define LOW_SPACE	((uint64_t)64 << 20)
@@ -65,7 +75,29 @@
  * group commit, and with it the store took messages at two thirds of the
  * rate it does without.
  */
+/*
+ * For sqlite3(1): the waiting messages with their names
+ * (docs/operations.md).
+ */
+#define MESSAGES_VIEW \
+    "CREATE VIEW messages AS SELECT m.id, a.name AS account," \
+    " s.name AS submitter, m.src, m.dst, m.state, m.submitted, m.due," \
+    " m.expires, m.final_date, m.attempts, m.flags, m.text FROM msg m" \
+    " JOIN name a ON a.id = m.account JOIN name s ON s.id = m.submitter" \
+    " WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = m.id);"
+/*
+ * A message that left the waiting ones (delivered, expired, ...) is not
+ * deleted from msg then: its id goes into done, an append at the end of
+ * a small tree, and its row stays until a sweep deletes the oldest rows
+ * of done from msg, many at once and in id order (store_sweep). Deleted
+ * one by one as they were delivered, rows of 1,000 accounts' backlogs
+ * interleaved in id order each cost a page written to the WAL per group:
+ * the drain did half as much. A row whose id is in done is no message.
+ */
+#define DONE_TABLE "CREATE TABLE done (id INTEGER PRIMARY KEY);"
+
 static const char schema[] =
+    DONE_TABLE
     "CREATE TABLE name ("
     " id INTEGER PRIMARY KEY,"
     " name TEXT NOT NULL UNIQUE"
@@ -104,11 +136,7 @@ static const char schema[] =
     " state INTEGER NOT NULL,"
     " final_date INTEGER NOT NULL"
     ");"
-    /* For sqlite3(1): the rows with their names (docs/operations.md). */
-    "CREATE VIEW messages AS SELECT m.id, a.name AS account,"
-    " s.name AS submitter, m.src, m.dst, m.state, m.submitted, m.due,"
-    " m.expires, m.final_date, m.attempts, m.flags, m.text FROM msg m"
-    " JOIN name a ON a.id = m.account JOIN name s ON s.id = m.submitter;"
+    MESSAGES_VIEW
     "CREATE VIEW finals AS SELECT f.id, a.name AS account,"
     " s.name AS submitter, f.state, f.final_date FROM fin f"
     " JOIN name a ON a.id = f.account JOIN name s ON s.id = f.submitter;"
@@ -163,9 +191,13 @@ static const char post_schema[] =
 enum {
 	ST_PUT, ST_UPDATE, ST_MARK, ST_FIN_ADD, ST_DELETE, ST_GET, ST_FIN_GET,
 	ST_SCAN, ST_EXPIRED, ST_BY_DEST, ST_FIN_SCAN, ST_FIN_DEL, ST_FINALS,
-	ST_BACKLOGS, ST_OLDEST, ST_WAITING, ST_MAX_ID, ST_POST_PUT, ST_POST_DEL, ST_POSTS,
-	ST_WANT_PUT, ST_WANT_DEL, ST_WANTS, ST_NAME_PUT, ST_N
+	ST_BACKLOGS, ST_OLDEST, ST_WAITING, ST_MAX_ID, ST_POST_PUT,
+	ST_POST_DEL, ST_POSTS, ST_WANT_PUT, ST_WANT_DEL, ST_WANTS, ST_NAME_PUT,
+	ST_DONE, ST_DONE_DEL, ST_SWEEP_LAST, ST_SWEEP_MSG, ST_SWEEP_DONE, ST_N
 };
+
+/* Not a row that left the waiting messages (DONE_TABLE). */
+#define NOT_DONE " AND NOT EXISTS (SELECT 1 FROM done WHERE done.id = msg.id)"
 
 static const char *const sql[ST_N] = {
 	[ST_PUT] = "INSERT INTO msg (id, account, submitter, src, dst, state,"
@@ -174,9 +206,9 @@ static const char *const sql[ST_N] = {
 	    " ?14)",
 	[ST_UPDATE] = "UPDATE msg SET state = ?6, due = ?8, expires = ?9,"
 	    " final_date = ?10, attempts = ?11, flags = ?12, text = ?13,"
-	    " smpp = ?14 WHERE id = ?1",
+	    " smpp = ?14 WHERE id = ?1" NOT_DONE,
 	[ST_MARK] = "UPDATE msg SET state = ?2, final_date = ?3, due = ?4,"
-	    " attempts = ?5 WHERE id = ?1",
+	    " attempts = ?5 WHERE id = ?1" NOT_DONE,
 	/*
 	 * Final: to fin where a submitter can ask (?4: STORE_FINAL_NOT_KEPT),
 	 * then out of msg. A DELETE ... RETURNING the row's flags, then an
@@ -184,11 +216,20 @@ static const char *const sql[ST_N] = {
 	 * for a message the store knows keeps none (mark's final_row).
 	 */
 	[ST_FIN_ADD] = "INSERT INTO fin SELECT id, account, submitter, ?2, ?3"
-	    " FROM msg WHERE id = ?1 AND submitter <> 0 AND flags & ?4 = 0",
+	    " FROM msg WHERE id = ?1 AND submitter <> 0 AND flags & ?4 = 0"
+	    NOT_DONE,
 	[ST_DELETE] = "DELETE FROM msg WHERE id = ?1",
+	[ST_DONE] = "INSERT OR IGNORE INTO done VALUES (?1)",
+	[ST_DONE_DEL] = "DELETE FROM done WHERE id = ?1",
+	/* The sweep: up to ?1 of the oldest in done, out of msg and done. */
+	[ST_SWEEP_LAST] = "SELECT max(id) FROM (SELECT id FROM done"
+	    " ORDER BY id LIMIT ?1)",
+	[ST_SWEEP_MSG] = "DELETE FROM msg WHERE id IN (SELECT id FROM done"
+	    " WHERE id <= ?1)",
+	[ST_SWEEP_DONE] = "DELETE FROM done WHERE id <= ?1",
 #define COLS "id, account, submitter, src, dst, state, submitted, due," \
 	" expires, final_date, attempts, flags, text, smpp"
-	[ST_GET] = "SELECT " COLS " FROM msg WHERE id = ?1",
+	[ST_GET] = "SELECT " COLS " FROM msg WHERE id = ?1" NOT_DONE,
 	/*
 	 * SCAN_IDS ids of an account's, from memory: one statement, so one
 	 * read transaction for them all (one for each, outside the store's
@@ -201,9 +242,9 @@ static const char *const sql[ST_N] = {
 	[ST_FIN_GET] = "SELECT id, account, submitter, state, final_date"
 	    " FROM fin WHERE id = ?1",
 	[ST_EXPIRED] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
-	    " expires <= ?1 ORDER BY expires LIMIT ?2",
+	    " expires <= ?1" NOT_DONE " ORDER BY expires LIMIT ?2",
 	[ST_BY_DEST] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
-	    " submitter = ?1 AND dst = ?2 ORDER BY id LIMIT ?3",
+	    " submitter = ?1 AND dst = ?2" NOT_DONE " ORDER BY id LIMIT ?3",
 #undef COLS
 /* A key the name table lacks (an edited file) counts as an empty name. */
 #define FINAL_BYTES "ifnull(length(a.name), 0) + ifnull(length(s.name), 0)" \
@@ -223,10 +264,10 @@ static const char *const sql[ST_N] = {
 	 */
 	[ST_BACKLOGS] = "SELECT account, submitter, length(text) +"
 	    " length(src) + length(dst) + length(smpp) FROM msg NOT INDEXED"
-	    " WHERE state = 1",
+	    " WHERE state = 1" NOT_DONE,
 	[ST_OLDEST] = "SELECT submitted FROM msg WHERE id = ?1",
 	[ST_WAITING] = "SELECT id, account FROM msg NOT INDEXED"
-	    " WHERE state = 1 ORDER BY id",
+	    " WHERE state = 1" NOT_DONE " ORDER BY id",
 	[ST_MAX_ID] = "SELECT max(coalesce((SELECT max(id) FROM msg), 0),"
 	    " coalesce((SELECT max(id) FROM fin), 0))",
 	[ST_POST_PUT] = "INSERT OR REPLACE INTO post (id, url, body)"
@@ -264,6 +305,9 @@ struct store_backend {
 	sqlite3_stmt *st[ST_N];
 	struct names names;
 	struct store_ids ids;		/* by the account's place in names */
+	uint64_t ndone;			/* rows in done, about (not undone) */
+	uint64_t grown;			/* rows the open transaction added */
+	time_t	committed;		/* the last commit: idle since */
 	int	version;		/* the file's schema, as opened */
 	sqlite3_stmt *rc[4];		/* the receipt ids' (RC_*) */
 	bool	sync_full;		/* the configured sync */
@@ -284,6 +328,8 @@ struct store_backend {
 		bool	known;
 	} db_id, wal_id;
 };
+
+static int sweep(struct store_backend *b, unsigned n);
 
 static uint32_t
 name_hash(const char *s)
@@ -777,6 +823,16 @@ sqlite_close(struct store_backend *b)
 {
 	if (b == NULL)
 		return;
+	/* What is left in done goes: a file at rest holds only messages. */
+	if (b->ndone > 0 && b->st[ST_SWEEP_DONE] != NULL &&
+	    sqlite3_get_autocommit(b->db) &&
+	    sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
+		while (b->ndone > 0 && sweep(b, SWEEP_ROWS) > 0)
+			;
+		if (sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) !=
+		    SQLITE_OK && !sqlite3_get_autocommit(b->db))
+			sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+	}
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(b->st[i]);
 	for (int i = 0; i < 4; i++)
@@ -937,7 +993,7 @@ old_messages(sqlite3 *db)
 
 /*
  * A schema 2 file made schema 3: its backlog index dropped (the store
- * keeps it in memory now). NULL, or the reason.
+ * keeps it in memory now), table done added. NULL, or the reason.
  */
 static const char *
 schema_migrate_2(struct store_backend *b)
@@ -945,6 +1001,8 @@ schema_migrate_2(struct store_backend *b)
 	static char why[256];
 
 	if (sqlite3_exec(b->db, "BEGIN; DROP INDEX IF EXISTS msg_backlog;"
+	    "CREATE TABLE IF NOT EXISTS done (id INTEGER PRIMARY KEY);"
+	    "DROP VIEW IF EXISTS messages;" MESSAGES_VIEW
 	    " PRAGMA user_version = " STR(STORE_VERSION) "; COMMIT;", NULL,
 	    NULL, NULL) == SQLITE_OK) {
 		log_notice("store: %s: schema 2 -> %d", b->path,
@@ -1104,7 +1162,9 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 			sqlite_close(b);
 			return NULL;
 		}
-	if (names_load(b) < 0 || ids_load(b) < 0) {
+	if (names_load(b) < 0 || ids_load(b) < 0 ||
+	    (b->ndone = (uint64_t)count_rows(b->db,
+	    "SELECT count(*) FROM done")) == (uint64_t)-1) {
 		*err = open_error(path, "cannot read its names and waiting "
 		    "messages: %s", sqlite3_errmsg(b->db));
 		sqlite_close(b);
@@ -1155,9 +1215,23 @@ sqlite_begin(struct store_backend *b, bool durable)
 static int
 sqlite_commit(struct store_backend *b)
 {
-	int rc = sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL);
+	int rc;
+
+	/*
+	 * Enough rows in done: the oldest swept with the group, the rows of
+	 * many groups' deliveries at once, so that a page of msg is written
+	 * about once for all of its rows, not once for each group that
+	 * delivered one. A sweep that fails leaves its rows for the next.
+	 */
+	if (b->ndone >= SWEEP_AT && !b->spent &&
+	    !sqlite3_get_autocommit(b->db))
+		(void)sweep(b, b->grown > SWEEP_ROWS / 2 ?
+		    (unsigned)(2 * b->grown) : SWEEP_ROWS);
+	b->grown = 0;
+	rc = sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL);
 
 	if (rc == SQLITE_OK) {
+		b->committed = time(NULL);
 		b->names.committed = b->names.n;
 		store_ids_commit(&b->ids);
 		if (!b->wal_id.known)
@@ -1218,6 +1292,15 @@ sqlite_poll(struct store_backend *b)
 	if (now == b->polled)
 		return 0;
 	b->polled = now;
+	/* Idle: what is left in done, swept in transactions of its own. */
+	if (b->ndone > 0 && now - b->committed >= SWEEP_IDLE &&
+	    sqlite3_get_autocommit(b->db) &&
+	    sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
+		if ((sweep(b, SWEEP_ROWS) < 0 || sqlite3_exec(b->db, "COMMIT",
+		    NULL, NULL, NULL) != SQLITE_OK) &&
+		    !sqlite3_get_autocommit(b->db))
+			sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+	}
 	avail = free_bytes(b);
 	low = avail < LOW_SPACE + (uint64_t)RESERVE_BYTES;
 	if (low != b->low && sqlite3_exec(b->db, low ?
@@ -1253,6 +1336,85 @@ sqlite_in_txn(struct store_backend *b)
 	return !sqlite3_get_autocommit(b->db);
 }
 
+/* Binds id to statement i and steps it. 0, or -1. */
+static int
+exec_id(struct store_backend *b, int i, uint64_t id)
+{
+	sqlite3_bind_int64(b->st[i], 1, (sqlite3_int64)id);
+	return exec_stmt(b, b->st[i]);
+}
+
+/*
+ * Takes id out of account's waiting ones (the caller knows the account:
+ * a DELETE ... RETURNING it cost a fifth more CPU per delivered message,
+ * measured).
+ */
+static void
+forget_id(struct store_backend *b, uint64_t id, const char *account)
+{
+	int64_t key;
+	size_t pos;
+
+	if (name_key(b, account, false, &key, &pos) > 0)
+		store_ids_del(&b->ids, pos, id);
+}
+
+/*
+ * Deletes the row of id, a message that left (in done), now: 1; 0 when
+ * id is not in done; -1.
+ */
+static int
+drop_done(struct store_backend *b, uint64_t id)
+{
+	if (exec_id(b, ST_DONE_DEL, id) < 0)
+		return -1;
+	if (sqlite3_changes(b->db) == 0)
+		return 0;
+	if (b->ndone > 0)
+		b->ndone--;
+	return exec_id(b, ST_DELETE, id) < 0 ? -1 : 1;
+}
+
+/* A message moved to another shard: its row goes at once. */
+static int
+sqlite_del(struct store_backend *b, uint64_t id, const char *account)
+{
+	if (exec_id(b, ST_DELETE, id) < 0)
+		return -1;
+	forget_id(b, id, account);
+	return 0;
+}
+
+/*
+ * Deletes the rows of up to n of the oldest messages in done, and their
+ * ids from done, in the open transaction (or in its own). The count
+ * deleted, or -1.
+ */
+static int
+sweep(struct store_backend *b, unsigned n)
+{
+	sqlite3_stmt *st = b->st[ST_SWEEP_LAST];
+	sqlite3_int64 last = 0;
+	int rc, gone;
+
+	sqlite3_bind_int64(st, 1, n);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		last = sqlite3_column_int64(st, 0);	/* NULL: 0 */
+	done_stmt(st);
+	if (rc != SQLITE_ROW)
+		return -1;
+	if (last == 0) {
+		b->ndone = 0;
+		return 0;
+	}
+	if (exec_id(b, ST_SWEEP_MSG, (uint64_t)last) < 0 ||
+	    exec_id(b, ST_SWEEP_DONE, (uint64_t)last) < 0)
+		return -1;
+	gone = sqlite3_changes(b->db);
+	b->ndone -= (uint64_t)gone < b->ndone ? (uint64_t)gone : b->ndone;
+	return gone;
+}
+
 static int
 sqlite_put(struct store_backend *b, const struct store_rec *rec)
 {
@@ -1263,37 +1425,21 @@ sqlite_put(struct store_backend *b, const struct store_rec *rec)
 	    name_key(b, rec->m->reply_to, true, &submitter, NULL) < 0)
 		return -1;
 	bind_rec(b->st[ST_PUT], rec, account, submitter);
-	if (exec_stmt(b, b->st[ST_PUT]) < 0)
-		return -1;
+	if (exec_stmt(b, b->st[ST_PUT]) < 0) {
+		/*
+		 * The id of a message that left, not swept yet (one stored
+		 * again): its old row goes now, and the put is tried again.
+		 */
+		if (sqlite3_errcode(b->db) != SQLITE_CONSTRAINT ||
+		    drop_done(b, rec->m->id) <= 0)
+			return -1;
+		bind_rec(b->st[ST_PUT], rec, account, submitter);
+		if (exec_stmt(b, b->st[ST_PUT]) < 0)
+			return -1;
+	}
 	if (rec->state == MSG_STATE_ENROUTE)
 		store_ids_add(&b->ids, pos, rec->m->id);
 	return 0;
-}
-
-/*
- * Deletes id's row in msg, and its id from account's waiting ones (the
- * caller knows the account: a DELETE ... RETURNING it cost a fifth more
- * CPU per delivered message, measured). 0, or -1.
- */
-static int
-delete_row(struct store_backend *b, uint64_t id, const char *account)
-{
-	sqlite3_stmt *st = b->st[ST_DELETE];
-	int64_t key;
-	size_t pos;
-
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
-	if (exec_stmt(b, st) < 0)
-		return -1;
-	if (name_key(b, account, false, &key, &pos) > 0)
-		store_ids_del(&b->ids, pos, id);
-	return 0;
-}
-
-static int
-sqlite_del(struct store_backend *b, uint64_t id, const char *account)
-{
-	return delete_row(b, id, account);
 }
 
 /* The names stay: an update does not change them (?2, ?3 unused). */
@@ -1318,8 +1464,8 @@ sqlite_update(struct store_backend *b, const struct store_rec *rec)
 
 /*
  * Final: what query_sm needs goes to fin where its submitter can ask
- * (STORE_FINAL_NOT_KEPT; key 0 is no submitter), and the row goes.
- * 1 kept, 0 not, -1.
+ * (STORE_FINAL_NOT_KEPT; key 0 is no submitter), and the id to done (the
+ * row goes with a sweep). 1 kept, 0 not, -1.
  */
 static int
 mark_final(struct store_backend *b, uint64_t id, const char *account,
@@ -1339,7 +1485,12 @@ mark_final(struct store_backend *b, uint64_t id, const char *account,
 		return -1;
 	kept = sqlite3_changes(b->db) > 0;
 del:
-	return delete_row(b, id, account) < 0 ? -1 : kept;
+	if (exec_id(b, ST_DONE, id) < 0)
+		return -1;
+	b->ndone += (uint64_t)sqlite3_changes(b->db);
+	b->grown += (uint64_t)sqlite3_changes(b->db);
+	forget_id(b, id, account);
+	return kept;
 }
 
 static int

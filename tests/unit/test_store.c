@@ -273,8 +273,8 @@ START_TEST(test_expiry_and_by_dest)
 	    see, &s), 0);
 	/* Expired: no longer in the backlog nor due to expire. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, "bob", MSG_STATE_EXPIRED, 100, 0,
-	    0, true), 1);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, "bob", MSG_STATE_EXPIRED,
+	    100, 0, 0, true), 1);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	s = scan(b, "bob", 0);
 	ck_assert_int_eq(s.n, 1);
@@ -399,9 +399,13 @@ START_TEST(test_final_rows_only_if_asked)
 	ck_assert_uint_eq(bytes, strlen("bob") + strlen("esme") +
 	    STORE_FINAL_ROW);
 	store_sqlite_ops.close(b);
-	/* In the file: one final row, no message left, and a view of it. */
+	/*
+	 * In the file: one final row, no message left (the rows that waited
+	 * in done for a sweep went at close), and a view of it.
+	 */
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM fin"), 1);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM finals WHERE"
 	    " id = 1024 AND account = 'bob' AND submitter = 'esme'"), 1);
 }
@@ -654,7 +658,9 @@ START_TEST(test_migrate_schema2)
 	put(b, 1024, "bob", "first", 5000);
 	put(b, 2048, "carol", "for carol", 5000);
 	store_sqlite_ops.close(b);
-	exec_in_file("CREATE INDEX msg_backlog ON msg(account, id)"
+	exec_in_file("DROP VIEW messages; DROP TABLE done;"
+	    " CREATE VIEW messages AS SELECT * FROM msg;"
+	    " CREATE INDEX msg_backlog ON msg(account, id)"
 	    " WHERE state = 1; PRAGMA user_version = 2;");
 	/* -t: said to be migrated, not migrated. */
 	b = open_ok(true);
@@ -671,6 +677,60 @@ START_TEST(test_migrate_schema2)
 	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 3);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM sqlite_master"
 	    " WHERE name = 'msg_backlog'"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 3);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
+}
+END_TEST
+
+/*
+ * Messages that left stay rows of msg, their ids in done, until a sweep:
+ * once done holds 65,536, with each group the oldest 16,384 or twice what
+ * the group added; the rest once the store is idle. Meanwhile nothing
+ * finds them, and an id of theirs stored again takes its old row's place.
+ */
+START_TEST(test_sweep_of_done)
+{
+	struct store_backend *b = open_ok(false);
+	struct store_rec rec;
+	const uint64_t n = 70000;
+
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	for (uint64_t id = 1; id <= n; id++)
+		put_in_txn(b, id, id % 2 ? "bob" : "carol", "x", 5000);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	for (uint64_t id = 1; id <= n; id++) {
+		/* Groups of 60,000 and 10,000. */
+		if (id == 1 || id == 60001)
+			ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+		ck_assert_int_eq(store_sqlite_ops.mark(b, id, id % 2 ? "bob" :
+		    "carol", MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+		if (id == 60000) {
+			ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+			ck_assert_int_eq(count_in_file("SELECT count(*) FROM"
+			    " done"), 60000);
+		}
+	}
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 50000);
+	ck_assert_int_eq(count_in_file("SELECT min(id) FROM msg"), 20001);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 0);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
+	ck_assert_int_eq(store_sqlite_ops.get(b, n, &rec), 0);
+	/* Stored again: the old row goes, the new one waits. */
+	put(b, n, "carol", "again", 5000);
+	ck_assert_int_eq(scan(b, "carol", 0).n, 1);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 49999);
+	/* Idle: 16,384 a second. */
+	sleep(6);
+	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"),
+	    49999 - 16384);
+	/* Closed: the rest go. */
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 1);
+	b = open_ok(false);
+	store_sqlite_ops.close(b);
 }
 END_TEST
 
@@ -1093,6 +1153,14 @@ store_suite(void)
 	tcase_add_test(tc, test_receipt_ids);
 #endif
 	suite_add_tcase(s, tc);
+#if ER_WITH_SQLITE
+	/* 70,000 messages and an idle store's 5 s (60 s under a sanitizer). */
+	tc = tcase_create("sweep");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_sweep_of_done);
+	suite_add_tcase(s, tc);
+#endif
 	tc = tcase_create("backends");
 	tcase_add_test(tc, test_backends_by_name);
 	tcase_add_test(tc, test_shard_of_is_stable);
