@@ -49,7 +49,7 @@
  */
 #define CKPT_PAGES	16384
 /* The page cache, KiB, of all shards together (below). */
-#define CACHE_KIB	4096u
+#define CACHE_KIB	8192u
 #define CKPT_PAGES_LOW	256
 /*
  * The sweep of done (DONE_TABLE): once it holds SWEEP_AT rows, with each
@@ -61,6 +61,12 @@
 #define SWEEP_AT	65536
 #define SWEEP_ROWS	16384u
 #define SWEEP_IDLE	5
+/*
+ * Short of space (low, spent): a message that leaves is deleted at once,
+ * as it frees room a sweep would free only later, and a sweep of
+ * SWEEP_ROWS_LOW, a WAL's worth the reserve holds, runs every second.
+ */
+#define SWEEP_ROWS_LOW	1024u
 /* The ids one scan statement looks up (?1 .. ?32 of ST_SCAN). */
 #define SCAN_IDS	32
 #define LOW_SPACE	((uint64_t)64 << 20)
@@ -89,7 +95,7 @@
  * A message that left the waiting ones (delivered, expired, ...) is not
  * deleted from msg then: its id goes into done, an append at the end of
  * a small tree, and its row stays until a sweep deletes the oldest rows
- * of done from msg, many at once and in id order (store_sweep). Deleted
+ * of done from msg, many at once and in id order (sweep()). Deleted
  * one by one as they were delivered, rows of 1,000 accounts' backlogs
  * interleaved in id order each cost a page written to the WAL per group:
  * the drain did half as much. A row whose id is in done is no message.
@@ -174,6 +180,8 @@ static const char migrate_copy[] =
     "DROP TABLE fin1;";
 /* HTTP posts not yet answered (http_out.h): a restart posts them. */
 static const char post_schema[] =
+    /* Schema 3 files made before it had done (never released). */
+    "CREATE TABLE IF NOT EXISTS done (id INTEGER PRIMARY KEY);"
     "CREATE TABLE IF NOT EXISTS post ("
     " id INTEGER PRIMARY KEY,"
     " url TEXT NOT NULL,"
@@ -219,6 +227,12 @@ static const char *const sql[ST_N] = {
 	    " FROM msg WHERE id = ?1 AND submitter <> 0 AND flags & ?4 = 0"
 	    NOT_DONE,
 	[ST_DELETE] = "DELETE FROM msg WHERE id = ?1",
+	/*
+	 * Not INSERT ... SELECT id FROM msg WHERE id = ?1, which would keep
+	 * an id without a row out: that reads the row's page again, a
+	 * third more CPU per delivered message (measured). sqlite_put drops
+	 * what a stale id may hide instead.
+	 */
 	[ST_DONE] = "INSERT OR IGNORE INTO done VALUES (?1)",
 	[ST_DONE_DEL] = "DELETE FROM done WHERE id = ?1",
 	/* The sweep: up to ?1 of the oldest in done, out of msg and done. */
@@ -238,7 +252,7 @@ static const char *const sql[ST_N] = {
 	[ST_SCAN] = "SELECT " COLS " FROM msg WHERE id IN (?1, ?2, ?3, ?4,"
 	    " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
 	    " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31,"
-	    " ?32) AND state = 1 AND account = ?33 ORDER BY id",
+	    " ?32) AND state = 1 AND account = ?33" NOT_DONE " ORDER BY id",
 	[ST_FIN_GET] = "SELECT id, account, submitter, state, final_date"
 	    " FROM fin WHERE id = ?1",
 	[ST_EXPIRED] = "SELECT " COLS " FROM msg WHERE state = 1 AND"
@@ -307,6 +321,8 @@ struct store_backend {
 	struct store_ids ids;		/* by the account's place in names */
 	uint64_t ndone;			/* rows in done, about (not undone) */
 	uint64_t grown;			/* rows the open transaction added */
+	uint64_t ndone_begin;		/* ndone at its begin */
+	uint64_t done_max;		/* no id in done is higher */
 	time_t	committed;		/* the last commit: idle since */
 	int	version;		/* the file's schema, as opened */
 	sqlite3_stmt *rc[4];		/* the receipt ids' (RC_*) */
@@ -330,6 +346,7 @@ struct store_backend {
 };
 
 static int sweep(struct store_backend *b, unsigned n);
+static void sweep_alone(struct store_backend *b, unsigned n);
 
 static uint32_t
 name_hash(const char *s)
@@ -703,8 +720,11 @@ settle(struct store_backend *b)
 {
 	if (!sqlite3_get_autocommit(b->db))
 		return;
-	if (b->ids.journal)
+	if (b->ids.journal) {
 		store_ids_undo(&b->ids);
+		b->ndone = b->ndone_begin;
+		b->grown = 0;
+	}
 	names_cut(&b->names, b->names.committed);
 }
 
@@ -824,10 +844,9 @@ sqlite_close(struct store_backend *b)
 	if (b == NULL)
 		return;
 	/* What is left in done goes: a file at rest holds only messages. */
-	if (b->ndone > 0 && b->st[ST_SWEEP_DONE] != NULL &&
-	    sqlite3_get_autocommit(b->db) &&
+	if (b->st[ST_SWEEP_DONE] != NULL && sqlite3_get_autocommit(b->db) &&
 	    sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
-		while (b->ndone > 0 && sweep(b, SWEEP_ROWS) > 0)
+		while (sweep(b, SWEEP_ROWS) > 0)
 			;
 		if (sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) !=
 		    SQLITE_OK && !sqlite3_get_autocommit(b->db))
@@ -1124,11 +1143,11 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 	}
 	/*
 	 * WAL: readers (sqlite3 by an operator) do not block the store, and
-	 * a commit is one append. A 4 MiB page cache, shared by the shards
-	 * (1 MiB each at least): with no index by account left to keep in
-	 * memory, 16 MiB drained no faster (7.0-7.4 us a message either
-	 * way, measured) and held 12 MiB more with a million stored (pages
-	 * appended, never read again).
+	 * a commit is one append. An 8 MiB page cache, shared by the shards
+	 * (2 MiB each at least): with no index by account to keep in memory,
+	 * 16 MiB held 14 MiB more RSS with a million stored (pages of rows
+	 * appended, not read again until a drain) and drained no faster
+	 * than 8; 4 MiB cost a drain a fifth more CPU (measured).
 	 * Checkpoints every 16,384 pages (64 MiB of WAL), not SQLite's
 	 * 1,000: a page changed by many commits is copied back once (a third
 	 * more messages stored per second, measured).
@@ -1153,7 +1172,8 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 	}
 	if (sqlite3_exec(b->db, post_schema, NULL, NULL, NULL) != SQLITE_OK) {
 		*err = open_error(path, "cannot add the tables of HTTP "
-		    "posts: %s", sqlite3_errmsg(b->db));
+		    "posts and of messages that left: %s",
+		    sqlite3_errmsg(b->db));
 		sqlite_close(b);
 		return NULL;
 	}
@@ -1167,7 +1187,10 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 		}
 	if (names_load(b) < 0 || ids_load(b) < 0 ||
 	    (b->ndone = (uint64_t)count_rows(b->db,
-	    "SELECT count(*) FROM done")) == (uint64_t)-1) {
+	    "SELECT count(*) FROM done")) == (uint64_t)-1 ||
+	    (b->done_max = (uint64_t)count_rows(b->db,
+	    "SELECT ifnull(max(id), 0) FROM done")) == (uint64_t)-1) {
+		b->ndone = 0;
 		*err = open_error(path, "cannot read its names and waiting "
 		    "messages: %s", sqlite3_errmsg(b->db));
 		sqlite_close(b);
@@ -1212,6 +1235,7 @@ sqlite_begin(struct store_backend *b, bool durable)
 	if (sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
 		return -1;
 	store_ids_begin(&b->ids);
+	b->ndone_begin = b->ndone;
 	return 0;
 }
 
@@ -1226,7 +1250,7 @@ sqlite_commit(struct store_backend *b)
 	 * about once for all of its rows, not once for each group that
 	 * delivered one. A sweep that fails leaves its rows for the next.
 	 */
-	if (b->ndone >= SWEEP_AT && !b->spent &&
+	if (b->ndone >= SWEEP_AT && !b->spent && !b->low &&
 	    !sqlite3_get_autocommit(b->db))
 		(void)sweep(b, b->grown > SWEEP_ROWS / 2 ?
 		    (unsigned)(2 * b->grown) : SWEEP_ROWS);
@@ -1295,15 +1319,15 @@ sqlite_poll(struct store_backend *b)
 	if (now == b->polled)
 		return 0;
 	b->polled = now;
-	/* Idle: what is left in done, swept in transactions of its own. */
-	if (b->ndone > 0 && now - b->committed >= SWEEP_IDLE &&
-	    sqlite3_get_autocommit(b->db) &&
-	    sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
-		if ((sweep(b, SWEEP_ROWS) < 0 || sqlite3_exec(b->db, "COMMIT",
-		    NULL, NULL, NULL) != SQLITE_OK) &&
-		    !sqlite3_get_autocommit(b->db))
-			sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
-	}
+	/*
+	 * What is left in done: idle, swept a group at a time; short of
+	 * space, a little every second whatever the traffic (the groups do
+	 * not sweep then), so that pages come free inside the file.
+	 */
+	if (b->ndone > 0 && (b->low || b->spent))
+		sweep_alone(b, SWEEP_ROWS_LOW);
+	else if (b->ndone > 0 && now - b->committed >= SWEEP_IDLE)
+		sweep_alone(b, SWEEP_ROWS);
 	avail = free_bytes(b);
 	low = avail < LOW_SPACE + (uint64_t)RESERVE_BYTES;
 	if (low != b->low && sqlite3_exec(b->db, low ?
@@ -1388,10 +1412,24 @@ sqlite_del(struct store_backend *b, uint64_t id, const char *account)
 	return 0;
 }
 
+/* Binds v to statement i, steps it and resets it: its result code. */
+static int
+step_id(struct store_backend *b, int i, sqlite3_int64 v)
+{
+	int rc;
+
+	sqlite3_bind_int64(b->st[i], 1, v);
+	rc = sqlite3_step(b->st[i]);
+	done_stmt(b->st[i]);
+	return rc;
+}
+
 /*
  * Deletes the rows of up to n of the oldest messages in done, and their
- * ids from done, in the open transaction (or in its own). The count
- * deleted, or -1.
+ * ids from done, in the open transaction: both or, failing, neither (a
+ * savepoint; a failure spends no reserve, a sweep can wait). The count
+ * deleted, or -1 (and the transaction may be gone: SQLite ends it on
+ * some failures).
  */
 static int
 sweep(struct store_backend *b, unsigned n)
@@ -1410,12 +1448,43 @@ sweep(struct store_backend *b, unsigned n)
 		b->ndone = 0;
 		return 0;
 	}
-	if (exec_id(b, ST_SWEEP_MSG, (uint64_t)last) < 0 ||
-	    exec_id(b, ST_SWEEP_DONE, (uint64_t)last) < 0)
+	if (sqlite3_exec(b->db, "SAVEPOINT sweep", NULL, NULL, NULL) !=
+	    SQLITE_OK)
 		return -1;
+	if (step_id(b, ST_SWEEP_MSG, last) != SQLITE_DONE ||
+	    step_id(b, ST_SWEEP_DONE, last) != SQLITE_DONE) {
+		if (!sqlite3_get_autocommit(b->db))
+			sqlite3_exec(b->db, "ROLLBACK TO sweep; RELEASE sweep",
+			    NULL, NULL, NULL);
+		return -1;
+	}
 	gone = sqlite3_changes(b->db);
+	if (sqlite3_exec(b->db, "RELEASE sweep", NULL, NULL, NULL) !=
+	    SQLITE_OK)
+		return -1;
 	b->ndone -= (uint64_t)gone < b->ndone ? (uint64_t)gone : b->ndone;
 	return gone;
+}
+
+/*
+ * A sweep of up to n in a transaction of its own (no group is open).
+ * After a failure, done is counted again.
+ */
+static void
+sweep_alone(struct store_backend *b, unsigned n)
+{
+	int64_t count;
+
+	if (!sqlite3_get_autocommit(b->db) ||
+	    sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		return;
+	if (sweep(b, n) >= 0 &&
+	    sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+		return;
+	if (!sqlite3_get_autocommit(b->db))
+		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+	if ((count = count_rows(b->db, "SELECT count(*) FROM done")) >= 0)
+		b->ndone = (uint64_t)count;
 }
 
 static int
@@ -1427,19 +1496,16 @@ sqlite_put(struct store_backend *b, const struct store_rec *rec)
 	if (name_key(b, rec->account, true, &account, &pos) < 0 ||
 	    name_key(b, rec->m->reply_to, true, &submitter, NULL) < 0)
 		return -1;
+	/*
+	 * The id of a message that left, not swept yet (one stored again, a
+	 * rare thing): its old row goes now, and its id from done, where it
+	 * would hide the new one. A new message's id is above them all.
+	 */
+	if (rec->m->id <= b->done_max && drop_done(b, rec->m->id) < 0)
+		return -1;
 	bind_rec(b->st[ST_PUT], rec, account, submitter);
-	if (exec_stmt(b, b->st[ST_PUT]) < 0) {
-		/*
-		 * The id of a message that left, not swept yet (one stored
-		 * again): its old row goes now, and the put is tried again.
-		 */
-		if (sqlite3_errcode(b->db) != SQLITE_CONSTRAINT ||
-		    drop_done(b, rec->m->id) <= 0)
-			return -1;
-		bind_rec(b->st[ST_PUT], rec, account, submitter);
-		if (exec_stmt(b, b->st[ST_PUT]) < 0)
-			return -1;
-	}
+	if (exec_stmt(b, b->st[ST_PUT]) < 0)
+		return -1;
 	if (rec->state == MSG_STATE_ENROUTE)
 		store_ids_add(&b->ids, pos, rec->m->id);
 	return 0;
@@ -1488,10 +1554,17 @@ mark_final(struct store_backend *b, uint64_t id, const char *account,
 		return -1;
 	kept = sqlite3_changes(b->db) > 0;
 del:
-	if (exec_id(b, ST_DONE, id) < 0)
-		return -1;
-	b->ndone += (uint64_t)sqlite3_changes(b->db);
-	b->grown += (uint64_t)sqlite3_changes(b->db);
+	if (b->low || b->spent) {
+		if (drop_done(b, id) < 0 || exec_id(b, ST_DELETE, id) < 0)
+			return -1;
+	} else {
+		if (exec_id(b, ST_DONE, id) < 0)
+			return -1;
+		b->ndone += (uint64_t)sqlite3_changes(b->db);
+		b->grown += (uint64_t)sqlite3_changes(b->db);
+		if (id > b->done_max)
+			b->done_max = id;
+	}
 	forget_id(b, id, account);
 	return kept;
 }

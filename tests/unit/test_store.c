@@ -735,6 +735,55 @@ START_TEST(test_sweep_of_done)
 END_TEST
 
 /*
+ * Killed with rows in done (marked, not swept): opened again, none of
+ * them is a message to any query; closed, they are gone.
+ */
+START_TEST(test_reopen_with_done)
+{
+	struct store_backend *b = open_ok(false);
+	struct counts c = { 0 };
+	struct seen s = { .n = 0 };
+	struct store_rec rec;
+
+	put(b, 1024, "bob", "first", 100);
+	put(b, 2048, "bob", "second", 200);
+	put(b, 3072, "carol", "for carol", 50);
+	store_sqlite_ops.close(b);
+	/* 9999: an id in done with no row (a mark repeated after a sweep). */
+	exec_in_file("INSERT INTO done VALUES (1024), (3072), (9999)");
+	b = open_ok(false);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 2048);
+	ck_assert_int_eq(scan(b, "carol", 0).n, 0);
+	ck_assert_int_eq(store_sqlite_ops.backlogs(b, count_backlog, &c), 0);
+	ck_assert_int_eq(c.accounts, 1);
+	ck_assert_uint_eq(c.bob, 1);
+	s.n = 0;
+	ck_assert_int_eq(store_sqlite_ops.expired(b, 1000, 10, see, &s), 1);
+	ck_assert_uint_eq(s.ids[0], 2048);
+	s.n = 0;
+	ck_assert_int_eq(store_sqlite_ops.by_dest(b, "alice", "bob", 10, see,
+	    &s), 1);
+	ck_assert_int_eq(store_sqlite_ops.get(b, 1024, &rec), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 1);
+	/* Stored under that id after all: not hidden by it. */
+	put(b, 9999, "bob", "late", 5000);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_uint_eq(s.ids[1], 9999);
+	/* Marked twice: once in done. Its row there, then gone at close. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1024, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 2);
+}
+END_TEST
+
+/*
  * What a transaction that does not commit put or took away is not found
  * by a scan: the waiting ids in memory follow the file.
  */
@@ -1145,6 +1194,7 @@ store_suite(void)
 	tcase_add_test(tc, test_newer_schema_refused);
 	tcase_add_test(tc, test_migrate_schema2);
 	tcase_add_test(tc, test_rollback_undoes_waiting);
+	tcase_add_test(tc, test_reopen_with_done);
 	tcase_add_test(tc, test_row_deleted_by_hand);
 	tcase_add_test(tc, test_text_coding_kept);
 	tcase_add_test(tc, test_check_sees_files_go);
