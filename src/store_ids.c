@@ -246,17 +246,23 @@ store_ids_begin(struct store_ids *ids)
 	ids->journal = true;
 }
 
-void
-store_ids_commit(struct store_ids *ids)
+/* A long transaction's journal (shards' messages moved) is not kept. */
+static void
+journal_end(struct store_ids *ids)
 {
 	ids->nundo = 0;
 	ids->journal = false;
-	/* A long transaction's journal (shards' messages moved) goes. */
 	if (ids->capundo > 65536) {
 		free(ids->undo);
 		ids->undo = NULL;
 		ids->capundo = 0;
 	}
+}
+
+void
+store_ids_commit(struct store_ids *ids)
+{
+	journal_end(ids);
 }
 
 void
@@ -270,11 +276,7 @@ store_ids_undo(struct store_ids *ids)
 		if (u->added ? list_del(l, u->id) : list_add(l, u->id))
 			ids->count += u->added ? (uint64_t)-1 : 1;
 	}
-	if (ids->capundo > 65536) {
-		free(ids->undo);
-		ids->undo = NULL;
-		ids->capundo = 0;
-	}
+	journal_end(ids);
 }
 
 void

@@ -1010,6 +1010,19 @@ old_messages(sqlite3 *db)
 	return n < 0 || f < 0 ? -1 : n + f;
 }
 
+/* A migration from schema from failed: rolled back; the reason. */
+static const char *
+migrate_failed(struct store_backend *b, int from)
+{
+	static char why[256];
+
+	snprintf(why, sizeof(why), "cannot migrate its schema %d to %d: %s",
+	    from, STORE_VERSION, sqlite3_errmsg(b->db));
+	if (!sqlite3_get_autocommit(b->db))
+		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+	return why;
+}
+
 /*
  * A schema 2 file made schema 3: its backlog index dropped (the store
  * keeps it in memory now), table done added. NULL, or the reason.
@@ -1017,8 +1030,6 @@ old_messages(sqlite3 *db)
 static const char *
 schema_migrate_2(struct store_backend *b)
 {
-	static char why[256];
-
 	if (sqlite3_exec(b->db, "BEGIN; DROP INDEX IF EXISTS msg_backlog;"
 	    "CREATE TABLE IF NOT EXISTS done (id INTEGER PRIMARY KEY);"
 	    "DROP VIEW IF EXISTS messages;" MESSAGES_VIEW
@@ -1029,11 +1040,7 @@ schema_migrate_2(struct store_backend *b)
 		b->version = STORE_VERSION;
 		return NULL;
 	}
-	snprintf(why, sizeof(why), "cannot migrate its schema 2 to %d: %s",
-	    STORE_VERSION, sqlite3_errmsg(b->db));
-	if (!sqlite3_get_autocommit(b->db))
-		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
-	return why;
+	return migrate_failed(b, 2);
 }
 
 /*
@@ -1044,7 +1051,6 @@ schema_migrate_2(struct store_backend *b)
 static const char *
 schema_migrate(struct store_backend *b)
 {
-	static char why[256];
 	int64_t n;
 	bool fin;
 
@@ -1065,11 +1071,7 @@ schema_migrate(struct store_backend *b)
 		b->version = STORE_VERSION;
 		return NULL;
 	}
-	snprintf(why, sizeof(why), "cannot migrate its schema 1 to %d: %s",
-	    STORE_VERSION, sqlite3_errmsg(b->db));
-	if (!sqlite3_get_autocommit(b->db))
-		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
-	return why;
+	return migrate_failed(b, 1);
 }
 
 static const char *rcpt_ensure(struct store_backend *b);
