@@ -56,9 +56,14 @@
  * group's commit, SWEEP_ROWS (or twice what the group added, if more: it
  * keeps up); what is left below it, once a store is idle for SWEEP_IDLE s.
  * The rows swept are the oldest: their pages, long since delivered, are
- * mostly done with. A sweep of 16,384 adds some 30 ms to its group.
+ * mostly done with. A sweep of 16,384 adds some 30 ms to its group. A
+ * small store (max_bytes under 1 GiB) sweeps at one row per SWEEP_BYTES
+ * of it, at least SWEEP_AT_MIN: what waits in done stays small beside
+ * what the file may hold.
  */
 #define SWEEP_AT	65536
+#define SWEEP_BYTES	16384
+#define SWEEP_AT_MIN	256
 #define SWEEP_ROWS	16384u
 #define SWEEP_IDLE	5
 /*
@@ -323,6 +328,7 @@ struct store_backend {
 	uint64_t grown;			/* rows the open transaction added */
 	uint64_t ndone_begin;		/* ndone at its begin */
 	uint64_t done_max;		/* no id in done is higher */
+	uint64_t sweep_at;		/* SWEEP_AT, less for a small store */
 	time_t	committed;		/* the last commit: idle since */
 	int	version;		/* the file's schema, as opened */
 	sqlite3_stmt *rc[4];		/* the receipt ids' (RC_*) */
@@ -1101,6 +1107,11 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 
 	(void)pthread_once(&once, sqlite_setup);
 	b->reserve_fd = -1;
+	b->sweep_at = cf->max_bytes / SWEEP_BYTES;
+	if (b->sweep_at > SWEEP_AT)
+		b->sweep_at = SWEEP_AT;
+	if (b->sweep_at < SWEEP_AT_MIN)
+		b->sweep_at = SWEEP_AT_MIN;
 	snprintf(b->path, sizeof(b->path), "%s", path);
 	snprintf(dir, sizeof(dir), "%s", path);
 	snprintf(b->dir, sizeof(b->dir), "%s", dirname(dir));
@@ -1252,7 +1263,7 @@ sqlite_commit(struct store_backend *b)
 	 * about once for all of its rows, not once for each group that
 	 * delivered one. A sweep that fails leaves its rows for the next.
 	 */
-	if (b->ndone >= SWEEP_AT && !b->spent && !b->low &&
+	if (b->ndone >= b->sweep_at && !b->spent && !b->low &&
 	    !sqlite3_get_autocommit(b->db))
 		(void)sweep(b, b->grown > SWEEP_ROWS / 2 ?
 		    (unsigned)(2 * b->grown) : SWEEP_ROWS);

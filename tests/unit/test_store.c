@@ -690,9 +690,12 @@ END_TEST
  */
 START_TEST(test_sweep_of_done)
 {
-	struct store_backend *b = open_ok(false);
+	struct store_backend *b;
 	struct store_rec rec;
 	const uint64_t n = 70000;
+
+	sc.max_bytes = (uint64_t)1 << 30;	/* 1 GiB: sweeps at 65,536 */
+	b = open_ok(false);
 
 	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
 	for (uint64_t id = 1; id <= n; id++)
@@ -729,7 +732,20 @@ START_TEST(test_sweep_of_done)
 	store_sqlite_ops.close(b);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 1);
+	/* A small store (1 MiB) sweeps at 256: a group of 300 is swept. */
+	sc.max_bytes = (uint64_t)1 << 20;
 	b = open_ok(false);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	for (uint64_t id = n + 1; id <= n + 300; id++)
+		put_in_txn(b, id, "bob", "x", 5000);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	for (uint64_t id = n + 1; id <= n + 300; id++)
+		ck_assert_int_eq(store_sqlite_ops.mark(b, id, "bob",
+		    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 1);
 	store_sqlite_ops.close(b);
 }
 END_TEST
