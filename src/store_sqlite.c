@@ -103,7 +103,8 @@
  * of done from msg, many at once and in id order (sweep()). Deleted
  * one by one as they were delivered, rows of 1,000 accounts' backlogs
  * interleaved in id order each cost a page written to the WAL per group:
- * the drain did half as much. A row whose id is in done is no message.
+ * the drain did three fifths as much. A row whose id is in done is no
+ * message.
  */
 #define DONE_TABLE "CREATE TABLE done (id INTEGER PRIMARY KEY);"
 
@@ -324,7 +325,7 @@ struct store_backend {
 	sqlite3_stmt *st[ST_N];
 	struct names names;
 	struct store_ids ids;		/* by the account's place in names */
-	uint64_t ndone;			/* rows in done, about (not undone) */
+	uint64_t ndone;			/* rows in done, about */
 	uint64_t grown;			/* rows the open transaction added */
 	uint64_t ndone_begin;		/* ndone at its begin */
 	uint64_t done_max;		/* no id in done is higher */
