@@ -1,5 +1,5 @@
 # tests/bench/bench.mk: the load generator and `make bench` (included by the Makefile).
-.PHONY: bench bench-run bench-deps check-bench storebench
+.PHONY: bench bench-run bench-deps check-bench storebench bench-scale
 
 LOADGEN    := $(BUILD)/loadgen
 # The yardsticks make bench compares against, and the plotter.
@@ -44,6 +44,13 @@ $(STOREBENCH): tests/bench/storebench.c $(BUILD)/.make-settings
 
 storebench: $(STOREBENCH)
 	$(STOREBENCH) -n $(STOREBENCH_N) $(STOREBENCH_ARGS)
+
+# How the store's accept and drain scale with shards, against redis AOF
+# always (tests/bench/scale-store, about two minutes): meant for a machine
+# with 16 CPUs or more; on fewer it is a try of the script, not a figure.
+bench-scale: $(BIN) $(LOADGEN) $(DRAIN)
+	ERD=$(CURDIR)/$(BIN) LG=$(CURDIR)/$(LOADGEN) DRAIN=$(CURDIR)/$(DRAIN) \
+	    tests/bench/scale-store
 
 # The generator against the real daemon, and against fake servers that
 # corrupt, reorder or lose messages: it must fail those runs, in bounded
