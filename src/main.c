@@ -59,6 +59,11 @@ struct daemon {
 	int	sigfd;
 	struct counter_totals last_totals;	/* at the last STATUS= */
 	struct timespec last_status;
+	/* Giving freed memory back after a burst (give_back_memory). */
+	uint64_t trim_bytes;		/* bytes in + out at the last tick */
+	uint64_t trim_conns;		/* connections open then */
+	uint64_t trim_ms;		/* when */
+	bool	trim_due;		/* busy, or clients left, since a trim */
 };
 
 static _Noreturn void
@@ -501,6 +506,50 @@ refresh_status(struct daemon *d, bool force)
 	systemd_status(status);
 }
 
+/*
+ * Busy and quiet, in bytes read and written a second by all the reactors.
+ * Keep-alives and scrapes stay under QUIET; a burst of messages is above
+ * BUSY within its first second.
+ */
+#define TRIM_BUSY_BPS	(1u << 20)
+#define TRIM_QUIET_BPS	(64u << 10)
+
+/*
+ * Gives the memory freed after a burst back to the system, once traffic
+ * has gone quiet. The heaps keep what they freed (HEAP_KEEP, below), so
+ * that a busy daemon does not shrink and regrow them thousands of times a
+ * second; but a daemon that took a million messages for the store and then
+ * rested held on to the burst's buffers: a third of its RSS, for as long
+ * as it ran. malloc_trim walks every thread's heap and returns the free
+ * pages in them: at the first quiet tick after a busy one, or after one
+ * where clients left (their buffers are freed as they go, which may be
+ * well after the traffic stopped), not at every quiet tick.
+ */
+static void
+give_back_memory(struct daemon *d)
+{
+	struct counter_totals t;
+	uint64_t now = mono_ms(), bytes, bps;
+	double secs;
+
+	stats_totals(&t, d->rs, d->nrs);
+	bytes = t.v[COUNTER_BYTES_IN] + t.v[COUNTER_BYTES_OUT];
+	secs = (double)(now - d->trim_ms) / 1000.0;
+	bps = secs > 0 ? (uint64_t)((double)(bytes - d->trim_bytes) / secs) : 0;
+	if (t.v[COUNTER_CONNS] < d->trim_conns)
+		d->trim_due = true;
+	d->trim_bytes = bytes;
+	d->trim_conns = t.v[COUNTER_CONNS];
+	d->trim_ms = now;
+	if (bps >= TRIM_BUSY_BPS) {
+		d->trim_due = true;
+	} else if (d->trim_due && bps < TRIM_QUIET_BPS) {
+		d->trim_due = false;
+		malloc_trim(0);
+		log_debug("quiet after a burst: freed memory given back");
+	}
+}
+
 static void
 on_tick(void *arg)
 {
@@ -509,6 +558,7 @@ on_tick(void *arg)
 	if (d->wd != NULL)
 		systemd_watchdog_tick(d->wd);
 	refresh_status(d, false);
+	give_back_memory(d);
 }
 
 /*
@@ -517,7 +567,8 @@ on_tick(void *arg)
  * (1,000 pairs with 16 each in flight are 7 MiB): the reactors' heaps shrank
  * and grew back thousands of times a second, each shrink a TLB shootdown
  * across CPUs and each regrowth page faults, and cross-reactor routing ran
- * about a quarter slower. What is kept is bounded by the busiest moment.
+ * about a quarter slower. What is kept is bounded by the busiest moment,
+ * and given back once traffic goes quiet (give_back_memory).
  */
 #define HEAP_KEEP	(64 << 20)
 

@@ -708,6 +708,60 @@ START_TEST(echo_writes_without_reading_then_reads_all)
 }
 END_TEST
 
+/*
+ * A burst of output held for clients that do not read grows the reactors'
+ * heaps by tens of MiB; the heaps keep freed memory while the daemon is
+ * busy, but once the clients are gone and traffic is quiet, the daemon
+ * gives most of it back to the system within a few seconds.
+ */
+START_TEST(memory_given_back_after_a_burst)
+{
+	enum { NCLIENTS = 32 };
+	static uint8_t block[262144];
+	struct daemon *d = start_echo(2, NULL, NULL);
+	int port = daemon_port(d, "echo"), fds[NCLIENTS];
+	long base, peak, rss = 0;
+	uint64_t quiet_since, deadline;
+
+	memset(block, 'x', sizeof(block));
+	for (int i = 0; i < NCLIENTS; i++) {
+		fds[i] = client_connect(port);
+		set_nonblock(fds[i]);
+	}
+	base = daemon_rss_kib(d);
+	/* Write until no client's socket has taken a byte for 500 ms. */
+	quiet_since = harness_now_ms();
+	deadline = quiet_since + 60000;
+	while (harness_now_ms() - quiet_since < 500) {
+		ck_assert_msg(harness_now_ms() < deadline, "still taking input");
+		for (int i = 0; i < NCLIENTS; i++)
+			if (send(fds[i], block, sizeof(block),
+			    MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+				quiet_since = harness_now_ms();
+		usleep(10000);
+	}
+	peak = daemon_rss_kib(d);
+	ck_assert_msg(peak - base >= 16 * 1024, "VmRSS grew only from %ld to "
+	    "%ld KiB", base, peak);
+	for (int i = 0; i < NCLIENTS; i++)
+		close(fds[i]);
+	/* Quiet now: within a few ticks at most, the burst's heap goes. */
+	deadline = harness_now_ms() + 10000;
+	while (harness_now_ms() < deadline) {
+		rss = daemon_rss_kib(d);
+		if (rss - base < (peak - base) / 2)
+			break;
+		usleep(100000);
+	}
+	fprintf(stderr, "memory_given_back_after_a_burst: VmRSS %ld KiB, "
+	    "%ld KiB with output held, %ld KiB once quiet\n", base, peak, rss);
+	ck_assert_msg(rss - base < (peak - base) / 2, "VmRSS still %ld KiB, "
+	    "%ld KiB at its peak, %ld KiB before", rss, peak, base);
+	ck_assert(daemon_is_running(d));
+	stop_ok(d);
+}
+END_TEST
+
 /* Whether /proc/PID/task/<tid>/comm of some thread reads name. */
 static bool
 has_thread(struct daemon *d, const char *name)
@@ -1404,6 +1458,7 @@ echo_suite(void)
 	ADD_TEST(s, echo_batched_io_and_sched_batch, 150);
 	ADD_TEST(s, echo_big_reads_under_small_output_limit, 90);
 	ADD_TEST(s, echo_writes_without_reading_then_reads_all, 300);
+	ADD_TEST(s, memory_given_back_after_a_burst, 60);
 	ADD_TEST(s, echo_plain_io_default_scheduling, 150);
 	ADD_TEST(s, dispatchers_3_round_robin_100_each, 60);
 	ADD_TEST(s, faulty_clients_do_not_disturb_others,
