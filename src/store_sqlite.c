@@ -52,17 +52,24 @@
 #define CACHE_KIB	8192u
 #define CKPT_PAGES_LOW	256
 /*
- * The sweep of done (DONE_TABLE): once it holds SWEEP_AT rows, with each
- * group's commit, SWEEP_ROWS (or twice what the group added, if more: it
- * keeps up); what is left below it, once a store is idle for SWEEP_IDLE s.
- * The rows swept are the oldest: their pages, long since delivered, are
- * mostly done with. A sweep of 16,384 adds some 30 ms to its group. A
+ * The sweep of done (DONE_TABLE): once a group's commit leaves SWEEP_AT
+ * rows in it, SWEEP_ROWS (or twice what the groups since the last sweep
+ * added, if more: it keeps up) at the next tick of the store thread, after the
+ * group was answered, in a transaction of its own; what is left below
+ * SWEEP_AT, once a store is idle for SWEEP_IDLE s. The rows swept are the
+ * oldest. While 1,000 accounts' backlogs drain together, the rows of the
+ * last 64,000 or so messages handed out, some delivered and some not,
+ * share their pages: swept at 65,536, most pages were rewritten several
+ * times, a row at a time (2.8 KB written per message delivered, three
+ * times what delivering it wrote); at 262,144 a shard (of two) the oldest
+ * rows' pages are all done with, and sweeping writes a third as much. A
  * small store (max_bytes under 1 GiB) sweeps at one row per SWEEP_BYTES
- * of it, at least SWEEP_AT_MIN: what waits in done stays small beside
- * what the file may hold.
+ * of it. The count is the whole store's, shared by its shards, each at
+ * least SWEEP_AT_MIN: what waits in done stays small beside what the
+ * files may hold (a tenth, for SMS-sized rows).
  */
-#define SWEEP_AT	65536
-#define SWEEP_BYTES	16384
+#define SWEEP_AT	524288
+#define SWEEP_BYTES	2048
 #define SWEEP_AT_MIN	256
 #define SWEEP_ROWS	16384u
 #define SWEEP_IDLE	5
@@ -326,8 +333,10 @@ struct store_backend {
 	struct names names;
 	struct store_ids ids;		/* by the account's place in names */
 	uint64_t ndone;			/* rows in done, about */
-	uint64_t grown;			/* rows the open transaction added */
-	uint64_t ndone_begin;		/* ndone at its begin */
+	uint64_t grown;			/* rows added since the last sweep */
+	uint64_t ndone_begin;		/* ndone at the transaction's begin */
+	uint64_t grown_begin;		/* grown then */
+	bool	sweep_due;		/* a sweep at the next poll */
 	uint64_t done_max;		/* no id in done is higher */
 	uint64_t sweep_at;		/* SWEEP_AT, less for a small store */
 	time_t	committed;		/* the last commit: idle since */
@@ -730,7 +739,7 @@ settle(struct store_backend *b)
 	if (b->ids.journal) {
 		store_ids_undo(&b->ids);
 		b->ndone = b->ndone_begin;
-		b->grown = 0;
+		b->grown = b->grown_begin;
 	}
 	names_cut(&b->names, b->names.committed);
 }
@@ -1111,6 +1120,7 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 	b->sweep_at = cf->max_bytes / SWEEP_BYTES;
 	if (b->sweep_at > SWEEP_AT)
 		b->sweep_at = SWEEP_AT;
+	b->sweep_at /= config_store_shards(config);	/* of the whole store */
 	if (b->sweep_at < SWEEP_AT_MIN)
 		b->sweep_at = SWEEP_AT_MIN;
 	snprintf(b->path, sizeof(b->path), "%s", path);
@@ -1250,6 +1260,7 @@ sqlite_begin(struct store_backend *b, bool durable)
 		return -1;
 	store_ids_begin(&b->ids);
 	b->ndone_begin = b->ndone;
+	b->grown_begin = b->grown;
 	return 0;
 }
 
@@ -1258,25 +1269,23 @@ sqlite_commit(struct store_backend *b)
 {
 	int rc;
 
-	/*
-	 * Enough rows in done: the oldest swept with the group, the rows of
-	 * many groups' deliveries at once, so that a page of msg is written
-	 * about once for all of its rows, not once for each group that
-	 * delivered one. A sweep that fails leaves its rows for the next.
-	 */
-	if (b->ndone >= b->sweep_at && !b->spent && !b->low &&
-	    !sqlite3_get_autocommit(b->db))
-		(void)sweep(b, b->grown > SWEEP_ROWS / 2 ?
-		    (unsigned)(2 * b->grown) : SWEEP_ROWS);
-	b->grown = 0;
 	rc = sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL);
-
 	if (rc == SQLITE_OK) {
 		b->committed = time(NULL);
 		b->names.committed = b->names.n;
 		store_ids_commit(&b->ids);
 		if (!b->wal_id.known)
 			sqlite_check(b);
+		/*
+		 * Enough rows in done: the oldest go at the next poll, the
+		 * rows of many groups' deliveries at once, so that a page of
+		 * msg is written about once for all of its rows, not once for
+		 * each group that delivered one.
+		 */
+		if (b->ndone >= b->sweep_at && !b->spent && !b->low)
+			b->sweep_due = true;
+		else if (!b->sweep_due)
+			b->grown = 0;	/* counted from the group that passes */
 		return 0;
 	}
 	if (is_full(b, rc))
@@ -1330,6 +1339,11 @@ sqlite_poll(struct store_backend *b)
 	uint64_t avail, want = (uint64_t)RESERVE_BYTES + RESERVE_MARGIN;
 	bool low;
 
+	if (b->sweep_due && !b->low && !b->spent) {
+		b->sweep_due = false;
+		sweep_alone(b, b->grown > SWEEP_ROWS / 2 ?
+		    (unsigned)(2 * b->grown) : SWEEP_ROWS);
+	}
 	if (now == b->polled)
 		return 0;
 	b->polled = now;
@@ -1439,11 +1453,13 @@ step_id(struct store_backend *b, int i, sqlite3_int64 v)
 }
 
 /*
- * Deletes the rows of up to n of the oldest messages in done, and their
- * ids from done, in the open transaction: both or, failing, neither (a
- * savepoint; a failure spends no reserve, a sweep can wait). The count
- * deleted, or -1 (and the transaction may be gone: SQLite ends it on
- * some failures).
+ * Deletes the rows of up to n of the oldest messages in done, then their
+ * ids from done, in the open transaction (of its own: a savepoint in a
+ * group's made SQLite copy every page the sweep changed to a journal of
+ * the savepoint's, a third of what the drain wrote). Failing half way
+ * harms nothing: the rows go before their ids, and an id in done without
+ * a row hides nothing. The count deleted, or -1 (and the transaction may
+ * be gone: SQLite ends it on some failures).
  */
 static int
 sweep(struct store_backend *b, unsigned n)
@@ -1462,36 +1478,33 @@ sweep(struct store_backend *b, unsigned n)
 		b->ndone = 0;
 		return 0;
 	}
-	if (sqlite3_exec(b->db, "SAVEPOINT sweep", NULL, NULL, NULL) !=
-	    SQLITE_OK)
-		return -1;
 	if (step_id(b, ST_SWEEP_MSG, last) != SQLITE_DONE ||
-	    step_id(b, ST_SWEEP_DONE, last) != SQLITE_DONE) {
-		if (!sqlite3_get_autocommit(b->db))
-			sqlite3_exec(b->db, "ROLLBACK TO sweep; RELEASE sweep",
-			    NULL, NULL, NULL);
+	    step_id(b, ST_SWEEP_DONE, last) != SQLITE_DONE)
 		return -1;
-	}
 	gone = sqlite3_changes(b->db);
-	if (sqlite3_exec(b->db, "RELEASE sweep", NULL, NULL, NULL) !=
-	    SQLITE_OK)
-		return -1;
 	b->ndone -= (uint64_t)gone < b->ndone ? (uint64_t)gone : b->ndone;
 	return gone;
 }
 
 /*
  * A sweep of up to n in a transaction of its own (no group is open).
- * After a failure, done is counted again.
+ * Its commit is not synced: lost in a crash, its rows are still hidden
+ * by their ids in done, for the next sweep; the next group's commit
+ * syncs the WAL with it. After a failure, done is counted again.
  */
 static void
 sweep_alone(struct store_backend *b, unsigned n)
 {
 	int64_t count;
 
-	if (!sqlite3_get_autocommit(b->db) ||
-	    sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+	if (!sqlite3_get_autocommit(b->db))
 		return;
+	if (b->synchronous == 2 && sqlite3_exec(b->db,
+	    "PRAGMA synchronous = NORMAL", NULL, NULL, NULL) == SQLITE_OK)
+		b->synchronous = 1;
+	if (sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		return;
+	b->grown = 0;
 	if (sweep(b, n) >= 0 &&
 	    sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
 		return;

@@ -684,9 +684,11 @@ END_TEST
 
 /*
  * Messages that left stay rows of msg, their ids in done, until a sweep:
- * once done holds 65,536, with each group the oldest 16,384 or twice what
- * the group added; the rest once the store is idle. Meanwhile nothing
- * finds them, and an id of theirs stored again takes its old row's place.
+ * once a group leaves done at 65,536 (a store of 128 MiB), at the next
+ * poll, not in the group, the oldest 16,384 or twice what the groups
+ * since the last sweep added; the rest once the store is idle. Meanwhile
+ * nothing finds them, and an id of theirs stored again takes its old
+ * row's place.
  */
 START_TEST(test_sweep_of_done)
 {
@@ -694,7 +696,7 @@ START_TEST(test_sweep_of_done)
 	struct store_rec rec;
 	const uint64_t n = 70000;
 
-	sc.max_bytes = (uint64_t)1 << 30;	/* 1 GiB: sweeps at 65,536 */
+	sc.max_bytes = (uint64_t)1 << 27;	/* 128 MiB: sweeps at 65,536 */
 	b = open_ok(false);
 
 	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
@@ -714,6 +716,11 @@ START_TEST(test_sweep_of_done)
 		}
 	}
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	/* Answered first: the sweep waits for the poll after. */
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 70000);
+	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 50000);
+	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 50000);
 	ck_assert_int_eq(count_in_file("SELECT min(id) FROM msg"), 20001);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 0);
@@ -732,8 +739,8 @@ START_TEST(test_sweep_of_done)
 	store_sqlite_ops.close(b);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 1);
-	/* A small store (1 MiB) sweeps at 256: a group of 300 is swept. */
-	sc.max_bytes = (uint64_t)1 << 20;
+	/* A small store (512 KiB) sweeps at 256: a group of 300 is swept. */
+	sc.max_bytes = (uint64_t)1 << 19;
 	b = open_ok(false);
 	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
 	for (uint64_t id = n + 1; id <= n + 300; id++)
@@ -744,6 +751,7 @@ START_TEST(test_sweep_of_done)
 		ck_assert_int_eq(store_sqlite_ops.mark(b, id, "bob",
 		    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 1);
 	store_sqlite_ops.close(b);
