@@ -816,6 +816,23 @@ daemon_rss_kib(struct daemon *d)
 	return kib;
 }
 
+bool
+daemon_is_sanitized(struct daemon *d)
+{
+	char path[64], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)d->pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		found = strstr(line, "/libasan.so") != NULL ||
+		    strstr(line, "/libtsan.so") != NULL;
+	fclose(f);
+	return found;
+}
+
 long long
 daemon_cpu_ticks(struct daemon *d)
 {

@@ -172,6 +172,8 @@ bool	daemon_stats_wait(struct daemon *d, const char *key,
 
 /* VmRSS in KiB from /proc/PID/status, or -1. */
 long	daemon_rss_kib(struct daemon *d);
+/* Whether the daemon runs with ASan's or TSan's allocator (its own heap). */
+bool	daemon_is_sanitized(struct daemon *d);
 
 /* utime + stime in clock ticks from /proc/PID/stat, or -1. */
 long long daemon_cpu_ticks(struct daemon *d);
