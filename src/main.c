@@ -63,7 +63,10 @@ struct daemon {
 	uint64_t trim_bytes;		/* bytes in + out at the last tick */
 	uint64_t trim_conns;		/* connections open then */
 	uint64_t trim_ms;		/* when */
-	bool	trim_due;		/* busy, or clients left, since a trim */
+	uint64_t trimmed_ms;		/* the last trim */
+	bool	trim_busy;		/* a busy tick since the last trim */
+	bool	trim_left;		/* clients left since the last trim */
+	bool	trim_burst;		/* the last trim ended a burst */
 };
 
 static _Noreturn void
@@ -513,6 +516,8 @@ refresh_status(struct daemon *d, bool force)
  */
 #define TRIM_BUSY_BPS	(1u << 20)
 #define TRIM_QUIET_BPS	(64u << 10)
+/* After clients left, with no busy tick: a trim at most this often. */
+#define TRIM_LEFT_MS	10000
 
 /*
  * Gives the memory freed after a burst back to the system, once traffic
@@ -523,7 +528,9 @@ refresh_status(struct daemon *d, bool force)
  * as it ran. malloc_trim walks every thread's heap and returns the free
  * pages in them: at the first quiet tick after a busy one, or after one
  * where clients left (their buffers are freed as they go, which may be
- * well after the traffic stopped), not at every quiet tick.
+ * well after the traffic stopped: the first time after a burst at once,
+ * then at most every TRIM_LEFT_MS, as clients come and go all day), not
+ * at every quiet tick: a trim locks each heap in turn while it walks it.
  */
 static void
 give_back_memory(struct daemon *d)
@@ -537,16 +544,21 @@ give_back_memory(struct daemon *d)
 	secs = (double)(now - d->trim_ms) / 1000.0;
 	bps = secs > 0 ? (uint64_t)((double)(bytes - d->trim_bytes) / secs) : 0;
 	if (t.v[COUNTER_CONNS] < d->trim_conns)
-		d->trim_due = true;
+		d->trim_left = true;
 	d->trim_bytes = bytes;
 	d->trim_conns = t.v[COUNTER_CONNS];
 	d->trim_ms = now;
 	if (bps >= TRIM_BUSY_BPS) {
-		d->trim_due = true;
-	} else if (d->trim_due && bps < TRIM_QUIET_BPS) {
-		d->trim_due = false;
+		d->trim_busy = true;
+	} else if (bps < TRIM_QUIET_BPS && (d->trim_busy || (d->trim_left &&
+	    (d->trim_burst || now - d->trimmed_ms >= TRIM_LEFT_MS)))) {
+		d->trim_burst = d->trim_busy;
+		d->trim_busy = d->trim_left = false;
+		d->trimmed_ms = now;
+#ifdef __GLIBC__
 		malloc_trim(0);
 		log_debug("quiet after a burst: freed memory given back");
+#endif
 	}
 }
 

@@ -56,7 +56,11 @@
  * rows in it, SWEEP_ROWS (or twice what the groups since the last sweep
  * added, if more: it keeps up) at the next tick of the store thread, after the
  * group was answered, in a transaction of its own; what is left below
- * SWEEP_AT, once a store is idle for SWEEP_IDLE s. The rows swept are the
+ * SWEEP_AT, once a store is idle for SWEEP_IDLE s (a transaction that
+ * changed nothing, such as the receipts' purge each second, is no write),
+ * and at least SWEEP_ROWS every SWEEP_AGE s whatever the traffic, so
+ * that a slow store's rows do not wait days for SWEEP_AT (and past their
+ * validity, in the expiry index's way). The rows swept are the
  * oldest. While 1,000 accounts' backlogs drain together, the rows of the
  * last 64,000 or so messages handed out, some delivered and some not,
  * share their pages: swept at 65,536, most pages were rewritten several
@@ -73,6 +77,7 @@
 #define SWEEP_AT_MIN	256
 #define SWEEP_ROWS	16384u
 #define SWEEP_IDLE	5
+#define SWEEP_AGE	60
 /*
  * Short of space (low, spent): a message that leaves is deleted at once,
  * as it frees room a sweep would free only later, and a sweep of
@@ -343,7 +348,9 @@ struct store_backend {
 	bool	sweep_due;		/* a sweep at the next poll */
 	uint64_t done_max;		/* no id in done is higher */
 	uint64_t sweep_at;		/* SWEEP_AT, less for a small store */
-	time_t	committed;		/* the last commit: idle since */
+	time_t	committed;		/* the last commit that wrote */
+	time_t	swept;			/* the last sweep */
+	int	changes_begin;		/* sqlite3_total_changes at begin */
 	int	version;		/* the file's schema, as opened */
 	sqlite3_stmt *rc[4];		/* the receipt ids' (RC_*) */
 	bool	sync_full;		/* the configured sync */
@@ -366,7 +373,7 @@ struct store_backend {
 };
 
 static int sweep(struct store_backend *b, unsigned n);
-static void sweep_alone(struct store_backend *b, unsigned n);
+static int sweep_alone(struct store_backend *b, unsigned n);
 
 static uint32_t
 name_hash(const char *s)
@@ -863,15 +870,15 @@ sqlite_close(struct store_backend *b)
 {
 	if (b == NULL)
 		return;
-	/* What is left in done goes: a file at rest holds only messages. */
-	if (b->st[ST_SWEEP_DONE] != NULL && sqlite3_get_autocommit(b->db) &&
-	    sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
-		while (sweep(b, SWEEP_ROWS) > 0)
+	/*
+	 * What is left in done goes: a file at rest holds only messages. A
+	 * transaction a sweep, so that the WAL holds one at a time (up to
+	 * SWEEP_AT rows may be left); short of space, done is small (rows
+	 * went at once) and stays for the next start.
+	 */
+	if (b->st[ST_SWEEP_DONE] != NULL && !b->low && !b->spent)
+		while (sweep_alone(b, SWEEP_ROWS) > 0)
 			;
-		if (sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) !=
-		    SQLITE_OK && !sqlite3_get_autocommit(b->db))
-			sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
-	}
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(b->st[i]);
 	for (int i = 0; i < 4; i++)
@@ -1121,6 +1128,7 @@ sqlite_open(const struct config *config, const char *path, bool check_only,
 
 	(void)pthread_once(&once, sqlite_setup);
 	b->reserve_fd = -1;
+	b->swept = time(NULL);
 	b->sweep_at = cf->max_bytes / SWEEP_BYTES;
 	if (b->sweep_at > SWEEP_AT)
 		b->sweep_at = SWEEP_AT;
@@ -1265,6 +1273,7 @@ sqlite_begin(struct store_backend *b, bool durable)
 	store_ids_begin(&b->ids);
 	b->ndone_begin = b->ndone;
 	b->grown_begin = b->grown;
+	b->changes_begin = sqlite3_total_changes(b->db);
 	return 0;
 }
 
@@ -1275,7 +1284,8 @@ sqlite_commit(struct store_backend *b)
 
 	rc = sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL);
 	if (rc == SQLITE_OK) {
-		b->committed = time(NULL);
+		if (sqlite3_total_changes(b->db) != b->changes_begin)
+			b->committed = time(NULL);
 		b->names.committed = b->names.n;
 		store_ids_commit(&b->ids);
 		if (!b->wal_id.known)
@@ -1358,7 +1368,8 @@ sqlite_poll(struct store_backend *b)
 	 */
 	if (b->ndone > 0 && (b->low || b->spent))
 		sweep_alone(b, SWEEP_ROWS_LOW);
-	else if (b->ndone > 0 && now - b->committed >= SWEEP_IDLE)
+	else if (b->ndone > 0 && (now - b->committed >= SWEEP_IDLE ||
+	    now - b->swept >= SWEEP_AGE))
 		sweep_alone(b, SWEEP_ROWS);
 	avail = free_bytes(b);
 	low = avail < LOW_SPACE + (uint64_t)RESERVE_BYTES;
@@ -1493,29 +1504,34 @@ sweep(struct store_backend *b, unsigned n)
 /*
  * A sweep of up to n in a transaction of its own (no group is open).
  * Its commit is not synced: lost in a crash, its rows are still hidden
- * by their ids in done, for the next sweep; the next group's commit
- * syncs the WAL with it. After a failure, done is counted again.
+ * by their ids in done, for the next sweep; with sync = "full" the next
+ * group's commit syncs the WAL with it (with "normal", a checkpoint
+ * does). After a failure, done is counted again. The count deleted, or
+ * -1.
  */
-static void
+static int
 sweep_alone(struct store_backend *b, unsigned n)
 {
 	int64_t count;
+	int gone;
 
 	if (!sqlite3_get_autocommit(b->db))
-		return;
+		return -1;
 	if (b->synchronous == 2 && sqlite3_exec(b->db,
 	    "PRAGMA synchronous = NORMAL", NULL, NULL, NULL) == SQLITE_OK)
 		b->synchronous = 1;
 	if (sqlite3_exec(b->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-		return;
+		return -1;
 	b->grown = 0;
-	if (sweep(b, n) >= 0 &&
+	b->swept = time(NULL);
+	if ((gone = sweep(b, n)) >= 0 &&
 	    sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
-		return;
+		return gone;
 	if (!sqlite3_get_autocommit(b->db))
 		sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
 	if ((count = count_rows(b->db, "SELECT count(*) FROM done")) >= 0)
 		b->ndone = (uint64_t)count;
+	return -1;
 }
 
 static int
