@@ -1517,6 +1517,8 @@ sweep_alone(struct store_backend *b, unsigned n)
 
 	if (!sqlite3_get_autocommit(b->db))
 		return -1;
+	/* A group SQLite ended on a failed write is undone in memory first. */
+	settle(b);
 	if (b->synchronous == 2 && sqlite3_exec(b->db,
 	    "PRAGMA synchronous = NORMAL", NULL, NULL, NULL) == SQLITE_OK)
 		b->synchronous = 1;
