@@ -209,12 +209,21 @@ test('a receipt is stored in the shard that marks its message, and reaches its s
 			short_message: 'tell me', registered_delivery: 1 });
 		assert.equal(r.command_status, ESME_ROK);
 		a.s.close();
+		// The message waits: one of its size. A count alone would not tell
+		// it from the receipt that replaces it (one message either way).
+		const m0 = await L.scrape(d.ports.metrics);
+		assert.equal(L.val(m0, 'echorouterd_store_messages'), 1);
+		const bytes0 = L.val(m0, 'echorouterd_store_bytes');
 		const b = await L.session(d.ports.smpp, 'bind_receiver', 'r0', 'p');
 		await L.until(() => b.got.length === 1, 10000, 'r0 has it');
+		// Delivered, and its receipt for alice stored: one message waits,
+		// the receipt, longer than "tell me".
+		await L.until(async () => {
+			const m = await L.scrape(d.ports.metrics);
+			return L.val(m, 'echorouterd_store_messages') === 1 &&
+				L.val(m, 'echorouterd_store_bytes') > bytes0;
+		}, 10000, 'the receipt stored');
 		b.s.close();
-		// Delivered, and its receipt for alice stored: one message waits.
-		await L.until(async () => L.val(await L.scrape(d.ports.metrics),
-			'echorouterd_store_messages') === 1, 10000, 'the receipt stored');
 		d.child.kill('SIGKILL');
 		await L.until(() => d.exited !== null, 10000, 'the kill');
 		fs.rmSync(d.dir, { recursive: true, force: true });
