@@ -86,8 +86,8 @@ esme_receipt_record(const struct config *cf, const struct upstream_conf *uc,
 		return;
 	n = receipt_id_keys(uc->receipt_id, false, id, len, keys);
 
-	snprintf(o.reply_to, sizeof(o.reply_to), "%s", m->reply_to);
-	snprintf(o.to, sizeof(o.to), "%s", m->to);
+	str_copy(o.reply_to, sizeof(o.reply_to), m->reply_to);
+	str_copy(o.to, sizeof(o.to), m->to);
 	memcpy(o.src_addr, m->src_addr, sizeof(o.src_addr));
 	memcpy(o.dst_addr, m->dst_addr, sizeof(o.dst_addr));
 
@@ -146,21 +146,19 @@ receipt_relay(struct reactor *r, const struct receipt_orig *o,
 {
 	char sub[16], done[16], text[200];
 	bool ok = state == SMPP_STATE_DELIVERED;
-	int n;
+	size_t n;
 
 	smpp_receipt_date(o->submitted, sub, sizeof(sub));
 	smpp_receipt_date((uint64_t)time(NULL), done, sizeof(done));
-	n = snprintf(text, sizeof(text), "id:%llu sub:%s dlvrd:%s submit "
-	    "date:%s done date:%s stat:%s err:%s text:%s",
-	    (unsigned long long)o->id, f->sub[0] ? f->sub : "001",
-	    f->dlvrd[0] ? f->dlvrd : ok ? "001" : "000",
-	    f->submit_date[0] ? f->submit_date : sub,
-	    f->done_date[0] ? f->done_date : done,
-	    f->stat[0] ? f->stat : smpp_receipt_stat(state),
-	    f->err[0] ? f->err : ok ? "000" : "001", f->text);
-	if (n < 0 || (size_t)n >= sizeof(text))
-		n = (int)strlen(text);	/* cut short: what fit */
-	return smpp_receipt_msg(text, (size_t)n, msg_next_id(r),
+	n = smpp_receipt_write(text, sizeof(text), &(struct smpp_receipt_parts){
+	    .id = o->id, .sub = f->sub[0] ? f->sub : "001",
+	    .dlvrd = f->dlvrd[0] ? f->dlvrd : ok ? "001" : "000",
+	    .submit_date = f->submit_date[0] ? f->submit_date : sub,
+	    .done_date = f->done_date[0] ? f->done_date : done,
+	    .stat = f->stat[0] ? f->stat : smpp_receipt_stat(state),
+	    .err = f->err[0] ? f->err : ok ? "000" : "001", .text = f->text,
+	    .tl = strlen(f->text) });
+	return smpp_receipt_msg(text, n, msg_next_id(r),
 	    (uint64_t)time(NULL), state, &(struct smpp_receipt_ends){
 	    .id = o->id, .to = o->to, .reply_to = o->reply_to,
 	    .src_addr = o->src_addr, .dst_addr = o->dst_addr,
@@ -465,7 +463,7 @@ late_park(struct conn *c, struct upstream_sess *s, uint32_t cmd,
 	l->step_ms = LATE_STEP_MIN_MS;
 	l->due_ms = c->r->now_ms + l->step_ms;
 	l->until_ms = c->r->now_ms + (uint64_t)wait * 1000;
-	snprintf(l->id, sizeof(l->id), "%s", id);
+	str_copy(l->id, sizeof(l->id), id);
 	l->f = *f;
 	late_append(list, l);
 	s->late++;
@@ -552,7 +550,7 @@ receipt_ask_store(struct conn *c, struct upstream_sess *s,
 	w->len = len;
 	w->q.done = rcpt_found;
 	w->q.reactor = c->r->id;
-	snprintf(w->q.upstream, sizeof(w->q.upstream), "%s", s->uc->name);
+	str_copy(w->q.upstream, sizeof(w->q.upstream), s->uc->name);
 	w->q.nkeys = receipt_id_keys(s->uc->receipt_id, true, id, strlen(id),
 	    w->keys);
 	w->q.keys = w->keys;
@@ -563,7 +561,7 @@ receipt_ask_store(struct conn *c, struct upstream_sess *s,
 	w->seq = p->sequence_number;
 	w->state = state;
 	w->pending = pending;
-	snprintf(w->id, sizeof(w->id), "%s", id);
+	str_copy(w->id, sizeof(w->id), id);
 	w->f = *f;
 	s->mo_pending++;
 	mo_update_hold(c, s);
@@ -714,7 +712,7 @@ question_ask_store(struct reactor *r, struct cluster_receipt_q *cq)
 	question_text(cq, &w->f);
 	w->q.done = question_found;
 	w->q.reactor = r->id;
-	snprintf(w->q.upstream, sizeof(w->q.upstream), "%s", cq->upstream);
+	str_copy(w->q.upstream, sizeof(w->q.upstream), cq->upstream);
 	w->q.nkeys = receipt_id_keys(uc->receipt_id, true, cq->id,
 	    strlen(cq->id), w->keys);
 	w->q.keys = w->keys;
@@ -763,8 +761,8 @@ receipt_cluster_again(const char *upstream, const char *id, uint8_t state,
 	}
 	q = xcalloc(1, sizeof(*q) + len);
 	q->state = state;
-	snprintf(q->upstream, sizeof(q->upstream), "%s", upstream);
-	snprintf(q->id, sizeof(q->id), "%s", id);
+	str_copy(q->upstream, sizeof(q->upstream), upstream);
+	str_copy(q->id, sizeof(q->id), id);
 	if (len > 0)
 		memcpy(q->text, text, len);
 	q->len = len;

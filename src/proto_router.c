@@ -917,18 +917,27 @@ static int
 router_put_receipt(struct conn *c, struct router_sess *s, const struct msg *m)
 {
 	struct smpp_receipt_text f;
-	char line[160];
-	int n;
+	/* Each field fits its array: 24 + 8 + 4 + 13 bytes at most. */
+	char line[64];
+	const char *part[4];
+	size_t n = 4;
 
 	if (s->quitting)
 		return MSG_NO_ROUTE;
 	if (s->claiming)
 		return MSG_BUSY;
 	smpp_receipt_parse(m->text, m->len, &f);
-	n = snprintf(line, sizeof(line), "RCPT %s %s %s %s\n",
-	    rcpt_field(m->receipted_id), rcpt_field(f.stat), rcpt_field(f.err),
-	    rcpt_field(f.done_date));
-	if (!conn_write(c, line, (size_t)n))
+	memcpy(line, "RCPT", 4);
+	part[0] = rcpt_field(m->receipted_id);
+	part[1] = rcpt_field(f.stat);
+	part[2] = rcpt_field(f.err);
+	part[3] = rcpt_field(f.done_date);
+	for (size_t k = 0; k < ARRAY_LEN(part); k++) {
+		line[n++] = ' ';
+		n += str_copy(line + n, sizeof(line) - 1 - n, part[k]);
+	}
+	line[n++] = '\n';
+	if (!conn_write(c, line, n))
 		return MSG_NO_ROUTE;
 	if (m->flags & MSG_F_STORED)
 		stored_wait_add(c, s, m);

@@ -139,7 +139,7 @@ smpp_respond(struct conn *c, uint32_t cmd, uint32_t status, uint32_t seq,
 	pdu.command_status = status;
 	pdu.sequence_number = seq;
 	if (message_id != NULL)
-		snprintf(pdu.message_id, sizeof(pdu.message_id), "%s",
+		str_copy(pdu.message_id, sizeof(pdu.message_id),
 		    message_id);
 	smpp_send(c, &pdu, 0);
 }
@@ -204,7 +204,7 @@ bind_take(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		return SMPP_ESME_RBINDFAIL;
 	}
 	/* Only now is anything of this bind kept, for on_close to undo. */
-	snprintf(s->system_id, sizeof(s->system_id), "%s", pdu->system_id);
+	str_copy(s->system_id, sizeof(s->system_id), pdu->system_id);
 	s->counted = true;
 	s->joined = receiver;
 	s->state = pdu->command_id == SMPP_BIND_TRANSMITTER ? SMPP_BOUND_TX :
@@ -229,7 +229,7 @@ cmd_bind(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 	resp.command_id = pdu->command_id | SMPP_RESP;
 	resp.command_status = status;
 	resp.sequence_number = pdu->sequence_number;
-	snprintf(resp.system_id, sizeof(resp.system_id), "%s",
+	str_copy(resp.system_id, sizeof(resp.system_id),
 	    c->r->cf->smpp.system_id);
 	resp.tlvs = SMPP_TLV_SC_INTERFACE_VERSION;
 	resp.sc_interface_version = SMPP_INTERFACE_VERSION;
@@ -329,7 +329,7 @@ submit_answer(struct conn *c, uint32_t cmd, uint32_t seq, uint64_t id,
 {
 	char mid[24];
 
-	snprintf(mid, sizeof(mid), "%llu", (unsigned long long)id);
+	mid[u64_to_dec(mid, id)] = '\0';
 	smpp_respond(c, cmd | SMPP_RESP, verdict_status(v, dc), seq, mid);
 }
 
@@ -356,7 +356,7 @@ submit_msg(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	m->flags |= MSG_F_PREFIX_FIRST |
 	    smpp_msg_coding_flags(acct_alphabet(c->r->cf, s->system_id));
 	m->registered_delivery = pdu->registered_delivery;
-	snprintf(m->reply_to, sizeof(m->reply_to), "%s", s->system_id);
+	str_copy(m->reply_to, sizeof(m->reply_to), s->system_id);
 	if (pdu->tlvs & SMPP_TLV_USER_MESSAGE_REFERENCE) {
 		m->flags |= MSG_F_UMR;
 		m->umr = pdu->user_message_reference;
@@ -425,7 +425,7 @@ cmd_submit(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu)
 		return;
 	}
 	if (pdu->source_addr[0] == '\0') {
-		snprintf(from, sizeof(from), "%s", s->system_id);
+		str_copy(from, sizeof(from), s->system_id);
 		if (source_foreign(c->r->cf, s, from)) {
 			smpp_respond(c, cmd | SMPP_RESP, SMPP_ESME_RINVSRCADR,
 			    seq, NULL);
@@ -573,7 +573,7 @@ cmd_store_req(struct conn *c, struct smpp_sess *s, const struct smpp_pdu *pdu,
 	q->conn = conn_handle(c);
 	q->done = store_req_done;
 	q->seq = seq;
-	snprintf(q->submitter, sizeof(q->submitter), "%s", s->system_id);
+	str_copy(q->submitter, sizeof(q->submitter), s->system_id);
 	q->id = id;
 	snprintf(q->dst, sizeof(q->dst), "%.64s", dst);
 	if (kind == MSG_REQ_REPLACE) {
@@ -604,11 +604,11 @@ addr_for_smpp(const char *addr, char *out, uint8_t *ton, uint8_t *npi)
 	if (digits) {
 		*ton = 1;
 		*npi = 1;
-		snprintf(out, 21, "%s", addr + 1);
+		str_copy(out, 21, addr + 1);
 	} else {
 		*ton = strspn(addr, "0123456789") == strlen(addr) ? 0 : 5;
 		*npi = 0;
-		snprintf(out, 21, "%s", addr);
+		str_copy(out, 21, addr);
 	}
 }
 
@@ -625,7 +625,7 @@ deliver_addr(const char *raw, uint8_t ton, uint8_t npi, const char *addr,
 		addr_for_smpp(addr, out, oton, onpi);
 		return;
 	}
-	snprintf(out, 21, "%s", raw);
+	str_copy(out, 21, raw);
 	*oton = ton;
 	*onpi = npi;
 }
@@ -690,8 +690,8 @@ send_deliver(struct conn *c, struct smpp_sess *s, struct msg *m,
 	if (m->flags & MSG_F_RECEIPT) {
 		pdu.tlvs |= SMPP_TLV_RECEIPTED_MESSAGE_ID |
 		    SMPP_TLV_MESSAGE_STATE;
-		snprintf(pdu.receipted_message_id,
-		    sizeof(pdu.receipted_message_id), "%s", m->receipted_id);
+		str_copy(pdu.receipted_message_id,
+		    sizeof(pdu.receipted_message_id), m->receipted_id);
 		pdu.message_state_tlv = m->message_state;
 	}
 	/* A part's octets, not its whole text's: one stack buffer. */
@@ -1124,7 +1124,7 @@ smpp_on_verdict(struct conn *c, const struct msg *m)
 	if (m->verdict == MSG_REJECTED) {
 		char mid[24];
 
-		snprintf(mid, sizeof(mid), "%llu", (unsigned long long)m->id);
+		mid[u64_to_dec(mid, m->id)] = '\0';
 		smpp_respond(c, m->sender_cmd | SMPP_RESP, m->status,
 		    m->sender_ref, mid);
 	} else {

@@ -9,6 +9,7 @@
 #include "msg.h"
 #include "route.h"
 #include "smpp_pdu.h"
+#include "util.h"
 
 const uint8_t *
 smpp_msg_text(const struct smpp_pdu *p, size_t *len)
@@ -24,10 +25,12 @@ smpp_msg_text(const struct smpp_pdu *p, size_t *len)
 bool
 smpp_msg_addr(const char *addr, uint8_t ton, char *out, size_t len)
 {
-	if (ton == 1 && addr[0] != '+')
-		snprintf(out, len, "+%s", addr);
-	else
-		snprintf(out, len, "%s", addr);
+	if (ton == 1 && addr[0] != '+' && len > 1) {
+		out[0] = '+';
+		str_copy(out + 1, len - 1, addr);
+	} else {
+		str_copy(out, len, addr);
+	}
 	return route_addr_valid(out, strlen(out));
 }
 
@@ -51,11 +54,11 @@ smpp_msg_new(const struct smpp_pdu *p, const char *from, const char *to)
 	/* The UDH indicator and reply path travel with the message. */
 	m->esm_class = p->esm_class & 0xC0;
 	m->data_coding = p->data_coding;
-	snprintf(m->src_addr, sizeof(m->src_addr), "%.20s", p->source_addr);
-	snprintf(m->dst_addr, sizeof(m->dst_addr), "%.20s",
-	    p->destination_addr);
-	snprintf(m->from, sizeof(m->from), "%.64s", from);
-	snprintf(m->to, sizeof(m->to), "%.64s", to);
+	/* Each cut where the arrays end (21 and 65 bytes). */
+	str_copy(m->src_addr, sizeof(m->src_addr), p->source_addr);
+	str_copy(m->dst_addr, sizeof(m->dst_addr), p->destination_addr);
+	str_copy(m->from, sizeof(m->from), from);
+	str_copy(m->to, sizeof(m->to), to);
 	if (p->tlvs & SMPP_TLV_SAR) {
 		m->flags |= MSG_F_SAR;
 		m->sar_ref = p->sar_msg_ref_num;

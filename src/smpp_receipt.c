@@ -1,22 +1,75 @@
 /* smpp_receipt.c: SMPP delivery receipts: their text and fields (deliver_receipt sends them). */
 #include "smpp_receipt.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
 #include "msg.h"
+#include "util.h"
 
 void
 smpp_receipt_date(uint64_t t, char *buf, size_t len)
 {
-	time_t tt = (time_t)t;
-	struct tm tm;
+	/* Receipts come by the thousand a second, all in the same minute. */
+	static _Thread_local uint64_t last_min = UINT64_MAX;
+	static _Thread_local char last[11];
 
-	gmtime_r(&tt, &tm);
-	strftime(buf, len, "%y%m%d%H%M", &tm);
+	if (t / 60 != last_min) {
+		time_t tt = (time_t)t;
+		struct tm tm;
+
+		gmtime_r(&tt, &tm);
+		if (strftime(last, sizeof(last), "%y%m%d%H%M", &tm) == 0)
+			last[0] = '\0';
+		last_min = t / 60;
+	}
+	str_copy(buf, len, last);
 }
+
+/* Appends s (n bytes) to out at *at, as much as fits before cap - 1. */
+static void
+put(char *out, size_t cap, size_t *at, const char *s, size_t n)
+{
+	if (n > cap - 1 - *at)
+		n = cap - 1 - *at;
+	memcpy(out + *at, s, n);
+	*at += n;
+}
+
+#define PUT(lit) put(out, cap, &at, lit, sizeof(lit) - 1)
+#define PUTS(s) put(out, cap, &at, s, strlen(s))
+
+size_t
+smpp_receipt_write(char *out, size_t cap, const struct smpp_receipt_parts *p)
+{
+	char id[20];
+	size_t at = 0;
+
+	PUT("id:");
+	put(out, cap, &at, id, u64_to_dec(id, p->id));
+	PUT(" sub:");
+	PUTS(p->sub);
+	PUT(" dlvrd:");
+	PUTS(p->dlvrd);
+	PUT(" submit date:");
+	PUTS(p->submit_date);
+	PUT(" done date:");
+	PUTS(p->done_date);
+	PUT(" stat:");
+	PUTS(p->stat);
+	PUT(" err:");
+	PUTS(p->err);
+	PUT(" text:");
+	put(out, cap, &at, p->text, p->tl);
+	out[at] = '\0';
+	return at;
+}
+
+#undef PUT
+#undef PUTS
 
 static const char *const stats[] = {
 	[SMPP_STATE_ENROUTE] = "ENROUTE",
@@ -74,52 +127,80 @@ smpp_receipt_final(uint8_t state)
 }
 
 /*
- * The value after label in t[0..n) (at the start, or after a space),
- * into out (cap bytes): up to the next space, or, rest, to the end.
- * false when the label is absent or its value does not fit.
+ * The value at t[i..n) into out (cap bytes): up to the next space or NUL,
+ * or, rest, to the end or a NUL, cut to fit. false when a value that is
+ * not the rest does not fit.
  */
 static bool
-field_get(const uint8_t *t, size_t n, const char *label, bool rest,
-    char *out, size_t cap)
+value_get(const uint8_t *t, size_t n, size_t i, bool rest, char *out,
+    size_t cap)
 {
-	size_t ll = strlen(label), i, v;
+	size_t v;
 
-	for (i = 0; i + ll <= n; i++) {
-		if ((i > 0 && t[i - 1] != ' ') ||
-		    strncasecmp((const char *)t + i, label, ll) != 0)
-			continue;
-		i += ll;
-		for (v = i; v < n && (rest || t[v] != ' ') && t[v] != '\0'; v++)
-			;
-		if (v - i >= cap) {
-			if (!rest)
-				return false;
-			v = i + cap - 1;
-		}
-		memcpy(out, t + i, v - i);
-		out[v - i] = '\0';
-		return true;
+	for (v = i; v < n && (rest || t[v] != ' ') && t[v] != '\0'; v++)
+		;
+	if (v - i >= cap) {
+		if (!rest)
+			return false;
+		v = i + cap - 1;
 	}
-	return false;
+	memcpy(out, t + i, v - i);
+	out[v - i] = '\0';
+	return true;
 }
 
+/* The labels of a receipt's fields, and where each value goes. */
+enum { F_ID, F_SUB, F_DLVRD, F_SUBMIT, F_DONE, F_STAT, F_ERR, F_TEXT, F_N };
+
+static const struct {
+	const char	*label;
+	size_t		 len;
+	size_t		 off, cap;
+} fields[F_N] = {
+#define FIELD(k, l, m) [k] = { l, sizeof(l) - 1, \
+	offsetof(struct smpp_receipt_text, m), \
+	sizeof(((struct smpp_receipt_text *)0)->m) }
+	FIELD(F_ID, "id:", id),
+	FIELD(F_SUB, "sub:", sub),
+	FIELD(F_DLVRD, "dlvrd:", dlvrd),
+	FIELD(F_SUBMIT, "submit date:", submit_date),
+	FIELD(F_DONE, "done date:", done_date),
+	FIELD(F_STAT, "stat:", stat),
+	FIELD(F_ERR, "err:", err),
+	FIELD(F_TEXT, "text:", text),
+#undef FIELD
+};
+
+/*
+ * One pass over the words of t[0..n): a label (in any case) at a word's
+ * start gives its field the value after it, the first time only. A value
+ * that does not fit leaves its field "" (text is cut instead).
+ */
 int
 smpp_receipt_parse(const uint8_t *t, size_t n, struct smpp_receipt_text *f)
 {
+	unsigned seen = 0;
+
 	memset(f, 0, sizeof(*f));
-	field_get(t, n, "sub:", false, f->sub, sizeof(f->sub));
-	field_get(t, n, "dlvrd:", false, f->dlvrd, sizeof(f->dlvrd));
-	field_get(t, n, "submit date:", false, f->submit_date,
-	    sizeof(f->submit_date));
-	field_get(t, n, "done date:", false, f->done_date,
-	    sizeof(f->done_date));
-	field_get(t, n, "stat:", false, f->stat, sizeof(f->stat));
-	field_get(t, n, "err:", false, f->err, sizeof(f->err));
-	field_get(t, n, "text:", true, f->text, sizeof(f->text));
-	if (!field_get(t, n, "id:", false, f->id, sizeof(f->id)) ||
-	    f->id[0] == '\0')
-		return -1;
-	return 0;
+	for (size_t i = 0; i < n; i++) {
+		/* Labels begin with a small letter: | 0x20 folds its capital. */
+		uint8_t c = t[i] | 0x20;
+
+		if (i > 0 && t[i - 1] != ' ')
+			continue;
+		for (unsigned k = 0; k < F_N; k++) {
+			if ((uint8_t)fields[k].label[0] != c ||
+			    (seen & (1u << k)) || i + fields[k].len > n ||
+			    strncasecmp((const char *)t + i, fields[k].label,
+			    fields[k].len) != 0)
+				continue;
+			seen |= 1u << k;
+			value_get(t, n, i + fields[k].len, k == F_TEXT,
+			    (char *)f + fields[k].off, fields[k].cap);
+			break;
+		}
+	}
+	return f->id[0] == '\0' ? -1 : 0;
 }
 
 struct msg *
@@ -131,7 +212,7 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
 	size_t tl;
 	/* A part's UDH is not text to quote; a receipt's text is not either. */
 	const uint8_t *t = msg_text_after_udh(orig, &tl);
-	int n;
+	size_t n;
 
 	if (!(orig->registered_delivery & 0x01) || orig->reply_to[0] == '\0')
 		return NULL;
@@ -139,12 +220,12 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
 		tl = 0;
 	smpp_receipt_date(orig->submitted, sub, sizeof(sub));
 	smpp_receipt_date(done_at, done, sizeof(done));
-	n = snprintf(text, sizeof(text), "id:%llu sub:001 dlvrd:%s submit "
-	    "date:%s done date:%s stat:%s err:%s text:%.*s",
-	    (unsigned long long)orig->id, ok ? "001" : "000", sub, done,
-	    state_stat(state), ok ? "000" : "001",
-	    (int)strnlen((const char *)t, tl < 20 ? tl : 20), (const char *)t);
-	return smpp_receipt_msg(text, (size_t)n, id, done_at, state,
+	n = smpp_receipt_write(text, sizeof(text), &(struct smpp_receipt_parts){
+	    .id = orig->id, .sub = "001", .dlvrd = ok ? "001" : "000",
+	    .submit_date = sub, .done_date = done, .stat = state_stat(state),
+	    .err = ok ? "000" : "001", .text = (const char *)t,
+	    .tl = strnlen((const char *)t, tl < 20 ? tl : 20) });
+	return smpp_receipt_msg(text, n, id, done_at, state,
 	    &(struct smpp_receipt_ends){ .id = orig->id, .to = orig->to,
 	    .reply_to = orig->reply_to, .src_addr = orig->src_addr,
 	    .dst_addr = orig->dst_addr, .src_ton = orig->src_ton,
@@ -165,11 +246,10 @@ smpp_receipt_msg(const char *text, size_t n, uint64_t id, uint64_t at,
 	m->flags = MSG_F_EXACT | MSG_F_RECEIPT;
 	m->esm_class = SMPP_ESM_RECEIPT;
 	m->message_state = state;
-	snprintf(m->receipted_id, sizeof(m->receipted_id), "%llu",
-	    (unsigned long long)e->id);
+	m->receipted_id[u64_to_dec(m->receipted_id, e->id)] = '\0';
 	/* The receipt travels back: from the recipient to the submitter. */
-	snprintf(m->from, sizeof(m->from), "%s", e->to);
-	snprintf(m->to, sizeof(m->to), "%s", e->reply_to);
+	str_copy(m->from, sizeof(m->from), e->to);
+	str_copy(m->to, sizeof(m->to), e->reply_to);
 	memcpy(m->src_addr, e->dst_addr, sizeof(m->src_addr));
 	memcpy(m->dst_addr, e->src_addr, sizeof(m->dst_addr));
 	m->src_ton = e->dst_ton;

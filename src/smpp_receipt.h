@@ -40,6 +40,22 @@ struct smpp_receipt_ends {
 	uint8_t	src_ton, src_npi, dst_ton, dst_npi;
 };
 
+/* The values of a receipt's text, each NUL-terminated but text (tl bytes). */
+struct smpp_receipt_parts {
+	uint64_t	 id;
+	const char	*sub, *dlvrd, *submit_date, *done_date, *stat, *err;
+	const char	*text;
+	size_t		 tl;
+};
+
+/*
+ * Writes the text of a receipt ("id:IIII sub:001 dlvrd:001 submit
+ * date:... done date:... stat:DELIVRD err:000 text:...") into out (cap
+ * bytes, cut at cap - 1), NUL-terminated; returns its length. Pure.
+ */
+size_t	smpp_receipt_write(char *out, size_t cap,
+	    const struct smpp_receipt_parts *p);
+
 /*
  * A receipt message with text (n bytes), id, made at (wall clock s), in
  * state, for the message e names: from its recipient to its submitter.

@@ -94,7 +94,7 @@ pick(const struct config *cf, struct upstream_job *j)
 
 		if ((st = upstream_stat_find(name)) != NULL &&
 		    pick_link(st, j->m->to, j->moves, &j->link)) {
-			snprintf(j->upstream, sizeof(j->upstream), "%s", name);
+			str_copy(j->upstream, sizeof(j->upstream), name);
 			return true;
 		}
 	}
@@ -393,7 +393,7 @@ submit_addr(const char *raw, const char *addr, char *out)
 		raw = addr;
 	if (raw[0] == '+')
 		raw++;
-	snprintf(out, 21, "%.20s", raw);
+	str_copy(out, 21, raw);
 }
 
 /* The text fields of part i of j (as the SMPP recipient edge fills). */
@@ -633,7 +633,7 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 		if (answer_id_ok(s, j, id)) {
 			upstream_submitted(s->cf, s->uc, id, strlen(id), j->m);
 			if (j->smsc_id[0] == '\0')
-				snprintf(j->smsc_id, sizeof(j->smsc_id), "%s",
+				str_copy(j->smsc_id, sizeof(j->smsc_id),
 				    id);
 		}
 	} else if (status == SMPP_ESME_RTHROTTLED ||
@@ -788,7 +788,7 @@ upstream_fuzz_submit(struct conn *c, const char *text)
 	j->m->sender_kind = MSG_KIND_NONE;
 	snprintf(j->m->from, sizeof(j->m->from), "fuzz");
 	snprintf(j->m->to, sizeof(j->m->to), "+351911000000");
-	snprintf(j->upstream, sizeof(j->upstream), "%s", s->uc->name);
+	str_copy(j->upstream, sizeof(j->upstream), s->uc->name);
 	if (job_encode(s, j) != MSG_OK) {
 		job_free(j);
 		return;

@@ -29,6 +29,13 @@ bool	secret_eq(const char *a, const char *b);
  */
 size_t	u64_to_dec(char *buf, uint64_t v);
 
+/*
+ * Copies src into dst (cap bytes, cap > 0), cut at cap - 1 bytes, always
+ * NUL-terminated; returns the length copied. snprintf(dst, cap, "%s", src)
+ * without the format's cost, for fields filled per message.
+ */
+size_t	str_copy(char *dst, size_t cap, const char *src);
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Keeps per-thread data written by one thread off other threads' lines. */

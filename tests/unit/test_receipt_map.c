@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
 #include "msg.h"
@@ -10,6 +11,7 @@
 #include "smpp_receipt.h"
 #include "helpers.h"
 #include "suites.h"
+#include "util.h"
 
 #define METRICS								\
 	"listeners = ( { name = \"m\"; address = \"127.0.0.1\"; port = 0; "	\
@@ -308,6 +310,90 @@ START_TEST(receipt_text_bounded)
 }
 END_TEST
 
+/*
+ * The reader as it was first written, one search of t per label: the
+ * one-pass reader must find what it found, field by field.
+ */
+static bool
+ref_field(const uint8_t *t, size_t n, const char *label, bool rest,
+    char *out, size_t cap)
+{
+	size_t ll = strlen(label), i, v;
+
+	for (i = 0; i + ll <= n; i++) {
+		if ((i > 0 && t[i - 1] != ' ') ||
+		    strncasecmp((const char *)t + i, label, ll) != 0)
+			continue;
+		i += ll;
+		for (v = i; v < n && (rest || t[v] != ' ') && t[v] != '\0'; v++)
+			;
+		if (v - i >= cap) {
+			if (!rest)
+				return false;
+			v = i + cap - 1;
+		}
+		memcpy(out, t + i, v - i);
+		out[v - i] = '\0';
+		return true;
+	}
+	return false;
+}
+
+static int
+ref_parse(const uint8_t *t, size_t n, struct smpp_receipt_text *f)
+{
+	memset(f, 0, sizeof(*f));
+	ref_field(t, n, "sub:", false, f->sub, sizeof(f->sub));
+	ref_field(t, n, "dlvrd:", false, f->dlvrd, sizeof(f->dlvrd));
+	ref_field(t, n, "submit date:", false, f->submit_date,
+	    sizeof(f->submit_date));
+	ref_field(t, n, "done date:", false, f->done_date,
+	    sizeof(f->done_date));
+	ref_field(t, n, "stat:", false, f->stat, sizeof(f->stat));
+	ref_field(t, n, "err:", false, f->err, sizeof(f->err));
+	ref_field(t, n, "text:", true, f->text, sizeof(f->text));
+	if (!ref_field(t, n, "id:", false, f->id, sizeof(f->id)) ||
+	    f->id[0] == '\0')
+		return -1;
+	return 0;
+}
+
+/* Texts made of labels, values, spaces and NULs, in any order and case. */
+START_TEST(receipt_text_as_reference)
+{
+	static const char *const bits[] = { "id:", "ID:", "sub:", "Sub:",
+	    "dlvrd:", "submit date:", "SUBMIT DATE:", "done date:", "stat:",
+	    "err:", "text:", "Text:", " ", " ", " ", "x", "7", "001",
+	    "DELIVRD", "2611261830", "DELIVEREDXX", "submit", "date:", "d",
+	    "s", "\0", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaa" };
+	uint64_t x = 88172645463325252u;
+
+	for (int k = 0; k < 200000; k++) {
+		uint8_t t[400];
+		size_t n = 0;
+		struct smpp_receipt_text a, b;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		for (unsigned w = (unsigned)(x % 24); w > 0; w--) {
+			const char *s;
+			size_t l;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			s = bits[x % ARRAY_LEN(bits)];
+			l = s[0] == '\0' ? 1 : strlen(s);
+			if (n + l > sizeof(t))
+				break;
+			memcpy(t + n, s, l);
+			n += l;
+		}
+		if (smpp_receipt_parse(t, n, &a) != ref_parse(t, n, &b) ||
+		    memcmp(&a, &b, sizeof(a)) != 0)
+			ck_abort_msg("text %d (%zu bytes) read otherwise", k, n);
+	}
+}
+END_TEST
+
 START_TEST(receipt_states)
 {
 	ck_assert_uint_eq(smpp_receipt_state("DELIVRD"), SMPP_STATE_DELIVERED);
@@ -370,6 +456,44 @@ START_TEST(receipt_dates)
 	ck_assert_str_eq(buf, "2611241345");
 	smpp_receipt_date(0, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "7001010000");
+	/* A thread reuses its last minute's text: the next minute, and back. */
+	smpp_receipt_date(1795478400ull + 13 * 3600 + 46 * 60, buf,
+	    sizeof(buf));
+	ck_assert_str_eq(buf, "2611241346");
+	smpp_receipt_date(1795478400ull + 13 * 3600 + 46 * 60 + 59, buf,
+	    sizeof(buf));
+	ck_assert_str_eq(buf, "2611241346");
+	smpp_receipt_date(1795478400ull + 13 * 3600 + 45 * 60, buf,
+	    sizeof(buf));
+	ck_assert_str_eq(buf, "2611241345");
+	/* A short buffer gets what fits. */
+	smpp_receipt_date(0, buf, 5);
+	ck_assert_str_eq(buf, "7001");
+}
+END_TEST
+
+/* A receipt's text as SMS centres write it; cut at the buffer's end. */
+START_TEST(receipt_text_written)
+{
+	struct smpp_receipt_parts p = { .id = 18446744073709551615ull,
+	    .sub = "001", .dlvrd = "001", .submit_date = "2611241345",
+	    .done_date = "2611241346", .stat = "DELIVRD", .err = "000",
+	    .text = "hello there", .tl = 5 };
+	const char *want = "id:18446744073709551615 sub:001 dlvrd:001 submit "
+	    "date:2611241345 done date:2611241346 stat:DELIVRD err:000 "
+	    "text:hello";
+	char out[200];
+
+	ck_assert_uint_eq(smpp_receipt_write(out, sizeof(out), &p),
+	    strlen(want));
+	ck_assert_str_eq(out, want);
+	for (size_t cap = 1; cap <= strlen(want) + 1; cap++) {
+		memset(out, 'x', sizeof(out));
+		ck_assert_uint_eq(smpp_receipt_write(out, cap, &p), cap - 1);
+		ck_assert(memcmp(out, want, cap - 1) == 0);
+		ck_assert_int_eq(out[cap - 1], '\0');
+		ck_assert_int_eq(out[cap], 'x');
+	}
 }
 END_TEST
 
@@ -412,9 +536,11 @@ receipt_map_suite(void)
 	tcase_add_test(tc, map_many);
 	tcase_add_test(tc, receipt_text_parsed);
 	tcase_add_test(tc, receipt_text_bounded);
+	tcase_add_test(tc, receipt_text_as_reference);
 	tcase_add_test(tc, receipt_states);
 	tcase_add_test(tc, receipt_text_quoted);
 	tcase_add_test(tc, receipt_dates);
+	tcase_add_test(tc, receipt_text_written);
 	tcase_add_test(tc, config_receipts);
 	suite_add_tcase(s, tc);
 	return s;

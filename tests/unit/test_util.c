@@ -1,4 +1,4 @@
-/* test_util.c: small helpers: u64_to_dec against snprintf. */
+/* test_util.c: small helpers: u64_to_dec against snprintf, str_copy. */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +69,24 @@ START_TEST(test_u64_to_dec)
 }
 END_TEST
 
+/* str_copy: the whole string when it fits, else cut; always terminated. */
+START_TEST(test_str_copy)
+{
+	char buf[8];
+
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_uint_eq(str_copy(buf, sizeof(buf), "abc"), 3);
+	ck_assert_str_eq(buf, "abc");
+	ck_assert_int_eq(buf[4], 'x');
+	ck_assert_uint_eq(str_copy(buf, sizeof(buf), "abcdefgh"), 7);
+	ck_assert_str_eq(buf, "abcdefg");
+	ck_assert_uint_eq(str_copy(buf, 1, "abc"), 0);
+	ck_assert_str_eq(buf, "");
+	ck_assert_uint_eq(str_copy(buf, sizeof(buf), ""), 0);
+	ck_assert_str_eq(buf, "");
+}
+END_TEST
+
 Suite *
 util_suite(void)
 {
@@ -77,6 +95,7 @@ util_suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_u64_to_dec);
+	tcase_add_test(tc, test_str_copy);
 	suite_add_tcase(s, tc);
 	return s;
 }
