@@ -148,8 +148,11 @@ receipt_relay(struct reactor *r, const struct receipt_orig *o,
 	bool ok = state == SMPP_STATE_DELIVERED;
 	size_t n;
 
-	smpp_receipt_date(o->submitted, sub, sizeof(sub));
-	smpp_receipt_date((uint64_t)time(NULL), done, sizeof(done));
+	/* Ours only where the centre wrote none. */
+	if (f->submit_date[0] == '\0')
+		smpp_receipt_date(o->submitted, sub, sizeof(sub));
+	if (f->done_date[0] == '\0')
+		smpp_receipt_date((uint64_t)time(NULL), done, sizeof(done));
 	n = smpp_receipt_write(text, sizeof(text), &(struct smpp_receipt_parts){
 	    .id = o->id, .sub = f->sub[0] ? f->sub : "001",
 	    .dlvrd = f->dlvrd[0] ? f->dlvrd : ok ? "001" : "000",
