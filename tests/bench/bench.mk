@@ -1,5 +1,5 @@
 # tests/bench/bench.mk: the load generator and `make bench` (included by the Makefile).
-.PHONY: bench bench-run bench-deps check-bench storebench bench-scale
+.PHONY: bench bench-run bench-deps check-bench storebench bench-scale bench-split
 
 LOADGEN    := $(BUILD)/loadgen
 # The yardsticks make bench compares against, and the plotter.
@@ -51,6 +51,13 @@ storebench: $(STOREBENCH)
 bench-scale: $(BIN) $(LOADGEN) $(DRAIN)
 	ERD=$(CURDIR)/$(BIN) LG=$(CURDIR)/$(LOADGEN) DRAIN=$(CURDIR)/$(DRAIN) \
 	    tests/bench/scale-store
+
+# make bench's upstream rows with the SMS centre's side (a second
+# echorouterd) on CPUs of its own, as a centre is another machine
+# (tests/bench/split-upstream, about a minute): meant for a machine with
+# 16 CPUs or more; on fewer it is a try of the script, not a figure.
+bench-split: $(BIN) $(LOADGEN)
+	ERD=$(CURDIR)/$(BIN) LG=$(CURDIR)/$(LOADGEN) tests/bench/split-upstream
 
 # The generator against the real daemon, and against fake servers that
 # corrupt, reorder or lose messages: it must fail those runs, in bounded
