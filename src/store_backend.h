@@ -186,6 +186,12 @@ struct store_backend_ops {
 };
 
 extern const struct store_backend_ops store_sqlite_ops;
+/*
+ * The SQLite connection's synchronous setting as SQLite reports it (2
+ * FULL, 1 NORMAL), or -1. For the unit tests: a sweep commits at NORMAL,
+ * and the next group must commit at the setting store.sync asks for.
+ */
+int	store_sqlite_synchronous(struct store_backend *b);
 extern const struct store_backend_ops store_js_ops;
 
 /* A backend the configuration can name (store.backend). */

@@ -1536,6 +1536,14 @@ sweep_alone(struct store_backend *b, unsigned n)
 	return -1;
 }
 
+int
+store_sqlite_synchronous(struct store_backend *b)
+{
+	int v;
+
+	return pragma_int(b->db, "PRAGMA synchronous", &v) < 0 ? -1 : v;
+}
+
 static int
 sqlite_put(struct store_backend *b, const struct store_rec *rec)
 {

@@ -720,6 +720,12 @@ START_TEST(test_sweep_of_done)
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 70000);
 	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 50000);
+	/* The sweep committed unsynced; the next group commits synced. */
+	ck_assert_int_eq(store_sqlite_synchronous(b), 1);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_synchronous(b), 2);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(store_sqlite_synchronous(b), 2);
 	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 50000);
 	ck_assert_int_eq(count_in_file("SELECT min(id) FROM msg"), 20001);
