@@ -163,7 +163,7 @@ acct_get(const char *id, unsigned k)
 	if ((a = acct_find(id, k)) == NULL) {
 		h = acct_hash(id);
 		a = xcalloc(1, sizeof(*a));
-		snprintf(a->id, sizeof(a->id), "%s", id);
+		str_copy(a->id, sizeof(a->id), id);
 		a->shard = k;
 		sh = &shards[a->shard];
 		a->all = atomic_load_explicit(&sh->all, memory_order_relaxed);
@@ -687,7 +687,7 @@ put_one(struct store_acct *a, struct msg *m)
 		m->submitted = now;
 	memset(&rec, 0, sizeof(rec));
 	rec.m = m;
-	snprintf(rec.account, sizeof(rec.account), "%s", a->id);
+	str_copy(rec.account, sizeof(rec.account), a->id);
 	rec.state = MSG_STATE_ENROUTE;
 	rec.due = m->due;
 	/*

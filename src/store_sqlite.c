@@ -599,7 +599,7 @@ copy_col(sqlite3_stmt *st, int col, char *out, size_t len)
 {
 	const unsigned char *t = sqlite3_column_text(st, col);
 
-	snprintf(out, len, "%s", t != NULL ? (const char *)t : "");
+	str_copy(out, len, t != NULL ? (const char *)t : "");
 }
 
 /* Column col, a name's key, as its text into out. */
@@ -607,7 +607,7 @@ static void
 copy_name(const struct names *nm, sqlite3_stmt *st, int col, char *out,
     size_t len)
 {
-	snprintf(out, len, "%s", names_get(nm, sqlite3_column_int64(st, col)));
+	str_copy(out, len, names_get(nm, sqlite3_column_int64(st, col)));
 }
 
 /* The row st is on, as a record with a message of its own. */
