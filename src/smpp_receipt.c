@@ -10,20 +10,37 @@
 #include "msg.h"
 #include "util.h"
 
+/* t as "YYMMDDhhmm" in UTC into out; "" where it has no such date. */
+static void
+date_text(uint64_t t, char out[11])
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm) == NULL ||
+	    strftime(out, 11, "%y%m%d%H%M", &tm) == 0)
+		out[0] = '\0';
+}
+
 void
 smpp_receipt_date(uint64_t t, char *buf, size_t len)
 {
 	/* Receipts come by the thousand a second, all in the same minute. */
 	static _Thread_local uint64_t last_min = UINT64_MAX;
 	static _Thread_local char last[11];
+	char once[11];
 
+	/*
+	 * Past INT64_MAX, t is a time_t before 1970 (a corrupt row, a peer's
+	 * bad value): its minutes do not begin at multiples of 60 of t.
+	 */
+	if (t > INT64_MAX) {
+		date_text(t, once);
+		str_copy(buf, len, once);
+		return;
+	}
 	if (t / 60 != last_min) {
-		time_t tt = (time_t)t;
-		struct tm tm;
-
-		gmtime_r(&tt, &tm);
-		if (strftime(last, sizeof(last), "%y%m%d%H%M", &tm) == 0)
-			last[0] = '\0';
+		date_text(t, last);
 		last_min = t / 60;
 	}
 	str_copy(buf, len, last);

@@ -469,6 +469,14 @@ START_TEST(receipt_dates)
 	/* A short buffer gets what fits. */
 	smpp_receipt_date(0, buf, 5);
 	ck_assert_str_eq(buf, "7001");
+	/*
+	 * Past INT64_MAX (a time_t before 1970), minutes do not begin at
+	 * multiples of 60 of t: 23:58:44 and 23:59:43 UTC are two.
+	 */
+	smpp_receipt_date(UINT64_MAX - 75, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "6912312358");
+	smpp_receipt_date(UINT64_MAX - 16, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "6912312359");
 }
 END_TEST
 
