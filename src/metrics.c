@@ -499,6 +499,14 @@ render_store(struct buf *out)
 	    (unsigned long long)st.commits);
 	out_printf(out, PREFIX "store_commits_total{result=\"failed\"} %llu\n",
 	    (unsigned long long)st.commit_failures);
+	out_family(out, PREFIX "store_in_flight_messages", "gauge",
+	    "Stored messages handed to sessions, their outcome not back.");
+	out_printf(out, PREFIX "store_in_flight_messages %llu\n",
+	    (unsigned long long)st.in_flight);
+	out_family(out, PREFIX "store_in_flight_bytes", "gauge",
+	    "Memory those messages take.");
+	out_printf(out, PREFIX "store_in_flight_bytes %llu\n",
+	    (unsigned long long)st.in_flight_bytes);
 	out_family(out, PREFIX "store_shard_messages", "gauge",
 	    "Messages waiting in each shard of the store (store.shards).");
 	for (unsigned k = 0; store_get_shard_stats(k, &st); k++)

@@ -277,6 +277,8 @@ store_get_stats(struct store_stats *st)
 			st->oldest = oldest;
 		st->commits += atomic_load(&sh->st_commits);
 		st->commit_failures += atomic_load(&sh->st_commit_failures);
+		st->in_flight += atomic_load(&sh->st_in_flight);
+		st->in_flight_bytes += atomic_load(&sh->st_in_flight_bytes);
 	}
 }
 
@@ -293,6 +295,8 @@ store_get_shard_stats(unsigned k, struct store_stats *st)
 	st->oldest = atomic_load(&sh->st_oldest);
 	st->commits = atomic_load(&sh->st_commits);
 	st->commit_failures = atomic_load(&sh->st_commit_failures);
+	st->in_flight = atomic_load(&sh->st_in_flight);
+	st->in_flight_bytes = atomic_load(&sh->st_in_flight_bytes);
 	return true;
 }
 
@@ -450,12 +454,32 @@ store_acct_has_out(const struct store_acct *a, uint64_t id)
 	return false;
 }
 
+/*
+ * m goes out, in flight until its outcome comes back: whether it used up
+ * the shard's bytes in flight (nothing more goes out until some return).
+ * Before m is posted: another thread owns it then.
+ */
+static bool
+inflight_add(struct store_acct *a, const struct msg *m)
+{
+	uint32_t size = (uint32_t)msg_size(m);
+
+	a->inflight_size[a->ninflight] = size;
+	a->inflight[a->ninflight++] = m->id;
+	S.ninflight++;
+	S.inflight_bytes += size;
+	return S.inflight_bytes >= S.inflight_bytes_max;
+}
+
 static bool
 inflight_del(struct store_acct *a, uint64_t id)
 {
 	for (unsigned i = 0; i < a->ninflight; i++)
 		if (a->inflight[i] == id) {
-			a->inflight[i] = a->inflight[--a->ninflight];
+			S.inflight_bytes -= a->inflight_size[i];
+			a->ninflight--;
+			a->inflight[i] = a->inflight[a->ninflight];
+			a->inflight_size[i] = a->inflight_size[a->ninflight];
 			S.ninflight--;
 			return true;
 		}
@@ -928,6 +952,7 @@ pump_one(struct store_rec *rec, void *arg)
 	struct msg *m = rec->m;
 	struct route_owner owner;
 	struct reactor *r;
+	bool full;
 
 	a->cursor = m->id;
 	if (store_acct_has_out(a, m->id))
@@ -954,10 +979,10 @@ pump_one(struct store_rec *rec, void *arg)
 		m->sender_kind = MSG_KIND_STORE;
 		m->store_acct = a;
 		m->attempts = rec->attempts;
-		a->inflight[a->ninflight++] = m->id;
-		S.ninflight++;
+		full = inflight_add(a, m);
 		deliver_to_kind(MSG_KIND_NODE, NULL, m, a->id);
-		return --p->room == 0;
+		p->room--;
+		return p->room == 0 || full;
 	}
 	if (p->upstream) {
 		/* The upstream kind picks a session; the outcome comes back. */
@@ -966,10 +991,10 @@ pump_one(struct store_rec *rec, void *arg)
 		m->sender_kind = MSG_KIND_NONE;
 		m->store_acct = a;
 		m->attempts = rec->attempts;
-		a->inflight[a->ninflight++] = m->id;
-		S.ninflight++;
+		full = inflight_add(a, m);
 		deliver_to_kind(MSG_KIND_UPSTREAM, NULL, m, a->id);
-		return --p->room == 0;
+		p->room--;
+		return p->room == 0 || full;
 	}
 	/*
 	 * An address one session holds alone (a router LOGIN) takes its
@@ -995,12 +1020,12 @@ pump_one(struct store_rec *rec, void *arg)
 	m->store_acct = a;
 	m->attempts = rec->attempts;
 	m->recipient = owner;
-	a->inflight[a->ninflight++] = m->id;
-	S.ninflight++;
+	full = inflight_add(a, m);
 	m->task.fn = deliver_stored_task;
 	m->task.arg = m;
 	reactor_post_task(r, &m->task);
-	return --p->room == 0;
+	p->room--;
+	return p->room == 0 || full;
 }
 
 static void
@@ -1012,7 +1037,8 @@ pump(struct store_acct *a)
 		unsigned global = S.inflight_max - S.ninflight;
 		int n;
 
-		if (S.ninflight >= S.inflight_max)
+		if (S.ninflight >= S.inflight_max ||
+		    S.inflight_bytes >= S.inflight_bytes_max)
 			S.starved = true;
 		/*
 		 * Refilled from half empty: one scan hands out a batch, not
@@ -1020,7 +1046,9 @@ pump(struct store_acct *a)
 		 */
 		if (a->count <= a->ninflight + a->nwire ||
 		    mono_ms() < a->resume_ms ||
-		    S.ninflight >= S.inflight_max || a->nunwritten > 0 ||
+		    S.ninflight >= S.inflight_max ||
+		    S.inflight_bytes >= S.inflight_bytes_max ||
+		    a->nunwritten > 0 ||
 		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
 			return;
 		/*
@@ -1054,7 +1082,8 @@ pump(struct store_acct *a)
 static void
 unstarve(void)
 {
-	if (!S.starved || S.ninflight > S.inflight_max / 2)
+	if (!S.starved || S.ninflight > S.inflight_max / 2 ||
+	    S.inflight_bytes > S.inflight_bytes_max / 2)
 		return;
 	S.starved = false;
 	for (struct store_acct *a = acct_first(); a != NULL; a = a->all)
@@ -1080,6 +1109,8 @@ publish_counts(void)
 {
 	atomic_store(&S.st_messages, S.nmessages);
 	atomic_store(&S.st_bytes, S.nbytes);
+	atomic_store(&S.st_in_flight, S.ninflight);
+	atomic_store(&S.st_in_flight_bytes, S.inflight_bytes);
 }
 
 static void
@@ -1931,6 +1962,9 @@ open_shards(const struct config *cf, const struct store_backend_ops *ops,
 		sh->inflight_max = STORE_INFLIGHT_MAX / nshards;
 		if (sh->inflight_max < 4 * STORE_ACCT_INFLIGHT)
 			sh->inflight_max = 4 * STORE_ACCT_INFLIGHT;
+		sh->inflight_bytes_max = STORE_INFLIGHT_BYTES / nshards;
+		if (sh->inflight_bytes_max < STORE_INFLIGHT_BYTES / 16)
+			sh->inflight_bytes_max = STORE_INFLIGHT_BYTES / 16;
 		if ((sh->b = ops->open(cf, sh->path, false, err)) == NULL)
 			return -1;
 	}

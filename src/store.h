@@ -34,6 +34,8 @@ struct store_stats {
 	uint64_t oldest;	/* wall clock s of the oldest waiting; 0 none */
 	uint64_t commits;	/* group commits made since start */
 	uint64_t commit_failures; /* and those that failed (rolled back) */
+	uint64_t in_flight;	/* handed to sessions, outcome not back yet */
+	uint64_t in_flight_bytes; /* their msg_size */
 };
 
 /*

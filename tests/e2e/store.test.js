@@ -509,6 +509,51 @@ test('behind a full window, acknowledged messages wait on disk, not in memory', 
 	}
 });
 
+// What the store has handed to sessions and not had back is counted, in
+// messages and in the memory they take, and the count falls as they come
+// back: bob's window takes 5 that he leaves unanswered, his session holds
+// the other 3 of his 8; once he answers, none are out.
+test('the store counts what is in flight, and its memory, until it comes back', { skip }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
+	const db = path.join(dir, 'store.db');
+	const text = (c) => c.replace('response_timeout = 3;', 'response_timeout = 30; window = 5;')
+		.replace('protocol = "smpp"; }', 'protocol = "smpp"; },\n'
+		    + '  { name = "metrics"; address = "127.0.0.1"; port = 0; protocol = "metrics"; }');
+	const d = await L.startDaemon(text(conf(db)));
+	try {
+		// Stored for bob, offline.
+		const a = await session(d.ports.smpp, 'bind_transmitter', 'alice', 'a');
+		const body = 'x'.repeat(100);
+		for (let i = 0; i < 8; i++)
+			assert.equal((await submit(a.s, { short_message: `f${i}${body}` })).command_status, ESME_ROK);
+		const s = await L.connect(d.ports.smpp);
+		const held = [];
+		let answering = false;
+		s.on('deliver_sm', (pdu) => (answering ? s.send(pdu.response()) : held.push(pdu)));
+		assert.equal((await L.call(s, 'bind_receiver', { system_id: 'bob', password: 'b' })).command_status, ESME_ROK);
+		await until(() => held.length === 5, 'the window\'s 5');
+		const gauge = async (name) => L.val(await L.scrape(d.ports.metrics), name);
+		await until(async () => await gauge('echorouterd_store_in_flight_messages') === 8, 'all 8 out');
+		const bytes = await gauge('echorouterd_store_in_flight_bytes');
+		// Each: its text and the message's fixed part (a few hundred bytes).
+		assert.ok(bytes > 8 * (body.length + 2) && bytes < 8 * (body.length + 4096), `${bytes} bytes`);
+		// bob answers, those and the rest as they come.
+		answering = true;
+		for (const pdu of held)
+			s.send(pdu.response());
+		await until(async () => {
+			const m = await L.scrape(d.ports.metrics);
+			return L.val(m, 'echorouterd_store_messages') === 0 &&
+			    L.val(m, 'echorouterd_store_in_flight_messages') === 0 &&
+			    L.val(m, 'echorouterd_store_in_flight_bytes') === 0;
+		}, 'nothing waiting, nothing in flight');
+		a.s.close(); s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
 test('JetStream: a bucket made earlier with a shorter TTL keeps waiting messages past it', { skip: skip || (!JS && 'the JetStream backend only') }, async () => {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
 	const db = path.join(dir, 'ttl');
