@@ -500,7 +500,8 @@ render_store(struct buf *out)
 	out_printf(out, PREFIX "store_commits_total{result=\"failed\"} %llu\n",
 	    (unsigned long long)st.commit_failures);
 	out_family(out, PREFIX "store_in_flight_messages", "gauge",
-	    "Stored messages handed to sessions, their outcome not back.");
+	    "Stored messages handed to sessions, not yet written out or "
+	    "answered for.");
 	out_printf(out, PREFIX "store_in_flight_messages %llu\n",
 	    (unsigned long long)st.in_flight);
 	out_family(out, PREFIX "store_in_flight_bytes", "gauge",

@@ -454,10 +454,18 @@ store_acct_has_out(const struct store_acct *a, uint64_t id)
 	return false;
 }
 
+/* Whether a has its share of the shard's bytes in flight. */
+static bool
+acct_bytes_full(const struct store_acct *a)
+{
+	return a->inflight_bytes >=
+	    S.inflight_bytes_max / STORE_ACCT_BYTES_SHARE;
+}
+
 /*
  * m goes out, in flight until its outcome comes back: whether it used up
- * the shard's bytes in flight (nothing more goes out until some return).
- * Before m is posted: another thread owns it then.
+ * the bytes in flight that the shard or a may have (nothing more goes out
+ * until some return). Before m is posted: another thread owns it then.
  */
 static bool
 inflight_add(struct store_acct *a, const struct msg *m)
@@ -466,9 +474,10 @@ inflight_add(struct store_acct *a, const struct msg *m)
 
 	a->inflight_size[a->ninflight] = size;
 	a->inflight[a->ninflight++] = m->id;
+	a->inflight_bytes += size;
 	S.ninflight++;
 	S.inflight_bytes += size;
-	return S.inflight_bytes >= S.inflight_bytes_max;
+	return S.inflight_bytes >= S.inflight_bytes_max || acct_bytes_full(a);
 }
 
 static bool
@@ -477,6 +486,7 @@ inflight_del(struct store_acct *a, uint64_t id)
 	for (unsigned i = 0; i < a->ninflight; i++)
 		if (a->inflight[i] == id) {
 			S.inflight_bytes -= a->inflight_size[i];
+			a->inflight_bytes -= a->inflight_size[i];
 			a->ninflight--;
 			a->inflight[i] = a->inflight[a->ninflight];
 			a->inflight_size[i] = a->inflight_size[a->ninflight];
@@ -1048,7 +1058,7 @@ pump(struct store_acct *a)
 		    mono_ms() < a->resume_ms ||
 		    S.ninflight >= S.inflight_max ||
 		    S.inflight_bytes >= S.inflight_bytes_max ||
-		    a->nunwritten > 0 ||
+		    acct_bytes_full(a) || a->nunwritten > 0 ||
 		    a->ninflight + a->nmarks > STORE_ACCT_INFLIGHT / 2)
 			return;
 		/*
@@ -1963,8 +1973,6 @@ open_shards(const struct config *cf, const struct store_backend_ops *ops,
 		if (sh->inflight_max < 4 * STORE_ACCT_INFLIGHT)
 			sh->inflight_max = 4 * STORE_ACCT_INFLIGHT;
 		sh->inflight_bytes_max = STORE_INFLIGHT_BYTES / nshards;
-		if (sh->inflight_bytes_max < STORE_INFLIGHT_BYTES / 16)
-			sh->inflight_bytes_max = STORE_INFLIGHT_BYTES / 16;
 		if ((sh->b = ops->open(cf, sh->path, false, err)) == NULL)
 			return -1;
 	}

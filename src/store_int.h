@@ -16,19 +16,24 @@
 #include "store.h"
 
 /*
- * Messages handed to sessions and not yet answered for: per account (a
- * few windows' worth) and in all, by count and by bytes (msg_size). A
- * backlog of a million never lands in memory at once. The count is what
- * a drain's batches are made of: at 8,192 a store thread waited on the
- * round trip through the reactors with half its accounts starved, and
- * each group and scan carried a quarter of what it does at 32,768 (1,000
- * accounts drained at 0.65 of the CPU per message, 1.45 times the rate;
- * 65,536 added nothing). 32,768 SMS-sized messages are 14 MiB; the bytes
- * bound the rest, whatever the texts' size.
+ * Messages handed to sessions and not yet written out or answered for:
+ * per account (a few windows' worth) and in all, by count and by bytes
+ * (msg_size). A backlog of a million never lands in memory at once. The
+ * count is what a drain's batches are made of: at 8,192 a store thread
+ * waited on the round trip through the reactors with half its accounts
+ * starved, and each group and scan carried a quarter of what it does at
+ * 32,768 (1,000 accounts drained at 0.7 of the CPU per message, 1.45
+ * times the rate; 65,536 added nothing). 32,768 SMS of 160 bytes take 19
+ * MiB. The bytes bound what long texts take (max_line goes to 1 MiB):
+ * each shard its share of STORE_INFLIGHT_BYTES (and one message past
+ * it), each account at most STORE_ACCT_BYTES_SHARE of its shard's, so
+ * that a few accounts whose sessions sit on big messages leave room for
+ * the rest.
  */
 #define STORE_ACCT_INFLIGHT	64
 #define STORE_INFLIGHT_MAX	32768
-#define STORE_INFLIGHT_BYTES	((uint64_t)16 << 20)
+#define STORE_INFLIGHT_BYTES	((uint64_t)64 << 20)
+#define STORE_ACCT_BYTES_SHARE	8
 /*
  * Per account, at most this many on the wire (written to a session's
  * socket, not yet acknowledged by its peer): past it, a written message
@@ -82,6 +87,7 @@ struct store_acct {
 	unsigned ninflight;
 	uint64_t inflight[STORE_ACCT_INFLIGHT];
 	uint32_t inflight_size[STORE_ACCT_INFLIGHT];	/* msg_size of each */
+	uint64_t inflight_bytes;	/* their sum */
 	/*
 	 * On the wire (MSG_OUT_WRITTEN): written to a session's socket, not
 	 * yet acknowledged by its peer. Out of the window, so that the next

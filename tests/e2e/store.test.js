@@ -8,6 +8,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const net = require('node:net');
 const { execFileSync, spawn } = require('node:child_process');
 const L = require('./lib.js');
 
@@ -548,6 +549,65 @@ test('the store counts what is in flight, and its memory, until it comes back', 
 			    L.val(m, 'echorouterd_store_in_flight_bytes') === 0;
 		}, 'nothing waiting, nothing in flight');
 		a.s.close(); s.close();
+	} finally {
+		await L.stopDaemon(d);
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
+// An account holds at most an eighth of its shard's bytes in flight (64
+// MiB over the shards: 8 MiB at most), whatever its 64 places would take.
+// bob has 60 lines of 600 KB waiting (36 MB) and reads none: his socket
+// takes a few, the store's bytes out for him stand within his share and
+// a line past it, and the rest waits on disk. Then he reads them all.
+test('an account holds at most its share of the bytes in flight', { skip }, async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-store-'));
+	const db = path.join(dir, 'store.db');
+	const N = 60, SIZE = 600000;
+	const c = conf(db).replace(/listeners = \(.*\);/, 'listeners = ( { name = "router"; address = "127.0.0.1";'
+	    + ' port = 0; protocol = "router"; },\n  { name = "metrics"; address = "127.0.0.1"; port = 0;'
+	    + ' protocol = "metrics"; } );\nlimits = { max_line = 1048576; output_limit = 268435456;'
+	    + ' output_stall_timeout = 0; };');
+	const d = await L.startDaemon(c);
+	try {
+		const a = await L.lineClient(d.ports.router);
+		a.sock.write('LOGIN alice a\n');
+		await a.wait((l) => l === 'OK LOGIN alice', 'alice in');
+		const body = (i) => `b${i}-${'y'.repeat(SIZE)}`;
+		for (let i = 0; i < N; i++) {
+			a.sock.write(`SEND bob ${body(i)}\n`);
+			await a.wait((l) => a.lines.filter((x) => x.startsWith('OK ')).length === i + 2,
+			    `SEND ${i} stored`, 20000);
+		}
+		// bob logs in and reads nothing past his answer.
+		const b = net.connect(d.ports.router, '127.0.0.1');
+		await new Promise((ok, ko) => { b.once('connect', ok); b.once('error', ko); });
+		let got = '';
+		const onData = (x) => { got += x; };
+		b.setEncoding('latin1');
+		b.on('data', onData);
+		b.write('LOGIN bob b\n');
+		await until(() => got.startsWith('OK LOGIN bob\n'), 'bob in');
+		b.pause();
+		// What is out for bob stands still (his queues full).
+		let last = -1, now = -2, m;
+		for (let i = 0; i < 60 && now !== last; i++) {
+			last = now;
+			await sleep(500);
+			m = await L.scrape(d.ports.metrics);
+			now = L.val(m, 'echorouterd_store_in_flight_bytes');
+		}
+		const out = L.val(m, 'echorouterd_store_in_flight_messages');
+		assert.ok(out >= 1, 'some out for bob');
+		assert.ok(now <= (8 << 20) + SIZE + 4096, `${now} bytes in flight, in ${out} messages`);
+		// Then he reads: each line once, in order; nothing waits after.
+		b.resume();
+		await until(() => (got.match(/\n/g) || []).length >= 1 + N, 'all of bob\'s lines', 60000);
+		const lines = got.split('\n').slice(1, 1 + N);
+		lines.forEach((l, i) => assert.ok(l.endsWith(` alice ${body(i)}`), `line ${i}: ${l.slice(0, 60)}`));
+		await until(async () => L.val(await L.scrape(d.ports.metrics), 'echorouterd_store_messages') === 0,
+		    'the store empty');
+		a.sock.destroy(); b.destroy();
 	} finally {
 		await L.stopDaemon(d);
 		fs.rmSync(dir, { recursive: true, force: true });
