@@ -25,10 +25,10 @@
  * 32,768 (1,000 accounts drained at 0.7 of the CPU per message, 1.45
  * times the rate; 65,536 added nothing). 32,768 SMS of 160 bytes take 19
  * MiB. The bytes bound what long texts take (max_line goes to 1 MiB):
- * each shard its share of STORE_INFLIGHT_BYTES (and one message past
- * it), each account at most STORE_ACCT_BYTES_SHARE of its shard's, so
- * that a few accounts whose sessions sit on big messages leave room for
- * the rest.
+ * each shard its share of STORE_INFLIGHT_BYTES, each account at most
+ * 1/STORE_ACCT_BYTES_SHARE of its shard's (each may pass its bound by
+ * one message: one always goes), so that a few accounts whose sessions
+ * sit on big messages leave room for the rest.
  */
 #define STORE_ACCT_INFLIGHT	64
 #define STORE_INFLIGHT_MAX	32768

@@ -582,13 +582,17 @@ test('an account holds at most its share of the bytes in flight', { skip }, asyn
 		// bob logs in and reads nothing past his answer.
 		const b = net.connect(d.ports.router, '127.0.0.1');
 		await new Promise((ok, ko) => { b.once('connect', ok); b.once('error', ko); });
-		let got = '';
-		const onData = (x) => { got += x; };
+		let got = '', reading = false;
 		b.setEncoding('latin1');
-		b.on('data', onData);
+		// Paused as soon as his answer is in: the lines after it stay
+		// in the sockets and the daemon.
+		b.on('data', (x) => {
+			got += x;
+			if (got.startsWith('OK LOGIN bob\n') && !b.isPaused() && !reading)
+				b.pause();
+		});
 		b.write('LOGIN bob b\n');
 		await until(() => got.startsWith('OK LOGIN bob\n'), 'bob in');
-		b.pause();
 		// What is out for bob stands still (his queues full).
 		let last = -1, now = -2, m;
 		for (let i = 0; i < 60 && now !== last; i++) {
@@ -601,6 +605,7 @@ test('an account holds at most its share of the bytes in flight', { skip }, asyn
 		assert.ok(out >= 1, 'some out for bob');
 		assert.ok(now <= (8 << 20) + SIZE + 4096, `${now} bytes in flight, in ${out} messages`);
 		// Then he reads: each line once, in order; nothing waits after.
+		reading = true;
 		b.resume();
 		await until(() => (got.match(/\n/g) || []).length >= 1 + N, 'all of bob\'s lines', 60000);
 		const lines = got.split('\n').slice(1, 1 + N);
