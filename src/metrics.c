@@ -124,6 +124,15 @@ out_family(struct buf *out, const char *name, const char *type,
 	    type);
 }
 
+/* A family of one series without labels: its HELP, TYPE and value. */
+static void
+out_one(struct buf *out, const char *name, const char *type,
+    const char *help, uint64_t v)
+{
+	out_family(out, name, type, help);
+	out_printf(out, "%s %llu\n", name, (unsigned long long)v);
+}
+
 /* The counter table's series: totals over the reactors, or the acceptor's. */
 static void
 render_table(struct buf *out)
@@ -480,14 +489,10 @@ render_store(struct buf *out)
 	if (!store_on())
 		return;
 	store_get_stats(&st);
-	out_family(out, PREFIX "store_messages", "gauge",
-	    "Messages waiting in the store.");
-	out_printf(out, PREFIX "store_messages %llu\n",
-	    (unsigned long long)st.messages);
-	out_family(out, PREFIX "store_bytes", "gauge",
-	    "Bytes of the messages waiting in the store.");
-	out_printf(out, PREFIX "store_bytes %llu\n",
-	    (unsigned long long)st.bytes);
+	out_one(out, PREFIX "store_messages", "gauge",
+	    "Messages waiting in the store.", st.messages);
+	out_one(out, PREFIX "store_bytes", "gauge",
+	    "Bytes of the messages waiting in the store.", st.bytes);
 	out_family(out, PREFIX "store_oldest_age_seconds", "gauge",
 	    "Age of the oldest message waiting in the store; 0 if none.");
 	out_printf(out, PREFIX "store_oldest_age_seconds %.0f\n",
@@ -499,15 +504,11 @@ render_store(struct buf *out)
 	    (unsigned long long)st.commits);
 	out_printf(out, PREFIX "store_commits_total{result=\"failed\"} %llu\n",
 	    (unsigned long long)st.commit_failures);
-	out_family(out, PREFIX "store_in_flight_messages", "gauge",
+	out_one(out, PREFIX "store_in_flight_messages", "gauge",
 	    "Stored messages handed to sessions, not yet written out or "
-	    "answered for.");
-	out_printf(out, PREFIX "store_in_flight_messages %llu\n",
-	    (unsigned long long)st.in_flight);
-	out_family(out, PREFIX "store_in_flight_bytes", "gauge",
-	    "Memory those messages take.");
-	out_printf(out, PREFIX "store_in_flight_bytes %llu\n",
-	    (unsigned long long)st.in_flight_bytes);
+	    "answered for.", st.in_flight);
+	out_one(out, PREFIX "store_in_flight_bytes", "gauge",
+	    "Memory those messages take.", st.in_flight_bytes);
 	out_family(out, PREFIX "store_shard_messages", "gauge",
 	    "Messages waiting in each shard of the store (store.shards).");
 	for (unsigned k = 0; store_get_shard_stats(k, &st); k++)
@@ -526,20 +527,16 @@ render_cluster(struct buf *out)
 	out_family(out, PREFIX "cluster_connected", "gauge",
 	    "1 while connected to a NATS server of the cluster.");
 	out_printf(out, PREFIX "cluster_connected %d\n", st.connected);
-	out_family(out, PREFIX "cluster_nodes", "gauge",
-	    "Nodes alive in the cluster, this one included.");
-	out_printf(out, PREFIX "cluster_nodes %llu\n",
-	    (unsigned long long)st.nodes);
+	out_one(out, PREFIX "cluster_nodes", "gauge",
+	    "Nodes alive in the cluster, this one included.", st.nodes);
 	out_family(out, PREFIX "cluster_messages_total", "counter",
 	    "Messages exchanged with other nodes, by direction.");
 	out_printf(out, PREFIX "cluster_messages_total{direction=\"sent\"} "
 	    "%llu\n", (unsigned long long)st.to_nodes);
 	out_printf(out, PREFIX "cluster_messages_total{direction=\"received\"}"
 	    " %llu\n", (unsigned long long)st.from_nodes);
-	out_family(out, PREFIX "cluster_errors_total", "counter",
-	    "Cluster requests that failed or timed out.");
-	out_printf(out, PREFIX "cluster_errors_total %llu\n",
-	    (unsigned long long)st.errors);
+	out_one(out, PREFIX "cluster_errors_total", "counter",
+	    "Cluster requests that failed or timed out.", st.errors);
 }
 
 /*
