@@ -71,8 +71,17 @@ function startNatsOne(n, all) {
 	n.child.on('exit', () => { n.exited = true; });
 }
 
-function waitNatsReady(n) {
-	return until(() => /Server is ready/.test(n.log), WAIT_MS, `${n.name} ready`);
+// Ready, or an error that says what the server said.
+async function waitNatsReady(n) {
+	try {
+		await until(() => /Server is ready/.test(n.log) || n.exited, WAIT_MS,
+			`${n.name} ready`);
+	} catch (e) {
+		e.message += `; its log ends:\n${n.log.trimEnd().split('\n').slice(-15).join('\n')}`;
+		throw e;
+	}
+	if (n.exited)
+		throw new Error(`${n.name} exited at its start:\n${n.log}`);
 }
 
 async function stopNats(n, signal) {
@@ -630,6 +639,21 @@ test('the NATS server a node uses goes away: it moves to another, and no acknowl
 	const used = nats.find((n) => n.port === Number(url[1]));
 	const a = await loginWhenFree(A.ports.router, 'alice', 'a');
 	const b = await loginWhenFree(B.ports.router, 'bob', 'b');
+	try {
+		await moveAway(t, url, used, a, b);
+	} finally {
+		// Whatever happened, as the tests after this one need them: the
+		// server back, alice and bob free.
+		if (used.exited) {
+			startNatsOne(used, nats);
+			await waitNatsReady(used);
+		}
+		a.sock.destroy();
+		b.sock.destroy();
+	}
+});
+
+async function moveAway(t, url, used, a, b) {
 	const N = 2000;
 	let sent = 0;
 	const pump = setInterval(() => {
@@ -666,11 +690,7 @@ test('the NATS server a node uses goes away: it moves to another, and no acknowl
 	// It says where it went.
 	await until(() => new RegExp(`connected to nats://127.0.0.1:(?!${used.port})`)
 		.test(A.log.slice(url.index + 10)), WAIT_MS, 'reconnected elsewhere');
-	startNatsOne(used, nats);
-	await waitNatsReady(used);
-	a.sock.destroy();
-	b.sock.destroy();
-});
+}
 
 test('every NATS server down: local routing goes on, remote sends get 503, then traffic resumes, and a claim given up meanwhile goes', { skip }, async () => {
 	// (The last test's sessions may still be leaving, and JetStream

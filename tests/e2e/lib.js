@@ -129,16 +129,50 @@ function natsMissing(bin) {
 	return false;
 }
 
-// A loopback port nobody listens on now.
-function freePort() {
-	return new Promise((resolve, reject) => {
+// A loopback port nobody listens on now, for a server a test starts (and
+// may stop and start again on the same port). It is taken from below the
+// kernel's ephemeral range: a port from that range (what listen(0) gives)
+// may meanwhile become the local port of any outgoing connection on the
+// machine, and a server started again on it would exit with "address in
+// use". Below the range only another explicit bind can take it.
+const EPHEMERAL = (() => {
+	try {
+		const [lo, hi] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range',
+			'utf8').trim().split(/\s+/).map(Number);
+		if (lo > 0 && hi >= lo)
+			return { lo, hi };
+	} catch (e) { /* not Linux: any port */ }
+	return null;
+})();
+const FIXED_LO = 10000;
+
+function listenOn(port) {
+	return new Promise((resolve) => {
 		const srv = net.createServer();
-		srv.on('error', reject);
-		srv.listen(0, '127.0.0.1', () => {
-			const { port } = srv.address();
-			srv.close(() => resolve(port));
+		srv.on('error', () => resolve(0));
+		srv.listen(port, '127.0.0.1', () => {
+			const got = srv.address().port;
+			srv.close(() => resolve(got));
 		});
 	});
+}
+
+async function freePort() {
+	// Below the ephemeral range if there is room there, else above it.
+	let lo = FIXED_LO, hi = 0;
+	if (EPHEMERAL && EPHEMERAL.lo - FIXED_LO >= 1000)
+		hi = EPHEMERAL.lo - 1;
+	else if (EPHEMERAL && 65535 - EPHEMERAL.hi >= 1000)
+		[lo, hi] = [EPHEMERAL.hi + 1, 65535];
+	for (let tries = 0; hi && tries < 50; tries++) {
+		const port = await listenOn(lo + Math.floor(Math.random() * (hi - lo + 1)));
+		if (port)
+			return port;
+	}
+	const port = await listenOn(0);
+	if (!port)
+		throw new Error('no free loopback port');
+	return port;
 }
 
 // Connects, answers (status(pdu), default ROK) and collects every

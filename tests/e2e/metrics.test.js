@@ -356,17 +356,6 @@ test('a reload that only reorders the listeners keeps each gauge on its listener
 	}
 });
 
-// A free loopback port: bind to 0, close, use.
-function freePort() {
-	return new Promise((resolve) => {
-		const s = net.createServer();
-		s.listen(0, '127.0.0.1', () => {
-			const p = s.address().port;
-			s.close(() => resolve(p));
-		});
-	});
-}
-
 function getJSON(url) {
 	return L.withTimeout(fetch(url).then((r) => r.json()), 5000, url);
 }
@@ -376,7 +365,7 @@ test('a real Prometheus scrapes it and sees the traffic', async (t) => {
 		return t.skip(`prometheus not installed: ${NO_PROM}`);
 	const d = await L.startDaemon(conf());
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-prom-'));
-	const port = await freePort();
+	const port = await L.freePort();
 	fs.writeFileSync(path.join(dir, 'prometheus.yml'), `global:
   scrape_interval: 1s
   evaluation_interval: 1s
