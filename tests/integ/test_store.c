@@ -738,7 +738,7 @@ START_TEST(test_schema1_migrated)
 	cmd_result_free(&r);
 	ck_assert_int_eq(file_count(path, "PRAGMA user_version"), 1);
 	d = daemon_start(conf, NULL);
-	ck_assert(daemon_log_contains(d, "schema 1 -> 3, 3 messages"));
+	ck_assert(daemon_log_contains(d, "schema 1 -> 4, 3 messages"));
 	ck_assert(daemon_log_contains(d, "2 messages waiting"));
 	b = login(d, "bob", "b");
 	expect_msg(b, "alice", "one");
@@ -747,7 +747,7 @@ START_TEST(test_schema1_migrated)
 	close(b);
 	ck_assert_int_eq(daemon_stop(d, HARNESS_STOP_MS), 0);
 	daemon_free(d);
-	ck_assert_int_eq(file_count(path, "PRAGMA user_version"), 3);
+	ck_assert_int_eq(file_count(path, "PRAGMA user_version"), 4);
 	ck_assert_int_eq(file_count(path, "SELECT count(*) FROM finals WHERE"
 	    " id = 512 AND account = 'carol' AND submitter = 'alice'"), 1);
 	/* Started again: no second migration. */

@@ -602,7 +602,7 @@ check_migrated(void)
 	for (int i = 0; i < 3; i++)
 		free(got[i].m);
 	store_sqlite_ops.close(b);
-	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 3);
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 4);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM sqlite_master"
 	    " WHERE name IN ('msg1', 'fin1', 'msg_backlog')"), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages WHERE"
@@ -638,9 +638,9 @@ START_TEST(test_newer_schema_refused)
 	struct store_backend *b = open_ok(false);
 
 	store_sqlite_ops.close(b);
-	exec_in_file("PRAGMA user_version = 4");
+	exec_in_file("PRAGMA user_version = 5");
 	open_refused("newer than this echorouterd knows");
-	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 4);
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 5);
 }
 END_TEST
 
@@ -674,7 +674,7 @@ START_TEST(test_migrate_schema2)
 	s = scan(b, "carol", 0);
 	ck_assert_int_eq(s.n, 1);
 	store_sqlite_ops.close(b);
-	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 3);
+	ck_assert_int_eq(count_in_file("PRAGMA user_version"), 4);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM sqlite_master"
 	    " WHERE name = 'msg_backlog'"), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 3);
@@ -683,12 +683,13 @@ START_TEST(test_migrate_schema2)
 END_TEST
 
 /*
- * Messages that left stay rows of msg, their ids in done, until a sweep:
- * once a group leaves done at 65,536 (a store of 128 MiB), at the next
- * poll, not in the group, the oldest 16,384 or twice what the groups
- * since the last sweep added; the rest once the store is idle. Meanwhile
- * nothing finds them, and an id of theirs stored again takes its old
- * row's place.
+ * Messages that left stay rows of msg until a sweep, hidden by their
+ * accounts' marks (delivered in order, as here; out of order their ids go
+ * into done, test_marks_out_of_order): once a group leaves 65,536 to
+ * sweep (a store of 128 MiB), at the next poll, not in the group, the
+ * oldest 16,384 or twice what the groups since the last sweep added; the
+ * rest once the store is idle. Meanwhile nothing finds them, and an id of
+ * theirs stored again takes its old row's place.
  */
 START_TEST(test_sweep_of_done)
 {
@@ -712,14 +713,20 @@ START_TEST(test_sweep_of_done)
 		if (id == 60000) {
 			ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 			ck_assert_int_eq(count_in_file("SELECT count(*) FROM"
-			    " done"), 60000);
+			    " messages"), 10000);
+			/* Up to the first waiting: bob 60,000, carol 60,001. */
+			ck_assert_int_eq(count_in_file("SELECT sum(id) FROM"
+			    " upto"), 60000 + 60001);
 		}
 	}
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	/* A mark for each account, nothing in done. */
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
+	ck_assert_int_eq(count_in_file("SELECT sum(id) FROM upto"), 2 * n - 1);
 	/* Answered first: the sweep waits for the poll after. */
-	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 70000);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 70000);
 	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
-	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 50000);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 50000);
 	/* The sweep committed unsynced; the next group commits synced. */
 	ck_assert_int_eq(store_sqlite_synchronous(b), 1);
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
@@ -727,15 +734,11 @@ START_TEST(test_sweep_of_done)
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	ck_assert_int_eq(store_sqlite_synchronous(b), 2);
 	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
-	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 50000);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 50000);
 	ck_assert_int_eq(count_in_file("SELECT min(id) FROM msg"), 20001);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 0);
 	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
 	ck_assert_int_eq(store_sqlite_ops.get(b, n, &rec), 0);
-	/* Stored again: the old row goes, the new one waits. */
-	put(b, n, "carol", "again", 5000);
-	ck_assert_int_eq(scan(b, "carol", 0).n, 1);
-	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 49999);
 	/*
 	 * Idle: 16,384 a second. A transaction that changed nothing (the
 	 * receipts' purge, each second) is no write: the store is idle still.
@@ -745,8 +748,17 @@ START_TEST(test_sweep_of_done)
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	sleep(3);
 	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
-	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"),
-	    49999 - 16384);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"),
+	    50000 - 16384);
+	/*
+	 * Stored again under an id carol's mark hides: the mark goes below
+	 * it (the rows marks hide are swept first), and the new one waits.
+	 */
+	put(b, n, "carol", "again", 5000);
+	ck_assert_int_eq(scan(b, "carol", 0).n, 1);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 1);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 1);
+	ck_assert_int_eq(count_in_file("SELECT sum(id) FROM upto"), 2 * n - 2);
 	/* Closed: the rest go. */
 	store_sqlite_ops.close(b);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
@@ -816,6 +828,97 @@ START_TEST(test_reopen_with_done)
 	store_sqlite_ops.close(b);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 2);
+}
+END_TEST
+
+/*
+ * A message that leaves while one of its account's before it waits goes
+ * into done; the mark moves once those before it left, over it too. In
+ * the group, before its commit, what left is found by no statement.
+ */
+START_TEST(test_marks_out_of_order)
+{
+	struct store_backend *b = open_ok(false);
+	struct store_rec rec;
+	struct seen s;
+
+	for (uint64_t id = 1; id <= 6; id++)
+		put(b, id, "bob", "m", 5000);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 2, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 3, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	/* Before the commit: gone for a get, a search by destination. */
+	ck_assert_int_eq(store_sqlite_ops.get(b, 1, &rec), 0);
+	s.n = 0;
+	ck_assert_int_eq(store_sqlite_ops.by_dest(b, "alice", "bob", 10, see,
+	    &s), 3);
+	ck_assert_uint_eq(s.ids[0], 4);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 2);
+	ck_assert_int_eq(count_in_file("SELECT id FROM upto"), 3);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 3);
+	ck_assert_uint_eq(s.ids[0], 4);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 3);
+	/* Twice: nothing more. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, true), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 2);
+	/* The last: the mark is its id. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	for (uint64_t id = 4; id <= 6; id++)
+		ck_assert_int_eq(store_sqlite_ops.mark(b, id, "bob",
+		    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT id FROM upto"), 6);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
+}
+END_TEST
+
+/*
+ * Killed with rows a mark hides (not swept): opened again, none of them is
+ * a message; the next id is above the mark even with no row left; closed,
+ * they are gone. A group rolled back takes its marks back.
+ */
+START_TEST(test_reopen_with_marks)
+{
+	struct store_backend *b = open_ok(false);
+	struct seen s;
+	uint64_t max = 0;
+
+	put(b, 1024, "bob", "first", 5000);
+	put(b, 2048, "bob", "second", 5000);
+	put(b, 3072, "carol", "for carol", 5000);
+	store_sqlite_ops.close(b);
+	exec_in_file("INSERT INTO upto SELECT id, 1024 FROM name"
+	    " WHERE name = 'bob'; INSERT INTO upto VALUES (999, 9000)");
+	b = open_ok(false);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 2048);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 2);
+	ck_assert_int_eq(store_sqlite_ops.max_id(b, &max), 0);
+	ck_assert_uint_eq(max, 9000);
+	/* Rolled back: 2048 waits again, the mark as it was. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 2048, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
+	store_sqlite_ops.rollback(b);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 1);
+	ck_assert_int_eq(count_in_file("SELECT min(id) FROM upto"), 1024);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 2);
+	ck_assert_int_eq(count_in_file("SELECT min(id) FROM msg"), 2048);
 }
 END_TEST
 
@@ -1231,6 +1334,8 @@ store_suite(void)
 	tcase_add_test(tc, test_migrate_schema2);
 	tcase_add_test(tc, test_rollback_undoes_waiting);
 	tcase_add_test(tc, test_reopen_with_done);
+	tcase_add_test(tc, test_marks_out_of_order);
+	tcase_add_test(tc, test_reopen_with_marks);
 	tcase_add_test(tc, test_row_deleted_by_hand);
 	tcase_add_test(tc, test_text_coding_kept);
 	tcase_add_test(tc, test_check_sees_files_go);
