@@ -192,6 +192,11 @@ extern const struct store_backend_ops store_sqlite_ops;
  * and the next group must commit at the setting store.sync asks for.
  */
 int	store_sqlite_synchronous(struct store_backend *b);
+/*
+ * For the unit tests: runs sql on the store's connection (a ROLLBACK, as
+ * SQLite itself ends a transaction on some failed writes). 0, or -1.
+ */
+int	store_sqlite_exec(struct store_backend *b, const char *sql);
 extern const struct store_backend_ops store_js_ops;
 
 /* A backend the configuration can name (store.backend). */

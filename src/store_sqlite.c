@@ -108,8 +108,9 @@
     " m.expires, m.final_date, m.attempts, m.flags, m.text FROM msg m" \
     " JOIN name a ON a.id = m.account JOIN name s ON s.id = m.submitter" \
     " WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = m.id)" \
-    " AND m.id > ifnull((SELECT u.id FROM upto u" \
-    " WHERE u.account = m.account), 0);"
+    " AND (m.id > ifnull((SELECT u.id FROM upto u" \
+    " WHERE u.account = m.account), 0)" \
+    " OR EXISTS (SELECT 1 FROM below w WHERE w.id = m.id));"
 /*
  * A message that left the waiting ones (delivered, expired, ...) is not
  * deleted from msg then: its id goes into done, an append at the end of
@@ -124,16 +125,20 @@
 /*
  * Most messages leave in the order they came, and so most of what done
  * would hold is one mark per account (schema 4): every row of the account
- * up to the id in upto has left. A message that leaves while one before
- * it waits (a retry, a schedule, an SMPP answer out of order) goes into
- * done as before. An insert into done per message delivered was a third
- * of the drain's CPU; a mark is written once a group for each account the
- * group delivered to. The rows a mark covers are deleted by the sweep as
- * those of done are (the store keeps their ids in memory, and reads them
- * back at start).
+ * up to the id in upto has left, but those in below. A message that
+ * leaves while one before it waits (a retry, a schedule, an SMPP answer
+ * out of order) goes into done as before. A message stored under its
+ * account's mark (ids from different reactors come out of order, and a
+ * drained account's mark is its last delivered id) goes into below, and
+ * out of it when it leaves; a mark never goes down. An insert into done
+ * per message delivered was a third of the drain's CPU; a mark is written
+ * once a group for each account the group delivered to. The rows a mark
+ * covers are deleted by the sweep as those of done are (the store keeps
+ * their ids in memory, and reads them back at start).
  */
 #define UPTO_TABLE "CREATE TABLE IF NOT EXISTS upto (" \
-    " account INTEGER PRIMARY KEY, id INTEGER NOT NULL);"
+    " account INTEGER PRIMARY KEY, id INTEGER NOT NULL);" \
+    "CREATE TABLE IF NOT EXISTS below (id INTEGER PRIMARY KEY);"
 
 static const char schema[] =
     DONE_TABLE
@@ -237,13 +242,14 @@ enum {
 	ST_BACKLOGS, ST_OLDEST, ST_WAITING, ST_MAX_ID, ST_POST_PUT,
 	ST_POST_DEL, ST_POSTS, ST_WANT_PUT, ST_WANT_DEL, ST_WANTS, ST_NAME_PUT,
 	ST_DONE, ST_DONE_DEL, ST_SWEEP_LAST, ST_SWEEP_MSG, ST_SWEEP_DONE,
-	ST_UPTO_PUT, ST_GONE, ST_N
+	ST_UPTO_PUT, ST_GONE, ST_BELOW_PUT, ST_BELOW_DEL, ST_N
 };
 
 /* Not a row that left the waiting messages (DONE_TABLE, UPTO_TABLE). */
 #define NOT_DONE " AND NOT EXISTS (SELECT 1 FROM done WHERE done.id = msg.id)" \
-    " AND msg.id > ifnull((SELECT upto.id FROM upto" \
-    " WHERE upto.account = msg.account), 0)"
+    " AND (msg.id > ifnull((SELECT upto.id FROM upto" \
+    " WHERE upto.account = msg.account), 0)" \
+    " OR EXISTS (SELECT 1 FROM below WHERE below.id = msg.id))"
 
 static const char *const sql[ST_N] = {
 	[ST_PUT] = "INSERT INTO msg (id, account, submitter, src, dst, state,"
@@ -340,7 +346,11 @@ static const char *const sql[ST_N] = {
 	    " ON CONFLICT (account) DO UPDATE SET id = excluded.id",
 	/* Rows a mark hides, for the sweep (msg first: one pass over it). */
 	[ST_GONE] = "SELECT m.id FROM msg m NOT INDEXED CROSS JOIN upto u"
-	    " ON u.account = m.account WHERE m.id <= u.id",
+	    " ON u.account = m.account WHERE m.id <= u.id AND NOT EXISTS"
+	    " (SELECT 1 FROM below w WHERE w.id = m.id) AND NOT EXISTS"
+	    " (SELECT 1 FROM done d WHERE d.id = m.id)",
+	[ST_BELOW_PUT] = "INSERT OR IGNORE INTO below VALUES (?1)",
+	[ST_BELOW_DEL] = "DELETE FROM below WHERE id = ?1",
 };
 
 /*
@@ -833,6 +843,9 @@ upto_write(struct store_backend *b)
 
 	if (!b->upto_unwritten)
 		return 0;
+	/* Ended by SQLite itself (a failed write): nothing outside it. */
+	if (sqlite3_get_autocommit(b->db))
+		return -1;
 	for (size_t i = 0; i < b->nupto_dirty; i++) {
 		struct name_ent *e = &b->names.v[b->upto_dirty[i]];
 
@@ -1585,21 +1598,6 @@ exec_id(struct store_backend *b, int i, uint64_t id)
 }
 
 /*
- * Takes id out of account's waiting ones (the caller knows the account:
- * a DELETE ... RETURNING it cost a fifth more CPU per delivered message,
- * measured).
- */
-static void
-forget_id(struct store_backend *b, uint64_t id, const char *account)
-{
-	int64_t key;
-	size_t pos;
-
-	if (name_key(b, account, false, &key, &pos) > 0)
-		store_ids_del(&b->ids, pos, id);
-}
-
-/*
  * Deletes the row of id, a message that left (in done), now: 1; 0 when
  * id is not in done; -1.
  */
@@ -1619,9 +1617,16 @@ drop_done(struct store_backend *b, uint64_t id)
 static int
 sqlite_del(struct store_backend *b, uint64_t id, const char *account)
 {
+	int64_t key;
+	size_t pos;
+
 	if (exec_id(b, ST_DELETE, id) < 0)
 		return -1;
-	forget_id(b, id, account);
+	if (name_key(b, account, false, &key, &pos) <= 0)
+		return 0;
+	if (id <= b->names.v[pos].upto && exec_id(b, ST_BELOW_DEL, id) < 0)
+		return -1;
+	store_ids_del(&b->ids, pos, id);
 	return 0;
 }
 
@@ -1743,6 +1748,12 @@ sweep_alone(struct store_backend *b, unsigned n)
 }
 
 int
+store_sqlite_exec(struct store_backend *b, const char *sql)
+{
+	return sqlite3_exec(b->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+int
 store_sqlite_synchronous(struct store_backend *b)
 {
 	int v;
@@ -1750,24 +1761,37 @@ store_sqlite_synchronous(struct store_backend *b)
 	return pragma_int(b->db, "PRAGMA synchronous", &v) < 0 ? -1 : v;
 }
 
+/* Takes id out of gone (its row went otherwise). */
+static void
+gone_drop(struct store_backend *b, uint64_t id)
+{
+	for (size_t i = b->ngone; i-- > 0;)
+		if (b->gone[i] == id) {
+			memmove(b->gone + i, b->gone + i + 1,
+			    (b->ngone - i - 1) * sizeof(*b->gone));
+			b->ngone--;
+			if (b->ngone_begin > i)
+				b->ngone_begin--;
+			if (b->ndone > 0)
+				b->ndone--;
+			return;
+		}
+}
+
 /*
- * A message stored again under an id its account's mark hides (a rare
- * thing: moved from another shard): the mark goes below it. The rows it
- * hid are deleted first, all that gone holds (what a mark hides is there,
- * or in done), so that lowering it shows none. In a group that does not
- * commit they come back, hidden again, and are swept after a restart.
- * 0, or -1.
+ * A message stored under its account's mark (UPTO_TABLE): into below, so
+ * that the mark does not hide it. A row that left under the same id, not
+ * swept yet (a message stored again: moved from another shard), goes
+ * first, and its id from gone. 0, or -1.
  */
 static int
-upto_lower(struct store_backend *b, size_t pos, uint64_t id)
+below_put(struct store_backend *b, uint64_t id)
 {
-	for (size_t i = 0; i < b->ngone; i++)
-		if (exec_id(b, ST_DELETE, b->gone[i]) < 0)
-			return -1;
-	b->ndone -= b->ngone < b->ndone ? b->ngone : b->ndone;
-	b->ngone = b->ngone_begin = 0;
-	upto_set(b, pos, id - 1);
-	return 0;
+	if (exec_id(b, ST_DELETE, id) < 0)
+		return -1;
+	if (sqlite3_changes(b->db) > 0)
+		gone_drop(b, id);
+	return exec_id(b, ST_BELOW_PUT, id);
 }
 
 static int
@@ -1787,7 +1811,7 @@ sqlite_put(struct store_backend *b, const struct store_rec *rec)
 	if (rec->m->id <= b->done_max && drop_done(b, rec->m->id) < 0)
 		return -1;
 	if (rec->m->id <= b->names.v[pos].upto &&
-	    upto_lower(b, pos, rec->m->id) < 0)
+	    below_put(b, rec->m->id) < 0)
 		return -1;
 	bind_rec(b->st[ST_PUT], rec, account, submitter);
 	if (exec_stmt(b, b->st[ST_PUT]) < 0)
@@ -1823,21 +1847,28 @@ sqlite_update(struct store_backend *b, const struct store_rec *rec)
  * id, a message that leaves (out of the ids of its account, at pos),
  * under the account's mark (UPTO_TABLE) if none of the account's before
  * it waits: the mark moves up to the first that waits after it (to id,
- * if none), and id goes to the sweep. In the open transaction; the mark
- * is written at its commit, or before a statement reads marks. Whether it
- * went: if not, it is for done.
+ * if none), and id goes to the sweep. One stored under the mark leaves
+ * below, and is hidden by the mark. In the open transaction; the mark is
+ * written at its commit, or before a statement reads marks. 1 if it went
+ * so, 0 if it is for done, -1.
  */
-static bool
+static int
 mark_upto(struct store_backend *b, uint64_t id, size_t pos)
 {
 	uint64_t first = store_ids_first(&b->ids, pos);
 
-	if (sqlite3_get_autocommit(b->db) || id <= b->names.v[pos].upto ||
-	    (first != 0 && first < id))
-		return false;
-	upto_set(b, pos, first != 0 ? first - 1 : id);
+	if (sqlite3_get_autocommit(b->db))
+		return 0;
+	if (id <= b->names.v[pos].upto) {
+		if (exec_id(b, ST_BELOW_DEL, id) < 0)
+			return -1;
+	} else if (first != 0 && first < id) {
+		return 0;
+	} else {
+		upto_set(b, pos, first != 0 ? first - 1 : id);
+	}
 	gone_add(b, id);
-	return true;
+	return 1;
 }
 
 /*
@@ -1852,11 +1883,13 @@ mark_final(struct store_backend *b, uint64_t id, const char *account,
 	sqlite3_stmt *st = b->st[ST_FIN_ADD];
 	int64_t key;
 	size_t pos;
-	int kept = 0;
+	int kept = 0, went;
 
 	/*
 	 * Not waiting (its ids are those of the rows waiting): it left
-	 * already, or is not there. Nothing to write.
+	 * already, or is not there. Nothing to write. (The caller knows the
+	 * account: a DELETE ... RETURNING it cost a fifth more CPU per
+	 * delivered message, measured.)
 	 */
 	if (name_key(b, account, false, &key, &pos) <= 0 ||
 	    !store_ids_del(&b->ids, pos, id))
@@ -1873,9 +1906,13 @@ mark_final(struct store_backend *b, uint64_t id, const char *account,
 	kept = sqlite3_changes(b->db) > 0;
 del:
 	if (b->low || b->spent) {
-		if (drop_done(b, id) < 0 || exec_id(b, ST_DELETE, id) < 0)
+		if (drop_done(b, id) < 0 || exec_id(b, ST_DELETE, id) < 0 ||
+		    (id <= b->names.v[pos].upto &&
+		    exec_id(b, ST_BELOW_DEL, id) < 0))
 			return -1;
-	} else if (!mark_upto(b, id, pos)) {
+	} else if ((went = mark_upto(b, id, pos)) < 0) {
+		return -1;
+	} else if (went == 0) {
 		if (exec_id(b, ST_DONE, id) < 0)
 			return -1;
 		b->ndone += (uint64_t)sqlite3_changes(b->db);

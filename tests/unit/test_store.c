@@ -751,14 +751,16 @@ START_TEST(test_sweep_of_done)
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"),
 	    50000 - 16384);
 	/*
-	 * Stored again under an id carol's mark hides: the mark goes below
-	 * it (the rows marks hide are swept first), and the new one waits.
+	 * Stored again under an id carol's mark hides: its old row goes, the
+	 * new one waits (in below), and the mark stays.
 	 */
 	put(b, n, "carol", "again", 5000);
 	ck_assert_int_eq(scan(b, "carol", 0).n, 1);
-	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 1);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"),
+	    50000 - 16384);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 1);
-	ck_assert_int_eq(count_in_file("SELECT sum(id) FROM upto"), 2 * n - 2);
+	ck_assert_int_eq(count_in_file("SELECT id FROM below"), n);
+	ck_assert_int_eq(count_in_file("SELECT sum(id) FROM upto"), 2 * n - 1);
 	/* Closed: the rest go. */
 	store_sqlite_ops.close(b);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
@@ -885,6 +887,85 @@ START_TEST(test_marks_out_of_order)
 END_TEST
 
 /*
+ * Ids from different reactors come out of order: one stored under its
+ * account's mark (all before it delivered) waits in below, across a
+ * restart, and leaves under the mark. A group that put one and rolled
+ * back leaves nothing behind: delivered messages stay delivered.
+ */
+START_TEST(test_stored_under_the_mark)
+{
+	struct store_backend *b = open_ok(false);
+	struct seen s;
+
+	put(b, 10, "bob", "a", 5000);
+	put(b, 20, "bob", "b", 5000);
+	put(b, 30, "bob", "c", 5000);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	for (uint64_t id = 10; id <= 30; id += 10)
+		ck_assert_int_eq(store_sqlite_ops.mark(b, id, "bob",
+		    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT id FROM upto"), 30);
+	/* Put and rolled back, then another: only that one waits. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
+	put_in_txn(b, 25, "bob", "d", 5000);
+	store_sqlite_ops.rollback(b);
+	put(b, 15, "bob", "e", 5000);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 15);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 1);
+	ck_assert_int_eq(count_in_file("SELECT id FROM below"), 15);
+	ck_assert_int_eq(count_in_file("SELECT id FROM upto"), 30);
+	store_sqlite_ops.close(b);
+	b = open_ok(false);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.ids[0], 15);
+	/* It leaves under the mark: out of below, the mark as it was. */
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 15, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM below"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM done"), 0);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 0);
+}
+END_TEST
+
+/*
+ * A group SQLite ended itself (a failed write): its marks are not written
+ * outside it, its commit fails, and what it took out waits again.
+ */
+START_TEST(test_marks_of_a_group_sqlite_ended)
+{
+	struct store_backend *b = open_ok(false);
+	struct seen s;
+
+	for (uint64_t id = 1; id <= 3; id++)
+		put(b, id, "bob", "m", 5000);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 1, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 2, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_exec(b, "ROLLBACK"), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), -1);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM upto"), 0);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 3);
+	ck_assert_uint_eq(s.ids[0], 1);
+	store_sqlite_ops.close(b);
+	b = open_ok(false);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 3);
+	store_sqlite_ops.close(b);
+}
+END_TEST
+
+/*
  * Killed with rows a mark hides (not swept): opened again, none of them is
  * a message; the next id is above the mark even with no row left; closed,
  * they are gone. A group rolled back takes its marks back.
@@ -915,7 +996,14 @@ START_TEST(test_reopen_with_marks)
 	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
 	store_sqlite_ops.rollback(b);
 	ck_assert_int_eq(scan(b, "bob", 0).n, 1);
-	ck_assert_int_eq(count_in_file("SELECT min(id) FROM upto"), 1024);
+	/* A group after it writes the mark as it was, not as rolled back. */
+	put(b, 4096, "carol", "x", 5000);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 4096, "carol",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, false), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT u.id FROM upto u JOIN name n"
+	    " ON n.id = u.account WHERE n.name = 'bob'"), 1024);
 	store_sqlite_ops.close(b);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 2);
 	ck_assert_int_eq(count_in_file("SELECT min(id) FROM msg"), 2048);
@@ -1336,6 +1424,8 @@ store_suite(void)
 	tcase_add_test(tc, test_reopen_with_done);
 	tcase_add_test(tc, test_marks_out_of_order);
 	tcase_add_test(tc, test_reopen_with_marks);
+	tcase_add_test(tc, test_stored_under_the_mark);
+	tcase_add_test(tc, test_marks_of_a_group_sqlite_ended);
 	tcase_add_test(tc, test_row_deleted_by_hand);
 	tcase_add_test(tc, test_text_coding_kept);
 	tcase_add_test(tc, test_check_sees_files_go);
