@@ -267,7 +267,8 @@ static const char *const sql[ST_N] = {
 	 * INSERT where kept, cost half as much again (storebench). Not run
 	 * for a message the store knows keeps none (mark's final_row).
 	 */
-	[ST_FIN_ADD] = "INSERT INTO fin SELECT id, account, submitter, ?2, ?3"
+	[ST_FIN_ADD] = "INSERT OR REPLACE INTO fin SELECT id, account,"
+	    " submitter, ?2, ?3"
 	    " FROM msg WHERE id = ?1 AND submitter <> 0 AND flags & ?4 = 0",
 	[ST_DELETE] = "DELETE FROM msg WHERE id = ?1",
 	/*
@@ -1873,27 +1874,17 @@ mark_upto(struct store_backend *b, uint64_t id, size_t pos)
 
 /*
  * Final: what query_sm needs goes to fin where its submitter can ask
- * (STORE_FINAL_NOT_KEPT; key 0 is no submitter), and the id to done (the
- * row goes with a sweep). 1 kept, 0 not, -1.
+ * (STORE_FINAL_NOT_KEPT; key 0 is no submitter; replaced if there, from
+ * a try whose later write failed), and the id under its account's mark
+ * or into done (the row goes with a sweep). 1 kept, 0 not, -1.
  */
 static int
-mark_final(struct store_backend *b, uint64_t id, const char *account,
+mark_final_write(struct store_backend *b, uint64_t id, size_t pos,
     uint8_t state, uint64_t final_date, bool final_row)
 {
 	sqlite3_stmt *st = b->st[ST_FIN_ADD];
-	int64_t key;
-	size_t pos;
 	int kept = 0, went;
 
-	/*
-	 * Not waiting (its ids are those of the rows waiting): it left
-	 * already, or is not there. Nothing to write. (The caller knows the
-	 * account: a DELETE ... RETURNING it cost a fifth more CPU per
-	 * delivered message, measured.)
-	 */
-	if (name_key(b, account, false, &key, &pos) <= 0 ||
-	    !store_ids_del(&b->ids, pos, id))
-		return 0;
 	/* A line client's message: no final row to look for (a probe less). */
 	if (!final_row)
 		goto del;
@@ -1920,6 +1911,31 @@ del:
 		if (id > b->done_max)
 			b->done_max = id;
 	}
+	return kept;
+}
+
+static int
+mark_final(struct store_backend *b, uint64_t id, const char *account,
+    uint8_t state, uint64_t final_date, bool final_row)
+{
+	int64_t key;
+	size_t pos;
+	int kept;
+
+	/*
+	 * Not waiting (its ids are those of the rows waiting): it left
+	 * already, or is not there. Nothing to write. (The caller knows the
+	 * account: a DELETE ... RETURNING it cost a fifth more CPU per
+	 * delivered message, measured.) Out of the ids first, as the mark
+	 * looks for the first waiting after it; back in if a write failed,
+	 * in a group that may still commit: the mark is tried again.
+	 */
+	if (name_key(b, account, false, &key, &pos) <= 0 ||
+	    !store_ids_del(&b->ids, pos, id))
+		return 0;
+	if ((kept = mark_final_write(b, id, pos, state, final_date,
+	    final_row)) < 0)
+		store_ids_add(&b->ids, pos, id);
 	return kept;
 }
 

@@ -918,10 +918,17 @@ START_TEST(test_stored_under_the_mark)
 	ck_assert_int_eq(count_in_file("SELECT id FROM below"), 15);
 	ck_assert_int_eq(count_in_file("SELECT id FROM upto"), 30);
 	store_sqlite_ops.close(b);
+	/* Killed before a sweep: the rows the mark hides are swept, not 15. */
+	exec_in_file("INSERT INTO msg SELECT 20, account, submitter, src, dst,"
+	    " state, submitted, due, expires, final_date, attempts, flags, text,"
+	    " smpp FROM msg WHERE id = 15");
 	b = open_ok(false);
+	ck_assert_int_eq(store_sqlite_ops.poll(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 1);
 	s = scan(b, "bob", 0);
 	ck_assert_int_eq(s.n, 1);
 	ck_assert_uint_eq(s.ids[0], 15);
+	ck_assert_int_eq(count_in_file("SELECT count(*) FROM messages"), 1);
 	/* It leaves under the mark: out of below, the mark as it was. */
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
 	ck_assert_int_eq(store_sqlite_ops.mark(b, 15, "bob",
@@ -933,6 +940,40 @@ START_TEST(test_stored_under_the_mark)
 	ck_assert_int_eq(scan(b, "bob", 0).n, 0);
 	store_sqlite_ops.close(b);
 	ck_assert_int_eq(count_in_file("SELECT count(*) FROM msg"), 0);
+}
+END_TEST
+
+/*
+ * A write of a mark that fails (a statement refused, the group open
+ * still): the message waits as before, and the mark tried again in the
+ * same group writes it (its final row too, once).
+ */
+START_TEST(test_mark_failed_then_again)
+{
+	struct store_backend *b = open_ok(false);
+	struct seen s;
+
+	for (uint64_t id = 1; id <= 3; id++)
+		put(b, id, "bob", "m", 5000);
+	ck_assert_int_eq(store_sqlite_exec(b, "CREATE TEMP TRIGGER no_done"
+	    " BEFORE INSERT ON done BEGIN SELECT RAISE(ABORT, 'no'); END"), 0);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	/* 2 before 1: for done, which refuses. */
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 2, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, true), -1);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 3);
+	ck_assert_int_eq(store_sqlite_exec(b, "DROP TRIGGER no_done"), 0);
+	/* Its final row, written by the first try, written again. */
+	ck_assert_int_eq(store_sqlite_ops.mark(b, 2, "bob",
+	    MSG_STATE_DELIVERED, 1500, 0, 0, true), 1);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	ck_assert_int_eq(count_in_file("SELECT id FROM done"), 2);
+	ck_assert_int_eq(count_in_file("SELECT id FROM fin"), 2);
+	s = scan(b, "bob", 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_uint_eq(s.ids[1], 3);
+	store_sqlite_ops.close(b);
 }
 END_TEST
 
@@ -1426,6 +1467,7 @@ store_suite(void)
 	tcase_add_test(tc, test_reopen_with_marks);
 	tcase_add_test(tc, test_stored_under_the_mark);
 	tcase_add_test(tc, test_marks_of_a_group_sqlite_ended);
+	tcase_add_test(tc, test_mark_failed_then_again);
 	tcase_add_test(tc, test_row_deleted_by_hand);
 	tcase_add_test(tc, test_text_coding_kept);
 	tcase_add_test(tc, test_check_sees_files_go);
