@@ -931,6 +931,11 @@ test('a stored message sent to another node leaves the store only once its recip
 		assert.deepEqual(bob.lines.filter((l) => /^MSG /.test(l)).map((l) => l.split(' ').slice(3).join(' ')),
 			Array.from({ length: N }, (_, i) => `l${i}`));
 		bob.sock.destroy();
+	} catch (e) {
+		// What the nodes said, for a failure seen only where it ran.
+		const tail = (d) => (d ? d.log.trimEnd().split('\n').slice(-30).join('\n') : '-');
+		e.message += `\nnode sa's log ends:\n${tail(SA)}\nnode sb's log ends:\n${tail(SB)}`;
+		throw e;
 	} finally {
 		await L.stopAll(SA, SB);
 	}
