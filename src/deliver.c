@@ -524,13 +524,21 @@ deliver_store_if(const struct config *cf, struct msg *m,
 	return true;
 }
 
-/* The recipient left on the way: its account's store may take m. */
+/*
+ * The recipient left on the way: its account's store may take m. Held
+ * still by a session of this reactor's that is closing (its address not
+ * given back yet), it is held by nobody.
+ */
 static bool
 deliver_to_store(struct reactor *r, struct msg *m)
 {
 	bool held;
 	const char *to = deliver_target(r->cf, m, &held);
 
+	if (held && m->recipient.kind == ROUTE_OWNER_CONN &&
+	    m->recipient.conn.reactor == r->id &&
+	    conn_resolve(r, &m->recipient.conn) == NULL)
+		held = false;
 	/* Someone else holds it now: the sender hears "no route" as before. */
 	return !held && deliver_store_if(r->cf, m, to, false);
 }

@@ -466,6 +466,44 @@ START_TEST(test_deliver_unrouted_store_msg)
 }
 END_TEST
 
+static const char *const acct_conf =
+    "dispatchers = 1;\n"
+    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = 0;"
+    " protocol = \"router\"; } );\n"
+    "accounts = ( { id = \"bob\"; password = \"b\"; } );\n";
+
+/*
+ * A message for an account whose session here is closing, its address
+ * not given back yet (its close and the message read in one turn): the
+ * account's store takes it, as it would a moment later, not "no route".
+ */
+START_TEST(test_deliver_recipient_leaving)
+{
+	struct config *cf = unit_config(acct_conf);
+	struct reactor *r = reactor_new(0, cf);
+	/* No session in that place (closing, or gone): as in a close's turn. */
+	struct route_owner owner =
+	    route_owner_conn((struct conn_handle){ 0, 1, 1 });
+	struct deliver_kind_ops store = fstore_ops;
+
+	ck_assert_ptr_nonnull(r);
+	memset(&fstore, 0, sizeof(fstore));
+	memset(&fake, 0, sizeof(fake));
+	fstore_takes = 0;
+	fstore.on = true;
+	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &store), 0);
+	ck_assert_int_eq(route_claim("bob", &owner), 0);
+	ck_assert_int_eq(deliver_from(r, fake_msg("bob")), MSG_PENDING);
+	ck_assert_int_eq(fstore_takes, 1);
+	ck_assert_str_eq(fake.taken_to, "bob");
+	free(fake.taken);
+	route_release("bob", &owner);
+	deliver_register(MSG_KIND_STORE, NULL);
+	reactor_free(r);
+	config_unref(cf);
+}
+END_TEST
+
 static const char *const upstream_conf =
     "dispatchers = 1;\n"
     "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = 0;"
@@ -571,6 +609,7 @@ deliver_suite(void)
 	tcase_add_test(tc, test_deliver_upstream_route);
 	tcase_add_test(tc, test_deliver_node_held);
 	tcase_add_test(tc, test_deliver_unrouted_store_msg);
+	tcase_add_test(tc, test_deliver_recipient_leaving);
 	suite_add_tcase(s, tc);
 	return s;
 }
