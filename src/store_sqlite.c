@@ -1229,8 +1229,9 @@ migrate_failed(struct store_backend *b, int from)
 
 /*
  * A schema 2 file made schema 4: its backlog index dropped (the store
- * keeps it in memory now), tables done and upto added. A schema 3 file:
- * upto added, and the view that reads it. NULL, or the reason.
+ * keeps it in memory now), tables done, upto and below added. A schema 3
+ * file: upto and below added, and the view that reads them. NULL, or the
+ * reason.
  */
 static const char *
 schema_migrate_keyed(struct store_backend *b)
@@ -1708,9 +1709,10 @@ sweep(struct store_backend *b, unsigned n)
 /*
  * A sweep of up to n in a transaction of its own (no group is open).
  * Its commit is not synced: lost in a crash, its rows are still hidden
- * by their ids in done or by a mark, for the next sweep; with sync = "full" the next
- * group's commit syncs the WAL with it (with "normal", a checkpoint
- * does). After a failure, done is counted again. The count deleted, or
+ * by their ids in done or by a mark, for the next sweep (the ids a mark
+ * hides are read again at start); with sync = "full" the next group's
+ * commit syncs the WAL with it (with "normal", a checkpoint does). After
+ * a failure, what is to be swept is counted again. The count deleted, or
  * -1.
  */
 static int
