@@ -35,9 +35,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The store's settings (src/store_sqlite.c: sqlite_open, CKPT_PAGES). */
-#define PRAGMAS "PRAGMA journal_mode = WAL; PRAGMA cache_size = -16384;" \
-	" PRAGMA wal_autocheckpoint = 16384;"
+/*
+ * The store's settings (src/store_sqlite.c: make_file, sqlite_open,
+ * CKPT_BYTES): 16 KiB pages, a checkpoint every 64 MiB of WAL.
+ */
+#define PRAGMAS "PRAGMA page_size = 16384; PRAGMA journal_mode = WAL;" \
+	" PRAGMA cache_size = -16384; PRAGMA wal_autocheckpoint = 4096;"
 #define VALIDITY	86400		/* store.default_validity */
 #define MSG_STATE_ENROUTE	1
 #define MSG_STATE_DELIVERED	2

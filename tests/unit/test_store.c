@@ -621,6 +621,26 @@ START_TEST(test_migrate_schema1)
 {
 	make_schema1(true);
 	check_migrated();
+	/* A file made before keeps the page size it was made with. */
+	ck_assert_int_eq(count_in_file("PRAGMA page_size"), 4096);
+}
+END_TEST
+
+/*
+ * A new file has 16 KiB pages (fewer WAL frames a group); a file of 4 KiB
+ * pages (test_migrate_schema1) is kept as it is.
+ */
+START_TEST(test_page_size_of_a_new_file)
+{
+	struct store_backend *b = open_ok(false);
+
+	put(b, 1024, "bob", "first", 5000);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("PRAGMA page_size"), 16384);
+	b = open_ok(false);
+	ck_assert_int_eq(scan(b, "bob", 0).n, 1);
+	store_sqlite_ops.close(b);
+	ck_assert_int_eq(count_in_file("PRAGMA page_size"), 16384);
 }
 END_TEST
 
@@ -1461,6 +1481,7 @@ store_suite(void)
 	tcase_add_test(tc, test_migrate_schema1_no_fin);
 	tcase_add_test(tc, test_newer_schema_refused);
 	tcase_add_test(tc, test_migrate_schema2);
+	tcase_add_test(tc, test_page_size_of_a_new_file);
 	tcase_add_test(tc, test_rollback_undoes_waiting);
 	tcase_add_test(tc, test_reopen_with_done);
 	tcase_add_test(tc, test_marks_out_of_order);
