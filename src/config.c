@@ -302,6 +302,7 @@ config_unref(struct config *cf)
 	free(cf->upstreams);
 	free(cf->accounts);
 	free(cf->account_slots);
+	free(cf->account_ids);
 	free(cf->routes);
 	free(cf->path);
 	free(cf);
@@ -491,11 +492,10 @@ config_find_account(const struct config *cf, const char *id)
 		return NULL;
 	for (j = config_id_hash(id) & (n - 1); cf->account_slots[j] != 0;
 	    j = (j + 1) & (n - 1)) {
-		const struct account_conf *a =
-		    &cf->accounts[cf->account_slots[j] - 1];
+		uint32_t i = cf->account_slots[j] - 1;
 
-		if (strcmp(a->id, id) == 0)
-			return a;
+		if (strcmp(cf->account_ids[i], id) == 0)
+			return &cf->accounts[i];
 	}
 	return NULL;
 }

@@ -315,6 +315,9 @@ struct config {
 	size_t	naccounts;
 	uint32_t *account_slots;	/* hash of ids: index + 1, 0 empty */
 	size_t	account_nslots;		/* a power of two */
+	/* The ids again, packed: the lookups compare here (in cache). */
+	char	(*account_ids)[CONFIG_ADDR_MAX + 1];
+	size_t	naccounts_mo_url;	/* accounts with a mo_url */
 	struct route_conf *routes;
 	size_t	nroutes;
 	struct upstream_conf *upstreams;

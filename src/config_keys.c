@@ -395,6 +395,8 @@ config_id_hash(const char *s)
  * An open-addressing index of the account ids: a message to an address
  * asks whether it is an account, and with a thousand accounts a walk
  * along the list was most of a stored message's cost on its reactor.
+ * The ids it compares are packed apart from the accounts (2 KiB each,
+ * with their URLs): a lookup then costs no cache miss on the account.
  */
 static void
 index_accounts(struct config *cf)
@@ -405,8 +407,16 @@ index_accounts(struct config *cf)
 		n *= 2;
 	cf->account_slots = xcalloc(n, sizeof(*cf->account_slots));
 	cf->account_nslots = n;
+	cf->account_ids = xcalloc(cf->naccounts ? cf->naccounts : 1,
+	    sizeof(*cf->account_ids));
+	cf->naccounts_mo_url = 0;
 	for (size_t i = 0; i < cf->naccounts; i++) {
 		size_t j = config_id_hash(cf->accounts[i].id) & (n - 1);
+
+		memcpy(cf->account_ids[i], cf->accounts[i].id,
+		    sizeof(cf->account_ids[i]));
+		if (cf->accounts[i].mo_url[0] != '\0')
+			cf->naccounts_mo_url++;
 
 		while (cf->account_slots[j] != 0)
 			j = (j + 1) & (n - 1);

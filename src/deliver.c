@@ -675,7 +675,8 @@ deliver_mo_url(const struct config *cf, const struct msg *m, const char *to)
 {
 	const struct account_conf *a;
 
-	if ((m->flags & (MSG_F_RECEIPT | MSG_F_STORED)) || !http_out_on() ||
+	if ((m->flags & (MSG_F_RECEIPT | MSG_F_STORED)) ||
+	    cf->naccounts_mo_url == 0 || !http_out_on() ||
 	    (a = config_find_account(cf, to)) == NULL || a->mo_url[0] == '\0')
 		return NULL;
 	return a->mo_url;
