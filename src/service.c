@@ -149,6 +149,18 @@ service_main(void *arg)
 	return NULL;
 }
 
+unsigned
+service_run_within(struct service *s, unsigned us)
+{
+	struct pollfd pfd = { .fd = mailbox_fd(&s->mb), .events = POLLIN };
+	struct timespec ts = { .tv_sec = us / 1000000,
+	    .tv_nsec = (long)(us % 1000000) * 1000 };
+
+	if (s->stopping || ppoll(&pfd, 1, &ts, NULL) <= 0)
+		return 0;
+	return mailbox_drain(&s->mb, s, MAILBOX_RUN);
+}
+
 int
 service_start(struct service *s)
 {

@@ -35,6 +35,13 @@ struct service_hooks {
 struct service *service_new(const char *name, const struct service_hooks *h,
 	    void *arg);
 
+/*
+ * Waits up to us microseconds for tasks and runs those there are then
+ * (not the after_batch hook): the number run, 0 when none came. On s's
+ * thread, from a hook, to gather work for one costly step.
+ */
+unsigned service_run_within(struct service *s, unsigned us);
+
 /* Starts the thread. 0, or -1 with errno. The thread that made s. */
 int	service_start(struct service *s);
 

@@ -50,6 +50,13 @@
 #define STORE_ACCT_BUCKETS	4096
 #define STORE_TICK_MS		100
 /*
+ * A group with senders waiting for its commit gathers more while they
+ * keep coming: until none came for STORE_GATHER_GAP_US, and for at most
+ * STORE_GATHER_MAX_US. A lone message waits the gap alone.
+ */
+#define STORE_GATHER_GAP_US	200
+#define STORE_GATHER_MAX_US	3000
+/*
  * In a cluster, an account with a backlog and nobody here: how often the
  * store tries whether another node holds it (besides the nodes' notices).
  */

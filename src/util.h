@@ -41,7 +41,8 @@ size_t	str_copy(char *dst, size_t cap, const char *src);
 /* Keeps per-thread data written by one thread off other threads' lines. */
 #define CACHE_LINE 64
 
-/* CLOCK_MONOTONIC in milliseconds. */
+/* CLOCK_MONOTONIC in milliseconds, and in microseconds. */
 uint64_t mono_ms(void);
+uint64_t mono_us(void);
 
 #endif

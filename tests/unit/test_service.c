@@ -528,6 +528,71 @@ START_TEST(service_free_unstarted)
 }
 END_TEST
 
+/*
+ * service_run_within, from the after_batch hook: a task posted while the
+ * hook waits runs inside the wait (before the hook returns) and is
+ * counted; with nothing posted the wait ends empty after its time.
+ */
+static atomic_int gather_phase;	/* 1: the hook waits; 2: it returned */
+static unsigned gather_got, gather_none;
+static uint64_t gather_empty_ms;
+
+static void
+gather_hook(struct service *s, void *arg)
+{
+	uint64_t t;
+
+	(void)arg;
+	if (atomic_load(&gather_phase) != 0)
+		return;
+	atomic_store(&gather_phase, 1);
+	gather_got = service_run_within(s, 5000000);
+	log_ev(EV_BATCH, 0, MAILBOX_RUN);
+	t = unit_now_ms();
+	gather_none = service_run_within(s, 50000);
+	gather_empty_ms = unit_now_ms() - t;
+	atomic_store(&gather_phase, 2);
+}
+
+static const struct service_hooks gather_hooks = {
+	.after_batch = gather_hook,
+};
+
+START_TEST(service_run_within_gathers)
+{
+	struct service *s;
+	uint64_t t0;
+
+	log_reset();
+	atomic_store(&gather_phase, 0);
+	s = new_service(&gather_hooks);
+	ck_assert_int_eq(service_start(s), 0);
+	service_post_fn(s, log_task, (void *)(uintptr_t)1);
+	t0 = unit_now_ms();
+	while (atomic_load(&gather_phase) == 0 && unit_now_ms() - t0 < 5000)
+		unit_sleep_ms(1);
+	ck_assert_int_eq(atomic_load(&gather_phase), 1);
+	service_post_fn(s, log_task, (void *)(uintptr_t)2);
+	while (atomic_load(&gather_phase) == 1 && unit_now_ms() - t0 < 10000)
+		unit_sleep_ms(1);
+	service_stop(s);
+	service_free(s);
+	ck_assert_int_eq(atomic_load(&gather_phase), 2);
+	ck_assert_uint_eq(gather_got, 1);
+	ck_assert_uint_eq(gather_none, 0);
+	ck_assert_msg(gather_empty_ms >= 40, "empty wait %llu ms",
+	    (unsigned long long)gather_empty_ms);
+	/* Task 1, task 2 (inside the hook's wait), then the hook's mark. */
+	ck_assert_uint_eq(lg.n, 3);
+	ck_assert_int_eq(lg.ev[0].kind, EV_TASK);
+	ck_assert_uint_eq(lg.ev[0].seq, 1);
+	ck_assert_int_eq(lg.ev[1].kind, EV_TASK);
+	ck_assert_uint_eq(lg.ev[1].seq, 2);
+	ck_assert_int_eq(lg.ev[2].kind, EV_BATCH);
+	ck_assert_uint_eq(lg.off_thread, 0);
+}
+END_TEST
+
 Suite *
 service_suite(void)
 {
@@ -541,6 +606,7 @@ service_suite(void)
 	tcase_add_test(tc, service_stop_waits_for_queued);
 	tcase_add_test(tc, service_tick_idle_and_busy);
 	tcase_add_test(tc, service_free_unstarted);
+	tcase_add_test(tc, service_run_within_gathers);
 	suite_add_tcase(s, tc);
 	return s;
 }
