@@ -51,8 +51,8 @@
 #define STORE_TICK_MS		100
 /*
  * A group with senders waiting for its commit gathers more while they
- * keep coming: until none came for STORE_GATHER_GAP_US, and for at most
- * STORE_GATHER_MAX_US. A lone message waits the gap alone.
+ * keep coming, when busy (store.c, gather): until none came for
+ * STORE_GATHER_GAP_US, and for at most STORE_GATHER_MAX_US.
  */
 #define STORE_GATHER_GAP_US	200
 #define STORE_GATHER_MAX_US	3000
@@ -148,6 +148,8 @@ struct store {
 	/* The file was removed or replaced under us: store nothing more. */
 	atomic_bool lost;
 	struct mailbox_task *waiting;	/* puts awaiting the commit */
+	unsigned nwaiting;		/* how many */
+	unsigned last_waiting;		/* in the last group that had some */
 	uint64_t posts_kept;		/* the last HTTP post kept in the group */
 	struct store_acct *dirty;
 	struct store_acct *marking;	/* accounts with marks to finish */

@@ -494,6 +494,8 @@ make_schema1(bool with_fin)
 {
 	char q[4096], smpp[2 * 89 + 1];
 
+	/* Pages of 4 KiB, as every file before schema 4's daemons had. */
+	exec_in_file("PRAGMA page_size = 4096");
 	exec_in_file(schema1);
 	if (with_fin)
 		exec_in_file(schema1_fin);
