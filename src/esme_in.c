@@ -68,22 +68,25 @@ void
 esme_receipt_record(const struct config *cf, const struct upstream_conf *uc,
     const char *id, size_t len, const struct msg *m)
 {
-	struct receipt_limits lim = receipts_limits(cf);
-	struct receipt_orig o = { .id = m->id, .submitted = m->submitted,
-	    .registered_delivery = m->registered_delivery,
-	    .http = (m->flags & MSG_F_HTTP_RCPT) != 0,
-	    .src_ton = m->src_ton, .src_npi = m->src_npi,
-	    .dst_ton = m->dst_ton, .dst_npi = m->dst_npi };
+	struct receipt_limits lim;
+	struct receipt_orig o;
 	struct receipt_key keys[RECEIPT_KEYS_MAX];
 	unsigned n;
 
 	/*
 	 * The centre was not asked for a receipt (submit_sm carries the
 	 * sender's registered_delivery): an id filed for one would only take
-	 * room and time.
+	 * room and time. Asked first: the entry below is hundreds of octets
+	 * to fill, for every submit_sm answered.
 	 */
 	if ((m->registered_delivery & 0x03) == 0)
 		return;
+	lim = receipts_limits(cf);
+	o = (struct receipt_orig){ .id = m->id, .submitted = m->submitted,
+	    .registered_delivery = m->registered_delivery,
+	    .http = (m->flags & MSG_F_HTTP_RCPT) != 0,
+	    .src_ton = m->src_ton, .src_npi = m->src_npi,
+	    .dst_ton = m->dst_ton, .dst_npi = m->dst_npi };
 	n = receipt_id_keys(uc->receipt_id, false, id, len, keys);
 
 	str_copy(o.reply_to, sizeof(o.reply_to), m->reply_to);

@@ -91,10 +91,17 @@ smpp_long_make(const struct msg *m, const struct smpp_long_opts *o,
     struct msg **dp, struct smpp_long **lp, unsigned *needed)
 {
 	const char *in = (const char *)m->text;
-	size_t cap = TEXT_SPLIT_MAX(m->len, o->max_parts);
+	size_t cap = TEXT_SPLIT_MAX(m->len, o->max_parts), len;
 	struct text_split_opts so = { .how = o->how,
 	    .max_parts = o->max_parts, .ref = o->ref };
 	struct text_split s;
+	/*
+	 * The splitter writes into room for every part's UDH (1.5 KiB at
+	 * 255 parts); d gets only what it wrote. A message of that size
+	 * would pass glibc's thread cache by, and its free cost a lock and
+	 * a merge of chunks, on every message of a line client.
+	 */
+	uint8_t stackbuf[2048], *out;
 	struct msg *d;
 	int k;
 
@@ -107,20 +114,25 @@ smpp_long_make(const struct msg *m, const struct smpp_long_opts *o,
 		so.coding = TEXT_CODING_AUTO;
 	else if ((so.coding = text_pick(in, m->len, o->coding)) < 0)
 		return -1;
-	d = msg_new(cap);
-	memcpy(d, m, offsetof(struct msg, len));
-	if ((k = text_split(in, m->len, &so, d->text, cap, &s)) < 0) {
+	out = cap <= sizeof(stackbuf) ? stackbuf : xmalloc(cap);
+	if ((k = text_split(in, m->len, &so, out, cap, &s)) < 0) {
 		int e = errno;
 
 		if (e == EMSGSIZE && o->how != TEXT_LONG_PAYLOAD)
 			*needed = parts_needed(in, m->len, o,
 			    (int)s.coding);
-		free(d);
+		if (out != stackbuf)
+			free(out);
 		errno = e;
 		return -1;
 	}
-	d->len = s.part[s.nparts - 1].off + s.part[s.nparts - 1].len;
-	d->text[d->len] = '\0';
+	len = s.part[s.nparts - 1].off + s.part[s.nparts - 1].len;
+	d = msg_new(len);
+	memcpy(d, m, offsetof(struct msg, len));
+	memcpy(d->text, out, len);
+	if (out != stackbuf)
+		free(out);
+	d->len = len;
 	d->data_coding = (uint8_t)s.coding;
 	d->flags = (d->flags & ~(uint32_t)MSG_F_CODING) | MSG_F_CODED;
 	if (s.udhi)

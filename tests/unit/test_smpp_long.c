@@ -1,6 +1,7 @@
 /* test_smpp_long.c: a line text made into deliver_sm parts (UDH, SAR, payload, max_parts) and the one status their answers make. */
 #include <check.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,55 @@ START_TEST(test_short_is_one_message)
 	ck_assert_uint_eq(d->id, 77);
 	free(d);
 	free(m);
+}
+END_TEST
+
+/*
+ * The coded copy takes what the parts need, not the splitter's room for
+ * 255 UDHs: a 64-octet text's copy stays under glibc's thread-cache limit
+ * (1,032 octets), which a copy of 2 KiB missed on every message.
+ */
+START_TEST(test_coded_copy_is_its_size)
+{
+	char *t = repeat("a", 64);
+	struct msg *m = line_msg(t), *d;
+	struct smpp_long *lp;
+	struct smpp_long_opts o = udh16;
+	unsigned needed;
+
+	o.max_parts = 255;
+	ck_assert_int_eq(smpp_long_make(m, &o, &d, &lp, &needed), 1);
+	ck_assert_ptr_null(lp);
+	ck_assert_uint_eq(d->len, 64);
+	ck_assert_uint_le(malloc_usable_size(d), msg_size(d) + 32);
+	ck_assert_uint_lt(malloc_usable_size(d), 1032);
+	free(d);
+	free(m);
+	free(t);
+}
+END_TEST
+
+/* A text whose room is over the splitter's stack buffer: the same parts. */
+START_TEST(test_long_text_past_the_stack_buffer)
+{
+	char *t = repeat("b", 1200);
+	struct msg *m = line_msg(t), *d;
+	struct smpp_long *lp;
+	unsigned needed;
+	size_t sum = 0;
+
+	ck_assert_int_eq(smpp_long_make(m, &udh16, &d, &lp, &needed), 8);
+	ck_assert_ptr_nonnull(lp);
+	for (unsigned i = 0; i < lp->nparts; i++)
+		sum += lp->part[i].len;
+	/* 7 parts of 153 septets and one of 129, each behind a 6-octet UDH. */
+	ck_assert_uint_eq(d->len, sum);
+	ck_assert_uint_eq(lp->part[7].off + lp->part[7].len, d->len);
+	ck_assert_uint_le(malloc_usable_size(d), msg_size(d) + 32);
+	smpp_long_free(lp);
+	free(d);
+	free(m);
+	free(t);
 }
 END_TEST
 
@@ -320,6 +370,8 @@ smpp_long_suite(void)
 	TCase *tc = tcase_create("make");
 
 	tcase_add_test(tc, test_short_is_one_message);
+	tcase_add_test(tc, test_coded_copy_is_its_size);
+	tcase_add_test(tc, test_long_text_past_the_stack_buffer);
 	tcase_add_test(tc, test_gsm_400_is_three_udh_parts);
 	tcase_add_test(tc, test_ucs2_200_is_three_parts);
 	tcase_add_test(tc, test_sar_parts);
