@@ -393,6 +393,17 @@ deliver_answer_in(struct reactor_batch *b, struct msg *m)
 	deliver_reply_in(b, m);
 }
 
+void
+deliver_answer_on(struct reactor *r, struct msg *m)
+{
+	if (!(m->flags & MSG_F_NO_VERDICT) &&
+	    m->sender_kind == MSG_KIND_CONN && m->sender.reactor == r->id) {
+		deliver_verdict_task(r, m, MAILBOX_RUN);
+		return;
+	}
+	deliver_reply_in(&r->batch, m);
+}
+
 static const char *deliver_target(const struct config *cf,
 	    struct msg *m, bool *held);
 static bool deliver_store_if(const struct config *cf, struct msg *m,

@@ -154,6 +154,13 @@ void	deliver_answer(struct msg *m);
 void	deliver_answer_in(struct reactor_batch *b, struct msg *m);
 
 /*
+ * The same on reactor r, in a task of its turn: a sender on r hears the
+ * verdict at once, not in a task r posts to itself; others through r's
+ * batch. Owning reactor (r) only.
+ */
+void	deliver_answer_on(struct reactor *r, struct msg *m);
+
+/*
  * Mailbox task: hands a message that came from another node (its sender
  * of MSG_KIND_NODE) to the recipient's protocol on this reactor and sends
  * the verdict back through that kind's answer. Owning reactor

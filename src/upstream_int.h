@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "msg.h"
 #include "reactor.h"
 #include "text.h"
 
@@ -101,6 +102,8 @@ struct upstream_job {
 	uint32_t status;		/* the first permanent error, 0 none */
 	char	smsc_id[65];		/* the SMSC's id of its first part */
 	uint64_t since_ms;		/* when its session took it */
+	int	home;			/* the reactor that made it; -1 none */
+	enum msg_verdict verdict;	/* on its way home: the answer */
 	bool	queued;
 	uint8_t	part[TEXT_PARTS_MAX];	/* UPJ_* */
 };
