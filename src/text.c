@@ -7,6 +7,9 @@
 /* gsm_from_cp's mark for a character of the extension table. */
 #define GSM_EXT		0x100
 
+/* Septets in one SMS; no GSM character takes over 2 bytes of UTF-8 a septet. */
+#define GSM_SMS		160
+
 /* The GSM 03.38 default alphabet (3GPP TS 23.038 6.2.1), code -> Unicode. */
 static const uint16_t gsm_default[128] = {
 	0x0040, 0x00A3, 0x0024, 0x00A5, 0x00E8, 0x00E9, 0x00F9, 0x00EC,
@@ -45,23 +48,42 @@ fail(int e)
 }
 
 /*
+ * gsm_from_cp of ASCII, by table: most text is ASCII, and this runs per
+ * character of every message bound for SMPP. -1 where GSM has none.
+ */
+#define X GSM_EXT
+static const int16_t gsm_ascii[128] = {
+	-1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, 0x0A, -1, X | 0x0A, 0x0D, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1,
+	0x20, 0x21, 0x22, 0x23, 0x02, 0x25, 0x26, 0x27,
+	0x28, 0x29, 0x2A, 0x2B, 0x2C, 0x2D, 0x2E, 0x2F,
+	0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37,
+	0x38, 0x39, 0x3A, 0x3B, 0x3C, 0x3D, 0x3E, 0x3F,
+	0x00, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47,
+	0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x4F,
+	0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57,
+	0x58, 0x59, 0x5A, X | 0x3C, X | 0x2F, X | 0x3E, X | 0x14, 0x11,
+	-1, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67,
+	0x68, 0x69, 0x6A, 0x6B, 0x6C, 0x6D, 0x6E, 0x6F,
+	0x70, 0x71, 0x72, 0x73, 0x74, 0x75, 0x76, 0x77,
+	0x78, 0x79, 0x7A, X | 0x28, X | 0x40, X | 0x29, X | 0x3D, -1,
+};
+#undef X
+
+/*
  * The GSM code of cp: 0..0x7F in the default table, GSM_EXT | code in
  * the extension table, -1 in neither. The inverse of the two tables
- * above (the unit tests walk both ways); a switch, not a search, as it
- * runs per character of every message bound for SMPP.
+ * above (the unit tests walk both ways); a table and a switch, not a
+ * search.
  */
 static int
 gsm_from_cp(uint32_t cp)
 {
-	if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') ||
-	    (cp >= ' ' && cp <= '?' && cp != '$'))
-		return (int)cp;
+	if (cp < 0x80)
+		return gsm_ascii[cp];
 	switch (cp) {
-	case '\n': return 0x0A;
-	case '\r': return 0x0D;
-	case '@': return 0x00;
-	case '$': return 0x02;
-	case '_': return 0x11;
 	case 0x00A3: return 0x01;
 	case 0x00A5: return 0x03;
 	case 0x00E8: return 0x04;
@@ -101,15 +123,6 @@ gsm_from_cp(uint32_t cp)
 	case 0x00F1: return 0x7D;
 	case 0x00FC: return 0x7E;
 	case 0x00E0: return 0x7F;
-	case 0x000C: return GSM_EXT | 0x0A;
-	case '^': return GSM_EXT | 0x14;
-	case '{': return GSM_EXT | 0x28;
-	case '}': return GSM_EXT | 0x29;
-	case '\\': return GSM_EXT | 0x2F;
-	case '[': return GSM_EXT | 0x3C;
-	case '~': return GSM_EXT | 0x3D;
-	case ']': return GSM_EXT | 0x3E;
-	case '|': return GSM_EXT | 0x40;
 	case 0x20AC: return GSM_EXT | 0x65;
 	}
 	return -1;
@@ -368,18 +381,54 @@ coding_known(int coding)
 	    coding == TEXT_LATIN1 || coding == TEXT_UCS2;
 }
 
+/*
+ * Writes the ASCII at the start of s (n bytes) that is one unit in coding
+ * (in GSM, one septet: no escape) to out, room octets; stops before
+ * anything else and where out is full. Returns the bytes of s taken, *w
+ * the octets written. Its own index, in a register: most text is ASCII.
+ */
+static size_t
+ascii_put(enum text_coding coding, const uint8_t *s, size_t n, uint8_t *out,
+    size_t room, size_t *w)
+{
+	size_t i = 0, m;
+
+	if (coding == TEXT_UCS2) {
+		for (m = n < room / 2 ? n : room / 2; i < m && s[i] < 0x80; i++)
+			out[2 * i] = 0, out[2 * i + 1] = s[i];
+		*w = 2 * i;
+		return i;
+	}
+	m = n < room ? n : room;
+	if (coding == TEXT_GSM) {
+		for (unsigned g; i < m && s[i] < 0x80 &&
+		    (g = (unsigned)gsm_ascii[s[i]]) < 0x80; i++)
+			out[i] = (uint8_t)g;
+	} else {
+		for (; i < m && s[i] < 0x80; i++)
+			out[i] = s[i];
+	}
+	*w = i;
+	return i;
+}
+
 ssize_t
 text_encode(enum text_coding coding, const char *in, size_t n, uint8_t *out,
     size_t outsz)
 {
 	const uint8_t *s = (const uint8_t *)in;
-	size_t i = 0, o = 0;
+	size_t i = 0, o = 0, w;
 	uint32_t cp;
 	int u, code = 0;
 
 	if (!coding_known((int)coding))
 		return fail(ENOTSUP);
 	while (i < n) {
+		i += ascii_put(coding, s + i, n - i, out + o, outsz - o, &w);
+		o += w;
+		if (i == n)
+			break;
+		/* Beyond ASCII, an escape pair, no such character or no room. */
 		if (utf8_next(s, n, &i, &cp) < 0)
 			return fail(EILSEQ);
 		if ((u = char_units(coding, cp, &code)) < 0)
@@ -458,7 +507,7 @@ text_pick(const char *in, size_t n, int want)
 static unsigned
 limit_single(enum text_coding coding)
 {
-	return coding == TEXT_UCS2 ? 70 : coding == TEXT_LATIN1 ? 140 : 160;
+	return coding == TEXT_UCS2 ? 70 : coding == TEXT_LATIN1 ? 140 : GSM_SMS;
 }
 
 static unsigned
@@ -493,13 +542,18 @@ auto_units(const char *in, size_t n, enum text_coding *coding)
 	int code;
 
 	while (i < n) {
-		/* ASCII letters and digits: one unit in both. */
-		if (s[i] < 0x80 && (!in_gsm || (s[i] >= 'a' && s[i] <= 'z') ||
-		    (s[i] >= 'A' && s[i] <= 'Z') ||
-		    (s[i] >= '0' && s[i] <= '9'))) {
-			ucs2++, gsm++, i++;
-			continue;
+		/* A run of ASCII: a UCS-2 unit each; in GSM, by the table. */
+		size_t k = i;
+
+		for (; k < n && s[k] < 0x80; k++) {
+			int g = gsm_ascii[s[k]];
+
+			in_gsm &= g >= 0;
+			gsm += (g & GSM_EXT) ? 2 : 1;
 		}
+		ucs2 += k - i;
+		if ((i = k) == n)
+			break;
 		if (utf8_next(s, n, &i, &cp) < 0)
 			return fail(EILSEQ);
 		ucs2 += cp > 0xFFFF ? 2 : 1;
@@ -634,15 +688,32 @@ text_split(const char *in, size_t n, const struct text_split_opts *o,
 	ssize_t units, len;
 	size_t octets;
 
-	if (split_check(o) < 0 ||
-	    (units = split_coding(in, n, o, &s->coding)) < 0)
+	if (split_check(o) < 0)
 		return -1;
-	octets = (size_t)units * unit_octets(s->coding);
 	s->ref = o->ref;
 	s->udhi = false;
 	s->payload = false;
 	s->nparts = 1;
 	s->part[0].off = 0;
+	/*
+	 * Most texts are one SMS of GSM: encoded in one pass (in GSM an
+	 * octet is a septet, escapes included), then copied out. Anything
+	 * else (not GSM, longer, not UTF-8, no room) is counted first, below.
+	 */
+	if (o->coding == TEXT_CODING_AUTO && n <= 2 * GSM_SMS) {
+		uint8_t one[GSM_SMS];
+
+		if ((len = text_encode(TEXT_GSM, in, n, one,
+		    outsz < sizeof(one) ? outsz : sizeof(one))) >= 0) {
+			memcpy(out, one, (size_t)len);
+			s->coding = TEXT_GSM;
+			s->part[0].len = (uint32_t)len;
+			return 1;
+		}
+	}
+	if ((units = split_coding(in, n, o, &s->coding)) < 0)
+		return -1;
+	octets = (size_t)units * unit_octets(s->coding);
 	if ((size_t)units <= limit_single(s->coding) ||
 	    o->how == TEXT_LONG_PAYLOAD) {
 		if (octets > 65535)

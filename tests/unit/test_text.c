@@ -132,6 +132,53 @@ START_TEST(test_gsm_default_table)
 }
 END_TEST
 
+/*
+ * ASCII that GSM 03.38 has no code for (controls but LF, CR and FF,
+ * the grave accent, DEL): not GSM, so UCS-2 when the choice is free; and
+ * every other ASCII character one septet or an escape pair.
+ */
+START_TEST(test_gsm_lacks_some_ascii)
+{
+	const struct text_split_opts o = { .coding = TEXT_CODING_AUTO,
+	    .max_parts = 16 };
+	struct text_split s;
+	uint8_t out[16];
+	unsigned lacking = 0;
+
+	for (unsigned c = 1; c < 128; c++) {
+		const char t[4] = { 'a', (char)c, 'b', '\0' };
+		bool none = (c < 0x20 && c != '\n' && c != '\r' && c != '\f') ||
+		    c == '`' || c == 0x7F;
+
+		if (none) {
+			encode_fails(TEXT_GSM, t, ERANGE);
+			lacking++;
+		} else {
+			ck_assert_int_ge(text_encode(TEXT_GSM, t, 3, out,
+			    sizeof(out)), 3);
+		}
+		ck_assert_int_eq(text_split(t, 3, &o, out, sizeof(out), &s), 1);
+		ck_assert_int_eq(s.coding, none ? TEXT_UCS2 : TEXT_GSM);
+		ck_assert_uint_eq(s.part[0].len, none ? 6 :
+		    (size_t)text_gsm_septets(t, 3));
+		/* Latin-1 and UCS-2 take any ASCII as it is. */
+		encodes_to(TEXT_LATIN1, t, t, 3);
+		encodes_to(TEXT_UCS2, t, (const uint8_t[]){ 0, 'a', 0,
+		    (uint8_t)c, 0, 'b' }, 6);
+	}
+	ck_assert_uint_eq(lacking, 30);
+	/* One octet short: no room, nothing past it written. */
+	memset(out, 0xEE, sizeof(out));
+	errno = 0;
+	ck_assert_int_eq(text_encode(TEXT_GSM, "hello", 5, out, 4), -1);
+	ck_assert_int_eq(errno, ENOSPC);
+	ck_assert_uint_eq(out[4], 0xEE);
+	errno = 0;
+	ck_assert_int_eq(text_encode(TEXT_UCS2, "hi", 2, out, 3), -1);
+	ck_assert_int_eq(errno, ENOSPC);
+}
+END_TEST
+
 START_TEST(test_gsm_extension_table)
 {
 	for (size_t i = 0; i < ARRAY_LEN(gsm_ext_expected); i++) {
@@ -842,6 +889,7 @@ text_suite(void)
 	TCase *ts = tcase_create("split");
 
 	tcase_add_test(tc, test_gsm_default_table);
+	tcase_add_test(tc, test_gsm_lacks_some_ascii);
 	tcase_add_test(tc, test_gsm_extension_table);
 	tcase_add_test(tc, test_gsm_at_and_escapes);
 	tcase_add_test(tc, test_gsm_septets);
