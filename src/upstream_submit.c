@@ -60,12 +60,20 @@ pick_link(struct upstream_stat *st, const char *to, unsigned move,
 
 	if (n == 0)
 		return false;
+	/* The k-th link up: past the words before it, then its bits. */
 	k = (addr_hash(to) + move) % n;
-	for (unsigned i = 0; i < 128; i++)
-		if ((w[i / 64] >> (i % 64) & 1) && k-- == 0) {
-			*link = i;
-			return true;
+	for (unsigned i = 0; i < 2; i++) {
+		unsigned c = (unsigned)__builtin_popcountll(w[i]);
+
+		if (k >= c) {
+			k -= c;
+			continue;
 		}
+		while (k-- > 0)
+			w[i] &= w[i] - 1;	/* drops the lowest link */
+		*link = i * 64 + (unsigned)__builtin_ctzll(w[i]);
+		return true;
+	}
 	return false;
 }
 
