@@ -36,6 +36,15 @@ START_TEST(test_addr_valid)
 	memset(long_addr, 'x', sizeof(long_addr));
 	ck_assert(route_addr_valid(long_addr, ROUTE_ADDR_MAX));
 	ck_assert(!route_addr_valid(long_addr, ROUTE_ADDR_MAX + 1));
+	/* Every byte: the letters, digits and + . _ : @ - only. */
+	for (unsigned c = 0; c < 256; c++) {
+		const char one[2] = { 'a', (char)c };
+		bool want = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || strchr("+._:@-", (int)c) != NULL;
+
+		ck_assert_msg(route_addr_valid(one, 2) == (want && c != 0),
+		    "byte 0x%02x", c);
+	}
 }
 END_TEST
 

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "counter.h"
 #include "helpers.h"
 #include "smpp_pdu.h"
 #include "suites.h"
@@ -429,6 +430,52 @@ START_TEST(test_command_names)
 }
 END_TEST
 
+/* Each command's counter: its own, in the order the metrics list them. */
+START_TEST(test_command_index)
+{
+	static const struct {
+		uint32_t id;
+		const char *name;
+	} want[] = {
+		{ 0x80000000, "generic_nack" },
+		{ 0x00000001, "bind_receiver" },
+		{ 0x80000001, "bind_receiver_resp" },
+		{ 0x00000002, "bind_transmitter" },
+		{ 0x80000002, "bind_transmitter_resp" },
+		{ 0x00000003, "query_sm" },
+		{ 0x80000003, "query_sm_resp" },
+		{ 0x00000008, "cancel_sm" },
+		{ 0x80000008, "cancel_sm_resp" },
+		{ 0x00000007, "replace_sm" },
+		{ 0x80000007, "replace_sm_resp" },
+		{ 0x00000004, "submit_sm" },
+		{ 0x80000004, "submit_sm_resp" },
+		{ 0x00000005, "deliver_sm" },
+		{ 0x80000005, "deliver_sm_resp" },
+		{ 0x00000006, "unbind" },
+		{ 0x80000006, "unbind_resp" },
+		{ 0x00000009, "bind_transceiver" },
+		{ 0x80000009, "bind_transceiver_resp" },
+		{ 0x00000015, "enquire_link" },
+		{ 0x80000015, "enquire_link_resp" },
+		{ 0x00000103, "data_sm" },
+		{ 0x80000103, "data_sm_resp" },
+	};
+	static const uint32_t other[] = { 0, 0x0000000A, 0x80000010,
+	    0x00000021, 0x00000102, 0x80000104, 0x7FFFFFFF, 0xFFFFFFFF };
+
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		ck_assert_uint_eq(smpp_command_index(want[i].id), i);
+		ck_assert_str_eq(smpp_command_label(i), want[i].name);
+	}
+	for (unsigned i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		ck_assert_uint_eq(smpp_command_index(other[i]),
+		    COUNTER_SMPP_CMDS - 1);
+		ck_assert_str_eq(smpp_command_name(other[i]), "unknown");
+	}
+}
+END_TEST
+
 /* The store's requests: cancel_sm, replace_sm, query_sm and answers. */
 START_TEST(test_round_trip_store_requests)
 {
@@ -518,6 +565,7 @@ smpp_pdu_suite(void)
 	tcase_add_test(tc, test_decode_unknown_and_skipped);
 	tcase_add_test(tc, test_decode_garbage);
 	tcase_add_test(tc, test_command_names);
+	tcase_add_test(tc, test_command_index);
 	suite_add_tcase(s, tc);
 	return s;
 }
