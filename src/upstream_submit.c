@@ -490,6 +490,13 @@ submit_text(const struct upstream_job *j, unsigned i, struct smpp_pdu *p)
 	}
 }
 
+/* The sequence_number after seq (SMPP 3.4: 1 to 0x7FFFFFFF). */
+static uint32_t
+next_seq(uint32_t seq)
+{
+	return seq >= 0x7fffffffu ? 1 : seq + 1;
+}
+
 /* Sends part i of j as a submit_sm in slot. */
 static void
 submit_part(struct upstream_sess *s, struct upstream_slot *slot,
@@ -504,7 +511,7 @@ submit_part(struct upstream_sess *s, struct upstream_slot *slot,
 	    xmalloc(cap);
 	ssize_t n;
 
-	s->seq = s->seq >= 0x7fffffffu ? 1 : s->seq + 1;
+	s->seq = next_seq(s->seq);
 	p.sequence_number = s->seq;
 	p.source_addr_ton = (uint8_t)uc->source_ton;
 	p.source_addr_npi = (uint8_t)uc->source_npi;
@@ -538,6 +545,14 @@ slot_free(struct upstream_sess *s)
 		    (want - s->wincap) * sizeof(*s->win));
 		s->wincap = want;
 	}
+	/*
+	 * The slot the next sequence number falls on, when free: its answer
+	 * finds it at once (upstream_sess_answer); else the first free.
+	 */
+	if (s->wincap == 0)
+		return NULL;
+	if (s->win[next_seq(s->seq) % s->wincap].job == NULL)
+		return &s->win[next_seq(s->seq) % s->wincap];
 	for (unsigned i = 0; i < s->wincap; i++)
 		if (s->win[i].job == NULL)
 			return &s->win[i];
@@ -684,6 +699,10 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 	struct upstream_job *j;
 	unsigned part;
 
+	/* Most answers are where slot_free put them; else, a search. */
+	if (s->wincap > 0 && s->win[seq % s->wincap].job != NULL &&
+	    s->win[seq % s->wincap].seq == seq)
+		slot = &s->win[seq % s->wincap];
 	for (unsigned i = 0; i < s->wincap && slot == NULL; i++)
 		if (s->win[i].job != NULL && s->win[i].seq == seq)
 			slot = &s->win[i];

@@ -441,6 +441,95 @@ START_TEST(late_receipts_past_the_bound_all_answered)
 }
 END_TEST
 
+/* The sequence numbers of the submit_sm fd has now, in seqs; how many. */
+static unsigned
+read_submits(int fd, uint32_t *seqs, unsigned max)
+{
+	uint8_t buf[4096];
+	unsigned n = 0;
+	ssize_t r;
+
+	/* Each PDU is read whole: a submit_sm of a short text fits. */
+	while (n < max && (r = read(fd, buf, 16)) == 16) {
+		uint32_t len, id, st, seq;
+
+		smpp_peek_header(buf, &len, &id, &st, &seq);
+		ck_assert_uint_le(len, sizeof(buf));
+		ck_assert_int_eq(read(fd, buf + 16, len - 16), (ssize_t)len - 16);
+		if (id == SMPP_SUBMIT_SM)
+			seqs[n++] = seq;
+	}
+	return n;
+}
+
+static void
+put_submit_resp(int fd, uint32_t seq, const char *id)
+{
+	struct smpp_pdu p = { .command_id = SMPP_SUBMIT_SM | SMPP_RESP,
+	    .sequence_number = seq };
+
+	snprintf(p.message_id, sizeof(p.message_id), "%s", id);
+	put_pdu(fd, &p);
+}
+
+/*
+ * Answers in any order free the window: each takes its own submit out
+ * (found where it was put, or by a search), the next submits go, and an
+ * answer to a number never sent, or sent and answered, takes nothing.
+ */
+START_TEST(submit_answers_in_any_order)
+{
+	struct config *cf = unit_config(METRICS_ONLY);
+	struct reactor *r0 = reactor_new(0, cf);
+	struct upstream_sess *s;
+	uint32_t seqs[16];
+	struct conn *c;
+	unsigned sent = 0, n;
+	int peer;
+
+	c = esme_session(r0, &peer);
+	s = c->pdata;
+	for (unsigned i = 0; i < 3 * MO_WINDOW; i++)
+		upstream_fuzz_submit(c, "hello");
+	turns(r0, 5);
+	ck_assert_uint_eq(read_submits(peer, seqs, 16), MO_WINDOW);
+	ck_assert_uint_eq(s->inflight, MO_WINDOW);
+	/* The last first, then a stranger, then the first twice, then the rest. */
+	put_submit_resp(peer, seqs[MO_WINDOW - 1], "A1");
+	put_submit_resp(peer, seqs[MO_WINDOW - 1] + 1000, "A2");
+	put_submit_resp(peer, seqs[0], "A3");
+	put_submit_resp(peer, seqs[0], "A4");
+	turns(r0, 5);
+	/* Two answers took two submits out; two more went. */
+	ck_assert_uint_eq(s->inflight, MO_WINDOW);
+	n = read_submits(peer, seqs + MO_WINDOW, 16 - MO_WINDOW);
+	ck_assert_uint_eq(n, 2);
+	for (unsigned i = 1; i < MO_WINDOW - 1; i++)
+		put_submit_resp(peer, seqs[i], "B");
+	put_submit_resp(peer, seqs[MO_WINDOW + 1], "B");
+	put_submit_resp(peer, seqs[MO_WINDOW], "B");
+	sent = MO_WINDOW + n;
+	/* Then each answered as it comes, newest first. */
+	for (unsigned round = 0; round < 20 && s->inflight + s->qlen > 0;
+	    round++) {
+		turns(r0, 5);
+		n = read_submits(peer, seqs, 16);
+		sent += n;
+		while (n-- > 0)
+			put_submit_resp(peer, seqs[n], "C");
+		turns(r0, 5);
+	}
+	ck_assert_uint_eq(sent, 3 * MO_WINDOW);
+	ck_assert_uint_eq(s->inflight, 0);
+	ck_assert_uint_eq(s->qlen, 0);
+	for (unsigned i = 0; i < s->wincap; i++)
+		ck_assert_ptr_null(s->win[i].job);
+	esme_session_end(r0, peer);
+	reactor_free(r0);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 esme_in_suite(void)
 {
@@ -452,6 +541,7 @@ esme_in_suite(void)
 	tcase_add_test(tc, receipt_matched_to_line_client);
 	tcase_add_test(tc, receipt_before_its_id_waits_for_it);
 	tcase_add_test(tc, late_receipts_past_the_bound_all_answered);
+	tcase_add_test(tc, submit_answers_in_any_order);
 	suite_add_tcase(s, tc);
 	return s;
 }
