@@ -145,25 +145,26 @@ smpp_receipt_final(uint8_t state)
 
 /*
  * The value at t[i..n) into out (cap bytes): up to the next space or NUL,
- * or, rest, to the end or a NUL, cut to fit. false when a value that is
- * not the rest does not fit.
+ * or, rest, to the end or a NUL, cut to fit; a value that is not the rest
+ * and does not fit leaves out alone. Returns where the value stopped.
  */
-static bool
+static size_t
 value_get(const uint8_t *t, size_t n, size_t i, bool rest, char *out,
     size_t cap)
 {
-	size_t v;
+	/* The rest is cut to fit: no need to look past that. */
+	size_t v = rest && n - i > cap - 1 ? i + cap - 1 : n;
+	const uint8_t *p;
 
-	for (v = i; v < n && (rest || t[v] != ' ') && t[v] != '\0'; v++)
-		;
-	if (v - i >= cap) {
-		if (!rest)
-			return false;
-		v = i + cap - 1;
-	}
+	if (!rest && (p = memchr(t + i, ' ', v - i)) != NULL)
+		v = (size_t)(p - t);
+	if ((p = memchr(t + i, '\0', v - i)) != NULL)
+		v = (size_t)(p - t);
+	if (v - i >= cap)
+		return v;
 	memcpy(out, t + i, v - i);
 	out[v - i] = '\0';
-	return true;
+	return v;
 }
 
 /* The labels of a receipt's fields, and where each value goes. */
@@ -188,6 +189,58 @@ static const struct {
 #undef FIELD
 };
 
+/* Whether w (n bytes) starts with label (small letters), in any case. */
+static bool
+label_is(const uint8_t *w, size_t n, const char *label, size_t len)
+{
+	if (n < len)
+		return false;
+	if (memcmp(w, label, len) == 0)
+		return true;	/* most centres write them so */
+	for (size_t j = 0; j < len; j++) {
+		uint8_t c = w[j] >= 'A' && w[j] <= 'Z' ? w[j] + 32 : w[j];
+
+		if (c != (uint8_t)label[j])
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The field whose label starts w (n bytes), -1 if none: told apart by a
+ * letter or two, then compared whole. Two per receipt, for every receipt
+ * a centre sends: not a search of the eight.
+ */
+static int
+label_at(const uint8_t *w, size_t n)
+{
+	int k;
+
+	if (n < 3)
+		return -1;
+	switch (w[0] | 0x20) {
+	case 'i':
+		k = F_ID;
+		break;
+	case 's':
+		k = (w[1] | 0x20) == 't' ? F_STAT :
+		    n > 3 && (w[3] | 0x20) == 'm' ? F_SUBMIT : F_SUB;
+		break;
+	case 'd':
+		k = (w[1] | 0x20) == 'l' ? F_DLVRD : F_DONE;
+		break;
+	case 'e':
+		k = F_ERR;
+		break;
+	case 't':
+		k = F_TEXT;
+		break;
+	default:
+		return -1;
+	}
+	return label_is(w, n, fields[k].label, fields[k].len) ? k : -1;
+}
+
 /*
  * One pass over the words of t[0..n): a label (in any case) at a word's
  * start gives its field the value after it, the first time only. A value
@@ -197,25 +250,26 @@ int
 smpp_receipt_parse(const uint8_t *t, size_t n, struct smpp_receipt_text *f)
 {
 	unsigned seen = 0;
+	size_t i = 0;
+	const uint8_t *sp;
+	int k;
 
 	memset(f, 0, sizeof(*f));
-	for (size_t i = 0; i < n; i++) {
-		/* Labels begin with a small letter: | 0x20 folds its capital. */
-		uint8_t c = t[i] | 0x20;
+	while (i < n) {
+		if ((k = label_at(t + i, n - i)) >= 0 && !(seen & (1u << k))) {
+			size_t v;
 
-		if (i > 0 && t[i - 1] != ' ')
-			continue;
-		for (unsigned k = 0; k < F_N; k++) {
-			if ((uint8_t)fields[k].label[0] != c ||
-			    (seen & (1u << k)) || i + fields[k].len > n ||
-			    strncasecmp((const char *)t + i, fields[k].label,
-			    fields[k].len) != 0)
-				continue;
 			seen |= 1u << k;
-			value_get(t, n, i + fields[k].len, k == F_TEXT,
+			v = value_get(t, n, i + fields[k].len, k == F_TEXT,
 			    (char *)f + fields[k].off, fields[k].cap);
-			break;
+			/* No word starts inside a value but the text. */
+			if (k != F_TEXT)
+				i = v;
 		}
+		/* The next word starts after the next space. */
+		if ((sp = memchr(t + i, ' ', n - i)) == NULL)
+			break;
+		i = (size_t)(sp - t) + 1;
 	}
 	return f->id[0] == '\0' ? -1 : 0;
 }
