@@ -1,7 +1,6 @@
 /* receipt_map.c: SMS centres' message ids as keys, and the bounded map from them to what our submits left for their receipts. */
 #include "receipt_map.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -24,9 +23,10 @@ id_dec(const char *id, size_t len, uint64_t *v)
 	for (size_t i = 0; i < len; i++) {
 		unsigned d = (unsigned char)id[i] - '0';
 
-		if (d > 9 || x > (UINT64_MAX - d) / 10)
+		/* Overflow checked without a division a digit. */
+		if (d > 9 || __builtin_mul_overflow(x, 10, &x) ||
+		    __builtin_add_overflow(x, d, &x))
 			return false;
-		x = x * 10 + d;
 	}
 	*v = x;
 	return true;
@@ -41,13 +41,17 @@ id_hex(const char *id, size_t len, uint64_t *v)
 	if (len == 0)
 		return false;
 	for (size_t i = 0; i < len; i++) {
-		int c = (unsigned char)id[i];
-		unsigned d;
+		unsigned c = (unsigned char)id[i], d;
 
-		if (!isxdigit(c) || x >> 60 != 0)
+		/* ASCII by hand: ctype's calls cost more than the digits. */
+		if (c - '0' <= 9)
+			d = c - '0';
+		else if ((c | 0x20) - 'a' <= 5)
+			d = (c | 0x20) - 'a' + 10;
+		else
 			return false;
-		d = isdigit(c) ? (unsigned)(c - '0') :
-		    (unsigned)(tolower(c) - 'a' + 10);
+		if (x >> 60 != 0)
+			return false;
 		x = x << 4 | d;
 	}
 	*v = x;
@@ -60,7 +64,8 @@ key_str(struct receipt_key *k, const char *id, size_t len, bool lower)
 	k->kind = RECEIPT_KEY_STR;
 	k->len = len;
 	for (size_t i = 0; i < len; i++)
-		k->str[i] = lower ? (char)tolower((unsigned char)id[i]) : id[i];
+		k->str[i] = lower && id[i] >= 'A' && id[i] <= 'Z' ?
+		    (char)(id[i] + 32) : id[i];
 	k->str[len] = '\0';
 	return 1;
 }
