@@ -140,6 +140,22 @@ job_outcome(enum msg_verdict v)
 }
 
 /*
+ * Hands j to reactor to, to run fn there: staged in b (the caller's
+ * turn) when there is one, posted otherwise.
+ */
+static void
+job_post(struct reactor_batch *b, struct reactor *to, struct upstream_job *j,
+    void (*fn)(void *, void *, enum mailbox_status))
+{
+	j->task.fn = fn;
+	j->task.arg = j;
+	if (b != NULL)
+		reactor_batch_add(b, to, &j->task);
+	else
+		reactor_post_task(to, &j->task);
+}
+
+/*
  * What becomes of m, answered v: the store hears the outcome of its
  * message, the sender the verdict (through b, or at once when r, the
  * reactor this runs on, is the sender's; b and r may be NULL).
@@ -213,12 +229,7 @@ job_answer(struct reactor_batch *b, struct upstream_job *j,
 		j->lp = NULL;
 		j->d = NULL;
 		j->verdict = v;
-		j->task.fn = job_home;
-		j->task.arg = j;
-		if (b != NULL)
-			reactor_batch_add(b, home, &j->task);
-		else
-			reactor_post_task(home, &j->task);
+		job_post(b, home, j, job_home);
 		return;
 	}
 	j->m = NULL;
@@ -251,12 +262,7 @@ job_send(struct reactor_batch *b, const struct config *cf,
 		return;
 	}
 	j->moves++;
-	j->task.fn = job_arrive;
-	j->task.arg = j;
-	if (b != NULL)
-		reactor_batch_add(b, to, &j->task);
-	else
-		reactor_post_task(to, &j->task);
+	job_post(b, to, j, job_arrive);
 }
 
 /*
@@ -283,12 +289,7 @@ upstream_take(struct reactor_batch *b, struct msg *m, const char *to)
 		job_answer(b, j, MSG_UPSTREAM_DOWN);
 		return;
 	}
-	j->task.fn = job_arrive;
-	j->task.arg = j;
-	if (b != NULL)
-		reactor_batch_add(b, r, &j->task);
-	else
-		reactor_post_task(r, &j->task);
+	job_post(b, r, j, job_arrive);
 }
 
 /*
