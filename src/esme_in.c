@@ -97,8 +97,8 @@ esme_receipt_record(const struct config *cf, const struct upstream_conf *uc,
 	/* With a store, a restart or an evicted entry loses no receipt. */
 	if (n > 0 && store_rcpt_on())
 		store_rcpt_file(uc->name, keys, n, &o);
-	if (receipt_map_add(receipts_map(), uc->name, uc->receipt_id, id, len,
-	    &o, receipts_now(), &lim) < 0)
+	if (receipt_map_add(receipts_map(), uc->name, keys, n, &o,
+	    receipts_now(), &lim) < 0)
 		log_debug("upstream %s: message %llu: no receipt can match "
 		    "its id \"%.*s\"", uc->name, (unsigned long long)m->id,
 		    (int)(len > RECEIPT_ID_MAX ? RECEIPT_ID_MAX : len), id);
@@ -147,17 +147,18 @@ static struct msg *
 receipt_relay(struct reactor *r, const struct receipt_orig *o,
     const struct smpp_receipt_text *f, uint8_t state)
 {
-	char sub[16], done[16], text[200];
+	char sub[16], done[16], text[200], oid[24];
 	bool ok = state == SMPP_STATE_DELIVERED;
 	size_t n;
 
+	oid[u64_to_dec(oid, o->id)] = '\0';
 	/* Ours only where the centre wrote none. */
 	if (f->submit_date[0] == '\0')
 		smpp_receipt_date(o->submitted, sub, sizeof(sub));
 	if (f->done_date[0] == '\0')
 		smpp_receipt_date((uint64_t)time(NULL), done, sizeof(done));
 	n = smpp_receipt_write(text, sizeof(text), &(struct smpp_receipt_parts){
-	    .id = o->id, .sub = f->sub[0] ? f->sub : "001",
+	    .id = oid, .sub = f->sub[0] ? f->sub : "001",
 	    .dlvrd = f->dlvrd[0] ? f->dlvrd : ok ? "001" : "000",
 	    .submit_date = f->submit_date[0] ? f->submit_date : sub,
 	    .done_date = f->done_date[0] ? f->done_date : done,
@@ -166,7 +167,7 @@ receipt_relay(struct reactor *r, const struct receipt_orig *o,
 	    .tl = strlen(f->text) });
 	return smpp_receipt_msg(text, n, msg_next_id(r),
 	    (uint64_t)time(NULL), state, &(struct smpp_receipt_ends){
-	    .id = o->id, .to = o->to, .reply_to = o->reply_to,
+	    .id = oid, .to = o->to, .reply_to = o->reply_to,
 	    .src_addr = o->src_addr, .dst_addr = o->dst_addr,
 	    .src_ton = o->src_ton, .src_npi = o->src_npi,
 	    .dst_ton = o->dst_ton, .dst_npi = o->dst_npi });
@@ -266,9 +267,11 @@ receipt_match(struct reactor *r, const char *upstream, unsigned form,
 {
 	struct receipt_limits lim = receipts_limits(r->cf);
 	bool final = smpp_receipt_final(state);
+	struct receipt_key keys[RECEIPT_KEYS_MAX];
+	unsigned n = receipt_id_keys(form, true, id, strlen(id), keys);
 	struct receipt_orig o;
 
-	if (!receipt_map_find(receipts_map(), upstream, form, id, strlen(id),
+	if (n == 0 || !receipt_map_find(receipts_map(), upstream, keys, n,
 	    final, receipts_now(), &lim, &o))
 		return false;
 	if (final && store_rcpt_on())

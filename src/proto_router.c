@@ -926,7 +926,7 @@ router_put_receipt(struct conn *c, struct router_sess *s, const struct msg *m)
 		return MSG_NO_ROUTE;
 	if (s->claiming)
 		return MSG_BUSY;
-	smpp_receipt_parse(m->text, m->len, &f);
+	smpp_receipt_outcome(m->text, m->len, &f);
 	memcpy(line, "RCPT", 4);
 	part[0] = rcpt_field(m->receipted_id);
 	part[1] = rcpt_field(f.stat);

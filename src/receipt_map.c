@@ -59,13 +59,11 @@ id_hex(const char *id, size_t len, uint64_t *v)
 }
 
 static unsigned
-key_str(struct receipt_key *k, const char *id, size_t len, bool lower)
+key_str(struct receipt_key *k, const char *id, size_t len)
 {
 	k->kind = RECEIPT_KEY_STR;
 	k->len = len;
-	for (size_t i = 0; i < len; i++)
-		k->str[i] = lower && id[i] >= 'A' && id[i] <= 'Z' ?
-		    (char)(id[i] + 32) : id[i];
+	memcpy(k->str, id, len);
 	k->str[len] = '\0';
 	return 1;
 }
@@ -86,19 +84,64 @@ key_val(struct receipt_key *keys, unsigned n, bool ok, uint64_t v)
 	return 1;
 }
 
+/*
+ * The auto form's keys: the text in lower case, its decimal value and
+ * its hexadecimal one, all read in one pass over the id (two keys are
+ * made for every submit_sm_resp and every receipt).
+ */
+static unsigned
+keys_auto(const char *id, size_t len, struct receipt_key *keys)
+{
+	uint64_t dec = 0, hex = 0;
+	bool dok = true, hok = true;
+	unsigned n;
+
+	keys[0].kind = RECEIPT_KEY_STR;
+	keys[0].len = len;
+	for (size_t i = 0; i < len; i++) {
+		unsigned c = (unsigned char)id[i], d = c - '0';
+
+		if (c - 'A' <= 'Z' - 'A')
+			c += 32;
+		keys[0].str[i] = (char)c;
+		if (d > 9) {
+			dok = false;
+			d = c - 'a' + 10;
+			if (d - 10 > 5)
+				hok = false;
+		}
+		/*
+		 * Any 19 decimal digits fit 64 bits, and any 16 hexadecimal
+		 * ones: only the digits past those are checked.
+		 */
+		if (i < 19)
+			dec = dec * 10 + d;
+		else if (dok && (__builtin_mul_overflow(dec, 10, &dec) ||
+		    __builtin_add_overflow(dec, d, &dec)))
+			dok = false;
+		if (i >= 16 && hex >> 60 != 0)
+			hok = false;
+		hex = hex << 4 | (d & 0xf);
+	}
+	keys[0].str[len] = '\0';
+	n = 1;
+	n += key_val(keys, n, dok, dec);
+	n += key_val(keys, n, hok, hex);
+	return n;
+}
+
 unsigned
 receipt_id_keys(unsigned form, bool receipt, const char *id, size_t len,
     struct receipt_key *keys)
 {
 	uint64_t v = 0;
-	unsigned n = 0;
 	bool ok;
 
 	if (len == 0 || len > RECEIPT_ID_MAX)
 		return 0;
 	switch (form) {
 	case UPSTREAM_RECEIPT_SAME:
-		return key_str(&keys[0], id, len, false);
+		return key_str(&keys[0], id, len);
 	case UPSTREAM_RECEIPT_HEX:
 	case UPSTREAM_RECEIPT_DEC:
 		/* hex: a receipt has the hex of the decimal id we got. */
@@ -106,14 +149,9 @@ receipt_id_keys(unsigned form, bool receipt, const char *id, size_t len,
 		    id_hex(id, len, &v) : id_dec(id, len, &v);
 		if (ok)
 			return key_val(keys, 0, true, v);
-		return key_str(&keys[0], id, len, false);
+		return key_str(&keys[0], id, len);
 	default:
-		n = key_str(&keys[0], id, len, true);
-		ok = id_dec(id, len, &v);
-		n += key_val(keys, n, ok, v);
-		ok = id_hex(id, len, &v);
-		n += key_val(keys, n, ok, v);
-		return n;
+		return keys_auto(id, len, keys);
 	}
 }
 
@@ -151,7 +189,9 @@ struct receipt_name {
 /*
  * One lock for the whole map: every operation is a few hash probes, so
  * it is held for well under a microsecond, and a receipt may arrive on
- * any reactor's session, not the one whose submit filed it.
+ * any reactor's session, not the one whose submit filed it. Keys are
+ * made and hashed before it is taken, entries allocated before and
+ * freed after.
  */
 struct receipt_map {
 	pthread_mutex_t lock;
@@ -168,7 +208,16 @@ receipt_map_new(void)
 {
 	struct receipt_map *map = xcalloc(1, sizeof(*map));
 
-	pthread_mutex_init(&map->lock, NULL);
+	pthread_mutexattr_t a;
+
+	/*
+	 * Held for a few probes, by every reactor: a waiter spins a while
+	 * before it sleeps in the kernel (two syscalls a wait, else).
+	 */
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&map->lock, &a);
+	pthread_mutexattr_destroy(&a);
 	map->nbuckets = RECEIPT_BUCKETS_MIN;
 	map->buckets = xcalloc(map->nbuckets, sizeof(*map->buckets));
 	return map;
@@ -196,16 +245,25 @@ receipt_map_free(struct receipt_map *map)
 	free(map);
 }
 
-/* FNV-1a over the upstream's name and the key. */
+/* FNV-1a: the upstream's name, where every key's hash starts. */
 static uint64_t
-key_hash(const char *upstream, const struct receipt_key *k)
+name_hash(const char *upstream)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *p = (const unsigned char *)upstream;
+	    *p != '\0'; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h;
+}
+
+/* FNV-1a on from the name's hash h over the key. */
+static uint64_t
+key_hash(uint64_t h, const struct receipt_key *k)
+{
 	const unsigned char *p;
 	size_t n;
 
-	for (p = (const unsigned char *)upstream; *p != '\0'; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
 	h = (h ^ (unsigned)k->kind) * 0x100000001b3ull;
 	p = k->kind == RECEIPT_KEY_STR ? (const unsigned char *)k->str :
 	    (const unsigned char *)&k->val;
@@ -235,9 +293,14 @@ map_grow_locked(struct receipt_map *map)
 	map->nbuckets = nb;
 }
 
-/* Takes e out of the chains and the age list, and frees it. */
+/*
+ * Takes e out of the chains and the age list onto *gone, to be freed
+ * (entries_free) once the lock is let go: free may wait on another
+ * thread's arena, and every reactor's receipts wait on this lock.
+ */
 static void
-entry_drop_locked(struct receipt_map *map, struct receipt_entry *e)
+entry_drop_locked(struct receipt_map *map, struct receipt_entry *e,
+    struct receipt_entry **gone)
 {
 	for (unsigned i = 0; i < e->nnodes; i++) {
 		struct receipt_node **pp =
@@ -257,7 +320,20 @@ entry_drop_locked(struct receipt_map *map, struct receipt_entry *e)
 	else
 		map->newest = e->older;
 	map->count--;
-	free(e);
+	e->newer = *gone;
+	*gone = e;
+}
+
+/* Frees what entry_drop_locked took out. */
+static void
+entries_free(struct receipt_entry *gone)
+{
+	while (gone != NULL) {
+		struct receipt_entry *next = gone->newer;
+
+		free(gone);
+		gone = next;
+	}
 }
 
 static bool
@@ -270,15 +346,15 @@ entry_expired(const struct receipt_entry *e, uint64_t now,
 /* Drops expired entries (a bounded step) and, past limit, the oldest. */
 static void
 map_trim_locked(struct receipt_map *map, uint64_t now,
-    const struct receipt_limits *lim, size_t room)
+    const struct receipt_limits *lim, size_t room, struct receipt_entry **gone)
 {
 	unsigned step = 0;
 
 	while (map->oldest != NULL && step++ < RECEIPT_EXPIRE_STEP &&
 	    entry_expired(map->oldest, now, lim))
-		entry_drop_locked(map, map->oldest);
+		entry_drop_locked(map, map->oldest, gone);
 	while (map->oldest != NULL && map->count + room > lim->limit)
-		entry_drop_locked(map, map->oldest);
+		entry_drop_locked(map, map->oldest, gone);
 }
 
 static void
@@ -322,13 +398,12 @@ map_name_locked(struct receipt_map *map, const char *upstream)
 }
 
 int
-receipt_map_add(struct receipt_map *map, const char *upstream, unsigned form,
-    const char *id, size_t len, const struct receipt_orig *o, uint64_t now,
-    const struct receipt_limits *lim)
+receipt_map_add(struct receipt_map *map, const char *upstream,
+    const struct receipt_key *keys, unsigned n, const struct receipt_orig *o,
+    uint64_t now, const struct receipt_limits *lim)
 {
-	struct receipt_key keys[RECEIPT_KEYS_MAX];
-	unsigned n = receipt_id_keys(form, false, id, len, keys);
-	struct receipt_entry *e;
+	struct receipt_entry *e, *gone = NULL;
+	uint64_t h0 = name_hash(upstream);
 	size_t slen = 0;
 
 	if (n == 0 || lim->limit == 0) {
@@ -338,13 +413,17 @@ receipt_map_add(struct receipt_map *map, const char *upstream, unsigned form,
 	for (unsigned i = 0; i < n; i++)
 		if (keys[i].kind == RECEIPT_KEY_STR)
 			slen = keys[i].len;
-	e = xcalloc(1, sizeof(*e) + slen + 1);
+	/* Each field is set below (the links when it is linked): no zeroing
+	 * of the few hundred octets an entry takes, one per submit. */
+	e = xmalloc(sizeof(*e) + slen + 1);
 	e->added = now;
 	e->nnodes = n;
 	e->o = *o;
+	e->len = 0;
+	e->str[0] = '\0';
 	for (unsigned i = 0; i < n; i++) {
 		e->nodes[i] = (struct receipt_node){ .e = e,
-		    .hash = key_hash(upstream, &keys[i]), .val = keys[i].val,
+		    .hash = key_hash(h0, &keys[i]), .val = keys[i].val,
 		    .kind = keys[i].kind };
 		if (keys[i].kind == RECEIPT_KEY_STR) {
 			memcpy(e->str, keys[i].str, keys[i].len + 1);
@@ -353,11 +432,12 @@ receipt_map_add(struct receipt_map *map, const char *upstream, unsigned form,
 	}
 	pthread_mutex_lock(&map->lock);
 	e->upstream = map_name_locked(map, upstream);
-	map_trim_locked(map, now, lim, 1);
+	map_trim_locked(map, now, lim, 1, &gone);
 	while (map->nnodes + n > map->nbuckets)
 		map_grow_locked(map);
 	entry_link_locked(map, e);
 	pthread_mutex_unlock(&map->lock);
+	entries_free(gone);
 	return 0;
 }
 
@@ -378,8 +458,10 @@ map_lookup_locked(struct receipt_map *map, const char *upstream,
     const struct receipt_key *keys, unsigned nkeys, uint64_t now,
     const struct receipt_limits *lim)
 {
+	uint64_t h0 = name_hash(upstream);
+
 	for (unsigned i = 0; i < nkeys; i++) {
-		uint64_t h = key_hash(upstream, &keys[i]);
+		uint64_t h = key_hash(h0, &keys[i]);
 		struct receipt_node *n = map->buckets[h & (map->nbuckets - 1)];
 
 		for (; n != NULL; n = n->next)
@@ -392,25 +474,26 @@ map_lookup_locked(struct receipt_map *map, const char *upstream,
 
 bool
 receipt_map_find(struct receipt_map *map, const char *upstream,
-    unsigned form, const char *id, size_t len, bool final, uint64_t now,
+    const struct receipt_key *keys, unsigned n, bool final, uint64_t now,
     const struct receipt_limits *lim, struct receipt_orig *o)
 {
-	struct receipt_key keys[RECEIPT_KEYS_MAX];
-	unsigned n = receipt_id_keys(form, true, id, len, keys);
-	struct receipt_entry *e;
+	struct receipt_entry *e, *gone = NULL;
+	bool found;
 
 	if (n == 0)
 		return false;
 	pthread_mutex_lock(&map->lock);
-	map_trim_locked(map, now, lim, 0);
+	map_trim_locked(map, now, lim, 0, &gone);
 	e = map_lookup_locked(map, upstream, keys, n, now, lim);
-	if (e != NULL) {
+	found = e != NULL;
+	if (found) {
 		*o = e->o;
 		if (final)
-			entry_drop_locked(map, e);
+			entry_drop_locked(map, e, &gone);
 	}
 	pthread_mutex_unlock(&map->lock);
-	return e != NULL;
+	entries_free(gone);
+	return found;
 }
 
 size_t

@@ -78,25 +78,26 @@ struct receipt_map *receipt_map_new(void);
 void	receipt_map_free(struct receipt_map *map);
 
 /*
- * Files o under upstream's id (len bytes at id, as the submit_sm_resp
- * gave it, in form), at now (s, any steady clock the caller keeps),
- * within lim: the oldest entries go to make room, and expired ones as it
- * passes. 0, or -1 with errno EINVAL for an id receipt_id_keys has no
- * key for. Any thread.
+ * Files o under upstream's id by its n keys (receipt_id_keys of the id
+ * as the submit_sm_resp gave it), at now (s, any steady clock the caller
+ * keeps), within lim: the oldest entries go to make room, and expired
+ * ones as it passes. 0, or -1 with errno EINVAL when n is 0 (an id
+ * receipt_id_keys has no key for). Any thread.
  */
 int	receipt_map_add(struct receipt_map *map, const char *upstream,
-	    unsigned form, const char *id, size_t len,
+	    const struct receipt_key *keys, unsigned n,
 	    const struct receipt_orig *o, uint64_t now,
 	    const struct receipt_limits *lim);
 
 /*
- * Looks up the entry a receipt from upstream names (its id, len bytes,
- * in form) at now: true and its record in *o, false when there is none
- * (or only an expired one). A final receipt (final) takes the entry
- * out; an intermediate one leaves it for the final one. Any thread.
+ * Looks up the entry a receipt from upstream names (by the n keys of its
+ * id, receipt_id_keys with receipt true) at now: true and its record in
+ * *o, false when there is none (or only an expired one). A final receipt
+ * (final) takes the entry out; an intermediate one leaves it for the
+ * final one. Any thread.
  */
 bool	receipt_map_find(struct receipt_map *map, const char *upstream,
-	    unsigned form, const char *id, size_t len, bool final,
+	    const struct receipt_key *keys, unsigned n, bool final,
 	    uint64_t now, const struct receipt_limits *lim,
 	    struct receipt_orig *o);
 

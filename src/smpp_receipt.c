@@ -62,11 +62,10 @@ put(char *out, size_t cap, size_t *at, const char *s, size_t n)
 size_t
 smpp_receipt_write(char *out, size_t cap, const struct smpp_receipt_parts *p)
 {
-	char id[20];
 	size_t at = 0;
 
 	PUT("id:");
-	put(out, cap, &at, id, u64_to_dec(id, p->id));
+	PUTS(p->id);
 	PUT(" sub:");
 	PUTS(p->sub);
 	PUT(" dlvrd:");
@@ -153,13 +152,17 @@ value_get(const uint8_t *t, size_t n, size_t i, bool rest, char *out,
     size_t cap)
 {
 	/* The rest is cut to fit: no need to look past that. */
-	size_t v = rest && n - i > cap - 1 ? i + cap - 1 : n;
-	const uint8_t *p;
+	size_t end = rest && n - i > cap - 1 ? i + cap - 1 : n, v = i;
 
-	if (!rest && (p = memchr(t + i, ' ', v - i)) != NULL)
-		v = (size_t)(p - t);
-	if ((p = memchr(t + i, '\0', v - i)) != NULL)
-		v = (size_t)(p - t);
+	/* A byte loop: values are a few characters, shorter than what a
+	 * call to memchr costs, twice. */
+	if (rest) {
+		while (v < end && t[v] != '\0')
+			v++;
+	} else {
+		while (v < end && t[v] != ' ' && t[v] != '\0')
+			v++;
+	}
 	if (v - i >= cap)
 		return v;
 	memcpy(out, t + i, v - i);
@@ -244,10 +247,12 @@ label_at(const uint8_t *w, size_t n)
 /*
  * One pass over the words of t[0..n): a label (in any case) at a word's
  * start gives its field the value after it, the first time only. A value
- * that does not fit leaves its field "" (text is cut instead).
+ * that does not fit leaves its field "" (text is cut instead). Stops once
+ * each field in want (bits of the F_ values) has its value.
  */
-int
-smpp_receipt_parse(const uint8_t *t, size_t n, struct smpp_receipt_text *f)
+static void
+parse_fields(const uint8_t *t, size_t n, struct smpp_receipt_text *f,
+    unsigned want)
 {
 	unsigned seen = 0;
 	size_t i = 0;
@@ -260,25 +265,46 @@ smpp_receipt_parse(const uint8_t *t, size_t n, struct smpp_receipt_text *f)
 			size_t v;
 
 			seen |= 1u << k;
+			if ((seen & want) == want)
+				want = 0;	/* this value, then stop */
 			v = value_get(t, n, i + fields[k].len, k == F_TEXT,
 			    (char *)f + fields[k].off, fields[k].cap);
+			if (want == 0)
+				break;
 			/* No word starts inside a value but the text. */
 			if (k != F_TEXT)
 				i = v;
 		}
-		/* The next word starts after the next space. */
+		/* The next word starts after the next space: most often the
+		 * one a value stopped at. */
+		if (i < n && t[i] == ' ') {
+			i++;
+			continue;
+		}
 		if ((sp = memchr(t + i, ' ', n - i)) == NULL)
 			break;
 		i = (size_t)(sp - t) + 1;
 	}
+}
+
+int
+smpp_receipt_parse(const uint8_t *t, size_t n, struct smpp_receipt_text *f)
+{
+	parse_fields(t, n, f, (1u << F_N) - 1);
 	return f->id[0] == '\0' ? -1 : 0;
+}
+
+void
+smpp_receipt_outcome(const uint8_t *t, size_t n, struct smpp_receipt_text *f)
+{
+	parse_fields(t, n, f, 1u << F_STAT | 1u << F_ERR | 1u << F_DONE);
 }
 
 struct msg *
 smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
     uint64_t done_at)
 {
-	char sub[16], done[16], text[200];
+	char sub[16], done[16], text[200], oid[24];
 	bool ok = state == SMPP_STATE_DELIVERED;
 	size_t tl;
 	/* A part's UDH is not text to quote; a receipt's text is not either. */
@@ -291,13 +317,14 @@ smpp_receipt_make(const struct msg *orig, uint8_t state, uint64_t id,
 		tl = 0;
 	smpp_receipt_date(orig->submitted, sub, sizeof(sub));
 	smpp_receipt_date(done_at, done, sizeof(done));
+	oid[u64_to_dec(oid, orig->id)] = '\0';
 	n = smpp_receipt_write(text, sizeof(text), &(struct smpp_receipt_parts){
-	    .id = orig->id, .sub = "001", .dlvrd = ok ? "001" : "000",
+	    .id = oid, .sub = "001", .dlvrd = ok ? "001" : "000",
 	    .submit_date = sub, .done_date = done, .stat = state_stat(state),
 	    .err = ok ? "000" : "001", .text = (const char *)t,
 	    .tl = strnlen((const char *)t, tl < 20 ? tl : 20) });
 	return smpp_receipt_msg(text, n, id, done_at, state,
-	    &(struct smpp_receipt_ends){ .id = orig->id, .to = orig->to,
+	    &(struct smpp_receipt_ends){ .id = oid, .to = orig->to,
 	    .reply_to = orig->reply_to, .src_addr = orig->src_addr,
 	    .dst_addr = orig->dst_addr, .src_ton = orig->src_ton,
 	    .src_npi = orig->src_npi, .dst_ton = orig->dst_ton,
@@ -317,7 +344,7 @@ smpp_receipt_msg(const char *text, size_t n, uint64_t id, uint64_t at,
 	m->flags = MSG_F_EXACT | MSG_F_RECEIPT;
 	m->esm_class = SMPP_ESM_RECEIPT;
 	m->message_state = state;
-	m->receipted_id[u64_to_dec(m->receipted_id, e->id)] = '\0';
+	str_copy(m->receipted_id, sizeof(m->receipted_id), e->id);
 	/* The receipt travels back: from the recipient to the submitter. */
 	str_copy(m->from, sizeof(m->from), e->to);
 	str_copy(m->to, sizeof(m->to), e->reply_to);

@@ -34,15 +34,19 @@ void	smpp_receipt_date(uint64_t t, char *buf, size_t len);
 
 /* The ends of a message a receipt is about: a receipt goes the other way. */
 struct smpp_receipt_ends {
-	uint64_t id;			/* the message's */
+	const char *id;			/* the message's, in decimal */
 	const char *to, *reply_to;	/* its recipient, its submitter */
 	const char *src_addr, *dst_addr;	/* as submitted, 21 bytes each */
 	uint8_t	src_ton, src_npi, dst_ton, dst_npi;
 };
 
-/* The values of a receipt's text, each NUL-terminated but text (tl bytes). */
+/*
+ * The values of a receipt's text, each NUL-terminated but text (tl
+ * bytes). The id is our message's, in decimal: a receipt's maker writes
+ * it once, for the text and for receipted_message_id.
+ */
 struct smpp_receipt_parts {
-	uint64_t	 id;
+	const char	*id;
 	const char	*sub, *dlvrd, *submit_date, *done_date, *stat, *err;
 	const char	*text;
 	size_t		 tl;
@@ -85,6 +89,14 @@ struct smpp_receipt_text {
  * case. 0, or -1 when it has no id. Pure.
  */
 int	smpp_receipt_parse(const uint8_t *t, size_t n,
+	    struct smpp_receipt_text *f);
+
+/*
+ * The same, read only as far as the outcome: f's stat, err and done_date
+ * (the fields before them where they come first; others ""). For a
+ * receipt's reader that needs no more, as a line client's RCPT. Pure.
+ */
+void	smpp_receipt_outcome(const uint8_t *t, size_t n,
 	    struct smpp_receipt_text *f);
 
 /*

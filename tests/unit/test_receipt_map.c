@@ -25,11 +25,24 @@ file(struct receipt_map *map, const char *up, unsigned form, const char *id,
     uint64_t our, uint64_t now, const struct receipt_limits *lim)
 {
 	struct receipt_orig o = { .id = our };
+	struct receipt_key k[RECEIPT_KEYS_MAX];
+	unsigned n = receipt_id_keys(form, false, id, strlen(id), k);
 
 	snprintf(o.reply_to, sizeof(o.reply_to), "sub%llu",
 	    (unsigned long long)our);
-	ck_assert_int_eq(receipt_map_add(map, up, form, id, strlen(id), &o,
-	    now, lim), 0);
+	ck_assert_int_eq(receipt_map_add(map, up, k, n, &o, now, lim), 0);
+}
+
+/* A receipt's lookup of id (final: it takes the entry), its record in o. */
+static bool
+find(struct receipt_map *map, const char *up, unsigned form, const char *id,
+    bool final, uint64_t now, const struct receipt_limits *lim,
+    struct receipt_orig *o)
+{
+	struct receipt_key k[RECEIPT_KEYS_MAX];
+	unsigned n = receipt_id_keys(form, true, id, strlen(id), k);
+
+	return n > 0 && receipt_map_find(map, up, k, n, final, now, lim, o);
 }
 
 /* Our id the receipt naming id finds, or 0; an intermediate lookup. */
@@ -39,8 +52,7 @@ peek(struct receipt_map *map, const char *up, unsigned form, const char *id,
 {
 	struct receipt_orig o;
 
-	if (!receipt_map_find(map, up, form, id, strlen(id), false, now, lim,
-	    &o))
+	if (!find(map, up, form, id, false, now, lim, &o))
 		return 0;
 	return o.id;
 }
@@ -140,6 +152,66 @@ START_TEST(keys_bounds)
 }
 END_TEST
 
+/*
+ * The auto form reads the text, the decimal and the hexadecimal value in
+ * one pass: each key as the forms give it one at a time.
+ */
+START_TEST(keys_auto_each)
+{
+	static const struct {
+		const char *id, *str;
+		bool dec, hex;
+		uint64_t dv, hv;
+	} c[] = {
+		{ "12345", "12345", true, true, 12345, 0x12345 },
+		{ "0A3f", "0a3f", false, true, 0, 0xa3f },
+		{ "7", "7", true, false, 7, 0 },	/* one value */
+		{ "FFFFFFFFFFFFFFFF", "ffffffffffffffff", false, true, 0,
+		    UINT64_MAX },
+		{ "1FFFFFFFFFFFFFFFF", "1ffffffffffffffff", false, false, 0,
+		    0 },
+		{ "1234567890123456789", "1234567890123456789", true, false,
+		    1234567890123456789ull, 0 },
+		{ "18446744073709551615", "18446744073709551615", true,
+		    false, UINT64_MAX, 0 },
+		{ "18446744073709551616", "18446744073709551616", false,
+		    false, 0, 0 },
+		{ "0000FFFFFFFFFFFFFFFF", "0000ffffffffffffffff", false, true,
+		    0, UINT64_MAX },
+		{ "00000000000000000012", "00000000000000000012", true, true,
+		    12, 0x12 },
+		{ "Ab-1", "ab-1", false, false, 0, 0 },
+		{ "0g", "0g", false, false, 0, 0 },
+		{ "00000000000000000000000000000001", NULL, true, false, 1,
+		    0 },
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct receipt_key k[RECEIPT_KEYS_MAX];
+		unsigned n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, true,
+		    c[i].id, strlen(c[i].id), k), at = 1;
+
+		ck_assert_int_eq(k[0].kind, RECEIPT_KEY_STR);
+		ck_assert_uint_eq(k[0].len, strlen(c[i].id));
+		if (c[i].str != NULL)
+			ck_assert_str_eq(k[0].str, c[i].str);
+		if (c[i].dec) {
+			ck_assert_uint_gt(n, at);
+			ck_assert_int_eq(k[at].kind, RECEIPT_KEY_VAL);
+			ck_assert(k[at].val == c[i].dv);
+			at++;
+		}
+		if (c[i].hex) {
+			ck_assert_uint_gt(n, at);
+			ck_assert_int_eq(k[at].kind, RECEIPT_KEY_VAL);
+			ck_assert(k[at].val == c[i].hv);
+			at++;
+		}
+		ck_assert_msg(n == at, "%s: %u keys, not %u", c[i].id, n, at);
+	}
+}
+END_TEST
+
 /* An upstream's ids are its own: another's same id is another message. */
 START_TEST(map_per_upstream)
 {
@@ -164,13 +236,13 @@ START_TEST(map_final_takes)
 	struct receipt_orig o;
 
 	file(map, "opA", UPSTREAM_RECEIPT_AUTO, "3039", 7, 1, &big);
-	ck_assert(receipt_map_find(map, "opA", UPSTREAM_RECEIPT_AUTO, "12345",
-	    5, false, 1, &big, &o));
+	ck_assert(find(map, "opA", UPSTREAM_RECEIPT_AUTO, "12345", false, 1,
+	    &big, &o));
 	ck_assert_uint_eq(o.id, 7);
 	ck_assert_str_eq(o.reply_to, "sub7");
 	ck_assert_uint_eq(receipt_map_count(map), 1);
-	ck_assert(receipt_map_find(map, "opA", UPSTREAM_RECEIPT_AUTO, "3039",
-	    4, true, 1, &big, &o));
+	ck_assert(find(map, "opA", UPSTREAM_RECEIPT_AUTO, "3039", true, 1,
+	    &big, &o));
 	ck_assert_uint_eq(receipt_map_count(map), 0);
 	/* Each of its keys went with it. */
 	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "12345", 1,
@@ -390,7 +462,35 @@ START_TEST(receipt_text_as_reference)
 		if (smpp_receipt_parse(t, n, &a) != ref_parse(t, n, &b) ||
 		    memcmp(&a, &b, sizeof(a)) != 0)
 			ck_abort_msg("text %d (%zu bytes) read otherwise", k, n);
+		/* Read only as far as the outcome: the same outcome. */
+		smpp_receipt_outcome(t, n, &a);
+		if (strcmp(a.stat, b.stat) != 0 || strcmp(a.err, b.err) != 0 ||
+		    strcmp(a.done_date, b.done_date) != 0)
+			ck_abort_msg("text %d (%zu bytes): outcome read "
+			    "otherwise", k, n);
 	}
+}
+END_TEST
+
+/* The outcome's reader stops there: a receipt's text is not copied. */
+START_TEST(receipt_outcome_stops)
+{
+	const char *t = "id:77 sub:001 dlvrd:001 submit date:2611241345 "
+	    "done date:2611241346 stat:DELIVRD err:000 text:hello stat:X";
+	struct smpp_receipt_text f;
+
+	smpp_receipt_outcome((const uint8_t *)t, strlen(t), &f);
+	ck_assert_str_eq(f.stat, "DELIVRD");
+	ck_assert_str_eq(f.err, "000");
+	ck_assert_str_eq(f.done_date, "2611241346");
+	ck_assert_str_eq(f.text, "");
+	/* In another order: read on until it has all three. */
+	t = "stat:UNDELIV text:hi there id:9 err:012 done date:2611241400";
+	smpp_receipt_outcome((const uint8_t *)t, strlen(t), &f);
+	ck_assert_str_eq(f.stat, "UNDELIV");
+	ck_assert_str_eq(f.err, "012");
+	ck_assert_str_eq(f.done_date, "2611241400");
+	ck_assert_str_eq(f.text, "hi there id:9 err:01");	/* cut */
 }
 END_TEST
 
@@ -483,7 +583,7 @@ END_TEST
 /* A receipt's text as SMS centres write it; cut at the buffer's end. */
 START_TEST(receipt_text_written)
 {
-	struct smpp_receipt_parts p = { .id = 18446744073709551615ull,
+	struct smpp_receipt_parts p = { .id = "18446744073709551615",
 	    .sub = "001", .dlvrd = "001", .submit_date = "2611241345",
 	    .done_date = "2611241346", .stat = "DELIVRD", .err = "000",
 	    .text = "hello there", .tl = 5 };
@@ -537,6 +637,7 @@ receipt_map_suite(void)
 	tcase_add_test(tc, auto_matches_every_form);
 	tcase_add_test(tc, fixed_forms);
 	tcase_add_test(tc, keys_bounds);
+	tcase_add_test(tc, keys_auto_each);
 	tcase_add_test(tc, map_per_upstream);
 	tcase_add_test(tc, map_final_takes);
 	tcase_add_test(tc, map_limit_evicts_oldest);
@@ -545,6 +646,7 @@ receipt_map_suite(void)
 	tcase_add_test(tc, receipt_text_parsed);
 	tcase_add_test(tc, receipt_text_bounded);
 	tcase_add_test(tc, receipt_text_as_reference);
+	tcase_add_test(tc, receipt_outcome_stops);
 	tcase_add_test(tc, receipt_states);
 	tcase_add_test(tc, receipt_text_quoted);
 	tcase_add_test(tc, receipt_dates);
