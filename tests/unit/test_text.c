@@ -137,6 +137,44 @@ END_TEST
  * the grave accent, DEL): not GSM, so UCS-2 when the choice is free; and
  * every other ASCII character one septet or an escape pair.
  */
+/*
+ * Every character at every place of a text longer than the encoder's
+ * eight-at-a-time steps: the octets are those of its three pieces, one
+ * at a time, and a character GSM lacks fails the whole wherever it is.
+ */
+START_TEST(test_gsm_any_place)
+{
+	for (unsigned c = 1; c < 256; c++) {
+		for (size_t p = 0; p < 19; p++) {
+			char t[20], one[3] = { (char)c, '\0', '\0' };
+			uint8_t got[64], want[64], co[4];
+			ssize_t n, nc;
+
+			memset(t, 'k', 19);
+			t[19] = '\0';
+			t[p] = (char)c;
+			n = text_encode(TEXT_GSM, t, 19, got, sizeof(got));
+			if (c >= 0x80) {
+				/* Not UTF-8 alone: the whole is refused. */
+				ck_assert_int_lt(n, 0);
+				continue;
+			}
+			nc = text_encode(TEXT_GSM, one, 1, co, sizeof(co));
+			if (nc < 0) {
+				ck_assert_int_lt(n, 0);
+				continue;
+			}
+			memset(want, 'k', p);
+			memcpy(want + p, co, (size_t)nc);
+			memset(want + p + nc, 'k', 18 - p);
+			ck_assert_int_eq(n, 18 + nc);
+			ck_assert_msg(memcmp(got, want, (size_t)n) == 0,
+			    "character %u at %zu", c, p);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_gsm_lacks_some_ascii)
 {
 	const struct text_split_opts o = { .coding = TEXT_CODING_AUTO,
@@ -890,6 +928,7 @@ text_suite(void)
 
 	tcase_add_test(tc, test_gsm_default_table);
 	tcase_add_test(tc, test_gsm_lacks_some_ascii);
+	tcase_add_test(tc, test_gsm_any_place);
 	tcase_add_test(tc, test_gsm_extension_table);
 	tcase_add_test(tc, test_gsm_at_and_escapes);
 	tcase_add_test(tc, test_gsm_septets);
