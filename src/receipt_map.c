@@ -207,7 +207,6 @@ struct receipt_map *
 receipt_map_new(void)
 {
 	struct receipt_map *map = xcalloc(1, sizeof(*map));
-
 	pthread_mutexattr_t a;
 
 	/*
@@ -403,13 +402,14 @@ receipt_map_add(struct receipt_map *map, const char *upstream,
     uint64_t now, const struct receipt_limits *lim)
 {
 	struct receipt_entry *e, *gone = NULL;
-	uint64_t h0 = name_hash(upstream);
+	uint64_t h0;
 	size_t slen = 0;
 
-	if (n == 0 || lim->limit == 0) {
+	if (n == 0 || n > RECEIPT_KEYS_MAX || lim->limit == 0) {
 		errno = EINVAL;
 		return -1;
 	}
+	h0 = name_hash(upstream);
 	for (unsigned i = 0; i < n; i++)
 		if (keys[i].kind == RECEIPT_KEY_STR)
 			slen = keys[i].len;
@@ -455,13 +455,11 @@ node_matches(const struct receipt_node *n, const char *upstream,
 
 static struct receipt_entry *
 map_lookup_locked(struct receipt_map *map, const char *upstream,
-    const struct receipt_key *keys, unsigned nkeys, uint64_t now,
-    const struct receipt_limits *lim)
+    const struct receipt_key *keys, const uint64_t *hashes, unsigned nkeys,
+    uint64_t now, const struct receipt_limits *lim)
 {
-	uint64_t h0 = name_hash(upstream);
-
 	for (unsigned i = 0; i < nkeys; i++) {
-		uint64_t h = key_hash(h0, &keys[i]);
+		uint64_t h = hashes[i];
 		struct receipt_node *n = map->buckets[h & (map->nbuckets - 1)];
 
 		for (; n != NULL; n = n->next)
@@ -478,13 +476,17 @@ receipt_map_find(struct receipt_map *map, const char *upstream,
     const struct receipt_limits *lim, struct receipt_orig *o)
 {
 	struct receipt_entry *e, *gone = NULL;
+	uint64_t h0, hashes[RECEIPT_KEYS_MAX];
 	bool found;
 
-	if (n == 0)
+	if (n == 0 || n > RECEIPT_KEYS_MAX)
 		return false;
+	h0 = name_hash(upstream);
+	for (unsigned i = 0; i < n; i++)
+		hashes[i] = key_hash(h0, &keys[i]);
 	pthread_mutex_lock(&map->lock);
 	map_trim_locked(map, now, lim, 0, &gone);
-	e = map_lookup_locked(map, upstream, keys, n, now, lim);
+	e = map_lookup_locked(map, upstream, keys, hashes, n, now, lim);
 	found = e != NULL;
 	if (found) {
 		*o = e->o;

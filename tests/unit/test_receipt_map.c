@@ -212,6 +212,53 @@ START_TEST(keys_auto_each)
 }
 END_TEST
 
+/*
+ * The auto form's one pass against the fixed forms' readers (dec and hex
+ * as a receipt gives them read each base alone), over random ids of
+ * digits, hex letters in both cases, and other bytes, up to 64 long.
+ */
+START_TEST(keys_auto_as_fixed)
+{
+	static const char alpha[] = "0123456789abcdefABCDEF0000-xZ9";
+	uint64_t x = 0x9E3779B97F4A7C15u;
+
+	for (int k = 0; k < 200000; k++) {
+		struct receipt_key a[RECEIPT_KEYS_MAX], d[RECEIPT_KEYS_MAX],
+		    h[RECEIPT_KEYS_MAX];
+		char id[RECEIPT_ID_MAX + 1], low[RECEIPT_ID_MAX + 1];
+		size_t len;
+		unsigned n, at = 1;
+		bool dv, hv;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		len = 1 + x % (k % 4 == 0 ? RECEIPT_ID_MAX : 22);
+		for (size_t i = 0; i < len; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			/* Mostly one base, so that values often parse. */
+			id[i] = alpha[x % (k % 3 == 0 ? 10 : k % 3 == 1 ? 22 :
+			    sizeof(alpha) - 1)];
+			low[i] = id[i] >= 'A' && id[i] <= 'Z' ?
+			    (char)(id[i] + 32) : id[i];
+		}
+		id[len] = low[len] = '\0';
+		n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, true, id, len, a);
+		receipt_id_keys(UPSTREAM_RECEIPT_DEC, true, id, len, d);
+		receipt_id_keys(UPSTREAM_RECEIPT_HEX, true, id, len, h);
+		dv = d[0].kind == RECEIPT_KEY_VAL;
+		hv = h[0].kind == RECEIPT_KEY_VAL && !(dv && h[0].val == d[0].val);
+		ck_assert_int_eq(a[0].kind, RECEIPT_KEY_STR);
+		ck_assert_str_eq(a[0].str, low);
+		if (dv)
+			ck_assert_msg(a[at].kind == RECEIPT_KEY_VAL &&
+			    a[at++].val == d[0].val, "%s: decimal", id);
+		if (hv)
+			ck_assert_msg(a[at].kind == RECEIPT_KEY_VAL &&
+			    a[at++].val == h[0].val, "%s: hex", id);
+		ck_assert_msg(n == at, "%s: %u keys, not %u", id, n, at);
+	}
+}
+END_TEST
+
 /* An upstream's ids are its own: another's same id is another message. */
 START_TEST(map_per_upstream)
 {
@@ -638,6 +685,7 @@ receipt_map_suite(void)
 	tcase_add_test(tc, fixed_forms);
 	tcase_add_test(tc, keys_bounds);
 	tcase_add_test(tc, keys_auto_each);
+	tcase_add_test(tc, keys_auto_as_fixed);
 	tcase_add_test(tc, map_per_upstream);
 	tcase_add_test(tc, map_final_takes);
 	tcase_add_test(tc, map_limit_evicts_oldest);

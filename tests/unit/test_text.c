@@ -133,11 +133,6 @@ START_TEST(test_gsm_default_table)
 END_TEST
 
 /*
- * ASCII that GSM 03.38 has no code for (controls but LF, CR and FF,
- * the grave accent, DEL): not GSM, so UCS-2 when the choice is free; and
- * every other ASCII character one septet or an escape pair.
- */
-/*
  * Every character at every place of a text longer than the encoder's
  * eight-at-a-time steps: the octets are those of its three pieces, one
  * at a time, and a character GSM lacks fails the whole wherever it is.
@@ -175,6 +170,11 @@ START_TEST(test_gsm_any_place)
 }
 END_TEST
 
+/*
+ * ASCII that GSM 03.38 has no code for (controls but LF, CR and FF,
+ * the grave accent, DEL): not GSM, so UCS-2 when the choice is free; and
+ * every other ASCII character one septet or an escape pair.
+ */
 START_TEST(test_gsm_lacks_some_ascii)
 {
 	const struct text_split_opts o = { .coding = TEXT_CODING_AUTO,
