@@ -27,6 +27,7 @@
 struct reply {
 	struct reply *next;
 	uint64_t id;
+	bool	spare;		/* REPLY_ROOM: the reactor's spares take it */
 	bool	done;
 	bool	bye;		/* QUIT: close once this is written */
 	bool	claim;		/* LOGIN awaiting the cluster's claim */
@@ -83,16 +84,34 @@ sess_of(struct conn *c)
 	return c->pdata;
 }
 
-static struct reply *
-reply_new(const char *text, size_t len)
-{
-	/* Room for the longest verdict text when this waits for one. */
-	size_t cap = len > 64 ? len : 64;
-	struct reply *rp = xcalloc(1, sizeof(*rp) + cap);
+/* Room for the longest verdict text when a reply waits for one. */
+#define REPLY_ROOM	64
 
+static struct reply *
+reply_new(struct conn *c, const char *text, size_t len)
+{
+	struct reply *rp;
+
+	/* One a SEND: the reactor keeps spares of the usual size. */
+	if (len <= REPLY_ROOM) {
+		rp = spares_get(&c->r->spares[REACTOR_SPARE_REPLY],
+		    sizeof(*rp) + REPLY_ROOM);
+		rp->spare = true;
+	} else {
+		rp = xcalloc(1, sizeof(*rp) + len);
+	}
 	memcpy(rp->text, text, len);
 	rp->len = len;
 	return rp;
+}
+
+static void
+reply_free(struct conn *c, struct reply *rp)
+{
+	if (rp->spare)
+		spares_put(&c->r->spares[REACTOR_SPARE_REPLY], rp);
+	else
+		free(rp);
 }
 
 static void
@@ -129,7 +148,7 @@ reply_emit(struct conn *c, const char *text, size_t len)
 	if (s->head == NULL)
 		conn_write(c, text, len);
 	else {
-		struct reply *rp = reply_new(text, len);
+		struct reply *rp = reply_new(c, text, len);
 
 		rp->done = true;
 		reply_append(s, rp);
@@ -186,7 +205,7 @@ sess_drain(struct conn *c, struct router_sess *s)
 		conn_write(c, rp->text, rp->len);
 		if (rp->bye)
 			conn_close_after_flush(c, CONN_CLOSE_QUIT);
-		free(rp);
+		reply_free(c, rp);
 	}
 	sess_update_hold(c, s);
 	/* Half-closed and every command answered (or none can complete). */
@@ -432,7 +451,7 @@ login_claim(struct conn *c, struct router_sess *s)
 		return;
 	}
 	memset(room, 0, sizeof(room));
-	rp = reply_new(room, sizeof(room));
+	rp = reply_new(c, room, sizeof(room));
 	rp->len = 0;
 	rp->claim = true;
 	reply_append(s, rp);
@@ -531,7 +550,7 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 		reply_emit(c, buf, (size_t)n);
 		return;
 	}
-	struct reply *rp = reply_new("", 0);
+	struct reply *rp = reply_new(c, "", 0);
 
 	rp->id = id;
 	reply_append(s, rp);
@@ -581,7 +600,7 @@ cmd_quit(struct conn *c, struct router_sess *s)
 		return -1;
 	}
 	/* Say goodbye after the replies still awaited; take no more input. */
-	rp = reply_new("OK BYE\n", 7);
+	rp = reply_new(c, "OK BYE\n", 7);
 	rp->done = rp->bye = true;
 	reply_append(s, rp);
 	s->quitting = true;
@@ -986,12 +1005,13 @@ router_on_verdict(struct conn *c, const struct msg *m)
 			break;
 	if (rp == NULL)
 		return;
-	n = verdict_text(c, m->verdict, m->id, m->status, rp->text, 64);
+	n = verdict_text(c, m->verdict, m->id, m->status, rp->text,
+	    REPLY_ROOM);
 	/* snprintf says what it would have written: a line cut short
-	 * still ends with its LF, never past the 64 bytes. */
-	if (n < 0 || n >= 64) {
-		n = 63;
-		rp->text[62] = '\n';
+	 * still ends with its LF, never past the room. */
+	if (n < 0 || n >= REPLY_ROOM) {
+		n = REPLY_ROOM - 1;
+		rp->text[REPLY_ROOM - 2] = '\n';
 	}
 	rp->len = (size_t)n;
 	rp->done = true;
@@ -1048,7 +1068,7 @@ router_on_close(struct conn *c)
 	free(s->sw);
 	while ((rp = s->head) != NULL) {
 		s->head = rp->next;
-		free(rp);
+		reply_free(c, rp);
 	}
 	free(s);
 	c->pdata = NULL;

@@ -97,6 +97,9 @@ reactor_free(struct reactor *r)
 	if (r->epfd >= 0)
 		close(r->epfd);
 	config_unref(r->cf);
+	/* Last: what the hooks freed above may have gone there. */
+	for (unsigned i = 0; i < REACTOR_SPARES; i++)
+		spares_drain(&r->spares[i]);
 	free(r);
 	errno = saved;
 }

@@ -100,6 +100,13 @@ struct reactor_hooks {
  * Fields are grouped by who may touch them. A reactor's connections and
  * their state belong to the modules hooked into it (conn.c), not to it.
  */
+/* What a reactor keeps spares of (util.h): each kind one size. */
+enum reactor_spare {
+	REACTOR_SPARE_REPLY,		/* a line client's queued reply */
+	REACTOR_SPARE_JOB,		/* an upstream job */
+	REACTOR_SPARES
+};
+
 struct reactor {
 	/* Any thread: atomics, and fields fixed before the thread starts. */
 	/*
@@ -153,6 +160,8 @@ struct reactor {
 	 * turn, published at the end of the turn.
 	 */
 	struct reactor_batch batch;
+	/* Objects made and freed per message, kept for the next. */
+	struct spares spares[REACTOR_SPARES];
 };
 
 /*

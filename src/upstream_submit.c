@@ -111,13 +111,26 @@ pick(const struct config *cf, struct upstream_job *j)
 
 /* ---- a job's life ----------------------------------------------------------- */
 
+/*
+ * j itself, on the reactor here (NULL: not one): the spares of the
+ * reactor that made it take it (upstream_take), else free().
+ */
 static void
-job_free(struct upstream_job *j)
+job_release(struct reactor *here, struct upstream_job *j)
+{
+	if (here != NULL && j->home >= 0 && (unsigned)j->home == here->id)
+		spares_put(&here->spares[REACTOR_SPARE_JOB], j);
+	else
+		free(j);
+}
+
+static void
+job_free(struct reactor *here, struct upstream_job *j)
 {
 	smpp_long_free(j->lp);
 	free(j->d);
 	free(j->m);
-	free(j);
+	job_release(here, j);
 }
 
 /*
@@ -190,7 +203,7 @@ job_home(void *owner, void *arg, enum mailbox_status st)
 	struct msg *m = j->m;
 	enum msg_verdict v = j->verdict;
 
-	free(j);
+	job_release(owner, j);
 	if (st == MAILBOX_CANCELLED) {
 		free(m);
 		return;
@@ -233,7 +246,7 @@ job_answer(struct reactor_batch *b, struct upstream_job *j,
 		return;
 	}
 	j->m = NULL;
-	job_free(j);
+	job_free(here, j);
 	job_settled(b, NULL, m, v);
 }
 
@@ -275,7 +288,11 @@ static void
 upstream_take(struct reactor_batch *b, struct msg *m, const char *to)
 {
 	struct reactor *r = upstream_self();
-	struct upstream_job *j = xcalloc(1, sizeof(*j));
+	/* One a message: the reactor's spares when on one (it comes home
+	 * to be freed: job_home). */
+	struct upstream_job *j = r != NULL ?
+	    spares_get(&r->spares[REACTOR_SPARE_JOB], sizeof(*j)) :
+	    xcalloc(1, sizeof(*j));
 
 	(void)to;
 	j->m = m;
@@ -378,7 +395,7 @@ job_arrive(void *owner, void *arg, enum mailbox_status st)
 	enum msg_verdict v;
 
 	if (st == MAILBOX_CANCELLED) {
-		job_free(j);	/* exiting: nobody is left to answer */
+		job_free(r, j);	/* exiting: nobody is left to answer */
 		return;
 	}
 	/* Not picked yet (from the store): this reactor picks. */
@@ -807,7 +824,7 @@ upstream_sess_drop(struct upstream_sess *s, enum upstream_drop how)
 			break;
 		job_detach(s, j);
 		if (how == UPSTREAM_DROP_FREE)
-			job_free(j);
+			job_free(r, j);
 		else if (how == UPSTREAM_DROP_ANSWER)
 			job_answer(&r->batch, j, MSG_UPSTREAM_DOWN);
 		else
@@ -877,7 +894,7 @@ upstream_fuzz_submit(struct conn *c, const char *text)
 	snprintf(j->m->to, sizeof(j->m->to), "+351911000000");
 	str_copy(j->upstream, sizeof(j->upstream), s->uc->name);
 	if (job_encode(s, j) != MSG_OK) {
-		job_free(j);
+		job_free(NULL, j);
 		return;
 	}
 	j->since_ms = c->r->now_ms;

@@ -40,6 +40,44 @@ xcalloc(size_t n, size_t size)
 }
 
 void *
+spares_get(struct spares *s, size_t size)
+{
+	void *p = s->head;
+
+	if (p == NULL)
+		return xcalloc(1, size);
+	memcpy(&s->head, p, sizeof(s->head));
+	s->n--;
+	return memset(p, 0, size);
+}
+
+void
+spares_put(struct spares *s, void *p)
+{
+	if (p == NULL)
+		return;
+	if (s->n >= SPARES_MAX) {
+		free(p);
+		return;
+	}
+	memcpy(p, &s->head, sizeof(s->head));
+	s->head = p;
+	s->n++;
+}
+
+void
+spares_drain(struct spares *s)
+{
+	while (s->head != NULL) {
+		void *p = s->head;
+
+		memcpy(&s->head, p, sizeof(s->head));
+		free(p);
+	}
+	s->n = 0;
+}
+
+void *
 xzalloc_aligned(size_t align, size_t size)
 {
 	void *p;

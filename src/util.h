@@ -19,6 +19,28 @@ char	*xstrdup(const char *s);
 /* Zeroed memory aligned to align (a power of two), for free(). */
 void	*xzalloc_aligned(size_t align, size_t size);
 
+/*
+ * One thread's spare objects of one size, for what a reactor makes and
+ * frees for every message (a line client's reply, an upstream job): one
+ * turn makes hundreds, past the seven of a size that glibc's thread cache
+ * keeps, and each one past those costs a full malloc and free. At most
+ * SPARES_MAX are kept. Each is a plain malloc chunk, so free() may take
+ * one wherever its owner is not at hand. The owner's thread only.
+ */
+#define SPARES_MAX	512
+
+struct spares {
+	void	*head;
+	unsigned n;
+};
+
+/* An object of size bytes (always the same for s), zeroed. */
+void	*spares_get(struct spares *s, size_t size);
+/* Keeps p (from spares_get on s, or malloc of that size) or frees it. */
+void	spares_put(struct spares *s, void *p);
+/* Frees what s keeps. */
+void	spares_drain(struct spares *s);
+
 /* Compares secrets in time that does not depend on where they differ. */
 bool	secret_eq(const char *a, const char *b);
 

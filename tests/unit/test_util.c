@@ -1,4 +1,4 @@
-/* test_util.c: small helpers: u64_to_dec against snprintf, str_copy. */
+/* test_util.c: small helpers: u64_to_dec against snprintf, str_copy, spares. */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,6 +87,45 @@ START_TEST(test_str_copy)
 }
 END_TEST
 
+/*
+ * Spares come back zeroed whatever was left in them, at most SPARES_MAX
+ * are kept (the rest are freed: ASan's leak check sees any lost), and
+ * draining frees them all.
+ */
+START_TEST(test_spares)
+{
+	struct spares s = { 0 };
+	unsigned char *p[SPARES_MAX + 8];
+	unsigned char zero[96] = { 0 };
+
+	for (size_t i = 0; i < ARRAY_LEN(p); i++) {
+		p[i] = spares_get(&s, sizeof(zero));
+		ck_assert(memcmp(p[i], zero, sizeof(zero)) == 0);
+		memset(p[i], 0xA5, sizeof(zero));
+	}
+	ck_assert_uint_eq(s.n, 0);
+	for (size_t i = 0; i < ARRAY_LEN(p); i++)
+		spares_put(&s, p[i]);
+	ck_assert_uint_eq(s.n, SPARES_MAX);
+	/* Taken back last in, first out: the one put last of those kept. */
+	p[0] = spares_get(&s, sizeof(zero));
+	ck_assert(p[0] == p[SPARES_MAX - 1]);
+	ck_assert(memcmp(p[0], zero, sizeof(zero)) == 0);
+	ck_assert_uint_eq(s.n, SPARES_MAX - 1);
+	spares_put(&s, p[0]);
+	spares_put(&s, NULL);
+	ck_assert_uint_eq(s.n, SPARES_MAX);
+	spares_drain(&s);
+	ck_assert_uint_eq(s.n, 0);
+	ck_assert(s.head == NULL);
+	/* Empty: a new one. */
+	p[0] = spares_get(&s, sizeof(zero));
+	ck_assert(memcmp(p[0], zero, sizeof(zero)) == 0);
+	spares_put(&s, p[0]);
+	spares_drain(&s);
+}
+END_TEST
+
 Suite *
 util_suite(void)
 {
@@ -96,6 +135,7 @@ util_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_u64_to_dec);
 	tcase_add_test(tc, test_str_copy);
+	tcase_add_test(tc, test_spares);
 	suite_add_tcase(s, tc);
 	return s;
 }
