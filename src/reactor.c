@@ -284,6 +284,8 @@ reactor_turn(struct reactor *r, struct epoll_event *evs, int timeout)
 	if (r->now != r->last_second) {
 		r->last_second = r->now;
 		REACTOR_HOOKS_RUN(r, every_second);
+		for (unsigned i = 0; i < REACTOR_SPARES; i++)
+			spares_trim(&r->spares[i]);
 	}
 	r->busy = reactor_before_sleep(r);
 	reactor_check_stop(r);

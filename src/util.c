@@ -47,7 +47,8 @@ spares_get(struct spares *s, size_t size)
 	if (p == NULL)
 		return xcalloc(1, size);
 	memcpy(&s->head, p, sizeof(s->head));
-	s->n--;
+	if (--s->n < s->low)
+		s->low = s->n;
 	return memset(p, 0, size);
 }
 
@@ -66,6 +67,20 @@ spares_put(struct spares *s, void *p)
 }
 
 void
+spares_trim(struct spares *s)
+{
+	/* The low-water mark's worth were never taken: let them go. */
+	for (unsigned k = s->low; k > 0; k--) {
+		void *p = s->head;
+
+		memcpy(&s->head, p, sizeof(s->head));
+		free(p);
+		s->n--;
+	}
+	s->low = s->n;
+}
+
+void
 spares_drain(struct spares *s)
 {
 	while (s->head != NULL) {
@@ -74,7 +89,7 @@ spares_drain(struct spares *s)
 		memcpy(&s->head, p, sizeof(s->head));
 		free(p);
 	}
-	s->n = 0;
+	s->n = s->low = 0;
 }
 
 void *

@@ -23,21 +23,27 @@ void	*xzalloc_aligned(size_t align, size_t size);
  * One thread's spare objects of one size, for what a reactor makes and
  * frees for every message (a line client's reply, an upstream job): one
  * turn makes hundreds, past the seven of a size that glibc's thread cache
- * keeps, and each one past those costs a full malloc and free. At most
- * SPARES_MAX are kept. Each is a plain malloc chunk, so free() may take
- * one wherever its owner is not at hand. The owner's thread only.
+ * keeps, and each one past those costs a full malloc and free. Under load
+ * thousands are in flight at once (a window of a thousand senders), so up
+ * to SPARES_MAX are kept; spares_trim, called about once a second, frees
+ * those that sat unused since the last call, so that what a burst left
+ * goes back within seconds. Each is a plain malloc chunk, so free() may
+ * take one wherever its owner is not at hand. The owner's thread only.
  */
-#define SPARES_MAX	512
+#define SPARES_MAX	4096
 
 struct spares {
 	void	*head;
 	unsigned n;
+	unsigned low;		/* the fewest kept since the last trim */
 };
 
 /* An object of size bytes (always the same for s), zeroed. */
 void	*spares_get(struct spares *s, size_t size);
 /* Keeps p (from spares_get on s, or malloc of that size) or frees it. */
 void	spares_put(struct spares *s, void *p);
+/* Frees the spares none of the gets since the last trim needed. */
+void	spares_trim(struct spares *s);
 /* Frees what s keeps. */
 void	spares_drain(struct spares *s);
 

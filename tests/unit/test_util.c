@@ -126,6 +126,42 @@ START_TEST(test_spares)
 }
 END_TEST
 
+/*
+ * A trim frees the spares that no get needed since the one before: ten
+ * kept, three taken and put back, then seven go; with no get at all, the
+ * rest. Nothing is lost (ASan's leak check) and the count stays true.
+ */
+START_TEST(test_spares_trim)
+{
+	struct spares s = { 0 };
+	void *p[10];
+
+	for (size_t i = 0; i < ARRAY_LEN(p); i++)
+		p[i] = spares_get(&s, 64);
+	for (size_t i = 0; i < ARRAY_LEN(p); i++)
+		spares_put(&s, p[i]);
+	spares_trim(&s);	/* the first: none were kept before it */
+	ck_assert_uint_eq(s.n, 10);
+	for (size_t i = 0; i < 3; i++)
+		p[i] = spares_get(&s, 64);
+	for (size_t i = 0; i < 3; i++)
+		spares_put(&s, p[i]);
+	spares_trim(&s);
+	ck_assert_uint_eq(s.n, 3);
+	/* Taken and put back between trims, one is needed: it stays. */
+	spares_put(&s, spares_get(&s, 64));
+	spares_trim(&s);
+	ck_assert_uint_eq(s.n, 1);
+	spares_trim(&s);
+	ck_assert_uint_eq(s.n, 0);
+	ck_assert(s.head == NULL);
+	p[0] = spares_get(&s, 64);
+	spares_put(&s, p[0]);
+	spares_drain(&s);
+	ck_assert_uint_eq(s.n, 0);
+}
+END_TEST
+
 Suite *
 util_suite(void)
 {
@@ -136,6 +172,7 @@ util_suite(void)
 	tcase_add_test(tc, test_u64_to_dec);
 	tcase_add_test(tc, test_str_copy);
 	tcase_add_test(tc, test_spares);
+	tcase_add_test(tc, test_spares_trim);
 	suite_add_tcase(s, tc);
 	return s;
 }
