@@ -279,7 +279,7 @@ is_copy(struct msg *m)
 	    (unsigned long long)m->id, m->remote_node[0] != '\0' ?
 	    m->remote_node : "(unnamed)");
 	if (m->flags & MSG_F_NO_VERDICT) {
-		free(m);
+		msg_free(m);
 		return true;
 	}
 	m->verdict = r == CLUSTER_SEEN_TAKEN ? MSG_OK :
@@ -450,7 +450,7 @@ answer_task(void *owner, void *arg, enum mailbox_status st)
 	pthread_mutex_unlock(&C.seen_lock);
 	if (st == MAILBOX_RUN)
 		cluster_verdicts_add(m->remote_node, m->remote_req, m->verdict);
-	free(m);
+	msg_free(m);
 }
 
 /* A copy's answer: the verdict only; its original's entry stays as is. */
@@ -462,7 +462,7 @@ copy_answer_task(void *owner, void *arg, enum mailbox_status st)
 	(void)owner;
 	if (st == MAILBOX_RUN)
 		cluster_verdicts_add(m->remote_node, m->remote_req, m->verdict);
-	free(m);
+	msg_free(m);
 }
 
 void

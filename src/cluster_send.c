@@ -493,7 +493,7 @@ send_task(void *owner, void *arg, enum mailbox_status st)
 
 	(void)owner;
 	if (st == MAILBOX_CANCELLED) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	pend_try(pend_new(m));

@@ -243,7 +243,7 @@ cluster_msg_decode(const uint8_t *p, size_t n)
 	m->len = len;
 	return m;
 bad:
-	free(m);
+	msg_free(m);
 	return NULL;
 }
 

@@ -76,7 +76,7 @@ node_outcome(struct msg *m, enum msg_outcome o)
 
 	switch (o) {
 	case MSG_OUT_WRITTEN:
-		free(m);
+		msg_free(m);
 		return;
 	case MSG_OUT_DELIVERED:
 		m->verdict = MSG_OK;
@@ -111,7 +111,7 @@ deliver_outcome(struct msg *m, enum msg_outcome o)
 	}
 	/* Only the store hands messages out, and it outlives the reactors. */
 	if (ops == NULL || ops->outcome == NULL) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	ops->outcome(m, o);
@@ -189,7 +189,7 @@ deliver_receipt_task(void *owner, void *arg, enum mailbox_status st)
 	struct msg *m = arg;
 
 	if (st == MAILBOX_CANCELLED) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	deliver_forward(owner, m);
@@ -268,7 +268,7 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 
 	if (st == MAILBOX_CANCELLED || store == NULL) {
 		/* Still in the store: delivered after the restart. */
-		free(m);
+		msg_free(m);
 		return;
 	}
 	m->verdict = deliver_here(r, m);
@@ -281,7 +281,7 @@ deliver_stored_task(void *owner, void *arg, enum mailbox_status st)
 		 * acknowledged by the client's TCP).
 		 */
 		if (c != NULL && c->proto->reports_stored) {
-			free(m);
+			msg_free(m);
 			return;
 		}
 	}
@@ -302,7 +302,7 @@ deliver_verdict_task(void *owner, void *arg, enum mailbox_status st)
 	    (c = conn_resolve(owner, &m->sender)) != NULL &&
 	    c->proto->on_verdict != NULL)
 		c->proto->on_verdict(c, m);
-	free(m);
+	msg_free(m);
 }
 
 static bool deliver_to_store(struct reactor *r, struct msg *m);
@@ -321,7 +321,7 @@ deliver_reply_in(struct reactor_batch *b, struct msg *m)
 	struct reactor *back;
 
 	if (m->flags & MSG_F_NO_VERDICT) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	if (m->sender_kind != MSG_KIND_CONN) {
@@ -329,11 +329,11 @@ deliver_reply_in(struct reactor_batch *b, struct msg *m)
 		    ops->answer != NULL)
 			ops->answer(b, m);
 		else
-			free(m);
+			msg_free(m);
 		return;
 	}
 	if ((back = reactor_get(m->sender.reactor)) == NULL) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	m->task.fn = deliver_verdict_task;
@@ -362,7 +362,7 @@ deliver_task(void *owner, void *arg, enum mailbox_status st)
 	struct msg *m = arg;
 
 	if (st == MAILBOX_CANCELLED) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	m->verdict = deliver_here(r, m);
@@ -422,7 +422,7 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 
 	if (st == MAILBOX_CANCELLED) {
 		/* Exiting: the sending node hears nothing and times out. */
-		free(m);
+		msg_free(m);
 		return;
 	}
 	m->flags &= ~(uint32_t)MSG_F_NODE_HELD;
@@ -450,7 +450,7 @@ deliver_node_task(void *owner, void *arg, enum mailbox_status st)
 		counter_add(&r->counters, COUNTER_ROUTED_NODE, 1);
 		c = conn_resolve(r, &m->recipient.conn);
 		if (held_there && c != NULL && c->proto->reports_stored) {
-			free(m);
+			msg_free(m);
 			return;
 		}
 	} else if (m->verdict == MSG_STORE && !held_there) {
@@ -638,7 +638,7 @@ static enum msg_verdict
 deliver_owned(struct reactor *r, struct msg *m, const char *to)
 {
 	if (kind_ops(m->recipient.kind) == NULL) {
-		free(m);
+		msg_free(m);
 		return MSG_NO_ROUTE;
 	}
 	deliver_to_kind(m->recipient.kind, &r->batch, m, to);
@@ -674,7 +674,7 @@ deliver_mo_receipt_task(void *owner, void *arg, enum mailbox_status st)
 
 	if (st == MAILBOX_RUN)
 		deliver_receipt(owner, m, m->message_state);
-	free(m);
+	msg_free(m);
 }
 
 /*
@@ -717,7 +717,7 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 		return MSG_PENDING;
 	/* Nobody here has it, and the cluster that might cannot be asked. */
 	if (!held && node) {
-		free(m);
+		msg_free(m);
 		return MSG_UNAVAILABLE;
 	}
 	if (held && deliver_upstream_stored(r->cf, m, to))
@@ -726,7 +726,7 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 	if (held && m->recipient.kind != ROUTE_OWNER_CONN)
 		return deliver_owned(r, m, to);
 	if (!held || (dst = reactor_get(m->recipient.conn.reactor)) == NULL) {
-		free(m);
+		msg_free(m);
 		return MSG_NO_ROUTE;
 	}
 	if (dst == r) {
@@ -739,7 +739,7 @@ deliver_dispatch(struct reactor *r, struct msg *m)
 			deliver_to_kind(MSG_KIND_STORE, NULL, m, to);
 			return MSG_PENDING;
 		}
-		free(m);
+		msg_free(m);
 		return v;
 	}
 	m->task.fn = deliver_task;

@@ -621,7 +621,7 @@ http_out_mo(struct msg *m, const char *url, mailbox_task_fn *receipt)
 	    O.queue_limit) {
 		if (O.open)
 			atomic_fetch_sub(&O.pending, 1);
-		free(m);
+		msg_free(m);
 		return MSG_FULL;
 	}
 	j = xcalloc(1, sizeof(*j));
@@ -788,7 +788,7 @@ mo_done(struct job *j, uint8_t state)
 	j->mo = NULL;
 	if (!(m->registered_delivery & 0x01) ||
 	    (r = reactor_get(j->reactor)) == NULL) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	m->message_state = state;

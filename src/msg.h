@@ -237,9 +237,23 @@ struct msg {
 /*
  * A message with room for len bytes of text (and a NUL after them): its
  * numbers zero, its strings empty, the text for the caller to fill. Any
- * thread.
+ * thread. On a reactor's thread, one of up to MSG_SPARE_BYTES (an SMS,
+ * a usual line) comes from the reactor's spares.
  */
 struct msg *msg_new(size_t len);
+
+/*
+ * Frees m (NULL: nothing): on a reactor's thread, one of the spares'
+ * size is kept for the next msg_new there. Any thread; a message from
+ * anywhere (a spare is a plain malloc chunk, and free() takes one too).
+ */
+void	msg_free(struct msg *m);
+
+/* From reactor_main: the spares this thread's messages come from. */
+struct spares;
+void	msg_spares_use(struct spares *s);
+
+#define MSG_SPARE_BYTES	768
 
 /* The bytes m takes: its fields, its text, the NUL after. */
 static inline size_t

@@ -869,7 +869,7 @@ line_copy(const struct msg *m)
 	n = text_decode((enum text_coding)coding, m->text, m->len,
 	    (char *)d->text, cap);
 	if (n < 0 || !text_valid(d->text, (size_t)n)) {
-		free(d);
+		msg_free(d);
 		return NULL;
 	}
 	d->len = (size_t)n;
@@ -888,7 +888,7 @@ router_put_coded(struct conn *c, const struct msg *m)
 	if ((d = line_copy(m)) == NULL)
 		return MSG_UNFIT;
 	v = router_put(c, d);
-	free(d);
+	msg_free(d);
 	return v;
 }
 

@@ -746,7 +746,7 @@ deliver_settle(struct conn *c, struct msg *m, uint32_t status)
 	if (!(m->flags & MSG_F_RECEIPT))
 		deliver_receipt(c->r, m, status == SMPP_ESME_ROK ?
 		    SMPP_STATE_DELIVERED : SMPP_STATE_UNDELIVERABLE);
-	free(m);
+	msg_free(m);
 }
 
 
@@ -1073,7 +1073,7 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 		return v;
 	if (d->len > 65535) {
 		smpp_long_free(lp);
-		free(d);
+		msg_free(d);
 		return MSG_REFUSED;
 	}
 	if (s->inflight < s->window && s->qlen == 0) {
@@ -1091,7 +1091,7 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 	if (!(m->flags & MSG_F_STORED) && deliver_kind_on(MSG_KIND_STORE) &&
 	    config_find_account(c->r->cf, s->system_id) != NULL) {
 		smpp_long_free(lp);
-		free(d);
+		msg_free(d);
 		return MSG_STORE;
 	}
 	/*
@@ -1106,7 +1106,7 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 	    s->qbytes + msg_size(d) >
 	    c->r->cf->limits.output_high_watermark)) {
 		smpp_long_free(lp);
-		free(d);
+		msg_free(d);
 		return MSG_REFUSED;
 	}
 	sess_enqueue(c, s, d, lp);
@@ -1267,7 +1267,7 @@ close_settle(struct conn *c, struct msg *m, enum msg_outcome o)
 		return;
 	}
 	deliver_receipt(c->r, m, SMPP_STATE_UNDELIVERABLE);
-	free(m);
+	msg_free(m);
 }
 
 static void

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "msg.h"
 #include "service.h"
 
 /* Reactors by id, for posting to a connection's owner. */
@@ -306,12 +307,14 @@ reactor_main(void *arg)
 	if (r->cpu_affinity)
 		reactor_pin(r);
 	reactor_sched_batch(r);
+	msg_spares_use(&r->spares[REACTOR_SPARE_MSG]);
 	reactor_hooks_start(r);
 	log_debug("reactor=%u running", r->id);
 	/* Stopping: every 100 ms, so exit waits no longer than needed. */
 	while (!r->done)
 		reactor_turn(r, evs, r->stopping ? 100 : 1000);
 	free(evs);
+	msg_spares_use(NULL);
 	log_debug("reactor=%u stopped", r->id);
 	return NULL;
 }

@@ -104,6 +104,7 @@ struct reactor_hooks {
 enum reactor_spare {
 	REACTOR_SPARE_REPLY,		/* a line client's queued reply */
 	REACTOR_SPARE_JOB,		/* an upstream job */
+	REACTOR_SPARE_MSG,		/* a message of an SMS's size (msg.h) */
 	REACTOR_SPARES
 };
 

@@ -139,7 +139,7 @@ part_receipt(struct conn *c, const struct msg *p, uint8_t state)
 	}
 	d = msg_text_only(p, p->text + hl, p->len - hl);
 	deliver_receipt(c->r, d, state);
-	free(d);
+	msg_free(d);
 }
 
 /*
@@ -332,7 +332,7 @@ router_join_deliver(struct router_join **jp, struct conn *c,
 	/* One part: its header off, delivered as it is. */
 	d = msg_text_only(m, p.data, p.len);
 	v = ops->put(c, d);
-	free(d);
+	msg_free(d);
 	return v;
 }
 

@@ -764,7 +764,7 @@ put_own(struct msg *m)
 	if (m == NULL)
 		return;
 	if (config_find_account(S.cf, m->to) == NULL) {
-		free(m);	/* nobody would come back for it */
+		msg_free(m);	/* nobody would come back for it */
 		return;
 	}
 	m->flags |= MSG_F_NO_VERDICT;
@@ -778,7 +778,7 @@ put_own(struct msg *m)
 	held_add(a, 1);
 	if (!put_one(a, m))
 		held_sub(a);
-	free(m);
+	msg_free(m);
 }
 
 void
@@ -910,7 +910,7 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 	if (st == MAILBOX_CANCELLED) {
 		/* Never stored and never acknowledged. */
 		held_sub(a);
-		free(m);
+		msg_free(m);
 		return;
 	}
 	if (!put_one(a, m)) {
@@ -921,7 +921,7 @@ put_task(void *owner, void *arg, enum mailbox_status st)
 	}
 	/* Answered once committed; a receipt waits for nobody. */
 	if (m->flags & MSG_F_NO_VERDICT) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	m->task.arg = m;
@@ -1304,7 +1304,7 @@ outcome(struct msg *m, enum msg_outcome o)
 	uint64_t now = store_wall_now();
 
 	if (!inflight_del(a, m->id) && !wire_del(a, m->id)) {
-		free(m);	/* cancelled or expired meanwhile */
+		msg_free(m);	/* cancelled or expired meanwhile */
 		return;
 	}
 	switch (o) {
@@ -1342,7 +1342,7 @@ outcome(struct msg *m, enum msg_outcome o)
 		break;
 	}
 	store_mark_dirty(a);
-	free(m);
+	msg_free(m);
 }
 
 #define OUTCOME_TASK(name, o)						\
@@ -1372,7 +1372,7 @@ store_outcome(struct msg *m, enum msg_outcome o)
 
 	/* (MSG_OUT_WRITTEN comes through store_written.) */
 	if (o == MSG_OUT_WRITTEN) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	m->task.fn = fns[o];

@@ -168,7 +168,7 @@ replace_rec(struct msg_req *q, struct store_rec *rec)
 		n->len = q->len;
 		/* Checked again for a line when delivered. */
 		n->flags &= ~(uint32_t)MSG_F_LINE_TEXT;
-		free(m);
+		msg_free(m);
 		rec->m = m = n;
 	}
 	if (q->due != 0)

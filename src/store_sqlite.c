@@ -701,7 +701,7 @@ read_rec(const struct names *nm, sqlite3_stmt *st, struct store_rec *rec)
 	rec->m = m;
 	if (!unpack_smpp(m, sqlite3_column_blob(st, 13),
 	    (size_t)sqlite3_column_bytes(st, 13))) {
-		free(m);
+		msg_free(m);
 		rec->m = NULL;
 		return false;
 	}

@@ -128,8 +128,8 @@ static void
 job_free(struct reactor *here, struct upstream_job *j)
 {
 	smpp_long_free(j->lp);
-	free(j->d);
-	free(j->m);
+	msg_free(j->d);
+	msg_free(j->m);
 	job_release(here, j);
 }
 
@@ -205,7 +205,7 @@ job_home(void *owner, void *arg, enum mailbox_status st)
 
 	job_release(owner, j);
 	if (st == MAILBOX_CANCELLED) {
-		free(m);
+		msg_free(m);
 		return;
 	}
 	job_settled(NULL, owner, m, v);
@@ -238,7 +238,7 @@ job_answer(struct reactor_batch *b, struct upstream_job *j,
 	if (j->home >= 0 && (here == NULL || (unsigned)j->home != here->id) &&
 	    (home = reactor_get((unsigned)j->home)) != NULL) {
 		smpp_long_free(j->lp);
-		free(j->d);
+		msg_free(j->d);
 		j->lp = NULL;
 		j->d = NULL;
 		j->verdict = v;
@@ -804,7 +804,7 @@ job_detach(struct upstream_sess *s, struct upstream_job *j)
 	/* Nothing of it taken: another upstream may encode it anew. */
 	if (job_next_part(j) == 0 && !job_has_done(j)) {
 		smpp_long_free(j->lp);
-		free(j->d);
+		msg_free(j->d);
 		j->lp = NULL;
 		j->d = NULL;
 	}

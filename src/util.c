@@ -39,17 +39,49 @@ xcalloc(size_t n, size_t size)
 	return p;
 }
 
-void *
-spares_get(struct spares *s, size_t size)
+/*
+ * Under AddressSanitizer a spare is poisoned while it waits, so that a
+ * use after "free" is caught as it would be without spares.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define SPARE_POISON(p, n)	ASAN_POISON_MEMORY_REGION((p), (n))
+#define SPARE_UNPOISON(p, n)	ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define SPARE_POISON(p, n)	((void)(p), (void)(n))
+#define SPARE_UNPOISON(p, n)	((void)(p), (void)(n))
+#endif
+
+/* The last one kept, off the list. */
+static void *
+spares_pop(struct spares *s)
 {
 	void *p = s->head;
 
-	if (p == NULL)
-		return xcalloc(1, size);
+	SPARE_UNPOISON(p, s->size);
 	memcpy(&s->head, p, sizeof(s->head));
-	if (--s->n < s->low)
+	s->n--;
+	return p;
+}
+
+void *
+spares_take(struct spares *s, size_t size)
+{
+	void *p;
+
+	s->size = size;
+	if (s->head == NULL)
+		return xmalloc(size);
+	p = spares_pop(s);
+	if (s->n < s->low)
 		s->low = s->n;
-	return memset(p, 0, size);
+	return p;
+}
+
+void *
+spares_get(struct spares *s, size_t size)
+{
+	return memset(spares_take(s, size), 0, size);
 }
 
 void
@@ -64,31 +96,23 @@ spares_put(struct spares *s, void *p)
 	memcpy(p, &s->head, sizeof(s->head));
 	s->head = p;
 	s->n++;
+	SPARE_POISON(p, s->size);
 }
 
 void
 spares_trim(struct spares *s)
 {
 	/* The low-water mark's worth were never taken: let them go. */
-	for (unsigned k = s->low; k > 0; k--) {
-		void *p = s->head;
-
-		memcpy(&s->head, p, sizeof(s->head));
-		free(p);
-		s->n--;
-	}
+	for (unsigned k = s->low; k > 0; k--)
+		free(spares_pop(s));
 	s->low = s->n;
 }
 
 void
 spares_drain(struct spares *s)
 {
-	while (s->head != NULL) {
-		void *p = s->head;
-
-		memcpy(&s->head, p, sizeof(s->head));
-		free(p);
-	}
+	while (s->head != NULL)
+		free(spares_pop(s));
 	s->n = s->low = 0;
 }
 

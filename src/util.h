@@ -36,10 +36,13 @@ struct spares {
 	void	*head;
 	unsigned n;
 	unsigned low;		/* the fewest kept since the last trim */
+	size_t	size;		/* of each: the gets' */
 };
 
 /* An object of size bytes (always the same for s), zeroed. */
 void	*spares_get(struct spares *s, size_t size);
+/* The same, not zeroed: for what the caller fills itself. */
+void	*spares_take(struct spares *s, size_t size);
 /* Keeps p (from spares_get on s, or malloc of that size) or frees it. */
 void	spares_put(struct spares *s, void *p);
 /* Frees the spares none of the gets since the last trim needed. */

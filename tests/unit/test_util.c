@@ -1,9 +1,16 @@
-/* test_util.c: small helpers: u64_to_dec against snprintf, str_copy, spares. */
+/*
+ * test_util.c: small helpers: u64_to_dec against snprintf, str_copy, spares
+ * (and the messages a reactor keeps as spares).
+ */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
+#include "msg.h"
 #include "suites.h"
 #include "util.h"
 
@@ -162,6 +169,59 @@ START_TEST(test_spares_trim)
 }
 END_TEST
 
+/*
+ * On a thread with message spares (a reactor's): a message freed comes
+ * back for the next one, its numbers zeroed and strings empty again
+ * (poisoned meanwhile under ASan); a copy is a copy; one too big to keep
+ * (a long text's) or too small to serve (made without spares) is freed.
+ */
+START_TEST(test_msg_spares)
+{
+	struct spares s = { 0 };
+	struct msg *a, *b, *c, *big, *plain;
+
+	msg_spares_use(&s);
+	a = msg_new(10);
+	a->id = 42;
+	a->flags = 0xff;
+	str_copy(a->to, sizeof(a->to), "+351");
+	memcpy(a->text, "0123456789", 10);
+	a->len = 10;
+	msg_free(a);
+	ck_assert_uint_eq(s.n, 1);
+#if defined(__SANITIZE_ADDRESS__)
+	ck_assert(__asan_address_is_poisoned(&a->id));
+#endif
+	b = msg_new(20);
+	ck_assert(b == a);
+	ck_assert_uint_eq(s.n, 0);
+	ck_assert_uint_eq(b->id, 0);
+	ck_assert_uint_eq(b->flags, 0);
+	ck_assert_str_eq(b->to, "");
+	ck_assert_uint_eq(b->len, 0);
+	ck_assert_uint_eq(b->text[20], 0);
+	memcpy(b->text, "abcdefghijklmnopqrst", 20);
+	b->len = 20;
+	c = msg_dup(b);
+	ck_assert(c != b);
+	ck_assert(memcmp(c, b, msg_size(b)) == 0);
+	msg_free(b);
+	msg_free(c);
+	ck_assert_uint_eq(s.n, 2);
+	big = msg_new(4000);
+	msg_free(big);
+	ck_assert_uint_eq(s.n, 2);
+	msg_spares_use(NULL);
+	plain = msg_new(1);
+	msg_spares_use(&s);
+	msg_free(plain);
+	ck_assert_uint_eq(s.n, 2);
+	msg_free(NULL);
+	msg_spares_use(NULL);
+	spares_drain(&s);
+}
+END_TEST
+
 Suite *
 util_suite(void)
 {
@@ -173,6 +233,7 @@ util_suite(void)
 	tcase_add_test(tc, test_str_copy);
 	tcase_add_test(tc, test_spares);
 	tcase_add_test(tc, test_spares_trim);
+	tcase_add_test(tc, test_msg_spares);
 	suite_add_tcase(s, tc);
 	return s;
 }
