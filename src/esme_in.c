@@ -108,10 +108,8 @@ static void
 esme_answer_deliver(struct conn *c, uint32_t cmd, uint32_t status,
     uint32_t seq)
 {
-	struct smpp_pdu p = { .command_id = cmd | SMPP_RESP,
-	    .command_status = status, .sequence_number = seq };
-	uint8_t buf[64];
-	ssize_t n = smpp_encode(&p, buf, sizeof(buf));
+	uint8_t buf[SMPP_RESP_MAX];
+	ssize_t n = smpp_encode_resp(buf, cmd | SMPP_RESP, status, seq, NULL);
 
 	if (n > 0)
 		conn_write(c, buf, (size_t)n);

@@ -132,8 +132,16 @@ static void
 smpp_respond(struct conn *c, uint32_t cmd, uint32_t status, uint32_t seq,
     const char *message_id)
 {
+	uint8_t buf[SMPP_RESP_MAX];
 	struct smpp_pdu pdu;
+	ssize_t n;
 
+	/* The usual answers: written as they are, no pdu to zero. */
+	if ((n = smpp_encode_resp(buf, cmd, status, seq, message_id)) > 0) {
+		conn_write(c, buf, (size_t)n);
+		smpp_count_pdu(c, 1, cmd, status);
+		return;
+	}
 	memset(&pdu, 0, sizeof(pdu));
 	pdu.command_id = cmd;
 	pdu.command_status = status;

@@ -609,6 +609,54 @@ smpp_encode(const struct smpp_pdu *pdu, uint8_t *buf, size_t cap)
 	return (ssize_t)w.off;
 }
 
+static void
+put_u32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/*
+ * Two of these go out for each message a daemon routes, where zeroing a
+ * pdu of a kilobyte for smpp_encode cost more than the answer.
+ */
+ssize_t
+smpp_encode_resp(uint8_t *buf, uint32_t cmd, uint32_t status, uint32_t seq,
+    const char *message_id)
+{
+	size_t n = SMPP_HEADER_LEN, len;
+
+	switch (cmd) {
+	case SMPP_SUBMIT_SM | SMPP_RESP:
+	case SMPP_DELIVER_SM | SMPP_RESP:
+	case SMPP_DATA_SM | SMPP_RESP:
+		if (status != SMPP_ESME_ROK)
+			break;
+		if (message_id == NULL)
+			message_id = "";
+		if ((len = strnlen(message_id, 65)) >= 65)
+			return -1;
+		memcpy(buf + n, message_id, len + 1);
+		n += len + 1;
+		break;
+	case SMPP_CANCEL_SM | SMPP_RESP:
+	case SMPP_REPLACE_SM | SMPP_RESP:
+	case SMPP_UNBIND | SMPP_RESP:
+	case SMPP_ENQUIRE_LINK | SMPP_RESP:
+	case SMPP_GENERIC_NACK:
+		break;
+	default:
+		return -1;
+	}
+	put_u32(buf, (uint32_t)n);
+	put_u32(buf + 4, cmd);
+	put_u32(buf + 8, status);
+	put_u32(buf + 12, seq);
+	return (ssize_t)n;
+}
+
 static const struct {
 	uint32_t id;
 	const char *name;

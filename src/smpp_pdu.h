@@ -176,6 +176,19 @@ uint32_t smpp_decode(const uint8_t *p, size_t n, struct smpp_pdu *pdu);
  */
 ssize_t	smpp_encode(const struct smpp_pdu *pdu, uint8_t *buf, size_t cap);
 
+/*
+ * The answer every message gets, without a pdu to fill: a submit_sm_resp,
+ * deliver_sm_resp or data_sm_resp with message_id (NULL: empty) as its
+ * body, none when status is not ESME_ROK; an unbind_resp,
+ * enquire_link_resp, cancel_sm_resp, replace_sm_resp or generic_nack with
+ * none. The octets smpp_encode writes for a pdu holding only these
+ * fields, into buf (SMPP_RESP_MAX octets). Returns the length, or -1 for
+ * another command or a message_id of 65 characters or more.
+ */
+#define SMPP_RESP_MAX	(SMPP_HEADER_LEN + 65)
+ssize_t	smpp_encode_resp(uint8_t *buf, uint32_t cmd, uint32_t status,
+	    uint32_t seq, const char *message_id);
+
 /* "submit_sm", "bind_transceiver_resp", ...; "unknown" otherwise. */
 const char *smpp_command_name(uint32_t id);
 

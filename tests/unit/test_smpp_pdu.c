@@ -476,6 +476,63 @@ START_TEST(test_command_index)
 }
 END_TEST
 
+/*
+ * smpp_encode_resp writes what smpp_encode writes for a pdu holding only
+ * the command, status, sequence number and message_id, for each answer
+ * it takes (any status, ids of every length up to 64 and none), and
+ * refuses every other command and an id of 65 characters.
+ */
+START_TEST(test_encode_resp_as_encode)
+{
+	static const uint32_t takes[] = { 0x80000004, 0x80000005, 0x80000103,
+	    0x80000008, 0x80000007, 0x80000006, 0x80000015, 0x80000000 };
+	static const uint32_t refuses[] = { 0x00000004, 0x00000005,
+	    0x00000103, 0x80000001, 0x80000002, 0x80000009, 0x80000003,
+	    0x00000015, 0x00000006, 0x80000021, 0, 0xFFFFFFFF };
+	static const uint32_t statuses[] = { 0, 0x00000008, 0x00000058,
+	    0x00000045, 0xFFFFFFFF };
+	uint8_t mine[SMPP_RESP_MAX], theirs[256];
+	char id[70];
+
+	for (size_t c = 0; c < sizeof(takes) / sizeof(takes[0]); c++)
+		for (size_t st = 0; st < sizeof(statuses) / sizeof(statuses[0]);
+		    st++)
+			for (int len = -1; len <= 65; len++) {
+				struct smpp_pdu p;
+				uint32_t seq = (uint32_t)(c * 7919 + st * 31 +
+				    (size_t)(len + 1)) | 0x80000001u;
+				ssize_t n, m;
+
+				memset(id, 0, sizeof(id));
+				for (int i = 0; i < len; i++)
+					id[i] = (char)('0' + (i * 7 + len) % 43);
+				n = smpp_encode_resp(mine, takes[c],
+				    statuses[st], seq, len < 0 ? NULL : id);
+				if (len == 65 && statuses[st] == 0 &&
+				    (takes[c] == 0x80000004 ||
+				    takes[c] == 0x80000005 ||
+				    takes[c] == 0x80000103)) {
+					ck_assert_int_eq(n, -1);
+					continue;
+				}
+				memset(&p, 0, sizeof(p));
+				p.command_id = takes[c];
+				p.command_status = statuses[st];
+				p.sequence_number = seq;
+				if (len >= 0 && len < 65)
+					memcpy(p.message_id, id, (size_t)len + 1);
+				m = smpp_encode(&p, theirs, sizeof(theirs));
+				ck_assert_int_gt(m, 0);
+				ck_assert_int_eq(n, m);
+				ck_assert_int_le(n, SMPP_RESP_MAX);
+				ck_assert(memcmp(mine, theirs, (size_t)n) == 0);
+			}
+	for (size_t c = 0; c < sizeof(refuses) / sizeof(refuses[0]); c++)
+		ck_assert_int_eq(smpp_encode_resp(mine, refuses[c], 0, 1, "7"),
+		    -1);
+}
+END_TEST
+
 /* The store's requests: cancel_sm, replace_sm, query_sm and answers. */
 START_TEST(test_round_trip_store_requests)
 {
@@ -566,6 +623,7 @@ smpp_pdu_suite(void)
 	tcase_add_test(tc, test_decode_garbage);
 	tcase_add_test(tc, test_command_names);
 	tcase_add_test(tc, test_command_index);
+	tcase_add_test(tc, test_encode_resp_as_encode);
 	suite_add_tcase(s, tc);
 	return s;
 }
