@@ -677,15 +677,19 @@ static void
 send_deliver(struct conn *c, struct smpp_sess *s, struct msg *m,
     struct smpp_long *lp)
 {
-	struct smpp_slot *slot = NULL;
+	uint32_t seq = sess_seq(s);
+	struct smpp_slot *slot = &s->win[seq % s->window];
 	struct smpp_pdu pdu;
 
-	for (unsigned i = 0; i < s->window && slot == NULL; i++)
-		if (s->win[i].m == NULL)
-			slot = &s->win[i];
+	/*
+	 * The sequence number's slot, free unless answers came out of order
+	 * (or another PDU took a number): then the first free one.
+	 */
+	for (unsigned i = 0; slot->m != NULL && i < s->window; i++)
+		slot = &s->win[i];
 	memset(&pdu, 0, sizeof(pdu));
 	pdu.command_id = SMPP_DELIVER_SM;
-	pdu.sequence_number = sess_seq(s);
+	pdu.sequence_number = seq;
 	deliver_addr(m->src_addr, m->src_ton, m->src_npi, m->from,
 	    pdu.source_addr, &pdu.source_addr_ton, &pdu.source_addr_npi);
 	deliver_addr(m->dst_addr, m->dst_ton, m->dst_npi, m->to,
@@ -763,9 +767,12 @@ static void
 deliver_answered(struct conn *c, struct smpp_sess *s, uint32_t seq,
     uint32_t status)
 {
+	unsigned first = seq % s->window;
 	struct smpp_long *lp;
 
-	for (unsigned i = 0; i < s->window; i++) {
+	/* Where send_deliver put it, as a rule; else where it found room. */
+	for (unsigned k = 0; k <= s->window; k++) {
+		unsigned i = k == 0 ? first : k - 1;
 		struct msg *m = s->win[i].m;
 
 		if (m == NULL || s->win[i].seq != seq)

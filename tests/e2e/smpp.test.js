@@ -256,6 +256,50 @@ smpp = { window = 4; queue_limit = 4; response_timeout = 60; };`));
 	}
 });
 
+// Answers in any order settle their own messages: slots free out of
+// order, so later deliver_sm go to whichever slot is free, and a failure
+// answer reaches the right submitter's receipt.
+test('deliver_sm answered out of order: each answer settles its own message', async () => {
+	const d = await L.startDaemon(conf(`${ACCOUNTS}
+smpp = { window = 4; queue_limit = 100; response_timeout = 60; };`));
+	const port = d.ports.smpp;
+	try {
+		const a = await L.bind(port, 'bind_transceiver', 'esmeA', 'pa');
+		const b = await L.bind(port, 'bind_receiver', 'esmeB', 'pb');
+		const atA = collect(a.s);
+		const held = [];
+		b.s.on('deliver_sm', (pdu) => held.push(pdu));
+		const ids = [];
+		for (let i = 0; i < 12; i++) {
+			const r = await L.call(a.s, 'submit_sm', { destination_addr: 'esmeB',
+				short_message: `m${i}`, registered_delivery: 1 });
+			assert.equal(r.command_status, 0);
+			ids.push(r.message_id);
+		}
+		const FAIL = new Set([0, 3, 5, 11]);
+		const answer = (i) => b.s.send(held[i].response(
+			{ command_status: FAIL.has(i) ? 0x65 : 0 }));
+		for (const [upto, order] of [[4, [2, 0, 3, 1]], [8, [6, 4, 7, 5]],
+			[12, [11, 10, 9, 8]]]) {
+			await until(() => held.length === upto, `${upto} deliver_sm`);
+			await new Promise((r) => setTimeout(r, 100));
+			assert.equal(held.length, upto, 'no more than the window in flight');
+			for (const i of order)
+				answer(i);
+		}
+		assert.deepEqual(held.map(L.text), ids.map((_, i) => `m${i}`));
+		await until(() => atA.length === 12, 'a receipt for each');
+		const stat = new Map(atA.map((p) => [p.receipted_message_id,
+			/stat:(\w+)/.exec(L.text(p))[1]]));
+		ids.forEach((id, i) => assert.equal(stat.get(id),
+			FAIL.has(i) ? 'UNDELIV' : 'DELIVRD', `m${i} (${id})`));
+		a.s.destroy();
+		b.s.destroy();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
 test('max_tps: a burst over a second\'s worth gets ESME_RTHROTTLED', async () => {
 	const d = await L.startDaemon(conf(ACCOUNTS));
 	const port = d.ports.smpp;
