@@ -303,82 +303,6 @@ next_word(char **line)
 	return w;
 }
 
-/*
- * The bytes of one UTF-8 character at p (n > 0 bytes there), or 0 if it
- * is not well-formed (RFC 3629: no overlong forms, no surrogates, nothing
- * above U+10FFFF) or is a control character: C0 but TAB, DEL, or C1
- * (U+0080-U+009F, whose encodings C2 80-C2 9F a line client may take for
- * a line break or a terminal command).
- */
-static size_t
-text_char(const uint8_t *p, size_t n)
-{
-	uint8_t b = p[0];
-	size_t len;
-	uint32_t cp;
-
-	if (b < 0x80)
-		return (b < 0x20 && b != '\t') || b == 0x7f ? 0 : 1;
-	if (b >= 0xc2 && b <= 0xdf)
-		len = 2, cp = b & 0x1f;
-	else if (b >= 0xe0 && b <= 0xef)
-		len = 3, cp = b & 0x0f;
-	else if (b >= 0xf0 && b <= 0xf4)
-		len = 4, cp = b & 0x07;
-	else
-		return 0;	/* a continuation byte, C0, C1, F5-FF */
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || cp <= 0x9f)
-		return 0;
-	return len;
-}
-
-/*
- * What a line carries: UTF-8 text without control characters but TAB
- * (see text_char). Anything else would forge or break lines, or reach a
- * terminal as a command.
- */
-static bool
-text_valid(const uint8_t *t, size_t n)
-{
-	const uint64_t ones = 0x0101010101010101ull, highs = ones * 0x80;
-	size_t i = 0, k;
-
-	while (i < n) {
-		uint64_t x;
-
-		/*
-		 * Eight bytes at a time while all are printable ASCII, 0x20
-		 * to 0x7E (most text is): a byte below 0x20 or from 0x7F up
-		 * sets a high bit here, and that word is done a character at
-		 * a time. (Carries only ever add false alarms.)
-		 */
-		if (n - i >= 8) {
-			memcpy(&x, t + i, 8);
-			if ((((x - ones * 0x20) & ~x) | ((x + ones) | x)) &
-			    highs) {
-				if ((k = text_char(t + i, n - i)) == 0)
-					return false;
-				i += k;
-			} else {
-				i += 8;
-			}
-		} else if ((k = text_char(t + i, n - i)) == 0) {
-			return false;
-		} else {
-			i += k;
-		}
-	}
-	return true;
-}
-
 /* The address is ours: OK, then its backlog, if it has one. */
 static void
 login_done(struct conn *c, struct router_sess *s)
@@ -525,10 +449,11 @@ cmd_send(struct conn *c, struct router_sess *s, char *args)
 	tolen = strlen(to);
 	len = strlen(args);
 	if (!route_addr_valid(to, tolen) ||
-	    !text_valid((const uint8_t *)args, len)) {
+	    !text_line_valid((const uint8_t *)args, len)) {
 		count_err(c, COUNTER_ERR_400);
 		reply_printf(c, "ERR 400 bad %s",
-		    text_valid((const uint8_t *)args, len) ? "address" : "text");
+		    text_line_valid((const uint8_t *)args, len) ?
+		    "address" : "text");
 		return;
 	}
 	m = msg_new(len);
@@ -832,7 +757,7 @@ router_put(struct conn *c, const struct msg *m)
 	 * NUL, other control or bytes that are not UTF-8 would forge or
 	 * break lines. And nothing more for a client that said goodbye.
 	 */
-	if (!(m->flags & MSG_F_LINE_TEXT) && !text_valid(m->text, m->len))
+	if (!(m->flags & MSG_F_LINE_TEXT) && !text_line_valid(m->text, m->len))
 		return MSG_UNFIT;
 	if (s != NULL && s->quitting)
 		return MSG_NO_ROUTE;
@@ -868,7 +793,7 @@ line_copy(const struct msg *m)
 	memcpy(d, m, offsetof(struct msg, len));
 	n = text_decode((enum text_coding)coding, m->text, m->len,
 	    (char *)d->text, cap);
-	if (n < 0 || !text_valid(d->text, (size_t)n)) {
+	if (n < 0 || !text_line_valid(d->text, (size_t)n)) {
 		msg_free(d);
 		return NULL;
 	}

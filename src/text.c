@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "util.h"
+
 /* gsm_from_cp's mark for a character of the extension table. */
 #define GSM_EXT		0x100
 
@@ -387,6 +389,21 @@ coding_known(int coding)
  * anything else and where out is full. Returns the bytes of s taken, *w
  * the octets written. Its own index, in a register: most text is ASCII.
  */
+/*
+ * GSM 03.38 gives most of ASCII its own code: 0x20 to 0x7A but for $ @
+ * [ \ ] ^ _ and the grave accent (and LF and CR, left to the steps
+ * below). Whether all sixteen characters at p are such, checked at once
+ * (x16, util.h): such a run is copied as it is.
+ */
+static bool
+gsm_same16(const uint8_t *p)
+{
+	x16 x = x16_load(p);
+
+	return x16_all(x16_in(x, 0x20, 0x7A) & ~(x16_in(x, 0x5B, 0x60) |
+	    (x == 0x24) | (x == 0x40)));
+}
+
 static size_t
 ascii_put(enum text_coding coding, const uint8_t *s, size_t n, uint8_t *out,
     size_t room, size_t *w)
@@ -401,6 +418,8 @@ ascii_put(enum text_coding coding, const uint8_t *s, size_t n, uint8_t *out,
 	}
 	m = n < room ? n : room;
 	if (coding == TEXT_GSM) {
+		for (; m - i >= 16 && gsm_same16(s + i); i += 16)
+			memcpy(out + i, s + i, 16);
 		/*
 		 * Eight at a time while all eight are ASCII with a code of
 		 * the default table (an escape, a character GSM lacks: the
@@ -763,4 +782,80 @@ text_split(const char *in, size_t n, const struct text_split_opts *o,
 	    split_write(in, n, o->max_parts, out, outsz, s) < 0)
 		return -1;
 	return (int)s->nparts;
+}
+
+/* ---- what a line may carry ---------------------------------------------- */
+
+/*
+ * The bytes of one UTF-8 character at p (n > 0 bytes there), or 0 if it
+ * is not well-formed (RFC 3629: no overlong forms, no surrogates, nothing
+ * above U+10FFFF) or is a control character: C0 but TAB, DEL, or C1
+ * (U+0080-U+009F, whose encodings C2 80-C2 9F a line client may take for
+ * a line break or a terminal command).
+ */
+static size_t
+text_char(const uint8_t *p, size_t n)
+{
+	uint8_t b = p[0];
+	size_t len;
+	uint32_t cp;
+
+	if (b < 0x80)
+		return (b < 0x20 && b != '\t') || b == 0x7f ? 0 : 1;
+	if (b >= 0xc2 && b <= 0xdf)
+		len = 2, cp = b & 0x1f;
+	else if (b >= 0xe0 && b <= 0xef)
+		len = 3, cp = b & 0x0f;
+	else if (b >= 0xf0 && b <= 0xf4)
+		len = 4, cp = b & 0x07;
+	else
+		return 0;	/* a continuation byte, C0, C1, F5-FF */
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || cp <= 0x9f)
+		return 0;
+	return len;
+}
+
+bool
+text_line_valid(const uint8_t *t, size_t n)
+{
+	const uint64_t ones = 0x0101010101010101ull, highs = ones * 0x80;
+	size_t i = 0, k;
+
+	/* Sixteen at a time while all are printable ASCII. */
+	while (n - i >= 16 && u8x16_within(t + i, 0x20, 0x7E))
+		i += 16;
+	while (i < n) {
+		uint64_t x;
+
+		/*
+		 * Eight bytes at a time while all are printable ASCII, 0x20
+		 * to 0x7E (most text is): a byte below 0x20 or from 0x7F up
+		 * sets a high bit here, and that word is done a character at
+		 * a time. (Carries only ever add false alarms.)
+		 */
+		if (n - i >= 8) {
+			memcpy(&x, t + i, 8);
+			if ((((x - ones * 0x20) & ~x) | ((x + ones) | x)) &
+			    highs) {
+				if ((k = text_char(t + i, n - i)) == 0)
+					return false;
+				i += k;
+			} else {
+				i += 8;
+			}
+		} else if ((k = text_char(t + i, n - i)) == 0) {
+			return false;
+		} else {
+			i += k;
+		}
+	}
+	return true;
 }

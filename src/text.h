@@ -65,6 +65,14 @@ ssize_t	text_encode(enum text_coding coding, const char *in, size_t n,
 	    uint8_t *out, size_t outsz);
 
 /*
+ * Whether n bytes at t are what a line of the router protocol may carry:
+ * UTF-8 (RFC 3629) without control characters but TAB (no C0 but TAB,
+ * no DEL, no C1). Anything else would forge or break lines, or reach a
+ * terminal as a command.
+ */
+bool	text_line_valid(const uint8_t *t, size_t n);
+
+/*
  * The septets n bytes of UTF-8 take in GSM 03.38, escapes counted; -1
  * with ERANGE when a character is in neither GSM table (then the text
  * needs UCS-2), EILSEQ when in is not valid UTF-8.

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /*
  * Out-of-memory policy: the x* allocators never return NULL. Memory use is
@@ -49,6 +50,56 @@ void	spares_put(struct spares *s, void *p);
 void	spares_trim(struct spares *s);
 /* Frees what s keeps. */
 void	spares_drain(struct spares *s);
+
+/*
+ * Sixteen octets as one value, for checks of a run of text at once with
+ * GCC's vector extension: SSE2 on x86-64, NEON on arm64, words elsewhere.
+ * A comparison gives each lane -1 (true) or 0.
+ */
+typedef int8_t x16 __attribute__((vector_size(16)));
+typedef uint8_t ux16 __attribute__((vector_size(16)));
+
+static inline x16
+x16_load(const uint8_t *p)
+{
+	x16 x;
+
+	memcpy(&x, p, sizeof(x));
+	return x;
+}
+
+/* Each lane of x: whether its octet is from lo to hi. */
+static inline x16
+x16_in(x16 x, uint8_t lo, uint8_t hi)
+{
+	/* Moved so that lo is the lowest signed octet: one compare. */
+	x16 y = (x16)((ux16)x + (uint8_t)(0x80 - lo));
+
+	return y <= (int8_t)(hi - lo - 0x80);
+}
+
+/* Whether every lane of m is true. */
+static inline bool
+x16_all(x16 m)
+{
+#if defined(__SSE2__)
+	typedef char c16 __attribute__((vector_size(16)));
+
+	return __builtin_ia32_pmovmskb128((c16)m) == 0xFFFF;
+#else
+	uint64_t h[2];
+
+	memcpy(h, &m, sizeof(h));
+	return (h[0] & h[1]) == UINT64_MAX;
+#endif
+}
+
+/* Whether each of the sixteen octets at p is from lo to hi. */
+static inline bool
+u8x16_within(const uint8_t *p, uint8_t lo, uint8_t hi)
+{
+	return x16_all(x16_in(x16_load(p), lo, hi));
+}
 
 /* Compares secrets in time that does not depend on where they differ. */
 bool	secret_eq(const char *a, const char *b);

@@ -134,21 +134,24 @@ END_TEST
 
 /*
  * Every character at every place of a text longer than the encoder's
- * eight-at-a-time steps: the octets are those of its three pieces, one
- * at a time, and a character GSM lacks fails the whole wherever it is.
+ * steps (sixteen at a time, then eight, then one): the octets are those
+ * of its three pieces, one at a time, and a character GSM lacks fails
+ * the whole wherever it is.
  */
 START_TEST(test_gsm_any_place)
 {
+	enum { L = 40 };
+
 	for (unsigned c = 1; c < 256; c++) {
-		for (size_t p = 0; p < 19; p++) {
-			char t[20], one[3] = { (char)c, '\0', '\0' };
+		for (size_t p = 0; p < L; p++) {
+			char t[L + 1], one[3] = { (char)c, '\0', '\0' };
 			uint8_t got[64], want[64], co[4];
 			ssize_t n, nc;
 
-			memset(t, 'k', 19);
-			t[19] = '\0';
+			memset(t, 'k', L);
+			t[L] = '\0';
 			t[p] = (char)c;
-			n = text_encode(TEXT_GSM, t, 19, got, sizeof(got));
+			n = text_encode(TEXT_GSM, t, L, got, sizeof(got));
 			if (c >= 0x80) {
 				/* Not UTF-8 alone: the whole is refused. */
 				ck_assert_int_lt(n, 0);
@@ -161,12 +164,51 @@ START_TEST(test_gsm_any_place)
 			}
 			memset(want, 'k', p);
 			memcpy(want + p, co, (size_t)nc);
-			memset(want + p + nc, 'k', 18 - p);
-			ck_assert_int_eq(n, 18 + nc);
+			memset(want + p + nc, 'k', L - 1 - p);
+			ck_assert_int_eq(n, L - 1 + nc);
 			ck_assert_msg(memcmp(got, want, (size_t)n) == 0,
 			    "character %u at %zu", c, p);
 		}
 	}
+}
+END_TEST
+
+/*
+ * What a line may carry, each octet at each place of a text longer than
+ * the check's steps (sixteen, eight, one): printable ASCII and TAB alone;
+ * and each of a few characters of two to four octets (a C1 control, a
+ * surrogate, an overlong form and one past U+10FFFF refused) anywhere.
+ */
+START_TEST(test_line_valid_any_place)
+{
+	enum { L = 40 };
+	static const struct { const char *c; bool ok; } many[] = {
+		{ "\xc3\xa9", true }, { "\xe2\x82\xac", true },
+		{ "\xf0\x9f\x98\x80", true }, { "\xc2\xa0", true },
+		{ "\xc2\x85", false }, { "\xed\xa0\x80", false },
+		{ "\xc0\xaf", false }, { "\xf4\x90\x80\x80", false },
+		{ "\xe2\x82", false },
+	};
+	uint8_t t[L + 4];
+
+	for (unsigned c = 0; c < 256; c++)
+		for (size_t p = 0; p < L; p++) {
+			memset(t, 'k', L);
+			t[p] = (uint8_t)c;
+			ck_assert_msg(text_line_valid(t, L) ==
+			    ((c >= 0x20 && c < 0x7f) || c == '\t'),
+			    "octet %u at %zu", c, p);
+		}
+	for (size_t k = 0; k < sizeof(many) / sizeof(many[0]); k++)
+		for (size_t p = 0; p < L; p++) {
+			size_t n = strlen(many[k].c);
+
+			memset(t, 'k', L + n);
+			memcpy(t + p, many[k].c, n);
+			ck_assert_msg(text_line_valid(t, L + n) == many[k].ok,
+			    "character %zu at %zu", k, p);
+		}
+	ck_assert(text_line_valid(t, 0));
 }
 END_TEST
 
@@ -929,6 +971,7 @@ text_suite(void)
 	tcase_add_test(tc, test_gsm_default_table);
 	tcase_add_test(tc, test_gsm_lacks_some_ascii);
 	tcase_add_test(tc, test_gsm_any_place);
+	tcase_add_test(tc, test_line_valid_any_place);
 	tcase_add_test(tc, test_gsm_extension_table);
 	tcase_add_test(tc, test_gsm_at_and_escapes);
 	tcase_add_test(tc, test_gsm_septets);
