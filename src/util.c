@@ -164,51 +164,55 @@ static const char dec_pairs[201] =
 	"6061626364656667686970717273747576777879"
 	"8081828384858687888990919293949596979899";
 
-/* Writes the 8 digits of v (< 10^8) ending at end, in 32-bit steps. */
-static void
-dec8(char *end, uint32_t v)
+/* Writes the 4 digits of v (< 10^4) at p. */
+static inline void
+dec4(char *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++) {
-		unsigned d = v % 100 * 2;
+	uint32_t hi = v * 5243 >> 19;	/* v / 100, exact below 43,699 */
 
-		v /= 100;
-		*--end = dec_pairs[d + 1];
-		*--end = dec_pairs[d];
-	}
+	memcpy(p, dec_pairs + 2 * hi, 2);
+	memcpy(p + 2, dec_pairs + 2 * (v - hi * 100), 2);
+}
+
+/* Writes the 8 digits of v (< 10^8) at p. */
+static inline void
+dec8(char *p, uint32_t v)
+{
+	uint32_t hi = v / 10000;
+
+	dec4(p, hi);
+	dec4(p + 4, v - hi * 10000);
 }
 
 /*
  * Message ids run to 19 or 20 digits and two are written per routed
- * message: the number is cut into 8-digit pieces with at most two 64-bit
- * divisions, and each piece written with 32-bit ones, much cheaper.
+ * message: the number is cut into pieces of 8 digits (and 4 above 10^16)
+ * with at most two 64-bit divisions by constants, each piece written two
+ * digits a step with 32-bit multiplications; then the leading zeros go.
  */
 size_t
 u64_to_dec(char *buf, uint64_t v)
 {
-	char tmp[20], *end = tmp + sizeof(tmp), *p = end;
-	uint32_t w;
+	char tmp[20], *p;
 	size_t n;
 
-	while (v >= 100000000) {
-		dec8(p, (uint32_t)(v % 100000000));
-		p -= 8;
-		v /= 100000000;
-	}
-	w = (uint32_t)v;
-	while (w >= 100) {
-		unsigned d = w % 100 * 2;
-
-		w /= 100;
-		*--p = dec_pairs[d + 1];
-		*--p = dec_pairs[d];
-	}
-	if (w >= 10) {
-		*--p = dec_pairs[w * 2 + 1];
-		*--p = dec_pairs[w * 2];
+	if (v < 100000000) {
+		dec8(tmp, (uint32_t)v);
+		n = 8;
+	} else if (v < 10000000000000000ull) {
+		dec8(tmp, (uint32_t)(v / 100000000));
+		dec8(tmp + 8, (uint32_t)(v % 100000000));
+		n = 16;
 	} else {
-		*--p = (char)('0' + w);
+		uint64_t rest = v % 10000000000000000ull;
+
+		dec4(tmp, (uint32_t)(v / 10000000000000000ull));
+		dec8(tmp + 4, (uint32_t)(rest / 100000000));
+		dec8(tmp + 12, (uint32_t)(rest % 100000000));
+		n = 20;
 	}
-	n = (size_t)(end - p);
+	for (p = tmp; n > 1 && *p == '0'; p++)
+		n--;
 	memcpy(buf, p, n);
 	return n;
 }
