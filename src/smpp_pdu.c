@@ -58,6 +58,11 @@ rd_cstr(struct rd *r, char *dst, size_t max, uint32_t status)
 	if (r->status != SMPP_ESME_ROK)
 		return;
 	avail = r->n - r->off;
+	/* Most of a submit_sm's strings are empty: no search for those. */
+	if (avail > 0 && r->p[r->off] == '\0') {
+		r->off++;
+		return;
+	}
 	nul = memchr(r->p + r->off, '\0', avail < max ? avail : max);
 	if (nul == NULL) {
 		rd_fail(r, avail < max ? SMPP_ESME_RINVCMDLEN : status);
@@ -404,9 +409,13 @@ wr_u32(struct wr *w, uint32_t v)
 static void
 wr_cstr(struct wr *w, const char *s, size_t max)
 {
-	size_t n = strnlen(s, max);
+	size_t n;
 
-	if (n >= max) {
+	if (s[0] == '\0') {	/* most of a submit_sm's strings */
+		wr_bytes(w, s, 1);
+		return;
+	}
+	if ((n = strnlen(s, max)) >= max) {
 		w->overflow = true;
 		return;
 	}
