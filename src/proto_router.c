@@ -31,6 +31,8 @@ struct reply {
 	bool	done;
 	bool	bye;		/* QUIT: close once this is written */
 	bool	claim;		/* LOGIN awaiting the cluster's claim */
+	struct msg *stored;	/* its MSG line's, from the store: tracked once
+				   written (stored_wait), else handed back */
 	size_t	len;
 	char	text[];
 };
@@ -192,6 +194,9 @@ reply_pong(struct conn *c, const char *token)
 }
 
 /* Writes the replies at the head of the queue that are ready. */
+static void stored_wait_own(struct conn *c, struct router_sess *s,
+    struct msg *m);
+
 static void
 sess_drain(struct conn *c, struct router_sess *s)
 {
@@ -203,6 +208,8 @@ sess_drain(struct conn *c, struct router_sess *s)
 			s->tail = NULL;
 		s->nqueued--;
 		conn_write(c, rp->text, rp->len);
+		if (rp->stored != NULL)
+			stored_wait_own(c, s, rp->stored);
 		if (rp->bye)
 			conn_close_after_flush(c, CONN_CLOSE_QUIT);
 		reply_free(c, rp);
@@ -619,7 +626,10 @@ msg_head(char *out, const struct msg *m, size_t flen)
 /*
  * The cluster agreed to this session's LOGIN, whose OK is still on its
  * way to the reactor: a message that comes first waits behind it, so that
- * OK LOGIN stays the first line the client reads. Busy past
+ * OK LOGIN stays the first line the client reads. So does one from the
+ * store, which has seen the address held since the cluster agreed: were
+ * it refused, a later one could come after the OK and before it. Its copy
+ * goes with its line, to be tracked once written. Busy past
  * ROUTER_MAX_QUEUED lines.
  */
 static int
@@ -638,15 +648,19 @@ msg_behind_login(struct conn *c, struct router_sess *s,
 	rp->text[n++] = '\n';
 	rp->len = n;
 	rp->done = true;
+	if (m->flags & MSG_F_STORED)
+		rp->stored = msg_dup(m);
 	reply_append(s, rp);
 	sess_update_hold(c, s);
 	return MSG_OK;
 }
 
-/* Keeps a copy of stored m until the peer has acknowledged its line. */
+/*
+ * Keeps m, a copy of a stored message whose line was just written, until
+ * the peer has acknowledged the line.
+ */
 static void
-stored_wait_add(struct conn *c, struct router_sess *s,
-    const struct msg *m)
+stored_wait_own(struct conn *c, struct router_sess *s, struct msg *m)
 {
 	if (s->swlen == s->swcap) {
 		unsigned cap = s->swcap ? s->swcap * 2 : 16;
@@ -660,7 +674,7 @@ stored_wait_add(struct conn *c, struct router_sess *s,
 		s->swhead = 0;
 	}
 	s->sw[(s->swhead + s->swlen++) % s->swcap] = (struct stored_wait){
-	    .m = msg_dup(m), .end = conn_out_end(c) };
+	    .m = m, .end = conn_out_end(c) };
 }
 
 /*
@@ -762,11 +776,10 @@ router_put(struct conn *c, const struct msg *m)
 	if (s != NULL && s->quitting)
 		return MSG_NO_ROUTE;
 	if (s != NULL && s->claiming)
-		return (m->flags & MSG_F_STORED) ? MSG_BUSY :
-		    msg_behind_login(c, s, m, flen);
+		return msg_behind_login(c, s, m, flen);
 	v = msg_write(c, m, flen);
 	if (v == MSG_OK && (m->flags & MSG_F_STORED))
-		stored_wait_add(c, sess_of(c), m);
+		stored_wait_own(c, sess_of(c), msg_dup(m));
 	return v;
 }
 
@@ -821,7 +834,7 @@ router_put_coded(struct conn *c, const struct msg *m)
 static void
 router_keep_part(struct conn *c, const struct msg *part)
 {
-	stored_wait_add(c, sess_of(c), part);
+	stored_wait_own(c, sess_of(c), msg_dup(part));
 }
 
 /* Whether the store keeps messages for this session's address. */
@@ -884,7 +897,7 @@ router_put_receipt(struct conn *c, struct router_sess *s, const struct msg *m)
 	if (!conn_write(c, line, n))
 		return MSG_NO_ROUTE;
 	if (m->flags & MSG_F_STORED)
-		stored_wait_add(c, s, m);
+		stored_wait_own(c, s, msg_dup(m));
 	return MSG_OK;
 }
 
@@ -993,6 +1006,9 @@ router_on_close(struct conn *c)
 	free(s->sw);
 	while ((rp = s->head) != NULL) {
 		s->head = rp->next;
+		/* Never written: it waits in the store for the next time. */
+		if (rp->stored != NULL)
+			deliver_outcome(rp->stored, MSG_OUT_RETURNED);
 		reply_free(c, rp);
 	}
 	free(s);

@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "counter.h"
 #include "deliver.h"
 #include "helpers.h"
+#include "msg.h"
 #include "proto.h"
 #include "reactor.h"
 #include "route.h"
@@ -334,6 +336,191 @@ START_TEST(test_router_receipts_lines)
 }
 END_TEST
 
+/* A cluster that keeps the claim it is asked for, to be answered later. */
+static struct route_claim *_Atomic held_claim;
+
+static bool
+wide_up(void)
+{
+	return true;
+}
+
+static void
+wide_claim(struct route_claim *q)
+{
+	atomic_store(&held_claim, q);
+}
+
+static void
+wide_release(const char *addr)
+{
+	(void)addr;
+}
+
+static const struct route_wide_ops wide_ops = {
+	.up = wide_up, .claim = wide_claim, .release = wide_release,
+};
+
+/* A store that records what its handed-out messages became. */
+static pthread_mutex_t fs_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned fs_answered, fs_delivered, fs_returned;
+
+static bool
+fs_on(void)
+{
+	return true;
+}
+
+static void
+fs_answer(struct reactor_batch *b, struct msg *m)
+{
+	(void)b;
+	pthread_mutex_lock(&fs_lock);
+	fs_answered++;
+	pthread_mutex_unlock(&fs_lock);
+	msg_free(m);
+}
+
+static void
+fs_outcome(struct msg *m, enum msg_outcome o)
+{
+	pthread_mutex_lock(&fs_lock);
+	if (o == MSG_OUT_DELIVERED)
+		fs_delivered++;
+	else
+		fs_returned++;
+	pthread_mutex_unlock(&fs_lock);
+	msg_free(m);
+}
+
+static void
+fs_wake(const char *address)
+{
+	(void)address;
+}
+
+static const struct deliver_kind_ops fs_ops = {
+	.name = "fake store", .on = fs_on, .answer = fs_answer,
+	.outcome = fs_outcome, .wake = fs_wake,
+};
+
+static unsigned
+fs_count(unsigned *n)
+{
+	unsigned v;
+
+	pthread_mutex_lock(&fs_lock);
+	v = *n;
+	pthread_mutex_unlock(&fs_lock);
+	return v;
+}
+
+/* The store hands out message id, text text, for address to, on r. */
+static void
+post_stored(struct reactor *r, const char *to, uint64_t id, const char *text)
+{
+	size_t n = strlen(text);
+	struct msg *m = msg_new(n);
+
+	memcpy(m->text, text, n);
+	m->len = n;
+	m->id = id;
+	m->flags = MSG_F_STORED | MSG_F_NO_VERDICT | MSG_F_LINE_TEXT;
+	snprintf(m->from, sizeof(m->from), "alice");
+	snprintf(m->to, sizeof(m->to), "%s", to);
+	ck_assert(route_lookup(to, &m->recipient));
+	reactor_post(r, deliver_stored_task, m);
+}
+
+/*
+ * In a cluster, the route of a LOGIN is found here as soon as the cluster
+ * agrees, while the answer is still on its way to the session: the store
+ * may hand the address its backlog then. Those messages wait behind the
+ * OK and come in their order (none refused, which would let later ones
+ * pass them), each leaving the store once the client has its line; and
+ * one still queued when the session closes goes back to the store.
+ */
+START_TEST(test_router_stored_behind_login)
+{
+	struct config *cf = unit_config("shutdown_timeout = 1;\n"
+	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; "
+	    "port = 0; protocol = \"router\"; } );\n");
+	struct reactor *r = reactor_new(0, cf);
+	struct route_claim *q = NULL;
+	char got[1024];
+	bool eof;
+	int sv[2];
+
+	route_wide_register(&wide_ops);
+	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &fs_ops), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(reactor_start(r), 0);
+	atomic_fetch_add(&conn_live, 1);
+	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
+	ck_assert_int_eq(write(sv[0], "LOGIN t-claim\n", 14), 14);
+	for (int i = 0; i < 500 && (q = atomic_load(&held_claim)) == NULL; i++)
+		unit_sleep_ms(10);
+	ck_assert_ptr_nonnull(q);
+	/* The cluster agrees: found here from now on. */
+	route_confirm(q->addr, &(struct route_owner){ .kind =
+	    ROUTE_OWNER_CONN, .conn = q->conn });
+	post_stored(r, "t-claim", 1, "first");
+	post_stored(r, "t-claim", 2, "second");
+	post_stored(r, "t-claim", 3, "third");
+	/* Nothing before the OK, and nothing refused meanwhile. */
+	unit_sleep_ms(200);
+	ck_assert_int_lt(read(sv[0], got, sizeof(got)), 0);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_uint_eq(fs_count(&fs_answered), 0);
+	ck_assert_uint_eq(fs_count(&fs_returned), 0);
+	/* The answer reaches the session. */
+	q->result = ROUTE_CLAIMED;
+	atomic_store(&held_claim, NULL);
+	reactor_post(r, q->done, q);
+	ck_assert_msg(read_until(sv[0], "OK LOGIN t-claim\n"
+	    "MSG 1 alice first\nMSG 2 alice second\nMSG 3 alice third\n",
+	    got, sizeof(got), &eof), "got: %s", got);
+	for (int i = 0; i < 500 && fs_count(&fs_delivered) < 3; i++)
+		unit_sleep_ms(10);
+	ck_assert_uint_eq(fs_count(&fs_delivered), 3);
+	ck_assert_uint_eq(fs_count(&fs_answered), 0);
+	close(sv[0]);
+	for (int i = 0; i < 500 && atomic_load(&conn_live) != 0; i++)
+		unit_sleep_ms(10);
+	ck_assert_uint_eq(fs_count(&fs_returned), 0);
+
+	/* Again, and the client leaves before the answer. */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, sv), 0);
+	atomic_fetch_add(&conn_live, 1);
+	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
+	ck_assert_int_eq(write(sv[0], "LOGIN t-claim\n", 14), 14);
+	for (int i = 0; i < 500 && (q = atomic_load(&held_claim)) == NULL; i++)
+		unit_sleep_ms(10);
+	ck_assert_ptr_nonnull(q);
+	route_confirm(q->addr, &(struct route_owner){ .kind =
+	    ROUTE_OWNER_CONN, .conn = q->conn });
+	post_stored(r, "t-claim", 4, "fourth");
+	unit_sleep_ms(200);
+	close(sv[0]);
+	for (int i = 0; i < 500 && atomic_load(&conn_live) != 0; i++)
+		unit_sleep_ms(10);
+	ck_assert_uint_eq(atomic_load(&conn_live), 0);
+	ck_assert_uint_eq(fs_count(&fs_returned), 1);
+	ck_assert_uint_eq(fs_count(&fs_answered), 0);
+	q->result = ROUTE_CLAIMED;
+	atomic_store(&held_claim, NULL);
+	reactor_post(r, q->done, q);	/* nobody to tell: it is freed */
+	reactor_stop(r);
+	reactor_join(r);
+	reactor_free(r);
+	deliver_register(MSG_KIND_STORE, NULL);
+	route_wide_register(NULL);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 proto_router_suite(void)
 {
@@ -349,6 +536,7 @@ proto_router_suite(void)
 	tcase_add_test(ev, test_router_evicted_says_409);
 	tcase_add_test(ev, test_router_joins_parts);
 	tcase_add_test(ev, test_router_receipts_lines);
+	tcase_add_test(ev, test_router_stored_behind_login);
 	suite_add_tcase(s, ev);
 	return s;
 }
