@@ -433,6 +433,29 @@ post_stored(struct reactor *r, const char *to, uint64_t id, const char *text)
 }
 
 /*
+ * A router session on r (its client end sv[0]) sends LOGIN t-claim, and
+ * the cluster agrees: found here from now on, the answer not yet sent.
+ */
+static struct route_claim *
+claim_agreed(struct reactor *r, int sv[2])
+{
+	struct route_claim *q = NULL;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0, sv), 0);
+	atomic_fetch_add(&conn_live, 1);
+	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
+	ck_assert_int_eq(write(sv[0], "LOGIN t-claim\n", 14), 14);
+	for (int i = 0; i < 500 && (q = atomic_load(&held_claim)) == NULL; i++)
+		unit_sleep_ms(10);
+	ck_assert_ptr_nonnull(q);
+	atomic_store(&held_claim, NULL);
+	route_confirm(q->addr, &(struct route_owner){ .kind =
+	    ROUTE_OWNER_CONN, .conn = q->conn });
+	return q;
+}
+
+/*
  * In a cluster, the route of a LOGIN is found here as soon as the cluster
  * agrees, while the answer is still on its way to the session: the store
  * may hand the address its backlog then. Those messages wait behind the
@@ -446,25 +469,15 @@ START_TEST(test_router_stored_behind_login)
 	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; "
 	    "port = 0; protocol = \"router\"; } );\n");
 	struct reactor *r = reactor_new(0, cf);
-	struct route_claim *q = NULL;
+	struct route_claim *q;
 	char got[1024];
 	bool eof;
 	int sv[2];
 
 	route_wide_register(&wide_ops);
 	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &fs_ops), 0);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0, sv), 0);
 	ck_assert_int_eq(reactor_start(r), 0);
-	atomic_fetch_add(&conn_live, 1);
-	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
-	ck_assert_int_eq(write(sv[0], "LOGIN t-claim\n", 14), 14);
-	for (int i = 0; i < 500 && (q = atomic_load(&held_claim)) == NULL; i++)
-		unit_sleep_ms(10);
-	ck_assert_ptr_nonnull(q);
-	/* The cluster agrees: found here from now on. */
-	route_confirm(q->addr, &(struct route_owner){ .kind =
-	    ROUTE_OWNER_CONN, .conn = q->conn });
+	q = claim_agreed(r, sv);
 	post_stored(r, "t-claim", 1, "first");
 	post_stored(r, "t-claim", 2, "second");
 	post_stored(r, "t-claim", 3, "third");
@@ -476,7 +489,6 @@ START_TEST(test_router_stored_behind_login)
 	ck_assert_uint_eq(fs_count(&fs_returned), 0);
 	/* The answer reaches the session. */
 	q->result = ROUTE_CLAIMED;
-	atomic_store(&held_claim, NULL);
 	reactor_post(r, q->done, q);
 	ck_assert_msg(read_until(sv[0], "OK LOGIN t-claim\n"
 	    "MSG 1 alice first\nMSG 2 alice second\nMSG 3 alice third\n",
@@ -491,16 +503,7 @@ START_TEST(test_router_stored_behind_login)
 	ck_assert_uint_eq(fs_count(&fs_returned), 0);
 
 	/* Again, and the client leaves before the answer. */
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0, sv), 0);
-	atomic_fetch_add(&conn_live, 1);
-	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
-	ck_assert_int_eq(write(sv[0], "LOGIN t-claim\n", 14), 14);
-	for (int i = 0; i < 500 && (q = atomic_load(&held_claim)) == NULL; i++)
-		unit_sleep_ms(10);
-	ck_assert_ptr_nonnull(q);
-	route_confirm(q->addr, &(struct route_owner){ .kind =
-	    ROUTE_OWNER_CONN, .conn = q->conn });
+	q = claim_agreed(r, sv);
 	post_stored(r, "t-claim", 4, "fourth");
 	unit_sleep_ms(200);
 	close(sv[0]);
@@ -510,7 +513,6 @@ START_TEST(test_router_stored_behind_login)
 	ck_assert_uint_eq(fs_count(&fs_returned), 1);
 	ck_assert_uint_eq(fs_count(&fs_answered), 0);
 	q->result = ROUTE_CLAIMED;
-	atomic_store(&held_claim, NULL);
 	reactor_post(r, q->done, q);	/* nobody to tell: it is freed */
 	reactor_stop(r);
 	reactor_join(r);
