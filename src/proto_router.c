@@ -625,34 +625,43 @@ msg_head(char *out, const struct msg *m, size_t flen)
 
 /*
  * The cluster agreed to this session's LOGIN, whose OK is still on its
- * way to the reactor: a message that comes first waits behind it, so that
- * OK LOGIN stays the first line the client reads. So does one from the
- * store, which has seen the address held since the cluster agreed: were
- * it refused, a later one could come after the OK and before it. Its copy
- * goes with its line, to be tracked once written. Busy past
- * ROUTER_MAX_QUEUED lines.
+ * way to the reactor: a line for m that comes first (head, then body, then
+ * a line feed) waits behind it, so that OK LOGIN stays the first line the
+ * client reads. So does one from the store, which has seen the address
+ * held since the cluster agreed: were it refused, a later one could come
+ * after the OK and before it. Its copy goes with its line, to be tracked
+ * once written. Busy past ROUTER_MAX_QUEUED lines.
  */
 static int
-msg_behind_login(struct conn *c, struct router_sess *s,
-    const struct msg *m, size_t flen)
+line_behind_login(struct conn *c, struct router_sess *s, const struct msg *m,
+    const char *head, size_t hn, const uint8_t *body, size_t bn)
 {
-	size_t cap = 4 + 20 + 1 + flen + 1 + m->len + 1, n;
 	struct reply *rp;
 
 	if (s->nqueued >= ROUTER_MAX_QUEUED)
 		return MSG_BUSY;
-	rp = xcalloc(1, sizeof(*rp) + cap);
-	n = msg_head(rp->text, m, flen);
-	memcpy(rp->text + n, m->text, m->len);
-	n += m->len;
-	rp->text[n++] = '\n';
-	rp->len = n;
+	rp = xcalloc(1, sizeof(*rp) + hn + bn + 1);
+	memcpy(rp->text, head, hn);
+	if (bn > 0)
+		memcpy(rp->text + hn, body, bn);
+	rp->text[hn + bn] = '\n';
+	rp->len = hn + bn + 1;
 	rp->done = true;
 	if (m->flags & MSG_F_STORED)
 		rp->stored = msg_dup(m);
 	reply_append(s, rp);
 	sess_update_hold(c, s);
 	return MSG_OK;
+}
+
+static int
+msg_behind_login(struct conn *c, struct router_sess *s,
+    const struct msg *m, size_t flen)
+{
+	char head[4 + 20 + 1 + sizeof(m->from) + 1];
+
+	return line_behind_login(c, s, m, head, msg_head(head, m, flen),
+	    m->text, m->len);
 }
 
 /*
@@ -881,8 +890,6 @@ router_put_receipt(struct conn *c, struct router_sess *s, const struct msg *m)
 
 	if (s->quitting)
 		return MSG_NO_ROUTE;
-	if (s->claiming)
-		return MSG_BUSY;
 	smpp_receipt_outcome(m->text, m->len, &f);
 	memcpy(line, "RCPT", 4);
 	part[0] = rcpt_field(m->receipted_id);
@@ -893,6 +900,8 @@ router_put_receipt(struct conn *c, struct router_sess *s, const struct msg *m)
 		line[n++] = ' ';
 		n += str_copy(line + n, sizeof(line) - 1 - n, part[k]);
 	}
+	if (s->claiming)
+		return line_behind_login(c, s, m, line, n, NULL, 0);
 	line[n++] = '\n';
 	if (!conn_write(c, line, n))
 		return MSG_NO_ROUTE;

@@ -432,20 +432,43 @@ post_stored(struct reactor *r, const char *to, uint64_t id, const char *text)
 	reactor_post(r, deliver_stored_task, m);
 }
 
+/* The store hands out its receipt for our message 42, for address to. */
+static void
+post_stored_receipt(struct reactor *r, const char *to)
+{
+	static const char text[] = "id:42 sub:001 dlvrd:001 submit "
+	    "date:2611261830 done date:2611261831 stat:DELIVRD err:000 text:";
+	struct msg *m = msg_new(sizeof(text) - 1);
+
+	memcpy(m->text, text, sizeof(text) - 1);
+	m->len = sizeof(text) - 1;
+	m->id = 900;
+	m->flags = MSG_F_STORED | MSG_F_NO_VERDICT | MSG_F_EXACT |
+	    MSG_F_RECEIPT;
+	m->esm_class = 0x04;
+	snprintf(m->receipted_id, sizeof(m->receipted_id), "42");
+	snprintf(m->from, sizeof(m->from), "+351911");
+	snprintf(m->to, sizeof(m->to), "%s", to);
+	ck_assert(route_lookup(to, &m->recipient));
+	reactor_post(r, deliver_stored_task, m);
+}
+
 /*
- * A router session on r (its client end sv[0]) sends LOGIN t-claim, and
- * the cluster agrees: found here from now on, the answer not yet sent.
+ * A router session on r (its client end sv[0]) sends what (LOGIN t-claim
+ * last), and the cluster agrees: found here from now on, the answer not
+ * yet sent.
  */
 static struct route_claim *
-claim_agreed(struct reactor *r, int sv[2])
+claim_agreed(struct reactor *r, int sv[2], const char *what)
 {
 	struct route_claim *q = NULL;
+	ssize_t n = (ssize_t)strlen(what);
 
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0, sv), 0);
 	atomic_fetch_add(&conn_live, 1);
 	conn_handoff(r, sv[1], &proto_router, 0, NULL, NULL);
-	ck_assert_int_eq(write(sv[0], "LOGIN t-claim\n", 14), 14);
+	ck_assert_int_eq(write(sv[0], what, (size_t)n), n);
 	for (int i = 0; i < 500 && (q = atomic_load(&held_claim)) == NULL; i++)
 		unit_sleep_ms(10);
 	ck_assert_ptr_nonnull(q);
@@ -458,10 +481,11 @@ claim_agreed(struct reactor *r, int sv[2])
 /*
  * In a cluster, the route of a LOGIN is found here as soon as the cluster
  * agrees, while the answer is still on its way to the session: the store
- * may hand the address its backlog then. Those messages wait behind the
- * OK and come in their order (none refused, which would let later ones
- * pass them), each leaving the store once the client has its line; and
- * one still queued when the session closes goes back to the store.
+ * may hand the address its backlog then. Those messages (and a receipt,
+ * as an RCPT line) wait behind the OK and come in their order (none
+ * refused, which would let later ones pass them), each leaving the store
+ * once the client has its line; and one still queued when the session
+ * closes goes back to the store.
  */
 START_TEST(test_router_stored_behind_login)
 {
@@ -477,9 +501,12 @@ START_TEST(test_router_stored_behind_login)
 	route_wide_register(&wide_ops);
 	ck_assert_int_eq(deliver_register(MSG_KIND_STORE, &fs_ops), 0);
 	ck_assert_int_eq(reactor_start(r), 0);
-	q = claim_agreed(r, sv);
+	q = claim_agreed(r, sv, "RECEIPTS ON\nLOGIN t-claim\n");
+	ck_assert_msg(read_until(sv[0], "OK RECEIPTS ON\n", got, sizeof(got),
+	    &eof), "got: %s", got);
 	post_stored(r, "t-claim", 1, "first");
 	post_stored(r, "t-claim", 2, "second");
+	post_stored_receipt(r, "t-claim");
 	post_stored(r, "t-claim", 3, "third");
 	/* Nothing before the OK, and nothing refused meanwhile. */
 	unit_sleep_ms(200);
@@ -491,11 +518,12 @@ START_TEST(test_router_stored_behind_login)
 	q->result = ROUTE_CLAIMED;
 	reactor_post(r, q->done, q);
 	ck_assert_msg(read_until(sv[0], "OK LOGIN t-claim\n"
-	    "MSG 1 alice first\nMSG 2 alice second\nMSG 3 alice third\n",
+	    "MSG 1 alice first\nMSG 2 alice second\n"
+	    "RCPT 42 DELIVRD 000 2611261831\nMSG 3 alice third\n",
 	    got, sizeof(got), &eof), "got: %s", got);
-	for (int i = 0; i < 500 && fs_count(&fs_delivered) < 3; i++)
+	for (int i = 0; i < 500 && fs_count(&fs_delivered) < 4; i++)
 		unit_sleep_ms(10);
-	ck_assert_uint_eq(fs_count(&fs_delivered), 3);
+	ck_assert_uint_eq(fs_count(&fs_delivered), 4);
 	ck_assert_uint_eq(fs_count(&fs_answered), 0);
 	close(sv[0]);
 	for (int i = 0; i < 500 && atomic_load(&conn_live) != 0; i++)
@@ -503,7 +531,7 @@ START_TEST(test_router_stored_behind_login)
 	ck_assert_uint_eq(fs_count(&fs_returned), 0);
 
 	/* Again, and the client leaves before the answer. */
-	q = claim_agreed(r, sv);
+	q = claim_agreed(r, sv, "LOGIN t-claim\n");
 	post_stored(r, "t-claim", 4, "fourth");
 	unit_sleep_ms(200);
 	close(sv[0]);
