@@ -40,9 +40,13 @@ msg_free(struct msg *m)
 
 	if (m == NULL)
 		return;
-	/* Not one that would keep kilobytes (a long text's) as a spare. */
+	/*
+	 * Only one of about the spares' size: a longer text's would be kept
+	 * for gets that never take it (they ask for MSG_SPARE_BYTES), a
+	 * burst of them held for a second for nothing.
+	 */
 	if (msg_spares != NULL && (n = malloc_usable_size(m)) >=
-	    MSG_SPARE_BYTES && n < 2 * MSG_SPARE_BYTES)
+	    MSG_SPARE_BYTES && n < MSG_SPARE_BYTES + 64)
 		spares_put(msg_spares, m);
 	else
 		free(m);

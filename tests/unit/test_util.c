@@ -211,6 +211,9 @@ START_TEST(test_msg_spares)
 	big = msg_new(4000);
 	msg_free(big);
 	ck_assert_uint_eq(s.n, 2);
+	big = msg_new(1000);	/* a long line's: no get would take it */
+	msg_free(big);
+	ck_assert_uint_eq(s.n, 2);
 	msg_spares_use(NULL);
 	plain = msg_new(1);
 	msg_spares_use(&s);
