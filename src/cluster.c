@@ -983,6 +983,8 @@ cluster_tick(struct service *s, void *arg)
 	(void)s;
 	(void)arg;
 	cluster_send_expire(mono_ms());
+	cluster_send_later();
+	cluster_send_flush(true);
 	cluster_receipt_expire(mono_ms());
 	reactor_batch_publish(&C.answers, s);
 }

@@ -51,6 +51,7 @@ struct claimed;
  */
 struct owner {
 	struct owner *next;
+	uint64_t since_ms;		/* when this node heard it */
 	char	addr[ROUTE_ADDR_MAX + 1];
 	char	node[CLUSTER_NODE_MAX + 1];
 };
@@ -151,6 +152,8 @@ struct cluster {
 	struct pend *pend[PEND_BUCKETS];
 	struct pend *oldest, *newest;	/* by deadline: request_timeout */
 	struct pend *held_oldest, *held_newest;	/* held ones' (held_wait_ms) */
+	/* Found no subscriber at a fresh owner: sent again next tick. */
+	struct pend *later, **later_tail;
 	struct pend *spare;		/* for reuse, by hnext */
 	unsigned nspare;
 	struct csub *subs[SUB_BUCKETS];
@@ -209,6 +212,8 @@ void	cluster_verdicts_add(const char *node, uint64_t req,
 void	cluster_send_flush(bool send);
 /* Ends what waited for a verdict past request_timeout. */
 void	cluster_send_expire(uint64_t now);
+/* Sends again what found its address's new owner not subscribed yet. */
+void	cluster_send_later(void);
 /* Stopping: every request ends, unavailable, and the spares go. */
 void	cluster_send_stop(void);
 /* Forgets who claimed what (a new claims' bucket tells anew). */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "log.h"
 #include "nats_link.h"
 #include "proto.h"
@@ -663,6 +664,7 @@ claim_task(void *owner, void *arg, enum mailbox_status st)
 	if (q->result == ROUTE_CLAIMED) {
 		struct route_owner o = route_owner_conn(q->conn);
 
+		fault_claim_stall();
 		claimed_set(q->addr, true);
 		/*
 		 * Found here from now on: the cluster thread subscribes to it

@@ -235,7 +235,10 @@ owner_set(const char *addr, const char *node)
 		o = *pp = xcalloc(1, sizeof(*o));
 		snprintf(o->addr, sizeof(o->addr), "%s", addr);
 	}
-	snprintf(o->node, sizeof(o->node), "%s", node);
+	if (strcmp(o->node, node) != 0) {
+		snprintf(o->node, sizeof(o->node), "%s", node);
+		o->since_ms = mono_ms();
+	}
 }
 
 void
@@ -442,6 +445,33 @@ outbox_flush(bool send)
 }
 
 /*
+ * p waits for the next tick, after any other already waiting (each
+ * sender's messages keep their order). p is in no list.
+ */
+static void
+later_add(struct pend *p)
+{
+	if (C.later == NULL)
+		C.later_tail = &C.later;
+	p->qnext = NULL;
+	*C.later_tail = p;
+	C.later_tail = &p->qnext;
+}
+
+/* Whether a message for addr waits for the next tick. */
+static bool
+later_has(const char *addr)
+{
+	const char *a;
+
+	for (struct pend *p = C.later; p != NULL; p = p->qnext)
+		if ((a = candidate(p->m, p->cand)) != NULL &&
+		    strcmp(a, addr) == 0)
+			return true;
+	return false;
+}
+
+/*
  * Asks the node that claimed p's next candidate address (a router LOGIN:
  * one owner, and its traffic follows the claim, not whoever still
  * subscribes to it), or else the nodes holding it (an account's binds),
@@ -464,6 +494,10 @@ pend_try(struct pend *p)
 		pend_end(p, MSG_UNAVAILABLE);
 		return;
 	}
+	if (C.later != NULL && later_has(addr)) {
+		later_add(p);
+		return;
+	}
 	node = owner_of(addr);
 	snprintf(p->via, sizeof(p->via), "%s", node);
 	outbox_add(addr, node, p);
@@ -484,6 +518,26 @@ pend_owner_moved(struct pend *p)
 		return false;
 	p->tries++;
 	return true;
+}
+
+/*
+ * Whether the node that claimed p's address, which said it has no such
+ * address (or could not be reached), may just not have taken it yet: its
+ * claim is in the claims' bucket, and other nodes hear of it, before the
+ * node has its answer from the bucket and takes the address. A claim is
+ * given request_timeout from when this node heard of it.
+ */
+static bool
+pend_owner_settling(const struct pend *p)
+{
+	const char *addr = candidate(p->m, p->cand);
+	const struct owner *o;
+
+	if (addr == NULL || p->via[0] == '\0' ||
+	    (o = *owner_slot(addr)) == NULL || strcmp(o->node, p->via) != 0)
+		return false;
+	return mono_ms() - o->since_ms <
+	    (uint64_t)C.cf->cluster.request_timeout * 1000;
 }
 
 static void
@@ -517,6 +571,10 @@ pend_verdict(uint64_t req, bool nobody, enum msg_verdict v)
 	/* Nobody has that address (or not any more): the next one. */
 	if (nobody || v == MSG_NO_ROUTE) {
 		pend_unlink(p);
+		if (pend_owner_settling(p)) {
+			later_add(p);
+			return;
+		}
 		if (!pend_owner_moved(p)) {
 			p->cand++;
 			p->tries = 0;
@@ -638,10 +696,29 @@ cluster_send_expire(uint64_t now)
 }
 
 void
+cluster_send_later(void)
+{
+	struct pend *p = C.later, *next;
+
+	/* (Each goes on, or back to a fresh list, in order.) */
+	C.later = NULL;
+	for (; p != NULL; p = next) {
+		next = p->qnext;
+		pend_try(p);
+	}
+}
+
+void
 cluster_send_stop(void)
 {
+	struct pend *p;
+
 	/* Whoever still waits hears a temporary error. */
 	cluster_send_flush(false);
+	while ((p = C.later) != NULL) {
+		C.later = p->qnext;
+		pend_end(p, MSG_UNAVAILABLE);
+	}
 	while (C.oldest != NULL)
 		pend_finish(C.oldest, MSG_UNAVAILABLE);
 	while (C.held_oldest != NULL)

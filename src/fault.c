@@ -1,6 +1,8 @@
 /*
- * fault.c: the test-only stalls behind ECHOROUTERD_TEST_STALL (reactor 0)
- * and ECHOROUTERD_TEST_NATS_STALL (a libnats delivery thread).
+ * fault.c: the test-only stalls behind ECHOROUTERD_TEST_STALL (reactor 0),
+ * ECHOROUTERD_TEST_NATS_STALL (a libnats delivery thread) and
+ * ECHOROUTERD_TEST_CLAIM_STALL (the key-value thread, between a claim
+ * written and the address taken).
  */
 #include "fault.h"
 
@@ -15,31 +17,46 @@
 #define FAULT_STALL_MAX		3600
 #define FAULT_NATS_ENV		"ECHOROUTERD_TEST_NATS_STALL"
 #define FAULT_NATS_MAX_MS	60000
+#define FAULT_CLAIM_ENV		"ECHOROUTERD_TEST_CLAIM_STALL"
 
 static unsigned fault_stall_seconds;
 static unsigned fault_nats_ms;
+static unsigned fault_claim_ms;
 
-/* ECHOROUTERD_TEST_NATS_STALL: a number of ms, or the hook is off. */
-static void
-fault_nats_init(void)
+/* The ms in env (1..FAULT_NATS_MAX_MS), or 0: the hook is off. */
+static unsigned
+fault_ms_init(const char *env, const char *what)
 {
-	const char *v = getenv(FAULT_NATS_ENV);
+	const char *v = getenv(env);
 	char *end;
 	unsigned long n;
 
 	if (v == NULL || *v == '\0')
-		return;
+		return 0;
 	errno = 0;
 	n = strtoul(v, &end, 10);
 	if (errno != 0 || *end != '\0' || n < 1 || n > FAULT_NATS_MAX_MS) {
 		log_err("%s=%s: not a number of ms in 1..%d; test fault hook "
-		    "off", FAULT_NATS_ENV, v, FAULT_NATS_MAX_MS);
-		return;
+		    "off", env, v, FAULT_NATS_MAX_MS);
+		return 0;
 	}
-	fault_nats_ms = (unsigned)n;
-	log_warnx("%s=%u: TEST ONLY: a cluster name probe stalls a NATS "
-	    "delivery thread for %u ms", FAULT_NATS_ENV, fault_nats_ms,
-	    fault_nats_ms);
+	log_warnx("%s=%lu: TEST ONLY: %s for %lu ms", env, n, what, n);
+	return (unsigned)n;
+}
+
+/* Blocks the calling thread for ms, said in the log as what. */
+static void
+fault_ms_stall(unsigned ms, const char *what)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+	    .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	if (ms == 0)
+		return;
+	log_warnx("cluster: TEST FAULT: %s stalls for %u ms", what, ms);
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+	log_warnx("cluster: TEST FAULT: %s stall over", what);
 }
 
 bool
@@ -49,7 +66,10 @@ fault_init(void)
 	char *end;
 	unsigned long n;
 
-	fault_nats_init();
+	fault_nats_ms = fault_ms_init(FAULT_NATS_ENV,
+	    "a cluster name probe stalls a NATS delivery thread");
+	fault_claim_ms = fault_ms_init(FAULT_CLAIM_ENV,
+	    "a claim written stalls the key-value thread");
 	if (v == NULL || *v == '\0')
 		return false;
 	errno = 0;
@@ -96,14 +116,11 @@ fault_stall(struct reactor *const *rs, unsigned n)
 void
 fault_nats_stall(void)
 {
-	struct timespec ts = { .tv_sec = fault_nats_ms / 1000,
-	    .tv_nsec = (long)(fault_nats_ms % 1000) * 1000000 };
+	fault_ms_stall(fault_nats_ms, "a NATS delivery thread");
+}
 
-	if (fault_nats_ms == 0)
-		return;
-	log_warnx("cluster: TEST FAULT: a NATS delivery thread stalls for "
-	    "%u ms", fault_nats_ms);
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		;
-	log_warnx("cluster: TEST FAULT: NATS delivery stall over");
+void
+fault_claim_stall(void)
+{
+	fault_ms_stall(fault_claim_ms, "the key-value thread");
 }

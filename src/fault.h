@@ -12,8 +12,9 @@ struct reactor;
  * can be seen to stop pinging; without it SIGUSR2 is left alone. Returns
  * whether the hook is armed; logs a warning when it is and an error (and
  * returns false) when the value is not a number in range. Reads
- * ECHOROUTERD_TEST_NATS_STALL too (fault_nats_stall). Main thread, before
- * the signals are blocked.
+ * ECHOROUTERD_TEST_NATS_STALL and ECHOROUTERD_TEST_CLAIM_STALL too
+ * (fault_nats_stall, fault_claim_stall). Main thread, before the signals
+ * are blocked.
  */
 bool	fault_init(void);
 
@@ -27,5 +28,14 @@ void	fault_stall(struct reactor *const *rs, unsigned n);
  * cluster name probe arrives. A no-op otherwise. Any thread.
  */
 void	fault_nats_stall(void);
+
+/*
+ * FOR TESTS ONLY. With ECHOROUTERD_TEST_CLAIM_STALL (milliseconds,
+ * 1..60000) set, blocks the key-value thread that long between a LOGIN's
+ * claim written to the cluster's bucket and the address taken here, as a
+ * loaded machine may: other nodes hear of the claim, and send to this
+ * node, before it has the address. A no-op otherwise.
+ */
+void	fault_claim_stall(void);
 
 #endif
