@@ -304,6 +304,7 @@ config_unref(struct config *cf)
 	free(cf->account_slots);
 	free(cf->account_ids);
 	free(cf->routes);
+	free(cf->route_slots);
 	free(cf->path);
 	free(cf);
 }
@@ -496,6 +497,39 @@ config_find_account(const struct config *cf, const char *id)
 
 		if (strcmp(cf->account_ids[i], id) == 0)
 			return &cf->accounts[i];
+	}
+	return NULL;
+}
+
+const struct route_conf *
+config_find_route(const struct config *cf, const char *addr)
+{
+	uint32_t h[CONFIG_ADDR_MAX + 1];
+	size_t n = cf->route_nslots, len = 0, max;
+
+	if (cf->nroute_lens == 0)
+		return NULL;
+	/* The hash of each of addr's prefixes, up to the longest route's. */
+	max = cf->route_lens[0];
+	h[0] = FNV1A_START;
+	while (len < max && addr[len] != '\0') {
+		h[len + 1] = fnv1a_step(h[len], (unsigned char)addr[len]);
+		len++;
+	}
+	for (unsigned k = 0; k < cf->nroute_lens; k++) {
+		size_t l = cf->route_lens[k];
+
+		if (l > len)
+			continue;
+		for (size_t j = h[l] & (n - 1); cf->route_slots[j] != 0;
+		    j = (j + 1) & (n - 1)) {
+			const struct route_conf *rc =
+			    &cf->routes[cf->route_slots[j] - 1];
+
+			if (memcmp(rc->prefix, addr, l) == 0 &&
+			    rc->prefix[l] == '\0')
+				return rc;
+		}
 	}
 	return NULL;
 }

@@ -320,6 +320,14 @@ struct config {
 	size_t	naccounts_mo_url;	/* accounts with a mo_url */
 	struct route_conf *routes;
 	size_t	nroutes;
+	/*
+	 * The routes by prefix (config_find_route): a hash of the prefixes
+	 * (index + 1, 0 empty), and their lengths, each once, longest first.
+	 */
+	uint32_t *route_slots;
+	size_t	route_nslots;		/* a power of two */
+	uint8_t	route_lens[CONFIG_ADDR_MAX];
+	unsigned nroute_lens;
 	struct upstream_conf *upstreams;
 	size_t	nupstreams;
 	struct upstream_receipts_conf upstream_receipts;
@@ -405,6 +413,14 @@ const struct listener_conf *config_find_listener(const struct config *cf,
 /* The account with this id, or NULL. */
 const struct account_conf *config_find_account(const struct config *cf,
 	    const char *id);
+
+/*
+ * The route whose prefix is the longest that addr starts with, or NULL.
+ * As many probes of a hash as the routes have lengths of prefix, however
+ * many routes there are.
+ */
+const struct route_conf *config_find_route(const struct config *cf,
+	    const char *addr);
 
 /* The upstream named name, or NULL. */
 const struct upstream_conf *config_find_upstream(const struct config *cf,

@@ -384,10 +384,10 @@ get_source_addrs(struct walk *w, const config_setting_t *k, void *base)
 uint32_t
 config_id_hash(const char *s)
 {
-	uint32_t h = 2166136261u;
+	uint32_t h = FNV1A_START;
 
 	while (*s != '\0')
-		h = (h ^ (uint8_t)*s++) * 16777619u;
+		h = fnv1a_step(h, (unsigned char)*s++);
 	return h;
 }
 
@@ -513,19 +513,47 @@ route_finish(struct walk *w, const config_setting_t *s, void *base)
 		    "this route goes to \"%s\"", r->prefix, r->to);
 }
 
+/*
+ * An open-addressing index of the routes' prefixes, and the lengths they
+ * come in (config_find_route): with hundreds of routes, a walk along the
+ * list for every message cost more than the rest of its routing. A prefix
+ * given twice is an error.
+ */
 static void
 routes_finish(struct walk *w, const config_setting_t *s, void *base)
 {
-	const struct config *cf = base;
+	struct config *cf = base;
+	bool len_seen[CONFIG_ADDR_MAX + 1] = { false };
+	size_t n = 16;
 
-	for (size_t i = 0; i < cf->nroutes; i++)
-		for (size_t j = 0; j < i; j++)
-			if (cf->routes[i].prefix[0] && strcmp(
-			    cf->routes[i].prefix, cf->routes[j].prefix) == 0)
-				cferr_add(w->e, config_setting_get_elem(s,
-				    (unsigned)i), "route prefix \"%s\" is "
-				    "already used on line %d",
-				    cf->routes[i].prefix, cf->routes[j].line);
+	while (n < cf->nroutes * 2)
+		n *= 2;
+	cf->route_slots = xcalloc(n, sizeof(*cf->route_slots));
+	cf->route_nslots = n;
+	for (size_t i = 0; i < cf->nroutes; i++) {
+		const char *p = cf->routes[i].prefix;
+		size_t j = config_id_hash(p) & (n - 1), len = strlen(p);
+
+		if (len == 0)	/* (its error is said already) */
+			continue;
+		for (; cf->route_slots[j] != 0; j = (j + 1) & (n - 1))
+			if (strcmp(cf->routes[cf->route_slots[j] - 1].prefix,
+			    p) == 0)
+				break;
+		if (cf->route_slots[j] != 0) {
+			cferr_add(w->e, config_setting_get_elem(s,
+			    (unsigned)i), "route prefix \"%s\" is already "
+			    "used on line %d", p,
+			    cf->routes[cf->route_slots[j] - 1].line);
+			continue;
+		}
+		cf->route_slots[j] = (uint32_t)i + 1;
+		len_seen[len] = true;
+	}
+	cf->nroute_lens = 0;
+	for (size_t len = CONFIG_ADDR_MAX; len > 0; len--)
+		if (len_seen[len])
+			cf->route_lens[cf->nroute_lens++] = (uint8_t)len;
 }
 
 /* ---- upstreams: SMS centres we bind to ---------------------------------- */

@@ -346,19 +346,7 @@ route_is_claimed(const char *addr)
 const struct route_conf *
 route_conf_by_prefix(const struct config *cf, const char *addr)
 {
-	const struct route_conf *best = NULL;
-	size_t best_len = 0;
-
-	for (size_t i = 0; i < cf->nroutes; i++) {
-		const struct route_conf *rc = &cf->routes[i];
-		size_t n = strlen(rc->prefix);
-
-		if (n > best_len && strncmp(addr, rc->prefix, n) == 0) {
-			best = rc;
-			best_len = n;
-		}
-	}
-	return best;
+	return config_find_route(cf, addr);
 }
 
 const char *

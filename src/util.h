@@ -51,6 +51,14 @@ void	spares_trim(struct spares *s);
 /* Frees what s keeps. */
 void	spares_drain(struct spares *s);
 
+/* FNV-1a, an octet at a time: from FNV1A_START, h = fnv1a_step(h, c). */
+#define FNV1A_START	2166136261u
+static inline uint32_t
+fnv1a_step(uint32_t h, unsigned char c)
+{
+	return (h ^ c) * 16777619u;
+}
+
 /*
  * Sixteen octets as one value, for checks of a run of text at once with
  * GCC's vector extension: SSE2 on x86-64, NEON on arm64, words elsewhere.

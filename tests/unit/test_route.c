@@ -186,6 +186,118 @@ START_TEST(test_resolve_longest_prefix)
 }
 END_TEST
 
+/* The longest prefix of the routes addr starts with, by a walk. */
+static const struct route_conf *
+longest_by_walk(const struct config *cf, const char *addr)
+{
+	const struct route_conf *best = NULL;
+	size_t best_len = 0;
+
+	for (size_t i = 0; i < cf->nroutes; i++) {
+		size_t n = strlen(cf->routes[i].prefix);
+
+		if (n > best_len &&
+		    strncmp(addr, cf->routes[i].prefix, n) == 0) {
+			best = &cf->routes[i];
+			best_len = n;
+		}
+	}
+	return best;
+}
+
+/*
+ * 600 routes with prefixes of 1 to 9 characters, many inside others (an
+ * alphabet of four): the index gives the route a walk along them gives,
+ * for addresses of every length, including the prefixes themselves, a
+ * character short of them, and one that none starts.
+ */
+START_TEST(test_prefix_index_as_walk)
+{
+	enum { NROUTES = 600, NADDRS = 4000 };
+	static const char alpha[] = "+019";
+	static char prefixes[NROUTES][16];
+	size_t cap = 256 + NROUTES * 64, len = 0;
+	char *text = malloc(cap), addr[CONFIG_ADDR_MAX + 1];
+	unsigned seed = 7, made = 0, hits = 0;
+	struct config *cf;
+
+	ck_assert_ptr_nonnull(text);
+	len += (size_t)snprintf(text + len, cap - len, "listeners = ( { name "
+	    "= \"r\"; address = \"127.0.0.1\"; port = 0; protocol = "
+	    "\"router\"; } );\nroutes = (\n");
+	while (made < NROUTES) {
+		unsigned n = 1 + (seed = seed * 1103515245u + 12345u) % 9;
+		bool again = false;
+
+		for (unsigned i = 0; i < n; i++)
+			prefixes[made][i] = alpha[(seed = seed * 1103515245u +
+			    12345u) >> 16 & 3];
+		prefixes[made][n] = '\0';
+		/* (A prefix given twice is refused: each once.) */
+		for (unsigned i = 0; i < made && !again; i++)
+			again = strcmp(prefixes[i], prefixes[made]) == 0;
+		if (again)
+			continue;
+		len += (size_t)snprintf(text + len, cap - len,
+		    "%s{ prefix = \"%s\"; to = \"gw%u\"; }", made ? ",\n" : "",
+		    prefixes[made], made);
+		made++;
+	}
+	snprintf(text + len, cap - len, "\n);\n");
+	cf = unit_config(text);
+	ck_assert_uint_eq(cf->nroutes, NROUTES);
+	for (unsigned k = 0; k < NADDRS; k++) {
+		unsigned n = (seed = seed * 1103515245u + 12345u) % 14;
+
+		if (k % 4 == 0) {
+			/* A route's prefix, whole or a character short. */
+			const char *p = cf->routes[k % NROUTES].prefix;
+
+			snprintf(addr, sizeof(addr), "%.*s", (int)(strlen(p) -
+			    (k % 8 == 0)), p);
+		} else {
+			for (unsigned i = 0; i < n; i++)
+				addr[i] = alpha[(seed = seed * 1103515245u +
+				    12345u) >> 16 & 3];
+			addr[n] = '\0';
+			if (k % 4 == 1 && n > 0)
+				addr[0] = '7';	/* no prefix starts so */
+		}
+		ck_assert_ptr_eq(config_find_route(cf, addr),
+		    longest_by_walk(cf, addr));
+		hits += config_find_route(cf, addr) != NULL;
+	}
+	/* (Most of them are found: not a test of NULL against NULL.) */
+	ck_assert_uint_gt(hits, NADDRS / 2);
+	/* Longer than any address of a route, and 64 long. */
+	memset(addr, '1', CONFIG_ADDR_MAX);
+	addr[CONFIG_ADDR_MAX] = '\0';
+	ck_assert_ptr_eq(config_find_route(cf, addr),
+	    longest_by_walk(cf, addr));
+	config_unref(cf);
+	free(text);
+}
+END_TEST
+
+/* A prefix given twice is an error naming the first one's line. */
+START_TEST(test_prefix_twice_refused)
+{
+	char path[256], *errors = NULL;
+	struct config *cf = unit_config_load(
+	    "routes = (\n  { prefix = \"+351\"; to = \"a\"; },\n"
+	    "  { prefix = \"+44\"; to = \"b\"; },\n"
+	    "  { prefix = \"+351\"; to = \"c\"; }\n);\n"
+	    "listeners = ( { name = \"r\"; address = \"127.0.0.1\"; port = "
+	    "0; protocol = \"router\"; } );\n", path, sizeof(path), &errors);
+
+	ck_assert_ptr_null(cf);
+	ck_assert_ptr_nonnull(errors);
+	ck_assert_ptr_nonnull(strstr(errors,
+	    "route prefix \"+351\" is already used on line 2"));
+	free(errors);
+}
+END_TEST
+
 /* Owners sharing an address (route_join) are looked up in turn. */
 START_TEST(test_join_shared_in_turn)
 {
@@ -481,6 +593,8 @@ route_suite(void)
 	tcase_add_test(tc, test_many_addresses);
 	tcase_add_test(tc, test_claim_race);
 	tcase_add_test(tc, test_resolve_longest_prefix);
+	tcase_add_test(tc, test_prefix_index_as_walk);
+	tcase_add_test(tc, test_prefix_twice_refused);
 	tcase_add_test(tc, test_join_shared_in_turn);
 	tcase_add_test(tc, test_claim_and_join_exclude);
 	tcase_add_test(tc, test_claim_pending);
