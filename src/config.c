@@ -501,37 +501,44 @@ config_find_account(const struct config *cf, const char *id)
 	return NULL;
 }
 
+/* Whether the route rc's prefix is the l octets addr starts with. */
+static inline bool
+route_prefix_is(const struct route_conf *rc, const char *addr, size_t l)
+{
+	size_t i = 0;
+
+	if (rc->prefix[l] != '\0')
+		return false;
+	while (i < l && rc->prefix[i] == addr[i])
+		i++;
+	return i == l;
+}
+
 const struct route_conf *
 config_find_route(const struct config *cf, const char *addr)
 {
-	uint32_t h[CONFIG_ADDR_MAX + 1];
-	size_t n = cf->route_nslots, len = 0, max;
+	const struct route_conf *best = NULL;
+	const uint32_t *slots = cf->route_slots;
+	uint64_t lens = cf->route_lens;
+	size_t mask = cf->route_nslots - 1;
+	uint32_t h = FNV1A_START;
 
-	if (cf->nroute_lens == 0)
-		return NULL;
-	/* The hash of each of addr's prefixes, up to the longest route's. */
-	max = cf->route_lens[0];
-	h[0] = FNV1A_START;
-	while (len < max && addr[len] != '\0') {
-		h[len + 1] = fnv1a_step(h[len], (unsigned char)addr[len]);
-		len++;
-	}
-	for (unsigned k = 0; k < cf->nroute_lens; k++) {
-		size_t l = cf->route_lens[k];
-
-		if (l > len)
+	/*
+	 * addr's prefixes, shortest first, as long as the routes' go: each of
+	 * a length some route has is looked up; the last found wins.
+	 */
+	for (size_t l = 1; lens != 0 && addr[l - 1] != '\0'; l++, lens >>= 1) {
+		h = fnv1a_step(h, (unsigned char)addr[l - 1]);
+		if (!(lens & 1))
 			continue;
-		for (size_t j = h[l] & (n - 1); cf->route_slots[j] != 0;
-		    j = (j + 1) & (n - 1)) {
-			const struct route_conf *rc =
-			    &cf->routes[cf->route_slots[j] - 1];
-
-			if (memcmp(rc->prefix, addr, l) == 0 &&
-			    rc->prefix[l] == '\0')
-				return rc;
-		}
+		for (size_t j = h & mask; slots[j] != 0; j = (j + 1) & mask)
+			if (route_prefix_is(&cf->routes[slots[j] - 1], addr,
+			    l)) {
+				best = &cf->routes[slots[j] - 1];
+				break;
+			}
 	}
-	return NULL;
+	return best;
 }
 
 const struct upstream_conf *

@@ -322,12 +322,12 @@ struct config {
 	size_t	nroutes;
 	/*
 	 * The routes by prefix (config_find_route): a hash of the prefixes
-	 * (index + 1, 0 empty), and their lengths, each once, longest first.
+	 * (index + 1, 0 empty), and the lengths they come in (bit l - 1 for
+	 * length l).
 	 */
 	uint32_t *route_slots;
 	size_t	route_nslots;		/* a power of two */
-	uint8_t	route_lens[CONFIG_ADDR_MAX];
-	unsigned nroute_lens;
+	uint64_t route_lens;
 	struct upstream_conf *upstreams;
 	size_t	nupstreams;
 	struct upstream_receipts_conf upstream_receipts;

@@ -515,15 +515,16 @@ route_finish(struct walk *w, const config_setting_t *s, void *base)
 
 /*
  * An open-addressing index of the routes' prefixes, and the lengths they
- * come in (config_find_route): with hundreds of routes, a walk along the
+ * come in (config_find_route; a prefix is at most 64 long, a bit each): with hundreds of routes, a walk along the
  * list for every message cost more than the rest of its routing. A prefix
  * given twice is an error.
  */
+_Static_assert(CONFIG_ADDR_MAX <= 64, "a route's length is a bit of 64");
+
 static void
 routes_finish(struct walk *w, const config_setting_t *s, void *base)
 {
 	struct config *cf = base;
-	bool len_seen[CONFIG_ADDR_MAX + 1] = { false };
 	size_t n = 16;
 
 	while (n < cf->nroutes * 2)
@@ -548,12 +549,8 @@ routes_finish(struct walk *w, const config_setting_t *s, void *base)
 			continue;
 		}
 		cf->route_slots[j] = (uint32_t)i + 1;
-		len_seen[len] = true;
+		cf->route_lens |= (uint64_t)1 << (len - 1);
 	}
-	cf->nroute_lens = 0;
-	for (size_t len = CONFIG_ADDR_MAX; len > 0; len--)
-		if (len_seen[len])
-			cf->route_lens[cf->nroute_lens++] = (uint8_t)len;
 }
 
 /* ---- upstreams: SMS centres we bind to ---------------------------------- */
