@@ -61,16 +61,6 @@ struct cluster cluster_state = {
 };
 
 
-uint32_t
-cluster_str_hash(const char *s)
-{
-	uint32_t h = 2166136261u;	/* FNV-1a */
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 void
 cluster_note_error(const char *what, natsStatus s)
 {
@@ -510,7 +500,7 @@ static const struct route_wide_ops claims_wide = {
 static struct csub **
 sub_slot(const char *addr)
 {
-	struct csub **pp = &C.subs[cluster_str_hash(addr) & (SUB_BUCKETS - 1)];
+	struct csub **pp = &C.subs[fnv1a_str(addr) & (SUB_BUCKETS - 1)];
 
 	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
 		pp = &(*pp)->next;

@@ -170,8 +170,6 @@ extern struct cluster cluster_state;
 #define C	cluster_state
 
 /* cluster.c */
-/* FNV-1a of s: the bucket of an address in the tables above. */
-uint32_t cluster_str_hash(const char *s);
 /* Counts an error of libnats's, said in the debug log. */
 void	cluster_note_error(const char *what, natsStatus s);
 /* The subject of addr, claimed by node ("" or NULL: by none). */

@@ -436,7 +436,7 @@ static struct claimed **
 claimed_slot(const char *addr)
 {
 	struct claimed **pp =
-	    &C.claimed[cluster_str_hash(addr) & (SUB_BUCKETS - 1)];
+	    &C.claimed[fnv1a_str(addr) & (SUB_BUCKETS - 1)];
 
 	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
 		pp = &(*pp)->next;
@@ -831,7 +831,7 @@ slots_lease(void)
 {
 	unsigned have[SLOTS], need = C.makers < SLOTS ? C.makers : SLOTS;
 	char key[CLUSTER_NODE_MAX + 3], list[SLOTS * 5 + 1];
-	unsigned start = cluster_str_hash(C.node) % SLOTS;
+	unsigned start = fnv1a_str(C.node) % SLOTS;
 	size_t len = 0;
 	int n, t;
 

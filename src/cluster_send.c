@@ -202,7 +202,7 @@ static struct owner **
 owner_slot(const char *addr)
 {
 	struct owner **pp =
-	    &C.owners[cluster_str_hash(addr) & (SUB_BUCKETS - 1)];
+	    &C.owners[fnv1a_str(addr) & (SUB_BUCKETS - 1)];
 
 	while (*pp != NULL && strcmp((*pp)->addr, addr) != 0)
 		pp = &(*pp)->next;
@@ -390,7 +390,7 @@ static void
 outbox_add(const char *addr, const char *node, struct pend *p)
 {
 	struct outbox **pp =
-	    &C.out[cluster_str_hash(addr) & (OUT_BUCKETS - 1)], *ob;
+	    &C.out[fnv1a_str(addr) & (OUT_BUCKETS - 1)], *ob;
 	size_t need = cluster_bundle_item_size(p->m);
 
 	while (*pp != NULL && (strcmp((*pp)->addr, addr) != 0 ||
@@ -432,7 +432,7 @@ outbox_flush(bool send)
 
 	for (ob = C.out_first; ob != NULL; ob = next) {
 		next = ob->next;
-		C.out[cluster_str_hash(ob->addr) & (OUT_BUCKETS - 1)] = NULL;
+		C.out[fnv1a_str(ob->addr) & (OUT_BUCKETS - 1)] = NULL;
 		if (send && ob->count > 0)
 			outbox_send(ob);
 		for (p = ob->head; p != NULL; p = pn) {

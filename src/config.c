@@ -491,7 +491,7 @@ config_find_account(const struct config *cf, const char *id)
 
 	if (n == 0)
 		return NULL;
-	for (j = config_id_hash(id) & (n - 1); cf->account_slots[j] != 0;
+	for (j = fnv1a_str(id) & (n - 1); cf->account_slots[j] != 0;
 	    j = (j + 1) & (n - 1)) {
 		uint32_t i = cf->account_slots[j] - 1;
 

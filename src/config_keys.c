@@ -381,16 +381,6 @@ get_source_addrs(struct walk *w, const config_setting_t *k, void *base)
 			a->nsource_addrs++;
 }
 
-uint32_t
-config_id_hash(const char *s)
-{
-	uint32_t h = FNV1A_START;
-
-	while (*s != '\0')
-		h = fnv1a_step(h, (unsigned char)*s++);
-	return h;
-}
-
 /*
  * An open-addressing index of the account ids: a message to an address
  * asks whether it is an account, and with a thousand accounts a walk
@@ -411,7 +401,7 @@ index_accounts(struct config *cf)
 	    sizeof(*cf->account_ids));
 	cf->naccounts_mo_url = 0;
 	for (size_t i = 0; i < cf->naccounts; i++) {
-		size_t j = config_id_hash(cf->accounts[i].id) & (n - 1);
+		size_t j = fnv1a_str(cf->accounts[i].id) & (n - 1);
 
 		memcpy(cf->account_ids[i], cf->accounts[i].id,
 		    sizeof(cf->account_ids[i]));
@@ -533,7 +523,7 @@ routes_finish(struct walk *w, const config_setting_t *s, void *base)
 	cf->route_nslots = n;
 	for (size_t i = 0; i < cf->nroutes; i++) {
 		const char *p = cf->routes[i].prefix;
-		size_t j = config_id_hash(p) & (n - 1), len = strlen(p);
+		size_t j = fnv1a_str(p) & (n - 1), len = strlen(p);
 
 		if (len == 0)	/* (its error is said already) */
 			continue;

@@ -104,7 +104,4 @@ extern const struct cfgroup config_root_group;
 /* Whether row name of the group being read was present. */
 bool	config_walk_seen(const struct walk *w, const char *name);
 
-/* The hash of an account id that config_find_account looks up. */
-uint32_t config_id_hash(const char *s);
-
 #endif

@@ -56,16 +56,6 @@ shards_init(void)
 		pthread_mutex_init(&shards[i].lock, NULL);
 }
 
-static uint32_t
-route_hash(const char *s)
-{
-	uint32_t h = 2166136261u;	/* FNV-1a */
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 static struct route_shard *
 shard_of(uint32_t hash)
 {
@@ -173,7 +163,7 @@ static int
 route_take(const char *addr, const struct route_owner *owner, bool shared,
     bool pending)
 {
-	uint32_t hash = route_hash(addr);
+	uint32_t hash = fnv1a_str(addr);
 	struct route_shard *sh = shard_of(hash);
 	struct route_entry **pe, *e;
 	int rc = -1;
@@ -223,7 +213,7 @@ route_claim_pending(const char *addr, const struct route_owner *owner)
 void
 route_confirm(const char *addr, const struct route_owner *owner)
 {
-	uint32_t hash = route_hash(addr);
+	uint32_t hash = fnv1a_str(addr);
 	struct route_shard *sh = shard_of(hash);
 	struct route_entry **pe, *e;
 	bool told = false;
@@ -262,7 +252,7 @@ entry_drop_locked(struct route_entry *e, const struct route_owner *owner)
 void
 route_release(const char *addr, const struct route_owner *owner)
 {
-	uint32_t hash = route_hash(addr);
+	uint32_t hash = fnv1a_str(addr);
 	struct route_shard *sh = shard_of(hash);
 	struct route_entry **pe, *e = NULL;
 
@@ -290,7 +280,7 @@ route_release(const char *addr, const struct route_owner *owner)
 bool
 route_lookup(const char *addr, struct route_owner *owner)
 {
-	uint32_t hash = route_hash(addr);
+	uint32_t hash = fnv1a_str(addr);
 	struct route_shard *sh = shard_of(hash);
 	struct route_entry **pe, *e;
 	bool found = false;
@@ -313,7 +303,7 @@ route_lookup(const char *addr, struct route_owner *owner)
 static bool
 route_probe(const char *addr, bool *claimed)
 {
-	uint32_t hash = route_hash(addr);
+	uint32_t hash = fnv1a_str(addr);
 	struct route_shard *sh = shard_of(hash);
 	struct route_entry **pe;
 	bool held;

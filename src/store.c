@@ -81,20 +81,10 @@ store_wall_now(void)
 	return (uint64_t)time(NULL);
 }
 
-static uint32_t
-fnv1a(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	while (*s != '\0')
-		h = (h ^ (uint8_t)*s++) * 16777619u;
-	return h;
-}
-
 static unsigned
 acct_hash(const char *s)
 {
-	return fnv1a(s) % STORE_ACCT_BUCKETS;
+	return fnv1a_str(s) % STORE_ACCT_BUCKETS;
 }
 
 /*
@@ -104,7 +94,7 @@ acct_hash(const char *s)
 unsigned
 store_shard_of(const char *id, unsigned n)
 {
-	uint32_t h = fnv1a(id);
+	uint32_t h = fnv1a_str(id);
 
 	h ^= h >> 16;
 	h *= 0x85ebca6bu;

@@ -59,6 +59,17 @@ fnv1a_step(uint32_t h, unsigned char c)
 	return (h ^ c) * 16777619u;
 }
 
+/* FNV-1a of the string s: the tables' hash of names and addresses. */
+static inline uint32_t
+fnv1a_str(const char *s)
+{
+	uint32_t h = FNV1A_START;
+
+	for (; *s != '\0'; s++)
+		h = fnv1a_step(h, (unsigned char)*s);
+	return h;
+}
+
 /*
  * Sixteen octets as one value, for checks of a run of text at once with
  * GCC's vector extension: SSE2 on x86-64, NEON on arm64, words elsewhere.
