@@ -58,10 +58,10 @@ ip_key(const struct sockaddr *sa, uint8_t key[16])
 static unsigned
 ip_hash(const uint8_t key[16])
 {
-	uint32_t h = 2166136261u;
+	uint32_t h = FNV1A_START;
 
 	for (int i = 0; i < 16; i++)
-		h = (h ^ key[i]) * 16777619u;
+		h = fnv1a_step(h, key[i]);
 	return h & (IPLIMIT_BUCKETS - 1);
 }
 
