@@ -142,12 +142,9 @@ row_find(struct store_backend *b, uint64_t id)
 static struct js_acct *
 acct_of(struct store_backend *b, const char *id, bool make)
 {
-	uint32_t h = 2166136261u;
+	uint32_t h = fnv1a_str(id) % JS_ACCT_BUCKETS;
 	struct js_acct *a;
 
-	for (const char *s = id; *s != '\0'; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	h %= JS_ACCT_BUCKETS;
 	for (a = b->accts[h]; a != NULL; a = a->next)
 		if (strcmp(a->id, id) == 0)
 			return a;

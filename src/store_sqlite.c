@@ -435,21 +435,11 @@ struct store_backend {
 static int sweep(struct store_backend *b, unsigned n);
 static int sweep_alone(struct store_backend *b, unsigned n);
 
-static uint32_t
-name_hash(const char *s)
-{
-	uint32_t h = 2166136261u;	/* FNV-1a */
-
-	while (*s != '\0')
-		h = (h ^ (uint8_t)*s++) * 16777619u;
-	return h;
-}
-
 /* The slot of name: its index in v + 1 there, or an empty one. */
 static size_t
 names_slot(const struct names *nm, const char *name)
 {
-	size_t i = name_hash(name) & (nm->nslot - 1);
+	size_t i = fnv1a_str(name) & (nm->nslot - 1);
 
 	while (nm->slot[i] != 0 &&
 	    strcmp(nm->v[nm->slot[i] - 1].name, name) != 0)

@@ -385,11 +385,7 @@ bind_cmd_of(const struct upstream_conf *uc, unsigned link)
 static unsigned
 reactor_of(const char *name, unsigned link, unsigned n)
 {
-	uint32_t h = 2166136261u;
-
-	while (*name != '\0')
-		h = (h ^ (uint8_t)*name++) * 16777619u;
-	return (unsigned)((h + link) % n);
+	return (unsigned)((fnv1a_str(name) + link) % n);
 }
 
 unsigned

@@ -32,17 +32,6 @@ static atomic_uint links_up;	/* links that submit, all upstreams */
 
 /* ---- the pick ------------------------------------------------------------- */
 
-/* FNV-1a of an address. */
-static uint32_t
-addr_hash(const char *a)
-{
-	uint32_t h = 2166136261u;
-
-	while (*a != '\0')
-		h = (h ^ (uint8_t)*a++) * 16777619u;
-	return h;
-}
-
 /*
  * A bound link of st that submits, for destination to: the same one for
  * every message to to while the links stay up, so that they keep their
@@ -55,18 +44,18 @@ pick_link(struct upstream_stat *st, const char *to, unsigned move,
 {
 	uint64_t w[2] = { atomic_load(&st->links_tx[0]),
 	    atomic_load(&st->links_tx[1]) };
-	unsigned n = (unsigned)(__builtin_popcountll(w[0]) +
-	    __builtin_popcountll(w[1])), k;
+	/* (No popcnt instruction in the baseline: counted once, not zeros.) */
+	unsigned c[2] = { w[0] ? (unsigned)__builtin_popcountll(w[0]) : 0,
+	    w[1] ? (unsigned)__builtin_popcountll(w[1]) : 0 };
+	unsigned n = c[0] + c[1], k;
 
 	if (n == 0)
 		return false;
 	/* The k-th link up: past the words before it, then its bits. */
-	k = (addr_hash(to) + move) % n;
+	k = (fnv1a_str(to) + move) % n;
 	for (unsigned i = 0; i < 2; i++) {
-		unsigned c = (unsigned)__builtin_popcountll(w[i]);
-
-		if (k >= c) {
-			k -= c;
+		if (k >= c[i]) {
+			k -= c[i];
 			continue;
 		}
 		while (k-- > 0)
@@ -301,7 +290,7 @@ upstream_take(struct reactor_batch *b, struct msg *m, const char *to)
 		job_send(b, r->cf, j);
 		return;
 	}
-	if ((r = reactor_get(addr_hash(m->to) % upstream_nreactors())) ==
+	if ((r = reactor_get(fnv1a_str(m->to) % upstream_nreactors())) ==
 	    NULL) {
 		job_answer(b, j, MSG_UPSTREAM_DOWN);
 		return;
