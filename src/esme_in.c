@@ -273,7 +273,7 @@ receipt_match(struct reactor *r, const char *upstream, unsigned form,
 	    final, receipts_now(), &lim, &o))
 		return false;
 	if (final && store_rcpt_on())
-		store_rcpt_forget(o.id);
+		store_rcpt_forget(upstream, keys, n, o.id);
 	receipt_settle(r, upstream, f, state, &o);
 	return true;
 }
@@ -687,7 +687,8 @@ question_found(void *owner, void *arg, enum mailbox_status st)
 		} else if (w->q.found) {
 			matched = true;
 			if (smpp_receipt_final(w->cq->state))
-				store_rcpt_forget(w->o.id);
+				store_rcpt_forget(w->cq->upstream,
+				    &w->keys[w->q.which], 1, w->o.id);
 			receipt_settle(owner, w->cq->upstream, &w->f,
 			    w->cq->state, &w->o);
 		}

@@ -144,12 +144,18 @@ bool	store_rcpt_on(void);
 void	store_rcpt_file(const char *upstream, const struct receipt_key *keys,
 	    unsigned n, const struct receipt_orig *o);
 
-/* Drops what was filed for our message id (its final receipt came). */
-void	store_rcpt_forget(uint64_t id);
+/*
+ * The final receipt for our message id came, with these keys (n of them,
+ * receipt_id_keys of its id): what was filed for that part of it goes,
+ * not what its other parts' receipts still need. Any thread.
+ */
+void	store_rcpt_forget(const char *upstream, const struct receipt_key *keys,
+	    unsigned n, uint64_t id);
 
 /*
  * A lookup of the receipt id map in the store: the first of keys that
- * is filed for upstream, its record in o (found); take drops it. The
+ * is filed for upstream (keys[which]), its record in o (found); take
+ * drops it (the rows of that id of the centre's, one part's). The
  * store posts it back to reactor, where done(reactor, q, status) runs
  * and frees it (MAILBOX_CANCELLED: at exit; free only). The caller
  * allocates it, with room after it for its own.
@@ -163,6 +169,7 @@ struct store_rcpt_req {
 	struct receipt_key *keys;	/* the caller's, with q */
 	bool	take;
 	bool	found;
+	unsigned which;
 	struct receipt_orig *o;		/* the caller's, with q */
 };
 

@@ -156,16 +156,19 @@ struct store_backend_ops {
 	void	(*quiesce)(struct store_backend *b);
 	/*
 	 * Optional: the receipt id map (receipt_map.h), kept durably: files
-	 * o under upstream's key k, written at wall clock added; looks up
-	 * k (1 and *o, 0 none, -1); drops every key of our message id; and
-	 * drops up to n keys written before before (the count, or -1).
+	 * o under upstream's key k, one of an SMS centre's id's keys, which
+	 * all share grp, written at wall clock added; looks up k (1 and *o,
+	 * 0 none, -1); drops every key of the centre's id that k is one of
+	 * (not the other parts' of our message); and drops up to n keys
+	 * written before before (the count, or -1).
 	 */
 	int	(*rcpt_put)(struct store_backend *b, const char *upstream,
-		    const struct receipt_key *k, const struct receipt_orig *o,
-		    uint64_t added);
+		    const struct receipt_key *k, uint64_t grp,
+		    const struct receipt_orig *o, uint64_t added);
 	int	(*rcpt_get)(struct store_backend *b, const char *upstream,
 		    const struct receipt_key *k, struct receipt_orig *o);
-	int	(*rcpt_del)(struct store_backend *b, uint64_t id);
+	int	(*rcpt_del)(struct store_backend *b, const char *upstream,
+		    const struct receipt_key *k);
 	int	(*rcpt_purge)(struct store_backend *b, uint64_t before,
 		    unsigned n);
 	/*

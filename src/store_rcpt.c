@@ -31,6 +31,25 @@ store_rcpt_on(void)
 	return store_on() && store_shard(0)->ops->rcpt_put != NULL;
 }
 
+/*
+ * What the rows of one id an SMS centre gave share (its first key's
+ * FNV-1a, 64 bits): a message in parts has an id of the centre's for
+ * each, and the final receipt of one drops that one's rows only.
+ */
+static uint64_t
+rcpt_grp(const struct receipt_key *k)
+{
+	const unsigned char *p = k->kind == RECEIPT_KEY_STR ?
+	    (const unsigned char *)k->str : (const unsigned char *)&k->val;
+	size_t n = k->kind == RECEIPT_KEY_STR ? k->len : sizeof(k->val);
+	uint64_t h = (0xcbf29ce484222325ull ^ (unsigned)k->kind) *
+	    0x100000001b3ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
 static void
 file_task(void *owner, void *arg, enum mailbox_status st)
 {
@@ -42,7 +61,7 @@ file_task(void *owner, void *arg, enum mailbox_status st)
 	if (st == MAILBOX_RUN && !S->quiesced && store_txn(false)) {
 		for (unsigned i = 0; i < f->nkeys; i++)
 			if (S->ops->rcpt_put(S->b, f->upstream, &f->keys[i],
-			    &f->o, now) < 0)
+			    rcpt_grp(&f->keys[0]), &f->o, now) < 0)
 				break;
 		store_write_error();
 	}
@@ -64,27 +83,42 @@ store_rcpt_file(const char *upstream, const struct receipt_key *keys,
 	service_post(store_shard(0)->svc, &f->task);
 }
 
+/*
+ * The rows of the part of message f->o.id whose receipt had f's keys go:
+ * those of the first key filed for it, as the memory's lookup found it.
+ */
 static void
 forget_task(void *owner, void *arg, enum mailbox_status st)
 {
 	struct store *S = store_state();
-	uint64_t *id = arg;
+	struct rcpt_file *f = arg;
+	struct receipt_orig o;
 
 	(void)owner;
 	if (st == MAILBOX_RUN && !S->quiesced && store_txn(false)) {
-		S->ops->rcpt_del(S->b, *id);
+		for (unsigned i = 0; i < f->nkeys; i++)
+			if (S->ops->rcpt_get(S->b, f->upstream, &f->keys[i],
+			    &o) == 1 && o.id == f->o.id) {
+				S->ops->rcpt_del(S->b, f->upstream,
+				    &f->keys[i]);
+				break;
+			}
 		store_write_error();
 	}
-	free(id);
+	free(f);
 }
 
 void
-store_rcpt_forget(uint64_t id)
+store_rcpt_forget(const char *upstream, const struct receipt_key *keys,
+    unsigned n, uint64_t id)
 {
-	uint64_t *p = xmalloc(sizeof(*p));
+	struct rcpt_file *f = xcalloc(1, sizeof(*f));
 
-	*p = id;
-	service_post_fn(store_shard(0)->svc, forget_task, p);
+	snprintf(f->upstream, sizeof(f->upstream), "%s", upstream);
+	f->nkeys = n < RECEIPT_KEYS_MAX ? n : RECEIPT_KEYS_MAX;
+	memcpy(f->keys, keys, f->nkeys * sizeof(*keys));
+	f->o.id = id;
+	service_post_fn(store_shard(0)->svc, forget_task, f);
 }
 
 /* Back to the asker's reactor; nobody there (exit): done cleans up. */
@@ -114,11 +148,12 @@ find_task(void *owner, void *arg, enum mailbox_status st)
 		return;
 	}
 	q->found = false;
-	for (unsigned i = 0; i < q->nkeys && !q->found; i++)
-		q->found = S->ops->rcpt_get(S->b, q->upstream, &q->keys[i],
-		    q->o) == 1;
+	for (q->which = 0; q->which < q->nkeys; q->which++)
+		if ((q->found = S->ops->rcpt_get(S->b, q->upstream,
+		    &q->keys[q->which], q->o) == 1))
+			break;
 	if (q->found && q->take && !S->quiesced && store_txn(false)) {
-		S->ops->rcpt_del(S->b, q->o->id);
+		S->ops->rcpt_del(S->b, q->upstream, &q->keys[q->which]);
 		store_write_error();
 	}
 	find_answer(q);

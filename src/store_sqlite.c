@@ -2246,7 +2246,10 @@ sqlite_max_id(struct store_backend *b, uint64_t *id)
 /*
  * The receipt id map (receipt_map.h): one row per key of an upstream's
  * message id, beside our id and what its receipt needs. Added to any
- * store file on open; an older daemon ignores the table.
+ * store file on open; an older daemon ignores the table. grp is the same
+ * in the rows of one id the centre gave (one part of a message: each
+ * part has its own id, and all have ours); rows of a file from before it
+ * have none (NULL), and go together by our id.
  */
 static const char rcpt_schema[] =
     "CREATE TABLE IF NOT EXISTS rcpt ("
@@ -2262,6 +2265,7 @@ static const char rcpt_schema[] =
     " dst_addr TEXT NOT NULL,"
     " addr_bits INTEGER NOT NULL,"	/* the four TON/NPI, a byte each */
     " rd INTEGER NOT NULL,"		/* registered_delivery */
+    " grp INTEGER,"
     " PRIMARY KEY (upstream, kind, k)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS rcpt_id ON rcpt(id);"
     "CREATE INDEX IF NOT EXISTS rcpt_added ON rcpt(added);";
@@ -2270,11 +2274,13 @@ enum { RC_PUT, RC_GET, RC_DEL, RC_PURGE };
 
 static const char *const rcpt_sql[4] = {
 	[RC_PUT] = "INSERT OR REPLACE INTO rcpt VALUES (?1, ?2, ?3, ?4, ?5,"
-	    " ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+	    " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
 	[RC_GET] = "SELECT id, submitted, submitter, dst, src_addr, dst_addr,"
 	    " addr_bits, rd FROM rcpt WHERE upstream = ?1 AND kind = ?2 AND"
 	    " k = ?3",
-	[RC_DEL] = "DELETE FROM rcpt WHERE id = ?1",
+	[RC_DEL] = "DELETE FROM rcpt WHERE id = (SELECT id FROM rcpt WHERE"
+	    " upstream = ?1 AND kind = ?2 AND k = ?3) AND grp IS (SELECT grp"
+	    " FROM rcpt WHERE upstream = ?1 AND kind = ?2 AND k = ?3)",
 	[RC_PURGE] = "DELETE FROM rcpt WHERE (upstream, kind, k) IN (SELECT"
 	    " upstream, kind, k FROM rcpt WHERE added < ?1 LIMIT ?2)",
 };
@@ -2283,16 +2289,24 @@ static const char *
 rcpt_ensure(struct store_backend *b)
 {
 	static char why[256];
+	sqlite3_stmt *probe = NULL;
 
-	if (sqlite3_exec(b->db, rcpt_schema, NULL, NULL, NULL) == SQLITE_OK) {
-		for (int i = 0; i < 4; i++)
-			if (sqlite3_prepare_v3(b->db, rcpt_sql[i], -1,
-			    SQLITE_PREPARE_PERSISTENT, &b->rc[i], NULL) !=
-			    SQLITE_OK)
-				goto fail;
-		return NULL;
-	}
+	if (sqlite3_exec(b->db, rcpt_schema, NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	/* A table from before grp: given the column, NULL in its rows. */
+	if (sqlite3_prepare_v2(b->db, "SELECT grp FROM rcpt LIMIT 0", -1,
+	    &probe, NULL) != SQLITE_OK && sqlite3_exec(b->db, "ALTER TABLE "
+	    "rcpt ADD COLUMN grp INTEGER", NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_finalize(probe);
+	probe = NULL;
+	for (int i = 0; i < 4; i++)
+		if (sqlite3_prepare_v3(b->db, rcpt_sql[i], -1,
+		    SQLITE_PREPARE_PERSISTENT, &b->rc[i], NULL) != SQLITE_OK)
+			goto fail;
+	return NULL;
 fail:
+	sqlite3_finalize(probe);
 	snprintf(why, sizeof(why), "cannot add the table of receipt ids: %s",
 	    sqlite3_errmsg(b->db));
 	return why;
@@ -2316,7 +2330,7 @@ rcpt_bind_key(sqlite3_stmt *st, const char *upstream,
 
 static int
 sqlite_rcpt_put(struct store_backend *b, const char *upstream,
-    const struct receipt_key *k, const struct receipt_orig *o,
+    const struct receipt_key *k, uint64_t grp, const struct receipt_orig *o,
     uint64_t added)
 {
 	sqlite3_stmt *st = b->rc[RC_PUT];
@@ -2334,6 +2348,7 @@ sqlite_rcpt_put(struct store_backend *b, const char *upstream,
 	    (sqlite3_int64)o->src_npi << 16 | o->dst_ton << 8 | o->dst_npi);
 	/* An HTTP send's mark rides above registered_delivery's 8 bits. */
 	sqlite3_bind_int(st, 12, o->registered_delivery | (o->http ? 0x100 : 0));
+	sqlite3_bind_int64(st, 13, (sqlite3_int64)grp);
 	return exec_stmt(b, st);
 }
 
@@ -2368,11 +2383,13 @@ sqlite_rcpt_get(struct store_backend *b, const char *upstream,
 }
 
 static int
-sqlite_rcpt_del(struct store_backend *b, uint64_t id)
+sqlite_rcpt_del(struct store_backend *b, const char *upstream,
+    const struct receipt_key *k)
 {
 	sqlite3_stmt *st = b->rc[RC_DEL];
+	uint8_t val[8];
 
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	rcpt_bind_key(st, upstream, k, val);
 	return exec_stmt(b, st);
 }
 

@@ -321,6 +321,50 @@ test('with a store, a receipt matches after a restart: the SMSC id was kept on d
 	}
 });
 
+// A text the SMSC takes in two parts gets an id of the SMSC's for each,
+// both filed under ours. The first part's final receipt, matched in
+// memory, drops only that part's ids from the store: the second part's
+// receipt still matches after a restart (it once went with the first).
+test('with a store, each part of a long message keeps its own SMSC id: one part\'s final receipt leaves the other\'s', async () => {
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-parts-'));
+	const store = `store = { path = "${path.join(dir, 'store.db')}"; };\n`;
+	const t = await setup('', { messageId: (n) => `C0DE0${n + 1}` }, store);
+	let d2 = null, alice2 = null;
+	try {
+		t.alice.sock.write(`RECEIPTS ON\nSEND +351910000001 ${'x'.repeat(200)}\n`);
+		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
+		const id = ok.split(' ')[1];
+		await L.until(async () => L.val(await L.scrape(t.d.ports.metrics),
+			'echorouterd_upstream_receipt_ids') === 2, WAIT, 'both parts\' ids filed');
+		assert.deepEqual(t.sim.submits.map((x) => x.id), ['C0DE01', 'C0DE02']);
+		assert.equal((await t.sim.deliver(receipt('C0DE01', 'DELIVRD', '000'))).command_status, 0);
+		await t.alice.wait((l) => l.startsWith(`RCPT ${id} DELIVRD`), 'part 1\'s receipt');
+		// (The store drops it on its own thread: give it the time.)
+		await L.sleep(500);
+		t.alice.sock.destroy();
+		await L.stopDaemon(t.d);
+		t.d = null;
+		d2 = await L.startDaemon(conf(t.sim.port) + store);
+		await L.until(async () => metric(await L.scrape(d2.ports.metrics),
+			'sessions_bound') === 1 && t.sim.receiving() !== undefined, WAIT, 'bound again');
+		alice2 = await aliceOn(d2, true);
+		assert.equal((await t.sim.deliver(receipt('C0DE02', 'DELIVRD', '000'))).command_status, 0);
+		await alice2.wait((l) => l.startsWith(`RCPT ${id} DELIVRD`), 'part 2\'s receipt, from the store');
+		// Part 1's went with its final receipt.
+		assert.equal((await t.sim.deliver(receipt('C0DE01', 'DELIVRD', '000'))).command_status, 0);
+		const m = await L.scrape(d2.ports.metrics);
+		assert.equal(metric(m, 'receipts_matched_total'), 1);
+		assert.equal(metric(m, 'receipts_unmatched_total'), 1);
+	} finally {
+		if (alice2)
+			alice2.sock.destroy();
+		t.alice.sock.destroy();
+		await L.stopAll(t.d, d2);
+		await t.sim.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
 // The SMSC's receipt overtakes its submit_sm_resp: SMSCs that answer
 // from one thread and deliver from another do this, and so does one
 // that sends receipts on another session than the submit's. The receipt

@@ -1404,17 +1404,19 @@ END_TEST
 
 /*
  * The receipt id map's rows: each key of an SMSC id finds our message
- * and what its receipt needs, after a reopen too; dropping our id drops
- * every key; the purge takes what was written before its time.
+ * and what its receipt needs, after a reopen too; dropping by one key
+ * drops every key of that SMSC id, and not those of another part of the
+ * same message of ours; the purge takes what was written before its time.
  */
 START_TEST(test_receipt_ids)
 {
 	struct store_backend *b = open_ok(false);
 	struct receipt_key k[RECEIPT_KEYS_MAX], look[RECEIPT_KEYS_MAX];
+	struct receipt_key part2[RECEIPT_KEYS_MAX];
 	struct receipt_orig o = { .id = 4242, .submitted = 1700000000,
 	    .src_ton = 5, .src_npi = 0, .dst_ton = 1, .dst_npi = 1,
 	    .registered_delivery = 1 }, got;
-	unsigned n;
+	unsigned n, n2;
 
 	n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "3039", 4, k);
 
@@ -1425,13 +1427,18 @@ START_TEST(test_receipt_ids)
 	snprintf(o.dst_addr, sizeof(o.dst_addr), "351910000001");
 	ck_assert_int_eq(store_sqlite_ops.begin(b, true), 0);
 	for (unsigned i = 0; i < n; i++)
-		ck_assert_int_eq(store_sqlite_ops.rcpt_put(b, "opA", &k[i], &o,
-		    100), 0);
+		ck_assert_int_eq(store_sqlite_ops.rcpt_put(b, "opA", &k[i], 1,
+		    &o, 100), 0);
+	/* The message's second part: another id of the centre's. */
+	n2 = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "303a", 4, part2);
+	for (unsigned i = 0; i < n2; i++)
+		ck_assert_int_eq(store_sqlite_ops.rcpt_put(b, "opA", &part2[i],
+		    2, &o, 100), 0);
 	n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "77", 2, k);
 	o.id = 77;
 	for (unsigned i = 0; i < n; i++)
-		ck_assert_int_eq(store_sqlite_ops.rcpt_put(b, "opA", &k[i], &o,
-		    200), 0);
+		ck_assert_int_eq(store_sqlite_ops.rcpt_put(b, "opA", &k[i], 3,
+		    &o, 200), 0);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
 	store_sqlite_ops.close(b);
 	b = open_ok(false);
@@ -1452,14 +1459,74 @@ START_TEST(test_receipt_ids)
 	ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opB", &look[1], &got),
 	    0);
 	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
-	ck_assert_int_eq(store_sqlite_ops.rcpt_del(b, 4242), 0);
+	/* The first part's final receipt: its three rows go, not part 2's. */
+	ck_assert_int_eq(store_sqlite_ops.rcpt_del(b, "opA", &look[1]), 0);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &look[i],
+		    &got), 0);
+	n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "3039", 4, k);
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &k[i],
+		    &got), 0);
+	for (unsigned i = 0; i < n2; i++) {
+		ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &part2[i],
+		    &got), 1);
+		ck_assert_uint_eq(got.id, 4242);
+	}
+	ck_assert_int_eq(store_sqlite_ops.rcpt_del(b, "opA", &part2[n2 - 1]),
+	    0);
+	for (unsigned i = 0; i < n2; i++)
+		ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &part2[i],
+		    &got), 0);
+	/* A key nothing was filed under drops nothing. */
+	ck_assert_int_eq(store_sqlite_ops.rcpt_del(b, "opB", &look[1]), 0);
 	ck_assert_int_eq(store_sqlite_ops.rcpt_purge(b, 150, 100), 0);
 	ck_assert_int_eq(store_sqlite_ops.rcpt_purge(b, 201, 1), 1);
 	ck_assert_int_eq(store_sqlite_ops.rcpt_purge(b, 201, 100), 2);
 	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
-	for (unsigned i = 0; i < 3; i++)
-		ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &look[i],
-		    &got), 0);
+	store_sqlite_ops.close(b);
+}
+END_TEST
+
+/*
+ * A store file whose receipt table is from before grp (a daemon before
+ * parts were told apart): the column is added on open; its rows, grp
+ * NULL, still go by our id, together.
+ */
+START_TEST(test_receipt_ids_old_table)
+{
+	struct store_backend *b = open_ok(false);
+	struct receipt_key k[RECEIPT_KEYS_MAX];
+	struct receipt_orig o = { .id = 5, .registered_delivery = 1 }, got;
+	unsigned n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "abc", 3, k);
+
+	store_sqlite_ops.close(b);
+	exec_in_file("DROP TABLE rcpt; CREATE TABLE rcpt (upstream TEXT NOT "
+	    "NULL, kind INTEGER NOT NULL, k BLOB NOT NULL, id INTEGER NOT "
+	    "NULL, added INTEGER NOT NULL, submitted INTEGER NOT NULL, "
+	    "submitter TEXT NOT NULL, dst TEXT NOT NULL, src_addr TEXT NOT "
+	    "NULL, dst_addr TEXT NOT NULL, addr_bits INTEGER NOT NULL, rd "
+	    "INTEGER NOT NULL, PRIMARY KEY (upstream, kind, k)) WITHOUT "
+	    "ROWID; INSERT INTO rcpt VALUES ('opA', 0, CAST('abc' AS BLOB), "
+	    "5, 1, 1, 'a', 'b', 'a', 'b', 0, 1), ('opA', 0, CAST('abd' AS "
+	    "BLOB), 5, 1, 1, 'a', 'b', 'a', 'b', 0, 1);");
+	b = open_ok(false);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &k[0], &got), 1);
+	ck_assert_uint_eq(got.id, 5);
+	ck_assert_int_eq(store_sqlite_ops.begin(b, false), 0);
+	/* A new row beside the old ones. */
+	o.id = 6;
+	ck_assert_int_eq(store_sqlite_ops.rcpt_put(b, "opB", &k[0], 9, &o, 1),
+	    0);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_del(b, "opA", &k[0]), 0);
+	ck_assert_int_eq(store_sqlite_ops.commit(b), 0);
+	n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "abd", 3, k);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opA", &k[0], &got), 0);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opB", &k[0], &got), 0);
+	n = receipt_id_keys(UPSTREAM_RECEIPT_AUTO, false, "abc", 3, k);
+	ck_assert_int_eq(store_sqlite_ops.rcpt_get(b, "opB", &k[0], &got), 1);
+	ck_assert_uint_eq(got.id, 6);
 	store_sqlite_ops.close(b);
 }
 END_TEST
@@ -1497,6 +1564,7 @@ store_suite(void)
 	tcase_add_test(tc, test_not_a_store);
 	tcase_add_test(tc, test_check_opens_by_name);
 	tcase_add_test(tc, test_receipt_ids);
+	tcase_add_test(tc, test_receipt_ids_old_table);
 #endif
 	suite_add_tcase(s, tc);
 #if ER_WITH_SQLITE
