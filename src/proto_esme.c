@@ -127,6 +127,18 @@ esme_response(struct conn *c, struct upstream_sess *s,
     const struct smpp_pdu *p)
 {
 	uint32_t req = p->command_id & ~SMPP_RESP;
+	struct smpp_pdu nack;
+
+	/*
+	 * A generic_nack is a refusal: one that names no error (status 0)
+	 * takes no submit and makes no bind, it is the centre's failure.
+	 */
+	if (p->command_id == SMPP_GENERIC_NACK &&
+	    p->command_status == SMPP_ESME_ROK) {
+		nack = *p;
+		nack.command_status = SMPP_ESME_RSYSERR;
+		p = &nack;
+	}
 
 	if ((p->command_id == (SMPP_SUBMIT_SM | SMPP_RESP) ||
 	    p->command_id == SMPP_GENERIC_NACK) &&

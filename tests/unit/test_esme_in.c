@@ -530,6 +530,40 @@ START_TEST(submit_answers_in_any_order)
 }
 END_TEST
 
+/*
+ * A generic_nack answers a submit with a refusal, whatever its status:
+ * one of status 0 (no error named) is not the centre taking it.
+ */
+START_TEST(generic_nack_without_status_refuses)
+{
+	struct config *cf = unit_config(METRICS_ONLY);
+	struct reactor *r0 = reactor_new(0, cf);
+	struct smpp_pdu p = { .command_id = SMPP_GENERIC_NACK };
+	struct upstream_sess *s;
+	uint32_t seqs[4];
+	struct conn *c;
+	int peer;
+
+	c = esme_session(r0, &peer);
+	s = c->pdata;
+	upstream_fuzz_submit(c, "hello");
+	turns(r0, 5);
+	ck_assert_uint_eq(read_submits(peer, seqs, 4), 1);
+	p.sequence_number = seqs[0];
+	put_pdu(peer, &p);
+	turns(r0, 5);
+	ck_assert_uint_eq(s->inflight, 0);
+	ck_assert_uint_eq(atomic_load(&s->stat->resp_failed), 1);
+	ck_assert_uint_eq(upstream_slice(s->stat, r0)->resp_ok, 0);
+	/* Refused for good: nothing goes again. */
+	turns(r0, 5);
+	ck_assert_uint_eq(read_submits(peer, seqs, 4), 0);
+	esme_session_end(r0, peer);
+	reactor_free(r0);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 esme_in_suite(void)
 {
@@ -542,6 +576,7 @@ esme_in_suite(void)
 	tcase_add_test(tc, receipt_before_its_id_waits_for_it);
 	tcase_add_test(tc, late_receipts_past_the_bound_all_answered);
 	tcase_add_test(tc, submit_answers_in_any_order);
+	tcase_add_test(tc, generic_nack_without_status_refuses);
 	suite_add_tcase(s, tc);
 	return s;
 }
