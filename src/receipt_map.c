@@ -10,6 +10,12 @@
 
 /* Entries looked at past their expiry per call: a bounded step. */
 #define RECEIPT_EXPIRE_STEP	64
+/*
+ * Entries past the limit dropped by one call, at most: a reload that
+ * lowers upstream_receipts.limit by a million does not hold the lock
+ * (every reactor's receipts) while it frees them all at once.
+ */
+#define RECEIPT_TRIM_STEP	1024
 #define RECEIPT_BUCKETS_MIN	1024
 
 /* The value of a decimal id, leading zeros aside; false if none fits. */
@@ -342,7 +348,11 @@ entry_expired(const struct receipt_entry *e, uint64_t now,
 	return lim->expiry > 0 && now >= e->added + lim->expiry;
 }
 
-/* Drops expired entries (a bounded step) and, past limit, the oldest. */
+/*
+ * Drops expired entries and, past limit (with room for room more), the
+ * oldest: each a bounded step, so that a map over a lowered limit comes
+ * down over the next calls, never growing meanwhile.
+ */
 static void
 map_trim_locked(struct receipt_map *map, uint64_t now,
     const struct receipt_limits *lim, size_t room, struct receipt_entry **gone)
@@ -352,7 +362,9 @@ map_trim_locked(struct receipt_map *map, uint64_t now,
 	while (map->oldest != NULL && step++ < RECEIPT_EXPIRE_STEP &&
 	    entry_expired(map->oldest, now, lim))
 		entry_drop_locked(map, map->oldest, gone);
-	while (map->oldest != NULL && map->count + room > lim->limit)
+	step = 0;
+	while (map->oldest != NULL && map->count + room > lim->limit &&
+	    step++ < RECEIPT_TRIM_STEP)
 		entry_drop_locked(map, map->oldest, gone);
 }
 

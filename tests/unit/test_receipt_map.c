@@ -327,6 +327,44 @@ START_TEST(map_limit_evicts_oldest)
 }
 END_TEST
 
+/*
+ * A limit lowered (a reload) under a full map: each call drops a bounded
+ * step of the oldest, the map never grows meanwhile, and it comes down
+ * to the new limit; the newest are the ones kept.
+ */
+START_TEST(map_limit_lowered_comes_down)
+{
+	struct receipt_map *map = receipt_map_new();
+	const struct receipt_limits was = { .limit = 5000, .expiry = 0 };
+	const struct receipt_limits now = { .limit = 100, .expiry = 0 };
+	size_t before;
+	char id[32];
+	unsigned i;
+
+	for (i = 1; i <= 5000; i++) {
+		snprintf(id, sizeof(id), "%u", 100000 + i);
+		file(map, "opA", UPSTREAM_RECEIPT_AUTO, id, i, 1, &was);
+	}
+	for (; receipt_map_count(map) > 100; i++) {
+		before = receipt_map_count(map);
+		snprintf(id, sizeof(id), "%u", 100000 + i);
+		file(map, "opA", UPSTREAM_RECEIPT_AUTO, id, i, 1, &now);
+		/* Not all at once, and never more than before. */
+		ck_assert_uint_ge(receipt_map_count(map), before > 1100 ?
+		    before - 1100 : 100);
+		ck_assert_uint_le(receipt_map_count(map), before);
+		ck_assert_uint_lt(i, 5100);
+	}
+	ck_assert_uint_eq(receipt_map_count(map), 100);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, "100001", 1,
+	    &now), 0);
+	snprintf(id, sizeof(id), "%u", 100000 + i - 1);
+	ck_assert_uint_eq(peek(map, "opA", UPSTREAM_RECEIPT_AUTO, id, 1,
+	    &now), i - 1);
+	receipt_map_free(map);
+}
+END_TEST
+
 /* Entries older than expiry are not found, and go as time passes. */
 START_TEST(map_expiry)
 {
@@ -692,6 +730,7 @@ receipt_map_suite(void)
 	tcase_add_test(tc, map_per_upstream);
 	tcase_add_test(tc, map_final_takes);
 	tcase_add_test(tc, map_limit_evicts_oldest);
+	tcase_add_test(tc, map_limit_lowered_comes_down);
 	tcase_add_test(tc, map_expiry);
 	tcase_add_test(tc, map_many);
 	tcase_add_test(tc, receipt_text_parsed);
