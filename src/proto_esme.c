@@ -258,6 +258,17 @@ esme_on_tick(struct conn *c)
 			esme_bind(c);
 		return;
 	}
+	/*
+	 * Input waits here (a window of the centre's messages awaits their
+	 * verdicts): its answers to us are unread, not late. Their time
+	 * starts again once it is read, and nothing is asked meanwhile.
+	 */
+	if (conn_is_held(c)) {
+		if (s->pending_cmd != 0)
+			s->pending_since = now;
+		upstream_sess_unread(s, now);
+		return;
+	}
 	if ((s->pending_cmd != 0 &&
 	    now - s->pending_since >= s->uc->response_timeout) ||
 	    upstream_sess_overdue(s, now)) {

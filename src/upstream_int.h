@@ -211,6 +211,11 @@ bool	upstream_sess_answer(struct upstream_sess *s, uint32_t seq,
 
 /* A submit unanswered for response_timeout: the link is dead. */
 bool	upstream_sess_overdue(const struct upstream_sess *s, uint32_t now);
+/*
+ * The session's input is held (unread): the submits in its window count
+ * as sent at now, their answers not late while they wait to be read.
+ */
+void	upstream_sess_unread(struct upstream_sess *s, uint32_t now);
 
 /* What becomes of a session's jobs when its link goes. */
 enum upstream_drop {

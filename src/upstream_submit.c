@@ -754,6 +754,14 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 	return true;
 }
 
+void
+upstream_sess_unread(struct upstream_sess *s, uint32_t now)
+{
+	for (unsigned i = 0; i < s->wincap; i++)
+		if (s->win[i].job != NULL)
+			s->win[i].sent_at = now;
+}
+
 bool
 upstream_sess_overdue(const struct upstream_sess *s, uint32_t now)
 {

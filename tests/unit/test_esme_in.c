@@ -564,6 +564,58 @@ START_TEST(generic_nack_without_status_refuses)
 }
 END_TEST
 
+/*
+ * A window of MOs whose verdicts are slow holds the session's input, with
+ * the centre's answer to our submit behind them: past response_timeout
+ * that answer is unread, not late, and the link is not taken for dead.
+ * Once the verdicts come, the answer is read and takes the submit.
+ */
+START_TEST(held_input_is_no_dead_link)
+{
+	struct config *cf = unit_config(METRICS_ONLY);
+	struct reactor *r0 = reactor_new(0, cf), *r1 = reactor_new(1, cf);
+	struct route_owner far = route_owner_conn((struct conn_handle){
+	    .reactor = 1, .slot = 7, .gen = 1 });
+	struct upstream_sess *s;
+	uint32_t seqs[4];
+	struct conn *c;
+	int peer;
+
+	ck_assert_int_eq(route_claim("+15551", &far), 0);
+	c = esme_session(r0, &peer);
+	s = c->pdata;
+	upstream_fuzz_submit(c, "hello");
+	turns(r0, 5);
+	ck_assert_uint_eq(read_submits(peer, seqs, 4), 1);
+	for (uint32_t i = 0; i < MO_WINDOW; i++)
+		put_deliver(peer, 10 + i, "15551", 0, "slow");
+	turns(r0, 5);
+	ck_assert(conn_is_held(c));
+	put_submit_resp(peer, seqs[0], "X1");
+	turns(r0, 5);
+	ck_assert_uint_eq(s->inflight, 1);
+	/* Past response_timeout, twice over, while held. */
+	for (unsigned t = 1; t <= 2; t++) {
+		r0->now += uc.response_timeout + 1;
+		esme.on_tick(c);
+		ck_assert(!conn_is_closing(c));
+	}
+	ck_assert_uint_eq(atomic_load(&s->stat->dead_links), 0);
+	/* The verdicts (no route, as it happens): the input goes on. */
+	ck_assert_uint_eq(mailbox_drain(&r1->mb, r1, MAILBOX_RUN), MO_WINDOW);
+	reactor_publish(r1);
+	turns(r0, 10);
+	ck_assert(!conn_is_held(c));
+	ck_assert_uint_eq(s->inflight, 0);
+	ck_assert_uint_eq(upstream_slice(s->stat, r0)->resp_ok, 1);
+	esme_session_end(r0, peer);
+	route_release("+15551", &far);
+	reactor_free(r1);
+	reactor_free(r0);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 esme_in_suite(void)
 {
@@ -577,6 +629,7 @@ esme_in_suite(void)
 	tcase_add_test(tc, late_receipts_past_the_bound_all_answered);
 	tcase_add_test(tc, submit_answers_in_any_order);
 	tcase_add_test(tc, generic_nack_without_status_refuses);
+	tcase_add_test(tc, held_input_is_no_dead_link);
 	suite_add_tcase(s, tc);
 	return s;
 }
