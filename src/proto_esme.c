@@ -83,6 +83,7 @@ esme_open(struct conn *c)
 	s->state = UPSTREAM_OPENING;
 	s->mo_pending = 0;
 	s->late = 0;
+	s->centre_unbound = false;
 	if (tls_is_handshaken(c->xp))
 		esme_bind(c);
 }
@@ -143,8 +144,14 @@ esme_response(struct conn *c, struct upstream_sess *s,
 	if ((p->command_id == (SMPP_SUBMIT_SM | SMPP_RESP) ||
 	    p->command_id == SMPP_GENERIC_NACK) &&
 	    upstream_sess_answer(s, p->sequence_number, p->command_status,
-	    p->message_id))
+	    p->message_id)) {
+		/* The last answer the centre's unbind waited for. */
+		if (s->centre_unbound && s->inflight == 0) {
+			s->state = UPSTREAM_CLOSING;
+			conn_close_after_flush(c, CONN_CLOSE_QUIT);
+		}
 		return;
+	}
 	if (s->pending_cmd == 0 || p->sequence_number != s->pending_seq ||
 	    (req != s->pending_cmd && p->command_id != SMPP_GENERIC_NACK)) {
 		log_debug("upstream %s: link %u: %s for sequence %u, which "
@@ -168,11 +175,18 @@ esme_response(struct conn *c, struct upstream_sess *s,
 	}
 }
 
-/* The SMS centre ends the session: answered, then a reconnect. */
+/*
+ * The SMS centre ends the session: answered, then a reconnect. Its
+ * answers to submits still unanswered may follow its unbind: they are
+ * read (for response_timeout at most), not left unread and the submits
+ * sent again elsewhere, to reach the handsets twice.
+ */
 static void
 esme_unbound(struct conn *c, struct upstream_sess *s,
     const struct smpp_pdu *p)
 {
+	bool ours = s->state == UPSTREAM_UNBINDING;
+
 	esme_answer(c, SMPP_UNBIND | SMPP_RESP, SMPP_ESME_ROK,
 	    p->sequence_number);
 	atomic_fetch_add(&s->stat->unbinds, 1);
@@ -180,6 +194,13 @@ esme_unbound(struct conn *c, struct upstream_sess *s,
 		upstream_sess_fail(s, UPSTREAM_FAIL_UNBIND, "the SMS centre "
 		    "unbound");
 	upstream_sess_list(s, false);
+	if (s->inflight > 0 && !ours) {
+		s->state = UPSTREAM_UNBINDING;
+		s->centre_unbound = true;
+		s->pending_cmd = 0;
+		s->pending_since = c->r->now;
+		return;
+	}
 	s->state = UPSTREAM_CLOSING;
 	conn_close_after_flush(c, CONN_CLOSE_QUIT);
 }
@@ -256,6 +277,14 @@ esme_on_tick(struct conn *c)
 	if (s->state == UPSTREAM_OPENING) {
 		if (tls_is_handshaken(c->xp))
 			esme_bind(c);
+		return;
+	}
+	/* The centre unbound: its last answers, or the close. */
+	if (s->centre_unbound) {
+		if (now - s->pending_since >= s->uc->response_timeout) {
+			s->state = UPSTREAM_CLOSING;
+			conn_close_after_flush(c, CONN_CLOSE_QUIT);
+		}
 		return;
 	}
 	/*

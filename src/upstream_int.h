@@ -158,6 +158,7 @@ struct upstream_sess {
 	bool	is_bound;		/* counted in stat->bound */
 	bool	failed;			/* this close was logged already */
 	bool	removed;		/* free once closed */
+	bool	centre_unbound;		/* UNBINDING: the centre's unbind */
 	bool	restart;		/* reconnect at once once closed */
 };
 

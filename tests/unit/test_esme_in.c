@@ -616,6 +616,52 @@ START_TEST(held_input_is_no_dead_link)
 }
 END_TEST
 
+/*
+ * The centre unbinds with submits unanswered, and its answers follow the
+ * unbind: they are read and take their submits (not sent again, to
+ * reach the handsets twice), and the session closes after the last.
+ */
+START_TEST(answers_after_the_centres_unbind_are_read)
+{
+	struct config *cf = unit_config(METRICS_ONLY);
+	struct reactor *r0 = reactor_new(0, cf);
+	struct smpp_pdu unbind = { .command_id = SMPP_UNBIND,
+	    .sequence_number = 77 };
+	uint32_t seqs[4], cmds[8], sts[8];
+	struct upstream_stat *st;
+	struct upstream_sess *s;
+	struct conn *c;
+	unsigned n;
+	int peer;
+
+	c = esme_session(r0, &peer);
+	s = c->pdata;
+	st = s->stat;
+	upstream_fuzz_submit(c, "one");
+	upstream_fuzz_submit(c, "two");
+	turns(r0, 5);
+	ck_assert_uint_eq(read_submits(peer, seqs, 4), 2);
+	put_pdu(peer, &unbind);
+	put_submit_resp(peer, seqs[0], "U1");
+	turns(r0, 5);
+	ck_assert_uint_eq(s->inflight, 1);
+	ck_assert_uint_eq(conn_count(r0), 1);
+	put_submit_resp(peer, seqs[1], "U2");
+	turns(r0, 5);
+	ck_assert_uint_eq(upstream_slice(st, r0)->resp_ok, 2);
+	n = read_answers(peer, cmds, sts, 8);
+	ck_assert_uint_ge(n, 1);
+	ck_assert_uint_eq(cmds[0], SMPP_UNBIND | SMPP_RESP);
+	/* Closing after the last answer: nothing went again. */
+	ck_assert(conn_is_closing(c));
+	turns(r0, 5);
+	ck_assert_uint_eq(upstream_slice(st, r0)->submits, 2);
+	esme_session_end(r0, peer);
+	reactor_free(r0);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 esme_in_suite(void)
 {
@@ -630,6 +676,7 @@ esme_in_suite(void)
 	tcase_add_test(tc, submit_answers_in_any_order);
 	tcase_add_test(tc, generic_nack_without_status_refuses);
 	tcase_add_test(tc, held_input_is_no_dead_link);
+	tcase_add_test(tc, answers_after_the_centres_unbind_are_read);
 	suite_add_tcase(s, tc);
 	return s;
 }
