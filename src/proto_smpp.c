@@ -1021,8 +1021,9 @@ edge_make(struct conn *c, struct smpp_sess *s, const struct msg *m,
 	if (smpp_long_make(m, &o, d, lp, &needed) < 0) {
 		if (errno != EMSGSIZE)
 			return MSG_UNFIT;
+		/* Over 65,535 octets: however long one waits. */
 		if (o.how == TEXT_LONG_PAYLOAD)
-			return MSG_REFUSED;	/* over 65535 octets */
+			return MSG_UNFIT;
 		log_debug("conn=%u.%u system_id=%s message %llu needs %u "
 		    "parts, over max_parts %u", c->r->id, c->slot,
 		    s->system_id, (unsigned long long)m->id, needed,
@@ -1089,7 +1090,7 @@ smpp_on_deliver(struct conn *c, const struct msg *m)
 	if (d->len > 65535) {
 		smpp_long_free(lp);
 		msg_free(d);
-		return MSG_REFUSED;
+		return MSG_UNFIT;
 	}
 	if (s->inflight < s->window && s->qlen == 0) {
 		if (lp != NULL)

@@ -345,6 +345,30 @@ test('long line text to SMPP: long = "sar" sends SAR TLVs, "payload" one message
 	}
 });
 
+// message_payload's length is 16 bits: a text over 65,535 octets cannot
+// go to a "payload" recipient however long one waits. It is a 400, not
+// "recipient busy" (a 503, which tells the sender to try again).
+test('long line text to SMPP: over 65,535 octets for long = "payload" is a 400, nothing sent', async () => {
+	const d = await L.startDaemon(conf('limits = { max_line = 262144; };\n'));
+	try {
+		const py = await L.session(d.ports.smpp, 'bind_receiver', 'pay', 'p');
+		const a = await line(d.ports.router, 'alice', 'a');
+		// UCS-2 (not GSM): two octets a character.
+		const r = await send(a, 'pay', 'ж'.repeat(33000));
+		assert.match(r, /^ERR 400 \d+ recipient cannot take this text$/);
+		// (The npm client takes PDUs of 16 KiB at most.)
+		assert.match(await send(a, 'pay', 'ж'.repeat(8000)), /^OK \d+$/);
+		await until(() => py.got.length === 1, 'the one that fits');
+		await L.sleep(200);
+		assert.equal(py.got.length, 1);
+		assert.equal(L.text(py.got[0]), 'ж'.repeat(8000));
+		a.sock.destroy();
+		py.s.close();
+	} finally {
+		await L.stopDaemon(d);
+	}
+});
+
 test('long line text to SMPP: over max_parts is refused with its reason, nothing sent', async () => {
 	const d = await L.startDaemon(conf());
 	try {
