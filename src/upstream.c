@@ -65,6 +65,47 @@ static _Thread_local struct {
 	} e[FIND_CACHE];
 } found;
 
+/*
+ * Zeroes a slot taken again, field by field with atomic stores: a thread
+ * that found the slot's last name a moment before (upstream_stat_find
+ * takes no reference) may still count or read there, and a memset under
+ * it would be a data race.
+ */
+static void
+stat_reset(struct upstream_stat *st)
+{
+	for (size_t i = 0; i < UPSTREAM_SLICES; i++) {
+		struct upstream_slice *sl = &st->slice[i];
+
+		atomic_store_explicit(&sl->submits, 0, memory_order_relaxed);
+		atomic_store_explicit(&sl->resp_ok, 0, memory_order_relaxed);
+		atomic_store_explicit(&sl->receipts_matched, 0,
+		    memory_order_relaxed);
+		atomic_store_explicit(&sl->mo_routed, 0, memory_order_relaxed);
+		atomic_store_explicit(&sl->window, 0, memory_order_relaxed);
+	}
+	atomic_store(&st->bound, 0);
+	atomic_store(&st->connects, 0);
+	atomic_store(&st->reconnects, 0);
+	atomic_store(&st->bind_failures, 0);
+	atomic_store(&st->dead_links, 0);
+	atomic_store(&st->unbinds, 0);
+	atomic_store(&st->deliver_refused, 0);
+	atomic_store(&st->receipts_unmatched, 0);
+	atomic_store(&st->receipts_late, 0);
+	atomic_store(&st->links_tx[0], 0);
+	atomic_store(&st->links_tx[1], 0);
+	for (size_t i = 0; i < sizeof(st->oldest_at) / sizeof(st->oldest_at[0]);
+	    i++)
+		atomic_store(&st->oldest_at[i], 0);
+	atomic_store(&st->paused_until, 0);
+	atomic_store(&st->tps_at, 0);
+	atomic_store(&st->resp_throttled, 0);
+	atomic_store(&st->resp_failed, 0);
+	atomic_store(&st->throttles, 0);
+	atomic_store(&st->bad_ids, 0);
+}
+
 /* name's counters, one more user; NULL if every slot is in use. */
 static struct upstream_stat *
 stat_get(const char *name)
@@ -82,7 +123,7 @@ stat_get(const char *name)
 	}
 	if (st == NULL && free_slot != NULL) {
 		st = free_slot;
-		memset(st, 0, sizeof(*st));
+		stat_reset(st);
 		snprintf(st->name, sizeof(st->name), "%s", name);
 		atomic_fetch_add(&stats_gen, 1);
 	}

@@ -47,6 +47,7 @@ struct upstream_slice {
  * pace.
  */
 struct upstream_stat {
+	/* (A slot taken again is zeroed by stat_reset: each field there.) */
 	struct upstream_slice slice[UPSTREAM_SLICES];
 	char	name[CONFIG_NAME_MAX + 1];
 	atomic_uint users;		/* sessions that count here */
