@@ -101,8 +101,9 @@ struct upstream_job {
 	unsigned nparts;
 	unsigned moves;			/* sessions it was handed to */
 	uint32_t status;		/* the first permanent error, 0 none */
+	uint32_t throttled;		/* the last temporary one's, 0 none */
 	char	smsc_id[65];		/* the SMSC's id of its first part */
-	uint64_t since_ms;		/* when its session took it */
+	uint64_t since_ms;		/* its session took it, or a part */
 	int	home;			/* the reactor that made it; -1 none */
 	enum msg_verdict verdict;	/* on its way home: the answer */
 	bool	queued;

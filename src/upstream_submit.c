@@ -658,10 +658,14 @@ job_settle(struct upstream_sess *s, struct upstream_job *j)
 	    MSG_REJECTED);
 }
 
-/* A temporary refusal: the upstream pauses, the part goes again. */
+/*
+ * A temporary refusal: the upstream pauses, the part goes again. (The
+ * status stays in case the parts after the first never go: see
+ * upstream_sess_second.)
+ */
 static void
 answer_throttled(struct upstream_sess *s, struct upstream_job *j,
-    unsigned part)
+    unsigned part, uint32_t status)
 {
 	uint64_t until = s->c->r->now_ms + UPSTREAM_PAUSE_MS;
 
@@ -674,6 +678,7 @@ answer_throttled(struct upstream_sess *s, struct upstream_job *j,
 		    UPSTREAM_PAUSE_MS);
 	}
 	j->part[part] = UPJ_WAIT;
+	j->throttled = status;
 	if (!j->queued)
 		queue_push(s, j, true);
 }
@@ -722,6 +727,7 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 	if (status == SMPP_ESME_ROK) {
 		UPSTREAM_COUNT(upstream_slice(s->stat, s->r)->resp_ok, 1);
 		j->part[part] = UPJ_DONE;
+		j->since_ms = s->r->now_ms;	/* a part taken: progress */
 		if (answer_id_ok(s, j, id)) {
 			upstream_submitted(s->cf, s->uc, id, strlen(id), j->m);
 			if (j->smsc_id[0] == '\0')
@@ -730,7 +736,7 @@ upstream_sess_answer(struct upstream_sess *s, uint32_t seq, uint32_t status,
 		}
 	} else if (status == SMPP_ESME_RTHROTTLED ||
 	    status == SMPP_ESME_RMSGQFUL) {
-		answer_throttled(s, j, part);
+		answer_throttled(s, j, part, status);
 	} else {
 		atomic_fetch_add(&s->stat->resp_failed, 1);
 		j->part[part] = UPJ_DONE;
@@ -857,15 +863,26 @@ upstream_sess_second(struct upstream_sess *s)
 	/*
 	 * A sender waits for its answer no longer than response_timeout
 	 * for a session to start on its message: not for a pause or a
-	 * pace that will not end soon.
+	 * pace that will not end soon. A message with parts taken already
+	 * waits as long for the next part to be: a centre that refuses it
+	 * for that long (a full queue for that handset, say) ends it with
+	 * that refusal, the parts before it delivered.
 	 */
 	for (j = s->qhead; j != NULL; j = next) {
 		next = j->next;
-		if (r->now_ms - j->since_ms >= limit && !job_has_sent(j) &&
-		    !job_has_done(j)) {
+		if (r->now_ms - j->since_ms < limit || job_has_sent(j))
+			continue;
+		if (!job_has_done(j)) {
 			queue_del(s, j);
 			job_answer(&r->batch, j, MSG_BUSY);
+			continue;
 		}
+		for (unsigned i = 0; i < j->nparts; i++)
+			j->part[i] = UPJ_DONE;
+		if (j->status == 0)
+			j->status = j->throttled != 0 ? j->throttled :
+			    SMPP_ESME_RTHROTTLED;
+		job_settle(s, j);
 	}
 	upstream_sess_pump(s);
 	sess_note_oldest(s);

@@ -662,6 +662,69 @@ START_TEST(answers_after_the_centres_unbind_are_read)
 }
 END_TEST
 
+/* A submit_sm_resp of status st for seq, with no id. */
+static void
+put_submit_status(int fd, uint32_t seq, uint32_t st)
+{
+	struct smpp_pdu p = { .command_id = SMPP_SUBMIT_SM | SMPP_RESP,
+	    .command_status = st, .sequence_number = seq };
+
+	put_pdu(fd, &p);
+}
+
+/*
+ * A long text's first part taken, its second refused for a while
+ * (ESME_RMSGQFUL: the handset's queue full, say): it goes again after
+ * each pause, but once no part was taken for response_timeout the
+ * message ends with that refusal, not tried for ever.
+ */
+START_TEST(part_refused_for_long_ends_the_message)
+{
+	struct config *cf = unit_config(METRICS_ONLY);
+	struct reactor *r0 = reactor_new(0, cf);
+	char text[201];
+	struct upstream_sess *s;
+	uint32_t seqs[8];
+	struct conn *c;
+	int peer;
+
+	memset(text, 'x', 200);
+	text[200] = '\0';
+	c = esme_session(r0, &peer);
+	s = c->pdata;
+	upstream_fuzz_submit(c, text);
+	turns(r0, 5);
+	ck_assert_uint_eq(read_submits(peer, seqs, 8), 2);
+	put_submit_resp(peer, seqs[0], "P1");
+	put_submit_status(peer, seqs[1], SMPP_ESME_RMSGQFUL);
+	turns(r0, 5);
+	ck_assert_uint_eq(s->inflight, 0);
+	ck_assert_uint_eq(s->qlen, 1);
+	/* The pause over, within response_timeout: it goes again. */
+	atomic_store(&s->stat->paused_until, 0);
+	upstream_sess_second(s);
+	turns(r0, 5);
+	ck_assert_uint_eq(s->inflight, 1);
+	ck_assert_uint_eq(read_submits(peer, seqs, 8), 1);
+	put_submit_status(peer, seqs[0], SMPP_ESME_RMSGQFUL);
+	turns(r0, 5);
+	ck_assert_uint_eq(s->qlen, 1);
+	/* Refused for response_timeout since the first part: it ends. */
+	ck_assert_ptr_nonnull(s->qhead);
+	s->qhead->since_ms -= (uint64_t)uc.response_timeout * 1000;
+	upstream_sess_second(s);
+	ck_assert_uint_eq(s->qlen, 0);
+	ck_assert_uint_eq(s->inflight, 0);
+	atomic_store(&s->stat->paused_until, 0);
+	upstream_sess_second(s);
+	turns(r0, 5);
+	ck_assert_uint_eq(read_submits(peer, seqs, 8), 0);
+	esme_session_end(r0, peer);
+	reactor_free(r0);
+	config_unref(cf);
+}
+END_TEST
+
 Suite *
 esme_in_suite(void)
 {
@@ -677,6 +740,7 @@ esme_in_suite(void)
 	tcase_add_test(tc, generic_nack_without_status_refuses);
 	tcase_add_test(tc, held_input_is_no_dead_link);
 	tcase_add_test(tc, answers_after_the_centres_unbind_are_read);
+	tcase_add_test(tc, part_refused_for_long_ends_the_message);
 	suite_add_tcase(s, tc);
 	return s;
 }
