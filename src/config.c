@@ -501,46 +501,6 @@ config_find_account(const struct config *cf, const char *id)
 	return NULL;
 }
 
-/* Whether the route rc's prefix is the l octets addr starts with. */
-static inline bool
-route_prefix_is(const struct route_conf *rc, const char *addr, size_t l)
-{
-	size_t i = 0;
-
-	if (rc->prefix[l] != '\0')
-		return false;
-	while (i < l && rc->prefix[i] == addr[i])
-		i++;
-	return i == l;
-}
-
-const struct route_conf *
-config_find_route(const struct config *cf, const char *addr)
-{
-	const struct route_conf *best = NULL;
-	const uint32_t *slots = cf->route_slots;
-	uint64_t lens = cf->route_lens;
-	size_t mask = cf->route_nslots - 1;
-	uint32_t h = FNV1A_START;
-
-	/*
-	 * addr's prefixes, shortest first, as long as the routes' go: each of
-	 * a length some route has is looked up; the last found wins.
-	 */
-	for (size_t l = 1; lens != 0 && addr[l - 1] != '\0'; l++, lens >>= 1) {
-		h = fnv1a_step(h, (unsigned char)addr[l - 1]);
-		if (!(lens & 1))
-			continue;
-		for (size_t j = h & mask; slots[j] != 0; j = (j + 1) & mask)
-			if (route_prefix_is(&cf->routes[slots[j] - 1], addr,
-			    l)) {
-				best = &cf->routes[slots[j] - 1];
-				break;
-			}
-	}
-	return best;
-}
-
 const struct upstream_conf *
 config_find_upstream(const struct config *cf, const char *name)
 {

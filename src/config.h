@@ -321,7 +321,7 @@ struct config {
 	struct route_conf *routes;
 	size_t	nroutes;
 	/*
-	 * The routes by prefix (config_find_route): a hash of the prefixes
+	 * The routes by prefix (route_conf_by_prefix): a hash of the prefixes
 	 * (index + 1, 0 empty), and the lengths they come in (bit l - 1 for
 	 * length l).
 	 */
@@ -413,14 +413,6 @@ const struct listener_conf *config_find_listener(const struct config *cf,
 /* The account with this id, or NULL. */
 const struct account_conf *config_find_account(const struct config *cf,
 	    const char *id);
-
-/*
- * The route whose prefix is the longest that addr starts with, or NULL.
- * As many probes of a hash as the routes have lengths of prefix, however
- * many routes there are.
- */
-const struct route_conf *config_find_route(const struct config *cf,
-	    const char *addr);
 
 /* The upstream named name, or NULL. */
 const struct upstream_conf *config_find_upstream(const struct config *cf,

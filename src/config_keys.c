@@ -503,13 +503,14 @@ route_finish(struct walk *w, const config_setting_t *s, void *base)
 		    "this route goes to \"%s\"", r->prefix, r->to);
 }
 
+_Static_assert(CONFIG_ADDR_MAX <= 64, "a route's length is a bit of 64");
+
 /*
  * An open-addressing index of the routes' prefixes, and the lengths they
- * come in (config_find_route; a prefix is at most 64 long, a bit each): with hundreds of routes, a walk along the
- * list for every message cost more than the rest of its routing. A prefix
- * given twice is an error.
+ * come in, a bit each (route_conf_by_prefix reads them): with hundreds of
+ * routes, a walk along the list for every message cost more than the
+ * rest of its routing. A prefix given twice is an error.
  */
-_Static_assert(CONFIG_ADDR_MAX <= 64, "a route's length is a bit of 64");
 
 static void
 routes_finish(struct walk *w, const config_setting_t *s, void *base)

@@ -105,7 +105,11 @@ bool	route_is_claimed(const char *addr);
  */
 const char *route_by_prefix(const struct config *cf, const char *addr);
 
-/* The longest prefix route in cf matching addr, or NULL. Any thread. */
+/*
+ * The longest prefix route in cf matching addr, or NULL: as many probes
+ * of cf's index of prefixes as the routes have lengths of prefix, however
+ * many routes there are. Any thread.
+ */
 const struct route_conf *route_conf_by_prefix(const struct config *cf,
 	    const char *addr);
 

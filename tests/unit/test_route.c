@@ -263,16 +263,16 @@ START_TEST(test_prefix_index_as_walk)
 			if (k % 4 == 1 && n > 0)
 				addr[0] = '7';	/* no prefix starts so */
 		}
-		ck_assert_ptr_eq(config_find_route(cf, addr),
+		ck_assert_ptr_eq(route_conf_by_prefix(cf, addr),
 		    longest_by_walk(cf, addr));
-		hits += config_find_route(cf, addr) != NULL;
+		hits += route_conf_by_prefix(cf, addr) != NULL;
 	}
 	/* (Most of them are found: not a test of NULL against NULL.) */
 	ck_assert_uint_gt(hits, NADDRS / 2);
 	/* Longer than any address of a route, and 64 long. */
 	memset(addr, '1', CONFIG_ADDR_MAX);
 	addr[CONFIG_ADDR_MAX] = '\0';
-	ck_assert_ptr_eq(config_find_route(cf, addr),
+	ck_assert_ptr_eq(route_conf_by_prefix(cf, addr),
 	    longest_by_walk(cf, addr));
 	config_unref(cf);
 	free(text);
