@@ -585,11 +585,15 @@ pend_verdict(uint64_t req, bool nobody, enum msg_verdict v)
 	}
 }
 
-/* Only verdicts a sender may hear; anything else is a failure. */
+/*
+ * Only verdicts a sender may hear; anything else is a failure. (Over
+ * max_parts is one: a refusal for good, as on one node, not a 503.)
+ */
 static enum msg_verdict
 verdict_of(uint8_t b)
 {
-	if (b >= MSG_OK && b <= MSG_UNAVAILABLE && b != MSG_STORE)
+	if ((b >= MSG_OK && b <= MSG_UNAVAILABLE && b != MSG_STORE) ||
+	    b == MSG_TOO_LONG)
 		return (enum msg_verdict)b;
 	return MSG_UNAVAILABLE;
 }

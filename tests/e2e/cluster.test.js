@@ -283,6 +283,34 @@ async function idSlots(d, node) {
 	return (await until(() => re.exec(d.log), WAIT_MS, `${node}'s id slots`))[1];
 }
 
+// An SMPP bind on another node refuses a text over its max_parts for
+// good: the sender hears the 400 it hears on one node (it once heard a
+// 503, "cluster unavailable", and tried again).
+test('a text over the recipient\'s max_parts on another node is a 400, as on one node', { skip }, async () => {
+	const withParts = (c) => c + 'smpp = { max_parts = 2; };\n';
+	const P = await L.startDaemon(withParts(nodeConf('p', [nats[0]])));
+	const Q = await L.startDaemon(withParts(nodeConf('q', [nats[1]])));
+	try {
+		const rx = await L.session(Q.ports.smpp, 'bind_receiver', 'carol', 'c');
+		const x = await loginWhenFree(P.ports.router, 'dave', 'd');
+		// Until P's sends find carol's bind on Q.
+		await until(async () => {
+			x.lines = [];
+			send(x, 'SEND carol hello\n');
+			const [r] = await waitLines(x, /^(OK|ERR) /, 1);
+			return r.startsWith('OK') ? r : null;
+		}, WAIT_MS, 'carol reachable from P');
+		x.lines = [];
+		send(x, `SEND carol ${'y'.repeat(307)}\n`);
+		const [r] = await waitLines(x, /^(OK|ERR) /, 1);
+		assert.match(r, /^ERR 400 \d+ over the recipient's max_parts$/);
+		x.sock.destroy();
+		rx.s.close();
+	} finally {
+		await L.stopAll(P, Q);
+	}
+});
+
 test('message ids are unique across nodes: each node\'s end in slots of its own', { skip }, async () => {
 	const slots = {};
 	for (const [name, d] of [['a', A], ['b', B]])
