@@ -264,9 +264,12 @@ heartbeat(uint64_t now)
 	}
 	/*
 	 * Silent past claim_ttl (cut off, or the process stopped): the other
-	 * nodes took us for dead, and may have taken our addresses.
+	 * nodes took us for dead, and may have taken our addresses. The
+	 * last beat may have been stored as late as it began, and this one
+	 * as late as now, when the put returned (it can wait request_timeout
+	 * on a slow JetStream): measured so, not from when this one began.
 	 */
-	if (C.beat_last_ms != 0 && now - C.beat_last_ms >=
+	if (C.beat_last_ms != 0 && mono_ms() - C.beat_last_ms >=
 	    (uint64_t)C.kvcf->cluster.claim_ttl * 1000)
 		C.was_down = true;
 	C.beat_last_ms = now;
