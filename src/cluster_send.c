@@ -255,6 +255,7 @@ cluster_owners_clear(void)
 
 static void pend_try(struct pend *p);
 static const char *candidate(const struct msg *m, unsigned i);
+static struct outbox **outbox_slot(const char *addr, const char *node);
 
 /*
  * addr was taken from node was (silent past claim_ttl: frozen, cut off):
@@ -266,6 +267,7 @@ static void
 pend_redirect(const char *addr, const char *was)
 {
 	struct pend *p, *next, *head = NULL, **tail = &head;
+	struct outbox *ob;
 	const char *a;
 
 	/* (Each list in sent order: per sender, order holds.) */
@@ -282,6 +284,13 @@ pend_redirect(const char *addr, const char *was)
 			*tail = p;
 			tail = &p->qnext;
 		}
+	/* Then what this batch was about to send there, after them. */
+	if ((ob = *outbox_slot(addr, was)) != NULL && ob->head != NULL) {
+		*tail = ob->head;
+		ob->head = ob->tail = NULL;
+		ob->count = 0;
+		ob->bytes = CLUSTER_BUNDLE_HEAD;
+	}
 	for (p = head; p != NULL; p = next) {
 		next = p->qnext;
 		pend_try(p);
@@ -385,17 +394,25 @@ outbox_send(struct outbox *ob)
 	ob->bytes = CLUSTER_BUNDLE_HEAD;
 }
 
-/* Queues p for addr at node ("" any), in this batch's bundle for it. */
-static void
-outbox_add(const char *addr, const char *node, struct pend *p)
+/* Where this batch's outbox for addr at node is, or would go. */
+static struct outbox **
+outbox_slot(const char *addr, const char *node)
 {
-	struct outbox **pp =
-	    &C.out[fnv1a_str(addr) & (OUT_BUCKETS - 1)], *ob;
-	size_t need = cluster_bundle_item_size(p->m);
+	struct outbox **pp = &C.out[fnv1a_str(addr) & (OUT_BUCKETS - 1)];
 
 	while (*pp != NULL && (strcmp((*pp)->addr, addr) != 0 ||
 	    strcmp((*pp)->node, node) != 0))
 		pp = &(*pp)->hnext;
+	return pp;
+}
+
+/* Queues p for addr at node ("" any), in this batch's bundle for it. */
+static void
+outbox_add(const char *addr, const char *node, struct pend *p)
+{
+	struct outbox **pp = outbox_slot(addr, node), *ob;
+	size_t need = cluster_bundle_item_size(p->m);
+
 	if ((ob = *pp) == NULL) {
 		ob = *pp = xcalloc(1, sizeof(*ob));
 		snprintf(ob->addr, sizeof(ob->addr), "%s", addr);
