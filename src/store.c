@@ -594,6 +594,12 @@ store_acct_leave(struct store_acct *a, const struct msg *m)
 {
 	uint64_t b = store_msg_bytes(m);
 
+	/*
+	 * Not counted (a recount after a failed group found it gone): a
+	 * count that wrapped would refuse the account for good.
+	 */
+	if (a->count == 0)
+		return;
 	a->count--;
 	a->bytes -= b < a->bytes ? b : a->bytes;
 	store_count(-1, -(int64_t)b);

@@ -2191,6 +2191,12 @@ sqlite_backlogs(struct store_backend *b, store_backlog_fn *fn, void *arg)
 	size_t pos;
 	int rc;
 
+	/*
+	 * A group SQLite ended itself (a failed write) left its marks
+	 * unwritten: back to what is committed first, as the next begin
+	 * would, or the recount after it fails and every count is lost.
+	 */
+	settle(b);
 	if (upto_write(b) < 0) {
 		free(count);
 		free(bytes);
