@@ -852,7 +852,7 @@ group_failed(void)
 }
 
 /* Commits the group, then answers its senders, in the order they came. */
-void
+bool
 store_group_commit(void)
 {
 	struct mailbox_task *t, *next, *rev = NULL;
@@ -867,7 +867,7 @@ store_group_commit(void)
 			/* Lost with the group: they go from memory. */
 			if (posts != 0)
 				http_out_kept(posts);
-			return;
+			return false;
 		}
 		atomic_fetch_add(&S.st_commits, 1);
 		S.nfinal_ok = S.nfinal;
@@ -894,6 +894,7 @@ store_group_commit(void)
 		m->verdict = MSG_OK;
 		deliver_answer(m);
 	}
+	return true;
 }
 
 static void

@@ -246,8 +246,11 @@ void	store_count(int64_t n, int64_t b);
 /* Stores the receipt for orig in state (SMPP), if it asked for one. */
 void	store_receipt(const struct msg *orig, uint8_t state);
 
-/* Commits the open group and answers those waiting for it. */
-void	store_group_commit(void);
+/*
+ * Commits the open group and answers those waiting for it; false if the
+ * commit failed (its waiters refused, what it changed undone).
+ */
+bool	store_group_commit(void);
 
 /* store_rows.c: expiry and the purge of final rows, from the tick. */
 void	store_expire(uint64_t now);

@@ -124,10 +124,14 @@ cancel_rec(struct msg_req *q, struct store_rec *rec)
 	    strcmp(rec->m->reply_to, q->submitter) != 0 ||
 	    store_acct_has_out(a, rec->m->id))
 		return false;
-	if (!store_txn(false) || (kept = S->ops->mark(S->b, rec->m->id,
-	    rec->account, MSG_STATE_DELETED, store_wall_now(), rec->due, rec->attempts,
-	    store_final_row(rec->m))) < 0)
+	if (!store_txn(false))
 		return false;
+	if ((kept = S->ops->mark(S->b, rec->m->id, rec->account,
+	    MSG_STATE_DELETED, store_wall_now(), rec->due, rec->attempts,
+	    store_final_row(rec->m))) < 0) {
+		store_write_error();
+		return false;
+	}
 	store_acct_leave(a, rec->m);
 	if (kept > 0)
 		store_final_add(rec->account, rec->m);
@@ -178,8 +182,12 @@ replace_rec(struct msg_req *q, struct store_rec *rec)
 	else if (rec->expires <= rec->due)
 		rec->expires = rec->due + S->cf->store.default_validity;
 	m->registered_delivery = q->registered_delivery;
-	if (!store_txn(true) || S->ops->update(S->b, rec) < 0)
+	if (!store_txn(true))
 		return;
+	if (S->ops->update(S->b, rec) < 0) {
+		store_write_error();
+		return;
+	}
 	a->bytes += store_msg_bytes(m) - before;
 	store_count(0, (int64_t)(store_msg_bytes(m) - before));
 	a->cursor = 0;
@@ -221,9 +229,9 @@ request_task(void *owner, void *arg, enum mailbox_status st)
 		}
 	}
 	free(rec.m);
-	/* Answered after the commit that holds the change. */
-	if (S->in_txn)
-		store_group_commit();
+	/* Answered after the commit that holds the change: none, no OK. */
+	if (S->in_txn && !store_group_commit() && q->kind != MSG_REQ_QUERY)
+		q->ok = false;
 	/*
 	 * Ids say nothing of the account, nor of its shard: each shard is
 	 * asked in turn until one has it; a cancel by address asks them all.
