@@ -1011,8 +1011,16 @@ js_mark(struct store_backend *b, uint64_t id, const char *account,
 
 	(void)account;		/* the row has it */
 	(void)final_row;	/* the bucket keeps every final row */
-	if (!b->in_txn || row == NULL)
+	if (!b->in_txn)
 		return -1;
+	/*
+	 * Not in the index of a loaded partition: the row is not ours to
+	 * mark any more (another node took this node's messages over while
+	 * it was away), as for SQLite a row that is not waiting. A failure
+	 * here would be retried every second, and hold the account's pump.
+	 */
+	if (row == NULL)
+		return b->loaded ? 0 : -1;
 	r = row->rec;
 	r.state = state;
 	r.final_date = final_date;
