@@ -1317,9 +1317,9 @@ outcome(struct msg *m, enum msg_outcome o)
 	case MSG_OUT_RETRY:
 		m->attempts++;
 		m->due = now + backoff(m->attempts);
-		if (store_txn(false))
-			S.ops->mark(S.b, m->id, a->id, MSG_STATE_ENROUTE, 0,
-			    m->due, m->attempts, false);
+		if (store_txn(false) && S.ops->mark(S.b, m->id, a->id,
+		    MSG_STATE_ENROUTE, 0, m->due, m->attempts, false) < 0)
+			store_write_error();
 		if (a->rescan_at == 0 || m->due < a->rescan_at)
 			a->rescan_at = m->due;
 		a->cursor = 0;

@@ -59,10 +59,14 @@ store_expire(uint64_t now)
 
 		if (store_acct_has_out(a, rec->m->id))
 			continue;
-		if (!store_txn(false) || (kept = S->ops->mark(S->b, rec->m->id,
-		    rec->account, MSG_STATE_EXPIRED, now, rec->due, rec->attempts,
-		    store_final_row(rec->m))) < 0)
+		if (!store_txn(false))
 			break;
+		if ((kept = S->ops->mark(S->b, rec->m->id, rec->account,
+		    MSG_STATE_EXPIRED, now, rec->due, rec->attempts,
+		    store_final_row(rec->m))) < 0) {
+			store_write_error();
+			break;
+		}
 		store_acct_leave(a, rec->m);
 		if (kept > 0)
 			store_final_add(rec->account, rec->m);
