@@ -278,11 +278,33 @@ test('receipts in another form of the SMSC id reach a line client and an ESME wi
 	}
 });
 
+// t's daemon stopped and a new one started on the same store (its
+// memory map empty), bound to the simulator, alice on it with RECEIPTS
+// ON: { d2, alice2 }, kept in t for teardownRestarted.
+async function restartOnStore(t, store) {
+	t.alice.sock.destroy();
+	await L.stopDaemon(t.d);
+	t.d = null;
+	const d2 = t.d2 = await L.startDaemon(conf(t.sim.port) + store);
+	await L.until(async () => metric(await L.scrape(d2.ports.metrics),
+		'sessions_bound') === 1 && t.sim.receiving() !== undefined, WAIT, 'bound again');
+	const alice2 = t.alice2 = await aliceOn(d2, true);
+	return { d2, alice2 };
+}
+
+async function teardownRestarted(t, dir) {
+	if (t.alice2)
+		t.alice2.sock.destroy();
+	t.alice.sock.destroy();
+	await L.stopAll(t.d, t.d2);
+	await t.sim.stop();
+	fs.rmSync(dir, { recursive: true, force: true });
+}
+
 test('with a store, a receipt matches after a restart: the SMSC id was kept on disk', async () => {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-rcpt-'));
 	const store = `store = { path = "${path.join(dir, 'store.db')}"; };\n`;
 	const t = await setup('', { messageId: () => '0000BEEF' }, store);
-	let d2 = null, alice2 = null;
 	try {
 		t.alice.sock.write('RECEIPTS ON\nSEND +351910000001 kept\n');
 		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
@@ -290,14 +312,8 @@ test('with a store, a receipt matches after a restart: the SMSC id was kept on d
 		// Stored first, then submitted: the SMSC's answer files its id.
 		await L.until(async () => L.val(await L.scrape(t.d.ports.metrics),
 			'echorouterd_upstream_receipt_ids') === 1, WAIT, 'the SMSC id filed');
-		t.alice.sock.destroy();
-		await L.stopDaemon(t.d);
-		t.d = null;
 		// A new daemon on the same store: its memory map is empty.
-		d2 = await L.startDaemon(conf(t.sim.port) + store);
-		await L.until(async () => metric(await L.scrape(d2.ports.metrics),
-			'sessions_bound') === 1 && t.sim.receiving() !== undefined, WAIT, 'bound again');
-		alice2 = await aliceOn(d2, true);
+		const { d2, alice2 } = await restartOnStore(t, store);
 		let m = await L.scrape(d2.ports.metrics);
 		assert.equal(L.val(m, 'echorouterd_upstream_receipt_ids'), 0);
 		// 48879 is 0xBEEF: the store's keys match the other form too.
@@ -312,12 +328,7 @@ test('with a store, a receipt matches after a restart: the SMSC id was kept on d
 		assert.equal(metric(m, 'receipts_matched_total'), 1);
 		assert.equal(metric(m, 'receipts_unmatched_total'), 2);
 	} finally {
-		if (alice2)
-			alice2.sock.destroy();
-		t.alice.sock.destroy();
-		await L.stopAll(t.d, d2);
-		await t.sim.stop();
-		fs.rmSync(dir, { recursive: true, force: true });
+		await teardownRestarted(t, dir);
 	}
 });
 
@@ -329,7 +340,6 @@ test('with a store, each part of a long message keeps its own SMSC id: one part\
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'erd-parts-'));
 	const store = `store = { path = "${path.join(dir, 'store.db')}"; };\n`;
 	const t = await setup('', { messageId: (n) => `C0DE0${n + 1}` }, store);
-	let d2 = null, alice2 = null;
 	try {
 		t.alice.sock.write(`RECEIPTS ON\nSEND +351910000001 ${'x'.repeat(200)}\n`);
 		const ok = await t.alice.wait((l) => /^OK \d+$/.test(l), 'the SEND');
@@ -341,13 +351,7 @@ test('with a store, each part of a long message keeps its own SMSC id: one part\
 		await t.alice.wait((l) => l.startsWith(`RCPT ${id} DELIVRD`), 'part 1\'s receipt');
 		// (The store drops it on its own thread: give it the time.)
 		await L.sleep(500);
-		t.alice.sock.destroy();
-		await L.stopDaemon(t.d);
-		t.d = null;
-		d2 = await L.startDaemon(conf(t.sim.port) + store);
-		await L.until(async () => metric(await L.scrape(d2.ports.metrics),
-			'sessions_bound') === 1 && t.sim.receiving() !== undefined, WAIT, 'bound again');
-		alice2 = await aliceOn(d2, true);
+		const { d2, alice2 } = await restartOnStore(t, store);
 		assert.equal((await t.sim.deliver(receipt('C0DE02', 'DELIVRD', '000'))).command_status, 0);
 		await alice2.wait((l) => l.startsWith(`RCPT ${id} DELIVRD`), 'part 2\'s receipt, from the store');
 		// Part 1's went with its final receipt.
@@ -356,12 +360,7 @@ test('with a store, each part of a long message keeps its own SMSC id: one part\
 		assert.equal(metric(m, 'receipts_matched_total'), 1);
 		assert.equal(metric(m, 'receipts_unmatched_total'), 1);
 	} finally {
-		if (alice2)
-			alice2.sock.destroy();
-		t.alice.sock.destroy();
-		await L.stopAll(t.d, d2);
-		await t.sim.stop();
-		fs.rmSync(dir, { recursive: true, force: true });
+		await teardownRestarted(t, dir);
 	}
 });
 
